@@ -118,6 +118,7 @@ _RETRYABLE_NAMES = {
     "ConnectError",
     "RemoteProtocolError",
 }
+_CUT_OFF_NAMES = {"LengthFinishReasonError", "ContentFilterFinishReasonError"}
 _FATAL_NAMES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError"}
 
 
@@ -145,6 +146,8 @@ def _raw_call(
             break
         except Exception as exc:  # noqa: BLE001 - classified below
             name = type(exc).__name__
+            if name in _CUT_OFF_NAMES:  # the SDK refuses to parse a cut-off structured answer: it is an answer
+                return "", "length" if "Length" in name else "content_filter", count_tokens(str(messages)), 0
             if name in _FATAL_NAMES:
                 raise ModelError(f"{spec} refused the request ({name}): {exc}. Check the model name and key.") from None
             if _is_unsupported_format(exc):
@@ -216,7 +219,8 @@ def _complete(
         elif schema_json is not None and method == "json_mode":
             params["response_format"] = {"type": "json_object"}
     text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
-    cache.put(key, spec, prompt_version, {"text": text, "finish_reason": finish, "usage": [n_in, n_out]})
+    if text.strip():  # an empty answer is a fault to retry later, not a result to replay
+        cache.put(key, spec, prompt_version, {"text": text, "finish_reason": finish, "usage": [n_in, n_out]})
     return TextAnswer(text, finish, False, one_call(spec, n_in, n_out, cached=False))
 
 
