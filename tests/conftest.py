@@ -1,0 +1,61 @@
+"""Fixtures every test module may use: a scripted OpenAI-compatible server and a Context pointed at it.
+
+Kept small and topic-free on purpose; fixtures for one topic belong in that topic's test module.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storyjudge.context import ENV_PREFIX, Context
+from tests.openai_server import OpenAIServer, Responder
+
+
+@pytest.fixture(autouse=True)
+def _no_storyjudge_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see Context defaults, not the developer's shell-wide ``STORYJUDGE_*`` settings."""
+    for name in list(os.environ):
+        if name.startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[Callable[..., OpenAIServer]]:
+    """Factory: ``scripted_server(responder, **options)`` starts an OpenAIServer, stopped after the test."""
+    started: list[OpenAIServer] = []
+
+    def start(responder: Responder, **options: Any) -> OpenAIServer:
+        server = OpenAIServer(responder, **options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def ctx_for(tmp_path: Path) -> Callable[..., Context]:
+    """Factory: ``ctx_for(server, **fields)``, a Context sending every role to ``server``, cache in tmp_path.
+
+    ``max_retries`` defaults to 0 so a scripted fault surfaces at once instead of after back-off sleeps; pass
+    ``max_retries=`` to test retrying.
+    """
+
+    def make(server: OpenAIServer, **fields: Any) -> Context:
+        values: dict[str, Any] = {
+            "model": "openai:scripted",
+            "base_url": server.base_url,
+            "cache_dir": str(tmp_path / "cache"),
+            "run_dir": str(tmp_path / "run"),
+            "max_retries": 0,
+        }
+        values.update(fields)
+        return Context(**values)
+
+    return make
