@@ -14,6 +14,15 @@ from pydantic import BaseModel, Field
 
 from storyjudge.usage import Usage, merge_usage
 
+
+def add_timings(left: dict[str, float] | None, right: dict[str, float] | None) -> dict[str, float]:
+    """Reducer: seconds per stage, summed (a stage that runs every iteration accumulates)."""
+    merged = dict(left or {})
+    for stage, seconds in (right or {}).items():
+        merged[stage] = round(merged.get(stage, 0.0) + seconds, 4)
+    return merged
+
+
 # =============================================================================================================
 # Narrative data
 # =============================================================================================================
@@ -125,11 +134,21 @@ class Fact(TypedDict):
     text: str
 
 
+class EvidenceScene(TypedDict):
+    """A retrieved scene as the judge saw it: whole, or only its best passage when the budget was short."""
+
+    id: str
+    title: str
+    text: str
+    score: float
+    excerpt: bool  # True: only the best-matching passage was shown (the scene did not fit the budget)
+
+
 class Evidence(TypedDict):
     """What the judge saw for a fact."""
 
-    scene_ids: list[str]
-    scenes: list[dict[str, Any]]  # {id, title, passage, score}
+    query: str
+    scenes: list[EvidenceScene]
     ckg_lines: list[str]
 
 
@@ -204,7 +223,7 @@ class IndexState(TypedDict, total=False):
     ckg_stats: CKGStats
     index: IndexRef
     usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], operator.or_]
+    timings: Annotated[dict[str, float], add_timings]
 
 
 class SummarizeInput(TypedDict, total=False):
@@ -231,7 +250,7 @@ class SummarizeState(TypedDict, total=False):
     draft: str
     summary: str
     usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], operator.or_]
+    timings: Annotated[dict[str, float], add_timings]
 
 
 class FactScoreInput(TypedDict, total=False):
@@ -246,12 +265,20 @@ class FactScoreInput(TypedDict, total=False):
     iteration: int
 
 
+class DecomposeTask(TypedDict):
+    """Send payload: one summary sentence to split into atomic facts."""
+
+    summary: str
+    sentence: str
+    sentence_index: int
+    iteration: int
+
+
 class JudgeTask(TypedDict):
-    """Send payload: one fact with what the judge needs to find its evidence."""
+    """Send payload: one fact and the evidence retrieved for it."""
 
     fact: Fact
-    ckg: dict[str, Any]
-    index: IndexRef
+    evidence: Evidence
 
 
 class FactScoreState(IndexState, total=False):
@@ -260,10 +287,28 @@ class FactScoreState(IndexState, total=False):
     summary: str
     iteration: int
     sentences: list[str]
+    raw_facts: Annotated[list[Fact], operator.add]
+    decompose_failures: Annotated[int, operator.add]
     facts: list[Fact]
-    decompose_failures: int
+    evidence: dict[str, Evidence]  # fact id -> evidence
     verdicts: Annotated[list[FactVerdict], operator.add]
     factscore: ScoreCard
+
+
+class FactScoreOutput(TypedDict, total=False):
+    """What the factscore graph returns (and hands back to the refine graph)."""
+
+    factscore: ScoreCard
+    doc_hash: str
+    title: str
+    run_dir: str
+    scenes: list[Scene]
+    segmentation: str
+    ckg: dict[str, Any]
+    ckg_stats: CKGStats
+    index: IndexRef
+    usage: Usage
+    timings: dict[str, float]
 
 
 class CoherenceInput(TypedDict, total=False):
@@ -303,7 +348,7 @@ class CoherenceState(TypedDict, total=False):
     annotations: Annotated[list[SentenceAnnotation], operator.add]
     coherence: dict[str, Any]  # per-summary scores, system score, bootstrap, per-type rates, mode
     usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], operator.or_]
+    timings: Annotated[dict[str, float], add_timings]
 
 
 class Iteration(TypedDict):

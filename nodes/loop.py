@@ -1,0 +1,99 @@
+"""Loop control of the refine graph: record each round, keep the best summary, decide when to stop.
+
+Stop when the score reaches the target, when it has not beaten the best by ``min_delta`` for ``patience`` rounds
+(saturation, as the paper observes), when nothing is left to fix, or after ``max_iterations`` refinements. The
+result is the best summary, not the last; ties go to the later one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+
+from state import Iteration, RefineState
+from storyjudge.context import Context, context_of
+
+
+def _score(it: Iteration) -> float:
+    value = it["factscore"]["score"]
+    return -1.0 if value is None else value
+
+
+def best_of(iterations: list[Iteration]) -> Iteration | None:
+    """Highest score among accepted iterations, ties to the later one."""
+    best: Iteration | None = None
+    for it in sorted(iterations, key=lambda i: i["iteration"]):
+        if it["accepted"] and (best is None or _score(it) >= _score(best)):
+            best = it
+    return best
+
+
+def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
+    """Consecutive latest rounds that did not beat the best before them by ``min_delta``."""
+    ordered = sorted(iterations, key=lambda i: i["iteration"])
+    stale = 0
+    for n in range(1, len(ordered)):
+        previous_best = best_of(ordered[:n])
+        gain = _score(ordered[n]) - (_score(previous_best) if previous_best else -1.0)
+        stale = 0 if (ordered[n]["accepted"] and gain >= min_delta) else stale + 1
+    return stale
+
+
+def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
+    """Why the loop stops now, or "" to refine again."""
+    latest = max(iterations, key=lambda i: i["iteration"])
+    card = latest["factscore"]
+    if card["score"] is not None and card["score"] >= ctx.target_score:
+        return f"target reached (NFS {card['score']:.3f} >= {ctx.target_score})"
+    if latest["iteration"] >= 1 and stale_rounds(iterations, ctx.min_delta) >= ctx.patience:
+        return f"saturated (no gain >= {ctx.min_delta} over the best for {ctx.patience} round(s))"
+    if latest["iteration"] >= ctx.max_iterations:
+        return f"max iterations ({ctx.max_iterations}) reached"
+    if card["unsupported"] == 0:
+        return "nothing to refine (no unsupported facts)" if card["score"] is not None else "nothing could be judged"
+    return ""
+
+
+def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Record this round (with the coherence guard's decision) and decide whether to go on."""
+    ctx = context_of(runtime)
+    iteration = state.get("iteration", 0)
+    card = state["factscore"]
+    record = Iteration(iteration=iteration, summary=state["summary"], factscore=card, accepted=True, note="")
+    previous = [it for it in state.get("iterations") or [] if it["iteration"] != iteration]
+    coherence = state.get("coherence") if ctx.coherence_guard else None
+    if coherence is not None:
+        record["coherence"] = coherence
+        best = best_of(previous)
+        best_coh = (best.get("coherence") or {}).get("score") if best else None
+        this_coh = coherence.get("score")
+        if best_coh is not None and this_coh is not None and this_coh < best_coh - ctx.coherence_margin:
+            record["accepted"] = False
+            record["note"] = (
+                f"coherence guard: BooookScore {this_coh:.3f} fell more than {ctx.coherence_margin} below the "
+                f"best's {best_coh:.3f}; not accepted as best"
+            )
+    everything = [*previous, record]
+    reason = stop_reason(everything, ctx)
+    best = best_of(everything)
+    return {
+        "iterations": [record],
+        "stop_reason": reason,
+        "best_iteration": best["iteration"] if best else iteration,
+    }
+
+
+def route_loop(state: RefineState) -> Literal["refine", "finish"]:
+    """Refine again unless a stop reason was recorded."""
+    return "finish" if state.get("stop_reason") else "refine"
+
+
+def route_guard(state: RefineState, runtime: Runtime[Context]) -> Literal["coherence", "assess"]:
+    """Score coherence first when the guard is on."""
+    return "coherence" if context_of(runtime).coherence_guard else "assess"
+
+
+def route_summary(state: RefineState) -> Literal["summarize", "factscore"]:
+    """Summarize the narrative unless the caller brought a summary to refine."""
+    return "factscore" if (state.get("summary") or "").strip() else "summarize"

@@ -1,0 +1,82 @@
+"""Evidence retrieval: for every fact, the top-k scenes from Chroma plus the CKG lines of its characters.
+
+Queries are expanded with the aliases of the characters a fact mentions (from the name graph), so "the Thane of
+Cawdor" finds Macbeth's scenes. Scenes go to the judge whole while they fit its token budget; past it, only the
+best-matching passage is shown, and the evidence record says so.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from state import Evidence, EvidenceScene, Fact, FactScoreState, Scene
+from storyjudge.context import Context, context_of
+from storyjudge.progress import report
+from storyjudge.tokens import count_tokens
+
+CKG_LINES_PER_FACT = 40
+PROMPT_OVERHEAD_TOKENS = 1200
+
+
+def evidence_budget(ctx: Context) -> int:
+    """Tokens of scene text one judge prompt may carry."""
+    return max(512, ctx.context_window - ctx.max_output_tokens - PROMPT_OVERHEAD_TOKENS)
+
+
+def expand_query(fact: str, ckg: dict[str, Any]) -> str:
+    """The fact plus the aliases of the characters it mentions."""
+    from storyjudge.ckg import aliases, characters_in
+
+    names = characters_in(ckg, fact) if ckg else []
+    alias_map = aliases(ckg) if names else {}
+    extra = [alias for name in names for alias in alias_map.get(name, []) if alias.lower() not in fact.lower()]
+    return fact if not extra else f"{fact} ({'; '.join(extra)})"
+
+
+def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: int) -> list[EvidenceScene]:
+    """Whole scenes in rank order while they fit, then best passages; never silently cut."""
+    chosen: list[EvidenceScene] = []
+    left = budget
+    for hit in hits:
+        scene = scenes.get(hit["id"])
+        full = scene["text"] if scene else hit.get("passage", "")
+        title = hit.get("title") or (scene["title"] if scene else "")
+        n_full = count_tokens(full)
+        if n_full <= left:
+            chosen.append(EvidenceScene(id=hit["id"], title=title, text=full, score=hit["score"], excerpt=False))
+            left -= n_full
+            continue
+        passage = hit.get("passage", "")
+        n_passage = count_tokens(passage)
+        if passage and n_passage <= left:
+            chosen.append(EvidenceScene(id=hit["id"], title=title, text=passage, score=hit["score"], excerpt=True))
+            left -= n_passage
+    return chosen
+
+
+def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Evidence for every fact of this iteration."""
+    from storyjudge.ckg import subgraph_lines
+    from storyjudge.sceneindex import search_scenes
+
+    ctx = context_of(runtime)
+    started = time.perf_counter()
+    facts: list[Fact] = state.get("facts") or []
+    ckg = state.get("ckg") or {}
+    scenes = {scene["id"]: scene for scene in state.get("scenes") or []}
+    index = state.get("index")
+    report("retrieve", total=len(facts))
+    evidence: dict[str, Evidence] = {}
+    for fact in facts:
+        query = expand_query(fact["text"], ckg)
+        hits = search_scenes(index, query, ctx.retrieval_k) if index else []
+        evidence[fact["id"]] = Evidence(
+            query=query,
+            scenes=select_scenes(hits, scenes, evidence_budget(ctx)),
+            ckg_lines=subgraph_lines(ckg, query, limit=CKG_LINES_PER_FACT) if ckg else [],
+        )
+        report("retrieve", advance=1)
+    return {"evidence": evidence, "timings": {"retrieve": time.perf_counter() - started}}

@@ -1,0 +1,251 @@
+"""``storyjudge refine`` (the main job) and ``storyjudge score``: resumable runs with a run record."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from storyjudge.cli import app
+from storyjudge.cli.common import (
+    BaseUrlOpt,
+    ConcurrencyOpt,
+    ModelOpt,
+    RunDirOpt,
+    console,
+    fail,
+    make_context,
+    out,
+    print_models,
+    read_text_file,
+    stream_graph,
+)
+from storyjudge.context import ConfigError, Context
+from storyjudge.llm import ModelError, require_models
+from storyjudge.results import build_result, write_result
+from storyjudge.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
+from storyjudge.usage import totals
+
+StrategyOpt = Annotated[
+    str | None, typer.Option("--strategy", help="Initial summary: 'hierarchical' merging or 'incremental' updating.")
+]
+ResumeOpt = Annotated[
+    bool, typer.Option("--resume", help="Continue the interrupted run in --run-dir (checkpoint + LLM cache).")
+]
+
+
+def _prepare(path: Path, run_dir: Path | None, resume: bool) -> tuple[str, str, RunDir]:
+    text, _ = read_text_file(path)
+    if len(text.split()) < 3:
+        fail(f"{path} has fewer than 3 words; give a narrative to summarize.")
+    doc_hash = document_hash(text)
+    rd = RunDir(run_dir or default_run_dir(path.stem, doc_hash))
+    try:
+        rd.claim(doc_hash, str(path), resume=resume)
+    except RunDirMismatch as exc:
+        fail(str(exc))
+    return text, doc_hash, rd
+
+
+def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
+    """The checkpoint thread of this run: the last one on --resume, a new one otherwise."""
+    meta = json.loads(rd.meta.read_text())
+    key = f"{kind}_thread"
+    if resume and meta.get(key):
+        return meta[key], True
+    thread = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    meta[key] = thread
+    rd.write_json(rd.meta, meta)
+    return thread, False
+
+
+def _run(kind: str, graph_input: dict[str, Any], ctx: Context, rd: RunDir, resume: bool) -> dict[str, Any]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if kind == "refine":
+        from graphs.refine import build_graph
+    else:
+        from graphs.factscore import build_graph
+    conn = sqlite3.connect(rd.checkpoints, check_same_thread=False)
+    try:
+        graph = build_graph(checkpointer=SqliteSaver(conn))
+        thread, resuming = _thread(rd, kind, resume)
+        config = {"configurable": {"thread_id": thread}, "max_concurrency": max(ctx.concurrency, 1) * 2}
+        if resuming:
+            snapshot = graph.get_state(config)
+            if not snapshot.next:
+                console.print(f"[green]The run in {rd.root} already finished;[/] showing its result.")
+                return dict(snapshot.values)
+            console.print(f"Resuming {thread} at {', '.join(snapshot.next)}")
+            return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
+        return dict(stream_graph(graph, graph_input, ctx, config))
+    except (ModelError, ConfigError) as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(str(exc))
+    finally:
+        conn.close()
+
+
+def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
+    table = Table(title="NarrativeFactScore per iteration", header_style="bold")
+    for column in ("iteration", "NFS", "supported", "unsupported", "unjudged", "facts", "coherence", "note"):
+        table.add_column(column)
+    for it in sorted(iterations, key=lambda i: i["iteration"]):
+        card = it["factscore"]
+        nfs = "n/a" if card["score"] is None else f"{card['score']:.3f}"
+        coherence = (it.get("coherence") or {}).get("score")
+        mark = " (best)" if it["iteration"] == best else ""
+        table.add_row(
+            f"{it['iteration']}{mark}",
+            nfs,
+            str(card["supported"]),
+            str(card["unsupported"]),
+            str(card["unjudged"]),
+            str(card["facts"]),
+            "-" if coherence is None else f"{coherence:.3f}",
+            it.get("note", ""),
+        )
+    return table
+
+
+@app.command("refine")
+def refine_command(
+    file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    run_dir: RunDirOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    strategy: StrategyOpt = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Refinement rounds at most (default 3).")] = None,
+    target: Annotated[float | None, typer.Option(help="Stop when NFS reaches this (default 1.0).")] = None,
+    min_delta: Annotated[float | None, typer.Option(help="Smallest gain that counts (default 0.01).")] = None,
+    patience: Annotated[int | None, typer.Option(help="Rounds without gain before stopping (default 1).")] = None,
+    ckg_samples: Annotated[int | None, typer.Option(help="Extraction samples per scene (default 3).")] = None,
+    retrieval_k: Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Chunk size in tokens (default 2048).")] = None,
+    max_summary_tokens: Annotated[int | None, typer.Option(help="Summary budget in tokens (default 900).")] = None,
+    coherence_guard: Annotated[
+        bool | None, typer.Option("--coherence-guard/--no-coherence-guard", help="Reject refinements that lose coherence.")
+    ] = None,
+    summary: Annotated[
+        Path | None, typer.Option(help="Start from this summary instead of generating one.")
+    ] = None,
+    resume: ResumeOpt = False,
+) -> None:
+    """Summarize a narrative, then judge every atomic fact and refine until the score saturates."""
+    started = time.perf_counter()
+    text, doc_hash, rd = _prepare(file, run_dir, resume)
+    ctx = make_context(
+        model=model,
+        base_url=base_url,
+        run_dir=rd.root,
+        concurrency=concurrency,
+        strategy=strategy,
+        max_iterations=max_iterations,
+        target_score=target,
+        min_delta=min_delta,
+        patience=patience,
+        ckg_samples=ckg_samples,
+        retrieval_k=retrieval_k,
+        chunk_size=chunk_size,
+        max_summary_tokens=max_summary_tokens,
+        coherence_guard=coherence_guard,
+    )
+    try:
+        require_models(ctx, ("extractor", "summarizer", "decomposer", "judge", "refiner"))
+    except ConfigError as exc:
+        fail(str(exc))
+    print_models(ctx)
+    graph_input: dict[str, Any] = {"document": text, "title": file.stem}
+    if summary is not None:
+        graph_input["summary"] = read_text_file(summary, "summary")[0]
+    final = _run("refine", graph_input, ctx, rd, resume)
+    result = build_result(final, ctx)
+    result["wall_seconds"] = round(time.perf_counter() - started, 2)
+    write_result(rd.root, result)
+    _write_report(rd)
+    iterations = final.get("iterations") or []
+    for it in sorted(iterations, key=lambda i: i["iteration"]):
+        nfs = it["factscore"]["score"]
+        out.print(
+            Panel(
+                it["summary"],
+                title=f"iteration {it['iteration']}: NFS {'n/a' if nfs is None else f'{nfs:.3f}'}",
+                expand=False,
+            )
+        )
+    out.print(_score_table(iterations, final.get("best_iteration")))
+    usage = totals(final.get("usage"))
+    out.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
+    out.print(
+        f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
+        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. ${usage['cost_usd']:.4f}; "
+        f"wall {result['wall_seconds']}s"
+    )
+    out.print(f"Run record: {rd.result}")
+
+
+@app.command("score")
+def score_command(
+    file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
+    summary: Annotated[Path, typer.Option(help="The summary to score (text file).")],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    run_dir: RunDirOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    ckg_samples: Annotated[int | None, typer.Option(help="Extraction samples per scene (default 3).")] = None,
+    retrieval_k: Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")] = None,
+    resume: ResumeOpt = False,
+) -> None:
+    """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
+    started = time.perf_counter()
+    summary_text, _ = read_text_file(summary, "summary")
+    text, doc_hash, rd = _prepare(file, run_dir, resume)
+    ctx = make_context(
+        model=model, base_url=base_url, run_dir=rd.root, concurrency=concurrency, ckg_samples=ckg_samples,
+        retrieval_k=retrieval_k,
+    )
+    try:
+        require_models(ctx, ("extractor", "decomposer", "judge"))
+    except ConfigError as exc:
+        fail(str(exc))
+    print_models(ctx, ("extractor", "decomposer", "judge"))
+    final = _run("score", {"document": text, "title": file.stem, "summary": summary_text}, ctx, rd, resume)
+    card = final["factscore"]
+    iteration = {"iteration": 0, "summary": summary_text, "factscore": card, "accepted": True, "note": ""}
+    result = build_result({**final, "iterations": [iteration], "best_iteration": 0}, ctx, kind="score")
+    result["wall_seconds"] = round(time.perf_counter() - started, 2)
+    write_result(rd.root, result)
+    _write_report(rd)
+    table = Table(title="Atomic facts", header_style="bold", show_lines=False)
+    table.add_column("fact")
+    table.add_column("verdict")
+    table.add_column("feedback")
+    for verdict in card["verdicts"]:
+        table.add_row(verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", ""))
+    out.print(table)
+    nfs = "n/a" if card["score"] is None else f"{card['score']:.3f}"
+    out.print(
+        f"NarrativeFactScore {nfs}: {card['supported']} supported, {card['unsupported']} unsupported, "
+        f"{card['unjudged']} unjudged of {card['facts']} facts. Run record: {rd.result}"
+    )
+
+
+def _write_report(rd: RunDir) -> None:
+    """Render report.html when the report module is available."""
+    try:
+        from storyjudge.report import write_report
+    except ImportError:
+        return
+    try:
+        write_report(rd.root)
+    except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run
+        console.print(f"[yellow]report.html not written: {exc}[/]")

@@ -1,0 +1,64 @@
+"""Stop rule and best-summary selection of the refine loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.loop import best_of, stale_rounds, stop_reason
+from storyjudge.context import Context
+
+
+def it(n: int, score: float | None, *, unsupported: int = 1, accepted: bool = True) -> Any:
+    card = {"score": score, "unsupported": unsupported, "supported": 1, "unjudged": 0, "facts": 2, "verdicts": []}
+    return {"iteration": n, "summary": f"summary {n}", "factscore": card, "accepted": accepted, "note": ""}
+
+
+def test_target_reached_stops() -> None:
+    assert stop_reason([it(0, 1.0, unsupported=0)], Context()).startswith("target reached")
+    assert stop_reason([it(0, 0.8)], Context(target_score=0.8)).startswith("target reached")
+
+
+def test_continues_below_target_on_first_round() -> None:
+    assert stop_reason([it(0, 0.5)], Context()) == ""
+
+
+def test_saturation_with_patience() -> None:
+    rounds = [it(0, 0.5), it(1, 0.505)]
+    assert stop_reason(rounds, Context(min_delta=0.01, patience=1)).startswith("saturated")
+    assert stop_reason(rounds, Context(min_delta=0.01, patience=2)) == ""
+    rounds.append(it(2, 0.50))
+    assert stop_reason(rounds, Context(min_delta=0.01, patience=2, max_iterations=5)).startswith("saturated")
+
+
+def test_improvement_resets_staleness() -> None:
+    rounds = [it(0, 0.5), it(1, 0.505), it(2, 0.7)]
+    assert stale_rounds(rounds, 0.01) == 0
+    assert stop_reason(rounds, Context(patience=2, max_iterations=5)) == ""
+
+
+def test_max_iterations() -> None:
+    rounds = [it(0, 0.2), it(1, 0.4), it(2, 0.6)]
+    assert stop_reason(rounds, Context(max_iterations=2)).startswith("max iterations")
+    assert stop_reason(rounds, Context(max_iterations=3)) == ""
+    assert stop_reason([it(0, 0.2)], Context(max_iterations=0)).startswith("max iterations")
+
+
+def test_nothing_to_refine_when_all_unjudged() -> None:
+    assert stop_reason([it(0, None, unsupported=0)], Context()) == "nothing could be judged"
+
+
+def test_best_is_highest_and_ties_go_to_later() -> None:
+    rounds = [it(0, 0.5), it(1, 0.8), it(2, 0.8), it(3, 0.6)]
+    best = best_of(rounds)
+    assert best is not None and best["iteration"] == 2
+
+
+def test_rejected_iteration_is_never_best() -> None:
+    rounds = [it(0, 0.5), it(1, 0.9, accepted=False)]
+    best = best_of(rounds)
+    assert best is not None and best["iteration"] == 0
+
+
+def test_unscored_iteration_loses_to_scored() -> None:
+    best = best_of([it(0, 0.0), it(1, None)])
+    assert best is not None and best["iteration"] == 0
