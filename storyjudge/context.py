@@ -116,12 +116,29 @@ class Context:
         default=False, metadata=_describe("Annotate several sentences per call (cheaper; not the paper's setting).")
     )
 
+    def __new__(cls, *args: Any, **values: Any) -> Context:
+        """Remember the fields the caller passed: they win over the environment, even when equal to defaults."""
+        self = super().__new__(cls)
+        object.__setattr__(self, "_explicit", frozenset(values))
+        return self
+
     def __post_init__(self) -> None:
         hints = get_type_hints(type(self))
+        explicit: frozenset[str] = getattr(self, "_explicit", frozenset())
         for f in fields(self):
+            value = getattr(self, f.name)
             env_value = os.environ.get(ENV_PREFIX + f.name.upper())
-            if env_value is not None and getattr(self, f.name) == f.default:
-                setattr(self, f.name, _coerce(f.name, env_value, hints[f.name]))
+            if env_value is not None and f.name not in explicit:
+                source = f"{ENV_PREFIX}{f.name.upper()}"
+                setattr(self, f.name, _coerce(f.name, env_value, hints[f.name], source))
+            elif isinstance(value, str) and hints[f.name] is not str:  # forms and JSON payloads send strings
+                setattr(self, f.name, _coerce(f.name, value, hints[f.name], "value"))
+            elif isinstance(value, os.PathLike) and hints[f.name] is str:  # run_dir=Path(...) is fine
+                setattr(self, f.name, os.fspath(value))
+            elif not _has_type(value, hints[f.name]):
+                expected = _type_name(hints[f.name])
+                given = type(value).__name__
+                raise ConfigError(f"Invalid setting: {f.name} must be a {expected}, not {given}.")
         self.validate()
 
     def validate(self) -> None:
@@ -163,10 +180,31 @@ class Context:
         return Path(self.run_dir) if self.run_dir else None
 
 
-def _coerce(name: str, raw: str, hint: Any) -> Any:
-    target = hint
+def _target_type(hint: Any) -> Any:
     if get_origin(hint) in (Union, types.UnionType):
-        target = next(a for a in get_args(hint) if a is not type(None))
+        return next(a for a in get_args(hint) if a is not type(None))
+    return hint
+
+
+def _type_name(hint: Any) -> str:
+    return str(getattr(_target_type(hint), "__name__", hint))
+
+
+def _has_type(value: Any, hint: Any) -> bool:
+    """Whether a value fits its field (ints are fine where floats are expected; None where optional)."""
+    target = _target_type(hint)
+    if value is None:
+        return target is not hint
+    if target is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if target is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, target) if isinstance(target, type) else True
+
+
+def _coerce(name: str, raw: str, hint: Any, source: str) -> Any:
+    """Parse a string setting (environment variable or form value) into the field's type."""
+    target = _target_type(hint)
     try:
         if target is bool:
             lowered = raw.strip().lower()
@@ -180,10 +218,8 @@ def _coerce(name: str, raw: str, hint: Any) -> Any:
         if target is float:
             return float(raw)
     except ValueError:
-        raise ConfigError(
-            f"Invalid setting: environment variable {ENV_PREFIX}{name.upper()}={raw!r} is not a valid "
-            f"{getattr(target, '__name__', target)}."
-        ) from None
+        expected = getattr(target, "__name__", target)
+        raise ConfigError(f"Invalid setting: {name} ({source} {raw!r}) is not a valid {expected}.") from None
     return raw
 
 
