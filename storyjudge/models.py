@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,7 @@ def local_model_path(name: str) -> Path:
 def check_spec(spec: str, ctx: Context) -> None:
     """Fail early, with what to do, on a spec that cannot work (unknown provider, missing key)."""
     provider, sep, name = spec.partition(":")
-    if not sep or not name:
+    if not sep or not name or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", provider):
         raise ConfigError(
             f"Model spec {spec!r} is not 'provider:model'; use e.g. 'openai:gpt-4o-mini' or 'local:smollm2'."
         )
@@ -102,7 +103,7 @@ def check_spec(spec: str, ctx: Context) -> None:
                 "or use --model local:smollm2."
             )
         return
-    if importlib.util.find_spec(f"langchain_{provider}") is None:
+    if importlib.util.find_spec(f"langchain_{provider.replace('-', '_')}") is None:
         raise ConfigError(
             f"Unknown model provider {provider!r} in {spec!r}: storyjudge ships 'openai:' (any OpenAI-compatible "
             f"server via --base-url) and 'local:'; for {provider!r} install langchain-{provider}."
@@ -153,7 +154,8 @@ def _local_chat_class() -> type[BaseChatModel]:
 def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
     if provider == "local":
         path = local_model_path(name)
-        return _local_chat_class()(
+        local_class: Any = _local_chat_class()  # pydantic fields of ChatLlamaCpp, unknown to BaseChatModel
+        return local_class(
             model_path=str(path),
             n_ctx=LOCAL_MODELS[name].context_window,
             n_threads=max(1, os.cpu_count() or 1),
