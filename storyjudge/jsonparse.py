@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 T = TypeVar("T", bound=BaseModel)
 
 _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_CLOSE_THINK = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -23,9 +24,16 @@ class ParseFailure(ValueError):
 
 
 def strip_thinking(text: str) -> str:
-    """Remove ``<think>...</think>`` blocks (and an unclosed trailing one's opening tag)."""
+    """Remove ``<think>...</think>`` blocks (and an unclosed trailing one's opening tag).
+
+    A closing tag without an opening one means the chat template opened the block in the prompt: everything
+    before it is thinking.
+    """
     text = _THINK.sub("", text)
-    return re.sub(r"^\s*</?think(?:ing)?>", "", text, flags=re.IGNORECASE).strip()
+    orphan_close = list(_CLOSE_THINK.finditer(text))
+    if orphan_close:
+        text = text[orphan_close[-1].end() :]
+    return re.sub(r"^\s*<think(?:ing)?>", "", text, flags=re.IGNORECASE).strip()
 
 
 def _candidates(text: str) -> list[Any]:
@@ -70,7 +78,8 @@ def parse_json_as(text: str, schema: type[T]) -> T:
         try:
             return schema.model_validate(value)
         except ValidationError as exc:
-            errors.append(str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3]))
+            problems = [f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3]]
+            errors.append(str(exc).splitlines()[0] + ": " + "; ".join(problems))
     if errors:
         raise ParseFailure(f"JSON found but invalid for {schema.__name__}: {errors[0]}")
     raise ParseFailure(f"no JSON object in answer: {cleaned[:120]!r}")

@@ -112,18 +112,27 @@ _RETRYABLE_NAMES = {
     "InternalServerError",
     "APIResponseValidationError",
     "JSONDecodeError",
-    "APIError",
-    "APIStatusError",
     "ReadTimeout",
     "ConnectError",
     "RemoteProtocolError",
 }
+# Base classes of every API error (400 and 401 included): retried only when raised as themselves.
+_RETRYABLE_EXACT_NAMES = {"APIError", "APIStatusError"}
 _CUT_OFF_NAMES = {"LengthFinishReasonError", "ContentFilterFinishReasonError"}
 _FATAL_NAMES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError"}
 
 
+def _kinds(exc: BaseException) -> set[str]:
+    """Class names of an exception and its bases.
+
+    langchain-openai re-raises the SDK's errors as subclasses
+    (``OpenAIInvalidRequestError(BadRequestError)``), so classifying by the exact class name would miss them.
+    """
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
 def _is_unsupported_format(exc: Exception) -> bool:
-    return type(exc).__name__ in ("BadRequestError", "UnprocessableEntityError") and any(
+    return bool(_kinds(exc) & {"BadRequestError", "UnprocessableEntityError"}) and any(
         word in str(exc).lower() for word in ("response_format", "json_schema", "json_object", "schema")
     )
 
@@ -146,15 +155,21 @@ def _raw_call(
             break
         except Exception as exc:  # noqa: BLE001 - classified below
             name = type(exc).__name__
-            if name in _CUT_OFF_NAMES:  # the SDK refuses to parse a cut-off structured answer: it is an answer
-                return "", "length" if "Length" in name else "content_filter", count_tokens(str(messages)), 0
-            if name in _FATAL_NAMES:
+            kinds = _kinds(exc)
+            if kinds & _CUT_OFF_NAMES:  # the SDK refuses to parse a cut-off structured answer; it is one
+                cut = "length" if "LengthFinishReasonError" in kinds else "content_filter"
+                return "", cut, count_tokens(str(messages)), 0
+            if kinds & _FATAL_NAMES:
                 raise ModelError(f"{spec} refused the request ({name}): {exc}. Check the model name and key.") from None
             if _is_unsupported_format(exc):
                 raise
-            transient = name in _RETRYABLE_NAMES or isinstance(exc, (TimeoutError, ConnectionError, ValueError))
+            transient = (
+                bool(kinds & _RETRYABLE_NAMES)
+                or name in _RETRYABLE_EXACT_NAMES
+                or isinstance(exc, (TimeoutError, ConnectionError, ValueError))
+            )
             if not transient or attempt == ctx.max_retries:
-                if name in ("APIConnectionError", "ConnectError"):
+                if kinds & {"APIConnectionError", "ConnectError"} and not kinds & {"APITimeoutError"}:
                     raise ModelError(
                         f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: {exc}. "
                         "Check --base-url and that the server is running."
@@ -168,7 +183,7 @@ def _raw_call(
     text = strip_thinking(message.text)
     meta = message.response_metadata or {}
     finish = meta.get("finish_reason")
-    usage = message.usage_metadata or {}
+    usage: dict[str, Any] = dict(message.usage_metadata or {})
     prompt_text = "\n".join(content for _, content in messages)
     input_tokens = int(usage.get("input_tokens") or count_tokens(prompt_text))
     output_tokens = int(usage.get("output_tokens") or count_tokens(text))
@@ -186,8 +201,13 @@ def _complete(
     method: Method,
     schema: type[BaseModel] | None,
     sample: int,
+    attempt: int = 0,
 ) -> TextAnswer:
-    """A cached completion: identical requests are answered from the cache at no cost."""
+    """A cached completion: identical requests are answered from the cache at no cost.
+
+    ``attempt`` numbers parse retries: a retry whose conversation repeats the previous one must reach the
+    model again instead of replaying the cached unusable answer.
+    """
     schema_json = schema.model_json_schema() if schema is not None else None
     request = {
         "messages": list(messages),
@@ -198,6 +218,8 @@ def _complete(
         "sample": sample,
         "seed": ctx.seed,
     }
+    if attempt:
+        request["attempt"] = attempt
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request)
     hit = cache.get(key)
@@ -299,6 +321,7 @@ def ask_structured(
                 method=method,
                 schema=schema,
                 sample=sample,
+                attempt=attempts,
             )
         except Exception as exc:
             if _is_unsupported_format(exc) and method != "text":

@@ -76,8 +76,11 @@ def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
     merged: Usage = {spec: ModelUsage(**entry) for spec, entry in (left or {}).items()}
     for spec, entry in (right or {}).items():
         target = merged.setdefault(spec, empty_model_usage())
-        for key in ("calls", "cache_hits", "input_tokens", "output_tokens", "failures"):
-            target[key] += entry.get(key, 0)  # type: ignore[literal-required]
+        target["calls"] += entry.get("calls", 0)
+        target["cache_hits"] += entry.get("cache_hits", 0)
+        target["input_tokens"] += entry.get("input_tokens", 0)
+        target["output_tokens"] += entry.get("output_tokens", 0)
+        target["failures"] += entry.get("failures", 0)
         target["cost_usd"] = round(target["cost_usd"] + entry.get("cost_usd", 0.0), 8)
     return merged
 

@@ -1,7 +1,8 @@
 """A scripted, fault-injecting OpenAI-compatible chat server on 127.0.0.1 for integration tests and benchmarks.
 
-A ``responder`` maps each request body to the answer text (or a dict with ``content``/``finish_reason``), so tests
-script the model's behaviour exactly while storyjudge talks real HTTP through ``langchain-openai``. Optional
+A ``responder`` maps each request body to the answer text (or a dict with ``content``/``finish_reason``, or
+with ``status``/``error`` for an HTTP error such as a 400 that rejects ``response_format``), so tests script the
+model's behaviour exactly while storyjudge talks real HTTP through ``langchain-openai``. Optional
 latency, a bounded number of serving slots, and per-request faults (429 with Retry-After, 500, hangs past the
 client timeout, malformed JSON, truncated output, empty content) reproduce what real endpoints do. Every request
 is logged.
@@ -94,7 +95,10 @@ class OpenAIServer:
         self.max_in_flight = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll interval lets stop() return at once instead of after up to half a second
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -136,6 +140,10 @@ class OpenAIServer:
         if fault == "hang":
             time.sleep(self.faults.hang_seconds if self.faults else 5.0)
         reply = self.responder(body)
+        if isinstance(reply, dict) and reply.get("status", 200) != 200:  # a scripted HTTP error
+            message = reply.get("error", "scripted error")
+            error = {"error": {"message": message, "type": "invalid_request_error"}}
+            return int(reply["status"]), {}, json.dumps(error).encode()
         content = reply if isinstance(reply, str) else reply.get("content", "")
         finish = "stop" if isinstance(reply, str) else reply.get("finish_reason", "stop")
         if fault == "truncated":
