@@ -1,0 +1,141 @@
+"""The LLM call cache: a rerun costs nothing, and anything that changes the answer changes the key."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from prompts import Prompt
+from storyjudge.callcache import CallCache, cache_for, request_key
+from storyjudge.context import Context
+from storyjudge.llm import ask_structured, ask_text
+from storyjudge.usage import totals
+from tests.openai_server import OpenAIServer
+
+PROMPT_V1 = Prompt(name="story", version="1", text="Tell a story.")
+PROMPT_V2 = Prompt(name="story", version="2", text="Tell a story.")
+MESSAGES = [("user", "Once upon a time")]
+
+
+class Verdict(BaseModel):
+    rationale: str
+    supported: bool
+
+
+def counting(answer: str = "There was a king.") -> Callable[[dict[str, object]], str]:
+    return lambda body: answer
+
+
+def test_identical_call_is_a_cache_hit_without_a_request(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(counting())
+    ctx = ctx_for(server)
+    first = ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES)
+    second = ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES)
+    assert len(server.completions) == 1
+    assert (first.cached, second.cached) == (False, True)
+    assert second.text == first.text == "There was a king."
+    assert totals(second.usage)["cache_hits"] == 1
+    assert totals(second.usage)["calls"] == 0
+    assert totals(second.usage)["input_tokens"] == 0
+
+
+def test_structured_call_replays_from_the_cache(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(counting('{"rationale": "r", "supported": false}'))
+    ctx = ctx_for(server)
+    first = ask_structured(ctx, "judge", PROMPT_V1, MESSAGES, Verdict)
+    second = ask_structured(ctx, "judge", PROMPT_V1, MESSAGES, Verdict)
+    assert len(server.completions) == 1
+    assert second.cached and second.value == first.value
+
+
+def test_answers_persist_on_disk(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context], tmp_path: Path
+) -> None:
+    server = scripted_server(counting())
+    ask_text(ctx_for(server), "summarizer", PROMPT_V1, MESSAGES)
+    # a fresh CallCache on the same directory (as in a new process) sees the stored answer
+    assert len(CallCache(tmp_path / "cache")) == 1
+
+
+def test_different_prompt_version_is_a_miss(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(counting())
+    ctx = ctx_for(server)
+    ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES)
+    answer = ask_text(ctx, "summarizer", PROMPT_V2, MESSAGES)
+    assert not answer.cached
+    assert len(server.completions) == 2
+    edited = Prompt(name="story", version="1", text="Tell a sad story.")  # same label, edited text
+    assert not ask_text(ctx, "summarizer", edited, MESSAGES).cached
+    assert len(server.completions) == 3
+
+
+def test_sample_index_changes_the_key(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(counting())
+    ctx = ctx_for(server)
+    for sample in (0, 1, 2):
+        assert not ask_text(ctx, "extractor", PROMPT_V1, MESSAGES, temperature=0.7, sample=sample).cached
+    assert ask_text(ctx, "extractor", PROMPT_V1, MESSAGES, temperature=0.7, sample=1).cached
+    assert len(server.completions) == 3
+    # samples differ in the seed sent to the server, so a sampling server draws distinct answers
+    assert [body.get("seed") for body in server.completions] == [None, 1, 2]
+
+
+def test_other_request_settings_change_the_key(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(counting())
+    ctx = ctx_for(server)
+    ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES)
+    assert not ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES, temperature=0.5).cached
+    assert not ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES, max_tokens=7).cached
+    assert not ask_text(ctx, "summarizer", PROMPT_V1, [("user", "Once upon a time.")]).cached
+    assert not ask_text(ctx.replace(model="openai:other"), "summarizer", PROMPT_V1, MESSAGES).cached
+    assert len(server.completions) == 5
+
+
+def test_empty_answers_are_not_cached(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    answers = ["", "  \n", "Now it speaks."]
+    server = scripted_server(lambda body: answers.pop(0))
+    ctx = ctx_for(server)
+    texts = [ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES).text for _ in range(3)]
+    assert texts == ["", "", "Now it speaks."]
+    assert len(server.completions) == 3
+    assert ask_text(ctx, "summarizer", PROMPT_V1, MESSAGES).cached
+
+
+def test_request_key_is_stable_and_order_independent() -> None:
+    a = request_key("openai:m", "p@1+abc", {"messages": [["user", "x"]], "temperature": 0.0})
+    b = request_key("openai:m", "p@1+abc", {"temperature": 0.0, "messages": [["user", "x"]]})
+    assert a == b and len(a) == 64
+    assert a != request_key("openai:n", "p@1+abc", {"messages": [["user", "x"]], "temperature": 0.0})
+
+
+def test_cache_is_shared_per_directory_and_thread_safe(tmp_path: Path) -> None:
+    cache = cache_for(tmp_path)
+    assert cache_for(tmp_path / ".") is cache
+
+    def write(worker: int) -> None:
+        for i in range(20):
+            cache.put(f"{worker}-{i}", "openai:m", "p@1", {"text": f"{worker}:{i}"})
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cache) == 80
+    assert cache.get("3-19") == {"text": "3:19"}
+    assert cache.get("missing") is None
