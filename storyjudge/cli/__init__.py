@@ -20,5 +20,6 @@ def main() -> None:
 
 
 from storyjudge.cli import doctor  # noqa: E402,F401  - registers commands
+from storyjudge.cli import report  # noqa: E402,F401
 
 __all__ = ["app"]
