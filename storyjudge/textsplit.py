@@ -16,6 +16,9 @@ from storyjudge.tokens import count_tokens
 Counter = Callable[[str], int]
 _PARAGRAPH_END = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE_SPLIT_LIMIT = 200_000  # characters; beyond this pysbd is too slow and words are used instead
+_SINGLE_BREAK = re.compile(r"(?<!\n)\n(?![ \t\r]*\n)")
+_BLOCK_START = re.compile(r"(?:[-*+\u2022\u00b7]\s|\d+[.)]\s|#|>|\|)")
+_CLOSERS = ".!?,;:\"'\u201d\u2019)]\u2026-\u2014"
 
 
 @cache
@@ -36,15 +39,42 @@ def paragraphs(text: str) -> list[str]:
     return [p for p in pieces if p]
 
 
+def _unwrap_lines(text: str) -> str:
+    """The text with hard-wrap line breaks turned into spaces, same length (offsets stay valid).
+
+    The segmenter ends a sentence at every line break, so a hard-wrapped summary ("Anna went to\nthe store")
+    would fall apart into fragments. A single line break inside a paragraph is a wrap unless the next line
+    starts a list item, heading or quote, or the line itself looks like a heading (a few words, no closing
+    punctuation, the next line capitalised).
+    """
+    chars = list(text)
+    for match in _SINGLE_BREAK.finditer(text):
+        at = match.start()
+        line = text[text.rfind("\n", 0, at) + 1 : at].strip()
+        end = text.find("\n", at + 1)
+        following = text[at + 1 : end if end != -1 else len(text)].strip()
+        if not line or not following or _BLOCK_START.match(following):
+            continue
+        if len(line.split()) <= 6 and line[-1] not in _CLOSERS and following[0].isupper():
+            continue
+        chars[at] = " "
+        if at and chars[at - 1] == "\r":
+            chars[at - 1] = " "
+    return "".join(chars)
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence, covering the text without gaps (robust to quotes, initials, ellipses)."""
+    """(start, end) of each sentence, covering the text without gaps (robust to quotes, initials, ellipses).
+
+    Line breaks of hard-wrapped paragraphs do not end sentences; blank lines, list items and headings do.
+    """
     if not text:
         return []
     if len(text) > _SENTENCE_SPLIT_LIMIT:
         return _word_windows(text, 2000)
     spans: list[tuple[int, int]] = []
     cursor = 0
-    for piece in _segmenter().segment(text):  # type: ignore[attr-defined]
+    for piece in _segmenter().segment(_unwrap_lines(text)):  # type: ignore[attr-defined]
         end = max(piece.end, cursor)
         if end > cursor:
             spans.append((cursor, end))
@@ -59,7 +89,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 def sentences(text: str) -> list[str]:
     """Sentences of a summary, stripped, blanks dropped."""
-    return [s for s in (text[a:b].strip() for a, b in sentence_spans(text.strip())) if s]
+    stripped = text.strip()
+    return [s for s in (stripped[a:b].strip() for a, b in sentence_spans(stripped)) if s]
 
 
 def _word_windows(text: str, max_chars: int) -> list[tuple[int, int]]:
