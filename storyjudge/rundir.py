@@ -85,7 +85,13 @@ class RunDir:
         """Mark this directory as the document's, refusing one that belongs to a different document."""
         self.root.mkdir(parents=True, exist_ok=True)
         if self.meta.exists():
-            existing = json.loads(self.meta.read_text())
+            try:
+                existing = json.loads(self.meta.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise RunDirMismatch(
+                    f"Run directory {self.root} has an unreadable {self.meta.name}; "
+                    "choose a different --run-dir or remove it."
+                ) from None
             if existing.get("document_hash") != doc_hash:
                 raise RunDirMismatch(
                     f"Run directory {self.root} belongs to another document ({existing.get('source', '?')}); "
@@ -94,7 +100,7 @@ class RunDir:
             return
         if resume:
             raise RunDirMismatch(f"Nothing to resume in {self.root}: no earlier run of this document there.")
-        self.meta.write_text(json.dumps({"document_hash": doc_hash, "source": source}, indent=2))
+        self.write_json(self.meta, {"document_hash": doc_hash, "source": source})
 
     def write_json(self, path: Path, value: Any) -> None:
         """Write JSON atomically (a crash never leaves half a file)."""
