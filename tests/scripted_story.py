@@ -1,0 +1,100 @@
+"""A tiny story and a scripted model that plays every storyjudge role over HTTP, for end-to-end tests.
+
+The responder recognises each call by its structured-output schema name (sent as the JSON-schema response format)
+or, for text calls, by its prompt. Its summary contains one false fact ("Bob steals the map"); the judge flags it,
+the refiner fixes it, and the next round is fully supported — so a refine run goes 0.5 -> 1.0 and stops on target.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tests.openai_server import all_text, last_user_text
+
+STORY = """Chapter 1
+
+Alice waits at the harbour of Port Wren. Bob arrives on the morning ferry and greets Alice warmly.
+Alice tells Bob that her grandfather hid a treasure on Gull Island.
+
+Chapter 2
+
+Bob gives Alice an old map of Gull Island. Alice thanks Bob, and together they sail to the island.
+On the island, Alice finds the treasure under the lighthouse, and Bob is amazed.
+"""
+
+WRONG = "Bob steals the map from Alice."
+RIGHT = "Bob gives Alice the map of Gull Island."
+FIRST_SUMMARY = f"Alice meets Bob at the harbour of Port Wren. {WRONG} Alice finds the treasure on Gull Island."
+FIXED_SUMMARY = f"Alice meets Bob at the harbour of Port Wren. {RIGHT} Alice finds the treasure on Gull Island."
+
+TRIPLES = {
+    "characters": [{"name": "Alice", "aliases": []}, {"name": "Bob", "aliases": []}],
+    "triples": [
+        {"subject": "Bob", "predicate": "greets", "object": "Alice"},
+        {"subject": "Bob", "predicate": "gives map to", "object": "Alice"},
+        {"subject": "Alice", "predicate": "finds treasure", "object": None},
+    ],
+}
+
+
+def _block(text: str, tag: str) -> str:
+    match = re.search(rf"<{tag}[^>]*>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return match.group(1).strip() if match else ""
+
+
+def schema_name(body: dict[str, Any]) -> str:
+    """The JSON-schema name of a structured request ('' for text requests)."""
+    fmt = body.get("response_format") or {}
+    return str((fmt.get("json_schema") or {}).get("name", ""))
+
+
+class StoryResponder:
+    """Callable responder; counts calls per kind in ``self.calls``."""
+
+    def __init__(self, *, fix: bool = True) -> None:
+        self.fix = fix
+        self.calls: dict[str, int] = {}
+
+    def _count(self, kind: str) -> None:
+        self.calls[kind] = self.calls.get(kind, 0) + 1
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        name = schema_name(body)
+        text = last_user_text(body)
+        if name == "SceneTriples" or "List the characters of one scene" in text:
+            self._count("extract")
+            return json.dumps(TRIPLES)
+        if name == "AtomicFacts":
+            self._count("decompose")
+            sentence = _block(text, "sentence")
+            return json.dumps({"facts": [sentence] if sentence else []})
+        if name == "Verdict":
+            self._count("judge")
+            fact = _block(text, "fact")
+            if "steals" in fact:
+                return json.dumps(
+                    {
+                        "rationale": "Chapter 2 says Bob gives Alice the map; nothing says he steals it.",
+                        "supported": False,
+                        "feedback": "Bob does not steal the map: he gives Alice the map of Gull Island.",
+                        "evidence": ["S002"],
+                    }
+                )
+            return json.dumps({"rationale": "The scenes state this.", "supported": True, "feedback": "", "evidence": []})
+        if name == "BatchedConfusions":
+            self._count("coherence")
+            return json.dumps({"sentences": []})
+        if name:
+            self._count(name)
+            return "{}"
+        whole = all_text(body)
+        if "You revise a summary" in whole:
+            self._count("refine")
+            return FIXED_SUMMARY if self.fix else FIRST_SUMMARY
+        if "causes any confusion" in whole:
+            self._count("coherence")
+            return "Questions: no confusion\nTypes: no confusion"
+        self._count("summarize")
+        return FIRST_SUMMARY

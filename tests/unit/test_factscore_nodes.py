@@ -1,0 +1,61 @@
+"""Fact collection, evidence selection and scoring of the factscore graph's nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.decompose import collect_facts
+from nodes.retrieve import select_scenes
+from nodes.score import score_card
+
+
+def fact(i: int, s: int, text: str, iteration: int = 0) -> Any:
+    return {"id": f"i{iteration}-s{s}-f{i}", "iteration": iteration, "sentence_index": s, "text": text}
+
+
+def verdict(f: Any, status: str) -> Any:
+    return {"fact": f, "status": status, "rationale": "", "feedback": "", "raw": "",
+            "evidence": {"query": "", "scenes": [], "ckg_lines": []}}
+
+
+def test_collect_drops_blank_and_duplicate_facts_and_keeps_order() -> None:
+    raw = [
+        fact(0, 1, "Bob gives Alice a map."),
+        fact(0, 0, "Alice meets Bob."),
+        fact(1, 0, "   "),
+        fact(2, 0, "alice meets bob"),
+        fact(1, 1, "Bob gives Alice a map!"),
+        fact(0, 0, "Old round fact.", iteration=1),
+    ]
+    out = collect_facts({"raw_facts": raw, "iteration": 0}, None)  # type: ignore[arg-type]
+    assert [f["text"] for f in out["facts"]] == ["Alice meets Bob.", "Bob gives Alice a map."]
+
+
+def test_score_excludes_unjudged_and_other_iterations() -> None:
+    a, b, c, d = fact(0, 0, "a"), fact(1, 0, "b"), fact(0, 1, "c"), fact(0, 0, "old", iteration=1)
+    verdicts = [verdict(a, "supported"), verdict(b, "unjudged"), verdict(c, "unsupported"), verdict(d, "supported")]
+    card = score_card(0, ["s0", "s1"], verdicts, decompose_failures=1)
+    assert card["score"] == 0.5
+    assert (card["supported"], card["unsupported"], card["unjudged"], card["facts"]) == (1, 1, 1, 3)
+    assert card["per_sentence"][0]["score"] == 1.0 and card["per_sentence"][0]["judged"] == 1
+    assert card["per_sentence"][1]["score"] == 0.0
+    assert card["decompose_failures"] == 1
+
+
+def test_score_is_none_when_nothing_judged() -> None:
+    card = score_card(0, ["s0"], [verdict(fact(0, 0, "a"), "unjudged")], 0)
+    assert card["score"] is None and card["unjudged"] == 1
+
+
+def test_select_scenes_prefers_whole_scenes_then_passages_within_budget() -> None:
+    scenes = {
+        "S1": {"id": "S1", "index": 0, "title": "one", "text": "word " * 50, "start": 0, "end": 1},
+        "S2": {"id": "S2", "index": 1, "title": "two", "text": "word " * 500, "start": 1, "end": 2},
+    }
+    hits = [
+        {"id": "S1", "title": "one", "passage": "word " * 10, "score": 0.9},
+        {"id": "S2", "title": "two", "passage": "word " * 10, "score": 0.8},
+    ]
+    chosen = select_scenes(hits, scenes, budget=100)  # type: ignore[arg-type]
+    assert [(s["id"], s["excerpt"]) for s in chosen] == [("S1", False), ("S2", True)]
+    assert select_scenes(hits, scenes, budget=5) == []  # type: ignore[arg-type]
