@@ -22,8 +22,9 @@ PROMPT_OVERHEAD_TOKENS = 1200
 
 
 def evidence_budget(ctx: Context) -> int:
-    """Tokens of scene text one judge prompt may carry."""
-    return max(512, ctx.context_window - ctx.max_output_tokens - PROMPT_OVERHEAD_TOKENS)
+    """Tokens of scene text one judge prompt may carry: the setting, within what the context window leaves."""
+    room = ctx.context_window - ctx.max_output_tokens - PROMPT_OVERHEAD_TOKENS
+    return max(64, min(ctx.evidence_tokens, room))
 
 
 def expand_query(fact: str, ckg: dict[str, Any]) -> str:

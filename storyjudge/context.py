@@ -93,6 +93,13 @@ class Context:
         ),
     )
     retrieval_k: int = field(default=3, metadata=_describe("Scenes retrieved as evidence per atomic fact."))
+    evidence_tokens: int = field(
+        default=4000,
+        metadata=_describe(
+            "Tokens of scene text per judge prompt: retrieved scenes are shown whole while they fit, then only "
+            "their best passages (recorded in the evidence). Lower it for slow local models."
+        ),
+    )
     # --- summarization -------------------------------------------------------------------------------------
     strategy: str = field(
         default="hierarchical", metadata=_describe("Summarizer: 'hierarchical' merging or 'incremental' updating.")
@@ -149,6 +156,7 @@ class Context:
             (self.ckg_samples >= 1, "ckg_samples must be >= 1"),
             (0.0 <= self.predicate_threshold <= 1.0, "predicate_threshold must be between 0 and 1"),
             (self.retrieval_k >= 1, "retrieval_k must be >= 1"),
+            (self.evidence_tokens >= 64, "evidence_tokens must be >= 64"),
             (self.strategy in ("hierarchical", "incremental"), "strategy must be 'hierarchical' or 'incremental'"),
             (self.max_summary_tokens >= 16, "max_summary_tokens must be >= 16"),
             (0.0 <= self.target_score <= 1.0, "target_score must be between 0 and 1"),
