@@ -1,0 +1,312 @@
+"""Agreement between a metric and human labels: classification, rank correlation, bootstrap intervals.
+
+Labels are binary with the *unfaithful* (or confusing) class as the positive one, because that is the class a
+judge exists to find: precision and recall are reported for it. Every statistic returns ``None`` when it is
+undefined on the data (one class only, constant scores) instead of a number that looks meaningful.
+
+Bootstrap intervals resample items with replacement from a seeded generator, so the same data and seed give
+the same interval. When items are clustered (sentences of one summary), pass ``groups`` and whole clusters are
+resampled, which keeps the interval honest about the dependence between sentences of one summary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+
+Labels = Sequence[bool] | Sequence[int]
+
+
+def _as_bool(values: Labels) -> np.ndarray:
+    return np.asarray([bool(v) for v in values], dtype=bool)
+
+
+def _check_pair(pred: Labels, gold: Labels) -> tuple[np.ndarray, np.ndarray]:
+    if len(pred) != len(gold):
+        raise ValueError(f"predictions ({len(pred)}) and labels ({len(gold)}) differ in length")
+    return _as_bool(pred), _as_bool(gold)
+
+
+def confusion(pred: Labels, gold: Labels) -> dict[str, int]:
+    """Counts of true/false positives/negatives, positive meaning the unfaithful class."""
+    p, g = _check_pair(pred, gold)
+    return {
+        "tp": int(np.sum(p & g)),
+        "fp": int(np.sum(p & ~g)),
+        "fn": int(np.sum(~p & g)),
+        "tn": int(np.sum(~p & ~g)),
+    }
+
+
+def balanced_accuracy(pred: Labels, gold: Labels) -> float | None:
+    """Mean of the recall of each class; None unless both classes occur in the labels.
+
+    With one class only, the "balanced" accuracy would silently be plain accuracy on that class, which is not
+    what a reader of the table expects, so it is reported as undefined.
+    """
+    c = confusion(pred, gold)
+    positives, negatives = c["tp"] + c["fn"], c["tn"] + c["fp"]
+    if positives == 0 or negatives == 0:
+        return None
+    return (c["tp"] / positives + c["tn"] / negatives) / 2
+
+
+def accuracy(pred: Labels, gold: Labels) -> float | None:
+    """Share of items where prediction and label agree (None on no items)."""
+    p, g = _check_pair(pred, gold)
+    return float(np.mean(p == g)) if p.size else None
+
+
+def cohens_kappa(pred: Labels, gold: Labels) -> float | None:
+    """Cohen's kappa: agreement beyond what the two marginal distributions give by chance.
+
+    None when chance agreement is already perfect (both raters use a single, identical class), where kappa is
+    0/0.
+    """
+    c = confusion(pred, gold)
+    n = sum(c.values())
+    if n == 0:
+        return None
+    observed = (c["tp"] + c["tn"]) / n
+    pred_pos, gold_pos = (c["tp"] + c["fp"]) / n, (c["tp"] + c["fn"]) / n
+    expected = pred_pos * gold_pos + (1 - pred_pos) * (1 - gold_pos)
+    if math.isclose(expected, 1.0):
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def precision(pred: Labels, gold: Labels) -> float | None:
+    """Precision on the unfaithful class (None when nothing was predicted unfaithful)."""
+    c = confusion(pred, gold)
+    return c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else None
+
+
+def recall(pred: Labels, gold: Labels) -> float | None:
+    """Recall on the unfaithful class (None when no item is labelled unfaithful)."""
+    c = confusion(pred, gold)
+    return c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else None
+
+
+def f1(pred: Labels, gold: Labels) -> float | None:
+    """F1 on the unfaithful class (None when precision or recall is undefined, or both are 0)."""
+    p, r = precision(pred, gold), recall(pred, gold)
+    if p is None or r is None or p + r == 0:
+        return None
+    return 2 * p * r / (p + r)
+
+
+def _finite(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
+    """Spearman's rho with its two-sided p-value; both None when either side is constant or n < 3."""
+    if len(x) != len(y):
+        raise ValueError(f"score lists differ in length ({len(x)} vs {len(y)})")
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return {"rho": None, "p": None}
+    result = stats.spearmanr(x, y)
+    return {"rho": _finite(result.statistic), "p": _finite(result.pvalue)}
+
+
+def kendall(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
+    """Kendall's tau-b (corrects for ties, which a binary label is full of) with its two-sided p-value."""
+    if len(x) != len(y):
+        raise ValueError(f"score lists differ in length ({len(x)} vs {len(y)})")
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return {"tau": None, "p": None}
+    result = stats.kendalltau(x, y, variant="b")
+    return {"tau": _finite(result.statistic), "p": _finite(result.pvalue)}
+
+
+def bootstrap_ci(
+    statistic: Callable[..., float | None],
+    *columns: Sequence[Any],
+    groups: Sequence[Any] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Percentile 95% interval of ``statistic(*columns)`` over resampled items (or groups of items).
+
+    Args:
+        statistic: Takes the resampled columns (lists) and returns a number or None when undefined.
+        *columns: Parallel per-item sequences (e.g. predictions and labels).
+        groups: Optional cluster id per item; whole clusters are resampled when given.
+        resamples: Number of bootstrap resamples.
+        seed: Seed of the generator; the same seed and data give the same interval.
+
+    Returns:
+        ``{ci95: [low, high] | None, resamples, undefined, seed, unit}``; ``undefined`` counts resamples on
+        which the statistic was undefined (they are left out). ``ci95`` is None when fewer than half were
+        defined.
+    """
+    n = len(columns[0]) if columns else 0
+    if any(len(c) != n for c in columns):
+        raise ValueError("bootstrap columns differ in length")
+    unit = "item" if groups is None else "group"
+    result: dict[str, Any] = {
+        "ci95": None,
+        "resamples": resamples,
+        "undefined": 0,
+        "seed": seed,
+        "unit": unit,
+    }
+    if n < 2:
+        result["note"] = "needs at least two items"
+        return result
+    if groups is None:
+        clusters = [[i] for i in range(n)]
+    else:
+        if len(groups) != n:
+            raise ValueError("groups must give one cluster id per item")
+        by_group: dict[Any, list[int]] = {}
+        for i, g in enumerate(groups):
+            by_group.setdefault(g, []).append(i)
+        clusters = list(by_group.values())
+    rng = np.random.default_rng(seed)
+    values: list[float] = []
+    for _ in range(resamples):
+        picks = rng.integers(0, len(clusters), size=len(clusters))
+        index = [i for c in picks for i in clusters[c]]
+        value = statistic(*[[col[i] for i in index] for col in columns])
+        if value is None or not math.isfinite(value):
+            result["undefined"] += 1
+        else:
+            values.append(float(value))
+    if len(values) >= resamples / 2:
+        low, high = np.percentile(values, [2.5, 97.5])
+        result["ci95"] = [float(low), float(high)]
+    else:
+        result["note"] = "the statistic was undefined on most resamples"
+    return result
+
+
+def _with_ci(
+    value: float | None,
+    statistic: Callable[..., float | None],
+    columns: tuple[Sequence[Any], ...],
+    groups: Sequence[Any] | None,
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    ci = bootstrap_ci(statistic, *columns, groups=groups, resamples=resamples, seed=seed)
+    return {"value": value, "ci95": ci["ci95"], "undefined_resamples": ci["undefined"]}
+
+
+def classification_table(
+    pred: Labels,
+    gold: Labels,
+    *,
+    groups: Sequence[Any] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Balanced accuracy, kappa, precision/recall/F1 on the unfaithful class, each with a bootstrap 95% CI.
+
+    Args:
+        pred: Predicted unfaithful (True) per item.
+        gold: Human label unfaithful (True) per item.
+        groups: Cluster ids for a cluster bootstrap (e.g. the summary of each sentence).
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+    """
+    pred_array, gold_array = _check_pair(pred, gold)
+    p, g = [bool(v) for v in pred_array], [bool(v) for v in gold_array]
+    columns = (p, g)
+    metrics: dict[str, Callable[..., float | None]] = {
+        "balanced_accuracy": balanced_accuracy,
+        "cohens_kappa": cohens_kappa,
+        "precision_unfaithful": precision,
+        "recall_unfaithful": recall,
+        "f1_unfaithful": f1,
+        "accuracy": accuracy,
+    }
+    table: dict[str, Any] = {
+        "n": len(p),
+        "positives": int(sum(g)),
+        "predicted_positives": int(sum(p)),
+        "confusion": confusion(p, g),
+        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"},
+    }
+    for name, fn in metrics.items():
+        table[name] = _with_ci(fn(p, g), fn, columns, groups, resamples, seed)
+    return table
+
+
+def correlation_table(
+    scores: Sequence[float],
+    labels: Sequence[float],
+    *,
+    groups: Sequence[Any] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Spearman's rho and Kendall's tau-b between a score and a label, p-values and bootstrap 95% CIs.
+
+    Args:
+        scores: Metric value per item (higher = judged more faithful).
+        labels: Human label per item on the same orientation (1 faithful, 0 unfaithful).
+        groups: Cluster ids for a cluster bootstrap.
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+    """
+    x, y = [float(s) for s in scores], [float(v) for v in labels]
+    rho, tau = spearman(x, y), kendall(x, y)
+
+    def rho_of(a: Sequence[float], b: Sequence[float]) -> float | None:
+        return spearman(a, b)["rho"]
+
+    def tau_of(a: Sequence[float], b: Sequence[float]) -> float | None:
+        return kendall(a, b)["tau"]
+
+    return {
+        "n": len(x),
+        "spearman": {**_with_ci(rho["rho"], rho_of, (x, y), groups, resamples, seed), "p": rho["p"]},
+        "kendall_tau_b": {**_with_ci(tau["tau"], tau_of, (x, y), groups, resamples, seed), "p": tau["p"]},
+        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"},
+    }
+
+
+def threshold_sweep(scores: Sequence[float], gold_unfaithful: Labels) -> list[dict[str, Any]]:
+    """Predict unfaithful when score < t, for every cut point between observed scores.
+
+    Picking the best row of this sweep on the data it is computed on is optimistic; it is a diagnostic of how
+    separable the scores are, never a tuned result to report as accuracy.
+    """
+    values = sorted({float(s) for s in scores})
+    if not values:
+        return []
+    cuts = [values[0]] + [(a + b) / 2 for a, b in zip(values, values[1:], strict=False)] + [values[-1] + 1e-9]
+    gold = list(_as_bool(gold_unfaithful))
+    rows = []
+    for t in cuts:
+        pred = [s < t for s in scores]
+        rows.append(
+            {
+                "threshold": round(t, 6),
+                "predicted_unfaithful": int(sum(pred)),
+                "balanced_accuracy": balanced_accuracy(pred, gold),
+                "cohens_kappa": cohens_kappa(pred, gold),
+                "precision_unfaithful": precision(pred, gold),
+                "recall_unfaithful": recall(pred, gold),
+            }
+        )
+    return rows
+
+
+def roc_auc(scores: Sequence[float], gold_unfaithful: Labels) -> float | None:
+    """P(an unfaithful item scores lower than a faithful one), ties counting half; None on one class."""
+    gold = _as_bool(gold_unfaithful)
+    s = np.asarray(scores, dtype=float)
+    bad, good = s[gold], s[~gold]
+    if bad.size == 0 or good.size == 0:
+        return None
+    wins = (bad[:, None] < good[None, :]).sum() + 0.5 * (bad[:, None] == good[None, :]).sum()
+    return float(wins / (bad.size * good.size))

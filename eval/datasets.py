@@ -1,0 +1,339 @@
+"""Dataset loaders: STORYSUMM (faithfulness labels), SQuALITY (reference plot summaries), plain documents.
+
+Every loader takes an explicit path and works on any file of the same format; without one it falls back to the
+development copy in ``../shared/data`` next to the repository. Loaders return :class:`EvalItem` records, the
+one shape the experiment runner consumes, and a list of notes about anything they had to repair, so a glitch
+in the data is said in the output instead of being silently absorbed.
+
+STORYSUMM stores several fields as strings that hold Python or JSON lists (``"['a', 'b']"``, ``"[1, 0]"``);
+some copies already hold real lists. Both are accepted. Labels: ``label`` 1 faithful / 0 unfaithful per
+summary, ``errors`` one 1 (faithful) / 0 (unfaithful) per summary sentence.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+STORYSUMM_VAL = SHARED_DATA / "storysumm" / "val.json"
+SQUALITY_DEV = SHARED_DATA / "squality" / "dev.jsonl"
+
+
+@dataclass
+class EvalItem:
+    """One unit of evaluation: a narrative and what is known about it (summary to judge, labels, references).
+
+    Attributes:
+        id: Stable id within its dataset.
+        dataset: Dataset name ("storysumm", "squality", "documents").
+        document: The narrative text.
+        title: A human-readable title.
+        group: Items that share one narrative share a group (their index is built once).
+        summary: A given summary to score, "" when the summary is to be generated.
+        sentences: The given summary's sentences as the dataset splits them (labels refer to these).
+        summary_label: Human label of the whole summary: 1 faithful, 0 unfaithful, None unknown.
+        sentence_labels: One 1/0 label per sentence of ``sentences``, or None when unusable (see ``notes``).
+        coherence_labels: One 1 (clear) / 0 (confusing) label per sentence, where a dataset has them.
+        references: Reference summaries (for ROUGE / BERTScore).
+        meta: Everything else the dataset says about the item (model, difficulty, explanations, ...).
+        notes: What the loader repaired or left out for this item.
+    """
+
+    id: str
+    dataset: str
+    document: str
+    title: str = ""
+    group: str = ""
+    summary: str = ""
+    sentences: list[str] = field(default_factory=list)
+    summary_label: int | None = None
+    sentence_labels: list[int] | None = None
+    coherence_labels: list[int] | None = None
+    references: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Dataset:
+    """Items of one file, with the loader's notes about the whole file."""
+
+    name: str
+    path: Path
+    items: list[EvalItem]
+    notes: list[str] = field(default_factory=list)
+
+    def limited(self, limit: int | None) -> Dataset:
+        """The first ``limit`` items (all when None); the note says a subset was used."""
+        if limit is None or limit >= len(self.items):
+            return self
+        notes = [*self.notes, f"using the first {limit} of {len(self.items)} items (--limit)"]
+        return Dataset(self.name, self.path, self.items[:limit], notes)
+
+
+def parse_listish(value: Any, what: str) -> list[Any]:
+    """A list from a real list or from a string holding a JSON or Python list literal."""
+    if isinstance(value, list):
+        return value
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return []
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            try:
+                parsed = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                raise ValueError(f"{what} is neither a JSON nor a Python list: {value[:80]!r}") from None
+        if isinstance(parsed, (list, tuple)):
+            return list(parsed)
+    raise ValueError(f"{what} must be a list (or a string holding one), not {type(value).__name__}")
+
+
+def _binary(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    if isinstance(value, str) and value.strip() in ("0", "1"):
+        return int(value.strip())
+    raise ValueError(f"{what} must be 0 or 1, not {value!r}")
+
+
+def _read_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(id, record) pairs from a JSON object keyed by id, a JSON list, or JSON lines."""
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist or is not a file; give the path of a dataset file.")
+    text = path.read_text(encoding="utf-8-sig")
+    data: Any
+    try:
+        if path.suffix == ".jsonl":
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            data = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is neither JSON nor JSON lines: {exc}") from None
+    if isinstance(data, dict):
+        if not all(isinstance(v, dict) for v in data.values()):
+            data = [data]  # a single record
+        else:
+            return [(str(k), v) for k, v in data.items()]
+    if isinstance(data, list):
+        records = []
+        for n, record in enumerate(data):
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}: record {n} is not an object")
+            records.append((str(record.get("id") or record.get("uid") or n), record))
+        return records
+    raise ValueError(f"{path}: expected a JSON object or list of records")
+
+
+def _align_sentence_labels(
+    item_id: str, sentences: list[str], errors: list[int], summary_label: int
+) -> tuple[list[int] | None, str | None]:
+    """Sentence labels that line up with the sentences, or None, and a note when they did not line up.
+
+    The known upstream glitch is one label fewer than sentences. Which sentence lost its label is unknown, so
+    for an unfaithful summary the labels cannot be aligned and the item is left out of sentence-level
+    agreement. For a faithful summary every sentence is faithful by definition, so the missing label is 1.
+    """
+    if len(errors) == len(sentences):
+        return errors, None
+    if len(errors) == len(sentences) - 1:
+        if summary_label == 1 and all(e == 1 for e in errors):
+            return [*errors, 1], (
+                f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; the summary is "
+                "labelled faithful, so the missing label was set to faithful"
+            )
+        return None, (
+            f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; which sentence lost "
+            "its label is unknown, so this summary is left out of sentence-level agreement (summary-level "
+            "label kept)"
+        )
+    return None, (
+        f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; left out of "
+        "sentence-level agreement (summary-level label kept)"
+    )
+
+
+def load_storysumm(path: str | Path | None = None) -> Dataset:
+    """Load a STORYSUMM-format file (default: the shared validation split).
+
+    Args:
+        path: A JSON object keyed by summary id (the upstream layout), a JSON list or JSON lines of records
+        with
+            ``story``, ``summary`` (list of sentences or a string holding one), ``label``, and optionally
+            ``errors``, ``story-id``, ``model``, ``difficulty``, ``explanations``, ``claims``.
+
+    Returns:
+        A Dataset whose items group summaries by story (``group``), with notes on every label repair.
+    """
+    file = Path(path) if path else STORYSUMM_VAL
+    items: list[EvalItem] = []
+    notes: list[str] = []
+    for item_id, record in _read_records(file):
+        missing = [key for key in ("story", "summary", "label") if key not in record]
+        if missing:
+            raise ValueError(f"{file}: record {item_id} lacks {missing}; is this a STORYSUMM-format file?")
+        where = f"{file.name} record {item_id}"
+        raw_summary = record["summary"]
+        if isinstance(raw_summary, str) and not raw_summary.lstrip().startswith("["):
+            sentences = [raw_summary.strip()]  # a plain-text summary: one unsplit "sentence"
+        else:
+            sentences = [str(s).strip() for s in parse_listish(raw_summary, f"{where} summary")]
+        sentences = [s for s in sentences if s]
+        if not sentences:
+            raise ValueError(f"{where}: the summary is empty")
+        label = _binary(record["label"], f"{where} label")
+        sentence_labels: list[int] | None = None
+        item_notes: list[str] = []
+        if "errors" in record and record["errors"] not in (None, ""):
+            errors = [
+                _binary(e, f"{where} sentence label")
+                for e in parse_listish(record["errors"], f"{where} errors")
+            ]
+            sentence_labels, note = _align_sentence_labels(item_id, sentences, errors, label)
+            if note:
+                item_notes.append(note)
+            if sentence_labels is not None and (0 in sentence_labels) == bool(label):
+                item_notes.append(
+                    f"{item_id}: summary label {label} disagrees with its sentence labels "
+                    f"{sentence_labels}; both kept"
+                )
+        notes.extend(item_notes)
+        story = str(record["story"])
+        story_id = str(record.get("story-id", record.get("story_id", "")) or "")
+        meta = {
+            key: record.get(key)
+            for key in ("model", "difficulty", "split", "story-id")
+            if record.get(key) not in (None, "")
+        }
+        for key in ("explanations", "claims"):
+            if record.get(key) not in (None, ""):
+                try:
+                    meta[key] = parse_listish(record[key], f"{where} {key}")
+                except ValueError:
+                    meta[key] = record[key]
+        items.append(
+            EvalItem(
+                id=item_id,
+                dataset="storysumm",
+                document=story,
+                title=f"story {story_id}" if story_id else item_id,
+                group=story_id or "doc-" + hashlib.sha256(story.encode("utf-8")).hexdigest()[:12],
+                summary=" ".join(sentences),
+                sentences=sentences,
+                summary_label=label,
+                sentence_labels=sentence_labels,
+                coherence_labels=_coherence_labels(record, sentences, where),
+                meta=meta,
+                notes=item_notes,
+            )
+        )
+    if not items:
+        raise ValueError(f"{file} holds no records")
+    return Dataset("storysumm", file, items, notes)
+
+
+def _coherence_labels(record: dict[str, Any], sentences: list[str], where: str) -> list[int] | None:
+    """Per-sentence coherence labels (1 clear, 0 confusing) when a file carries them as ``coherence``."""
+    if record.get("coherence") in (None, ""):
+        return None
+    labels = [
+        _binary(v, f"{where} coherence label")
+        for v in parse_listish(record["coherence"], f"{where} coherence")
+    ]
+    return labels if len(labels) == len(sentences) else None
+
+
+def _title_of(document: str) -> str:
+    for line in document.splitlines():
+        if line.strip():
+            return line.strip()[:80]
+    return ""
+
+
+def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:
+    """Load a SQuALITY-format JSON-lines file (default: the shared dev split).
+
+    Args:
+        path: JSON lines with ``document``, ``metadata`` (``uid``, ``passage_id``) and ``questions`` (each
+        with
+            ``question_number`` and ``responses`` holding ``response_text``).
+        question: Which question's answers become the references; question 1 asks for the plot, so its answers
+            are reference plot summaries.
+    """
+    file = Path(path) if path else SQUALITY_DEV
+    items: list[EvalItem] = []
+    notes: list[str] = []
+    for item_id, record in _read_records(file):
+        if "document" not in record or "questions" not in record:
+            raise ValueError(
+                f"{file}: record {item_id} lacks document/questions; is this a SQuALITY-format file?"
+            )
+        metadata = record.get("metadata") or {}
+        if isinstance(metadata, str):
+            metadata = ast.literal_eval(metadata)
+        uid = str(metadata.get("uid") or metadata.get("passage_id") or item_id)
+        questions = parse_listish(record["questions"], f"{file.name} record {uid} questions")
+        chosen = next((q for q in questions if int(q.get("question_number", -1)) == question), None)
+        if chosen is None:
+            notes.append(f"{uid}: no question {question}; item skipped")
+            continue
+        references = [str(r.get("response_text", "")).strip() for r in chosen.get("responses") or []]
+        references = [r for r in references if r]
+        if not references:
+            notes.append(f"{uid}: question {question} has no answers; item skipped")
+            continue
+        document = str(record["document"])
+        items.append(
+            EvalItem(
+                id=uid,
+                dataset="squality",
+                document=document,
+                title=_title_of(document),
+                group=uid,
+                references=references,
+                meta={"passage_id": metadata.get("passage_id"), "question": chosen.get("question_text", "")},
+            )
+        )
+    if not items:
+        raise ValueError(f"{file} holds no usable SQuALITY records")
+    return Dataset("squality", file, items, notes)
+
+
+def load_documents(paths: list[str | Path]) -> Dataset:
+    """Plain narrative files (.txt / .md) as items to summarize, one item per file."""
+    items = []
+    for p in paths:
+        file = Path(p)
+        if not file.is_file():
+            raise ValueError(f"{file} does not exist; give paths of .txt or .md narratives.")
+        text = file.read_text(encoding="utf-8-sig")
+        if not text.strip():
+            raise ValueError(f"{file} is empty")
+        items.append(
+            EvalItem(id=file.stem, dataset="documents", document=text, title=file.stem, group=file.stem)
+        )
+    return Dataset("documents", Path(paths[0]) if paths else Path("."), items)
+
+
+LOADERS = {"storysumm": load_storysumm, "squality": load_squality}
+
+
+def load(kind: str, path: str | Path | None = None, *, paths: list[str | Path] | None = None) -> Dataset:
+    """Load a dataset by kind ("storysumm", "squality" or "documents")."""
+    if kind == "documents":
+        return load_documents(list(paths or ([path] if path else [])))
+    if kind not in LOADERS:
+        raise ValueError(f"unknown dataset kind {kind!r}; known: storysumm, squality, documents")
+    return LOADERS[kind](path)

@@ -1,0 +1,222 @@
+"""Reference-based metrics over a whole set, per-item values kept: ROUGE, and BERTScore where possible.
+
+ROUGE-1/2/L come from the maintained ``rouge-score`` package (F1, precision and recall, Porter stemming). With
+several references per item (SQuALITY has four), each reference is scored and the item keeps the best one, the
+usual multi-reference convention; the mean over references is kept too.
+
+BERTScore needs a transformer checkpoint. Nothing is ever downloaded: it runs only when a local model
+directory is configured (``STORYJUDGE_BERTSCORE_MODEL`` or the ``model_path`` argument), and otherwise reports
+itself as unavailable with the reason. The implementation is ours (greedy cosine matching of contextual token
+embeddings, no idf weighting, no baseline rescaling); long texts are embedded in consecutive windows rather
+than truncated. Its numbers are comparable across runs with the same model and layer, not with published
+BERTScore tables.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.agreement import bootstrap_ci
+
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+BERTSCORE_MODEL_ENV = "STORYJUDGE_BERTSCORE_MODEL"
+BERTSCORE_LAYER_ENV = "STORYJUDGE_BERTSCORE_LAYER"
+
+
+def aggregate(values: Sequence[float | None], *, seed: int = 0, resamples: int = 1000) -> dict[str, Any]:
+    """Mean, standard deviation and a bootstrap 95% interval of the mean over a set, per-item values kept.
+
+    Items without a value (None, NaN) are counted as ``missing`` and left out, never treated as zero.
+    """
+    kept = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    result: dict[str, Any] = {
+        "mean": float(np.mean(kept)) if kept else None,
+        "std": float(np.std(kept, ddof=1)) if len(kept) > 1 else None,
+        "n": len(kept),
+        "missing": len(values) - len(kept),
+        "ci95": None,
+        "per_item": list(values),
+    }
+    if len(kept) > 1:
+        result["ci95"] = bootstrap_ci(lambda xs: float(np.mean(xs)), kept, resamples=resamples, seed=seed)[
+            "ci95"
+        ]
+    return result
+
+
+@cache
+def _scorer() -> Any:
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
+
+
+_scorer_lock = threading.Lock()
+
+
+def rouge_item(prediction: str, references: Sequence[str]) -> dict[str, Any]:
+    """ROUGE of one prediction against its references: best and mean F1, and P/R of the best reference."""
+    refs = [r for r in references if r and r.strip()]
+    if not refs:
+        raise ValueError("ROUGE needs at least one non-empty reference")
+    with _scorer_lock:  # the stemmer keeps a cache that is not thread-safe
+        scores = [_scorer().score(ref, prediction) for ref in refs]
+    item: dict[str, Any] = {"references": len(refs)}
+    for kind in ROUGE_TYPES:
+        f_values = [s[kind].fmeasure for s in scores]
+        best = int(np.argmax(f_values))
+        item[kind] = {
+            "f1": f_values[best],
+            "precision": scores[best][kind].precision,
+            "recall": scores[best][kind].recall,
+            "f1_mean_over_refs": float(np.mean(f_values)),
+        }
+    return item
+
+
+def rouge(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], *, seed: int = 0
+) -> dict[str, Any]:
+    """ROUGE-1/2/L over a set: per item (best reference) and aggregated F1 with bootstrap intervals."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
+    per_item = [rouge_item(p, refs) for p, refs in zip(predictions, references, strict=True)]
+    return {
+        "multi_reference": "max F1 over references (mean over references kept per item)",
+        "stemmer": True,
+        **{kind: aggregate([it[kind]["f1"] for it in per_item], seed=seed) for kind in ROUGE_TYPES},
+        "per_item": per_item,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------
+# BERTScore (local models only)
+
+
+def bertscore_model_path(model_path: str | Path | None = None) -> Path | None:
+    """The configured local BERTScore model directory, or None when none is configured."""
+    value = str(model_path) if model_path else os.environ.get(BERTSCORE_MODEL_ENV, "")
+    return Path(value).expanduser() if value else None
+
+
+def bertscore_status(model_path: str | Path | None = None) -> dict[str, Any]:
+    """Whether BERTScore can run, and if not, why (said in every report that mentions it)."""
+    path = bertscore_model_path(model_path)
+    if path is None:
+        return {
+            "available": False,
+            "reason": f"no local model configured: set {BERTSCORE_MODEL_ENV} to a Hugging Face model "
+            "directory (config.json + weights); nothing is downloaded",
+        }
+    if not (path / "config.json").is_file():
+        return {"available": False, "reason": f"{path} is not a local model directory (no config.json)"}
+    return {"available": True, "model": str(path)}
+
+
+class _TokenEmbedder:
+    """Contextual token embeddings from one layer of a local transformer, in windows (nothing truncated)."""
+
+    def __init__(self, path: Path, layer: int | None) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self.model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+        layers = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
+        self.layer = layers if layer is None else layer
+        if not 0 <= self.layer <= layers:
+            raise ValueError(f"BERTScore layer {self.layer} out of range 0..{layers}")
+        limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
+        self.window = max(16, min(limit, 512) - 2)
+
+    def embed(self, text: str) -> np.ndarray:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not ids:
+            return np.zeros((0, 1))
+        chunks = []
+        for start in range(0, len(ids), self.window):
+            window = self.tokenizer.build_inputs_with_special_tokens(ids[start : start + self.window])
+            with self.torch.no_grad():
+                out = self.model(
+                    input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
+                )
+            hidden = out.hidden_states[self.layer][0].numpy()
+            chunks.append(hidden[1:-1])  # drop the special tokens around the window
+        vectors = np.concatenate(chunks, axis=0)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return np.asarray(vectors / np.maximum(norms, 1e-12))
+
+
+_embedders: dict[tuple[str, int | None], _TokenEmbedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def _embedder(path: Path, layer: int | None) -> _TokenEmbedder:
+    key = (str(path), layer)
+    with _embedders_lock:
+        if key not in _embedders:
+            _embedders[key] = _TokenEmbedder(path, layer)
+        return _embedders[key]
+
+
+def _greedy_match(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, float, float]:
+    if candidate.shape[0] == 0 or reference.shape[0] == 0:
+        return 0.0, 0.0, 0.0
+    similarity = candidate @ reference.T
+    p = float(similarity.max(axis=1).mean())
+    r = float(similarity.max(axis=0).mean())
+    return p, r, (2 * p * r / (p + r) if p + r > 0 else 0.0)
+
+
+def bertscore(
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    *,
+    model_path: str | Path | None = None,
+    layer: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """BERTScore F1 (best reference per item) over a set, or ``{"available": False, "reason": ...}``.
+
+    Args:
+        predictions: Candidate summaries.
+        references: Reference summaries per candidate.
+        model_path: Local model directory; default ``$STORYJUDGE_BERTSCORE_MODEL``.
+        layer: Hidden layer to use (0 = embeddings); default ``$STORYJUDGE_BERTSCORE_LAYER`` or the last
+        layer.
+        seed: Bootstrap seed of the aggregate interval.
+    """
+    status = bertscore_status(model_path)
+    if not status["available"]:
+        return status
+    if layer is None and os.environ.get(BERTSCORE_LAYER_ENV):
+        layer = int(os.environ[BERTSCORE_LAYER_ENV])
+    embedder = _embedder(Path(status["model"]), layer)
+    per_item = []
+    for prediction, refs in zip(predictions, references, strict=True):
+        candidate = embedder.embed(prediction)
+        scored = [_greedy_match(candidate, embedder.embed(ref)) for ref in refs if ref.strip()]
+        if not scored:
+            raise ValueError("BERTScore needs at least one non-empty reference")
+        best = max(scored, key=lambda s: s[2])
+        per_item.append({"precision": best[0], "recall": best[1], "f1": best[2]})
+    return {
+        "available": True,
+        "model": status["model"],
+        "layer": embedder.layer,
+        "idf": False,
+        "rescaled": False,
+        "note": "our implementation: comparable across runs with this model and layer, not with published "
+        "tables",
+        "f1": aggregate([it["f1"] for it in per_item], seed=seed),
+        "per_item": per_item,
+    }

@@ -1,0 +1,155 @@
+"""PNG plots of an experiment: score per refinement iteration, NFS vs BooookScore, cost vs score.
+
+matplotlib runs on its file-only Agg backend (no display, safe in threads and on servers). A plot with nothing
+to show is not drawn; the returned notes say which and why, so an empty figure never passes for a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    loop = row.get("loop") or {}
+    if isinstance(loop, str):
+        loop_text = "" if loop in ("{}", "") else f" {loop}"
+    else:
+        loop_text = " " + ",".join(f"{k}={v}" for k, v in sorted(loop.items())) if loop else ""
+    parts = [str(row.get("dataset", "")), str(row.get("model") or row.get("resolved_model") or "")]
+    if row.get("strategy") not in (None, "-"):
+        parts.append(str(row["strategy"]))
+    parts.append(f"c{row.get('chunk_size')}")
+    return " ".join(p for p in parts if p) + loop_text
+
+
+def iteration_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str | None:
+    """Mean NFS (and BooookScore, dashed) per refinement iteration, one line per cell; None when not drawn."""
+    by_cell: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row.get("status") == "ok" and row.get("iterations"):
+            by_cell.setdefault(row["cell"], []).append(row)
+    if not by_cell:
+        return "score per iteration: no refine rows"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for group in by_cell.values():
+        nfs: dict[int, list[float]] = {}
+        coherence: dict[int, list[float]] = {}
+        for row in group:
+            for it in row["iterations"]:
+                if it.get("nfs") is not None:
+                    nfs.setdefault(it["iteration"], []).append(float(it["nfs"]))
+                if it.get("coherence") is not None:
+                    coherence.setdefault(it["iteration"], []).append(float(it["coherence"]))
+        xs = sorted(nfs)
+        line = ax.plot(
+            xs, [sum(nfs[x]) / len(nfs[x]) for x in xs], marker="o", label=f"NFS {_label(group[0])}"
+        )
+        if coherence:
+            cx = sorted(coherence)
+            ax.plot(
+                cx,
+                [sum(coherence[x]) / len(coherence[x]) for x in cx],
+                marker="s",
+                linestyle="--",
+                color=line[0].get_color(),
+                label=f"BooookScore {_label(group[0])}",
+            )
+    ax.set_xlabel("refinement iteration")
+    ax.set_ylabel("mean score over items")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("Score per refinement iteration (later rounds: items that reached them)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str | None:
+    """One point per scored summary: NFS against BooookScore, colour per cell; None when drawn."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    labels: dict[str, str] = {}
+    for row in rows:
+        if row.get("status") != "ok":
+            continue
+        pairs = []
+        for it in row.get("iterations") or []:
+            if it.get("nfs") is not None and it.get("coherence") is not None:
+                pairs.append((float(it["nfs"]), float(it["coherence"])))
+        fact, coherence = (row.get("factscore") or {}).get("score"), (row.get("coherence") or {}).get("score")
+        if fact is not None and coherence is not None:
+            pairs.append((float(fact), float(coherence)))
+        if pairs:
+            points.setdefault(row["cell"], []).extend(pairs)
+            labels[row["cell"]] = _label(row)
+    if not points:
+        return "NFS vs BooookScore: no summary has both scores (add 'coherence' to metrics)"
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for cell, pairs in points.items():
+        ax.scatter([p[0] for p in pairs], [p[1] for p in pairs], alpha=0.7, label=labels[cell])
+    ax.set_xlabel("NarrativeFactScore")
+    ax.set_ylabel("BooookScore")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("Faithfulness vs coherence per summary")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+def cost_plot(table: Sequence[Mapping[str, Any]], path: Path) -> str | None:
+    """Per cell: spending (USD when priced, else tokens) against its mean NFS; None when drawn."""
+    points = []
+    use_usd = all(float(line.get("cost_usd") or 0) > 0 for line in table) and bool(table)
+    for line in table:
+        score = line.get("nfs_best", line.get("nfs"))
+        if not isinstance(score, (int, float)) or not line.get("ok"):
+            continue
+        spend = float(line["cost_usd"]) if use_usd else float(line["input_tokens"] + line["output_tokens"])
+        points.append((spend / max(1, int(line["ok"])), float(score), _label(line)))
+    if not points:
+        return "cost vs score: no cell has a score"
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for x, y, label in points:
+        ax.scatter([x], [y], label=label)
+    ax.set_xlabel("USD per item" if use_usd else "LLM tokens per item (in + out, uncached calls)")
+    ax.set_ylabel("mean NFS (best iteration)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("Cost vs score per cell")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+def write_plots(
+    rows: Sequence[Mapping[str, Any]], table: Sequence[Mapping[str, Any]], out_dir: Path
+) -> dict[str, list[Any]]:
+    """Draw every plot that has data into ``out_dir``; returns ``{"files": [...], "notes": [...]}``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    notes: list[str] = []
+    for name, draw in (
+        ("score_per_iteration.png", lambda p: iteration_plot(rows, p)),
+        ("nfs_vs_booookscore.png", lambda p: nfs_vs_coherence_plot(rows, p)),
+        ("cost_vs_score.png", lambda p: cost_plot(table, p)),
+    ):
+        path = out_dir / name
+        note = draw(path)
+        if note is None:
+            files.append(path)
+        else:
+            notes.append(note)
+            path.unlink(missing_ok=True)
+    return {"files": files, "notes": notes}

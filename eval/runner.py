@@ -1,0 +1,457 @@
+"""The experiment runner: every (cell, item) of a grid through the storyjudge graphs, resumable and cached.
+
+One JSON line per (cell, item) goes to ``rows.jsonl`` with every parameter, the scores, usage and timings; the
+full graph output of each item goes to ``records/``. A rerun skips (cell, item) pairs that already have an
+``ok`` row, and every LLM call goes through one cache directory for the whole experiment, so an interrupted
+run resumes without paying twice. Items run concurrently (``concurrency`` at once); a ``budget`` of LLM calls
+or dollars stops new items from starting once it is spent (items already running finish, so it can be overshot
+by that much). A model that cannot be reached, or a bad setting, stops the whole run: retrying other items
+cannot help. Any other failure of one item becomes an ``error`` row and the run goes on; a rerun retries it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval.datasets import Dataset, EvalItem
+from eval.grid import Cell, DatasetSpec, ExperimentConfig, cell_context, cells
+from eval.storysumm import coherence_sentence_predictions, sentence_predictions, summary_prediction
+from eval.summary_stats import summary_stats
+from storyjudge.context import ConfigError, Context
+from storyjudge.llm import ModelError
+from storyjudge.models import resolve_spec
+from storyjudge.results import prompt_versions
+from storyjudge.rundir import slug
+from storyjudge.tokens import count_tokens
+from storyjudge.usage import merge_usage, totals
+
+GraphInvoker = Callable[[str, dict[str, Any], Context], dict[str, Any]]
+
+
+def invoke_graph(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Run one of the project's compiled graphs (``graphs.<name>.graph``) to completion."""
+    module = importlib.import_module(f"graphs.{name}")
+    return dict(module.graph.invoke(graph_input, context=ctx))
+
+
+class Budget:
+    """LLM calls and dollars spent so far (earlier runs included); says when a limit is reached."""
+
+    def __init__(self, limits: Mapping[str, float]) -> None:
+        self.limits = dict(limits)
+        self.calls = 0
+        self.usd = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, usage_totals: Mapping[str, Any]) -> None:
+        """Count one item's spending."""
+        with self._lock:
+            self.calls += int(usage_totals.get("calls", 0))
+            self.usd += float(usage_totals.get("cost_usd", 0.0))
+
+    def exhausted(self) -> str | None:
+        """Why no new item may start, or None."""
+        with self._lock:
+            if "max_calls" in self.limits and self.calls >= self.limits["max_calls"]:
+                return f"budget of {int(self.limits['max_calls'])} LLM calls spent ({self.calls})"
+            if "max_usd" in self.limits and self.usd >= self.limits["max_usd"]:
+                return f"budget of ${self.limits['max_usd']:.2f} spent (${self.usd:.2f})"
+            return None
+
+
+class RowLog:
+    """Append-only JSONL of finished items; each line is flushed to disk before the item counts as done."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def read(self) -> list[dict[str, Any]]:
+        """Every row written so far; a torn last line (a killed run) is ignored."""
+        if not self.path.exists():
+            return []
+        rows = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return rows
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Write one row durably."""
+        line = json.dumps(row, ensure_ascii=False, default=str)
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+
+
+def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The last row of each (cell, item): a retried item replaces its earlier failure."""
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        last[(row["cell"], row["item"]["id"])] = dict(row)
+    return list(last.values())
+
+
+@dataclass
+class RunOutcome:
+    """What one invocation of the runner did."""
+
+    rows: list[dict[str, Any]]  # latest row of every (cell, item) of the experiment, old and new
+    ran: int
+    skipped: int
+    stopped: str | None
+    wall_seconds: float
+
+
+class Experiment:
+    """Runs an :class:`ExperimentConfig`; ``invoke`` can be replaced to run without the real graphs."""
+
+    def __init__(self, config: ExperimentConfig, *, invoke: GraphInvoker | None = None) -> None:
+        self.config = config
+        self.invoke = invoke or invoke_graph
+        self.out = config.out_dir
+        self.log = RowLog(self.out / "rows.jsonl")
+        self._index_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self._datasets: dict[DatasetSpec, Dataset] = {}
+
+    def dataset(self, spec: DatasetSpec) -> Dataset:
+        """A dataset, loaded once."""
+        if spec not in self._datasets:
+            self._datasets[spec] = spec.load()
+        return self._datasets[spec]
+
+    def plan(self, max_cells: int | None = None) -> list[tuple[Cell, EvalItem]]:
+        """Every (cell, item) pair in grid order (the first ``max_cells`` cells only, when given)."""
+        grid = cells(self.config)[: max_cells if max_cells is not None else None]
+        return [(cell, item) for cell in grid for item in self.dataset(cell.dataset).items]
+
+    def run(
+        self,
+        *,
+        max_cells: int | None = None,
+        on_row: Callable[[dict[str, Any], int, int], None] | None = None,
+    ) -> RunOutcome:
+        """Run every pending (cell, item), concurrently; returns all rows of the experiment.
+
+        Args:
+            max_cells: Stop after the first ``max_cells`` cells of the grid (the rest stay pending).
+            on_row: Called with each new row, the number done and the number planned (for progress display).
+        """
+        started = time.perf_counter()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._write_config()
+        previous = self.log.read()
+        done = {(r["cell"], r["item"]["id"]) for r in latest_rows(previous) if r.get("status") == "ok"}
+        budget = Budget(self.config.budget)
+        for row in latest_rows(previous):
+            budget.add(row.get("usage_totals") or {})
+        plan = self.plan(max_cells)
+        pending = [(c, i) for c, i in plan if (c.id, i.id) not in done]
+        stop: dict[str, str | None] = {"reason": None}
+        counter = {"done": len(plan) - len(pending)}
+        lock = threading.Lock()
+
+        def work(cell: Cell, item: EvalItem) -> None:
+            if stop["reason"]:
+                return
+            reason = budget.exhausted()
+            if reason:
+                stop["reason"] = reason
+                return
+            try:
+                row = self.run_item(cell, item)
+            except (ModelError, ConfigError) as exc:  # retrying other items cannot help: stop everything
+                stop["reason"] = f"{type(exc).__name__}: {exc}"
+                return
+            budget.add(row["usage_totals"])
+            self.log.append(row)
+            with lock:
+                counter["done"] += 1
+                if on_row:
+                    on_row(row, counter["done"], len(plan))
+
+        workers = max(1, self.config.concurrency)
+        if workers == 1:
+            for cell, item in pending:
+                work(cell, item)
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
+                for future in [pool.submit(work, c, i) for c, i in pending]:
+                    future.result()
+        rows = latest_rows(self.log.read())
+        ran = counter["done"] - (len(plan) - len(pending))
+        return RunOutcome(rows, ran, len(plan) - len(pending), stop["reason"], time.perf_counter() - started)
+
+    def _write_config(self) -> None:
+        record = {
+            "name": self.config.name,
+            "task": self.config.task,
+            "metrics": self.config.metrics,
+            "cells": [{"id": c.id, **c.params} for c in cells(self.config)],
+            "context": self.config.context,
+            "cache_dir": str(self.config.cache_path),
+            "prompts": prompt_versions(),
+        }
+        (self.out / "experiment.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
+
+    # ----------------------------------------------------------------------------------------------------
+    # one item
+
+    def run_item(self, cell: Cell, item: EvalItem) -> dict[str, Any]:
+        """Run one item of one cell and return its row (a failure of the item becomes an ``error`` row)."""
+        started = time.perf_counter()
+        run_dir = self.out / "runs" / cell.id / slug(item.group or item.id)
+        ctx = cell_context(self.config, cell, run_dir)
+        row: dict[str, Any] = {
+            "experiment": self.config.name,
+            "cell": cell.id,
+            **cell.params,
+            "context": {k: v for k, v in ctx.public_dict().items() if k not in ("run_dir", "cache_dir")},
+            "resolved_model": resolve_spec(ctx, "judge"),
+            "item": {"id": item.id, "group": item.group, "title": item.title, "dataset": item.dataset},
+            "labels": {
+                "summary": item.summary_label,
+                "sentences": item.sentence_labels,
+                "coherence": item.coherence_labels,
+            },
+            "notes": list(item.notes),
+            "status": "ok",
+            "usage": {},
+        }
+        record: dict[str, Any] = {}
+        try:
+            if cell.task == "refine":
+                self._refine_item(cell, item, ctx, row, record)
+            else:
+                self._score_item(cell, item, ctx, row, record)
+        except (ModelError, ConfigError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one bad item must not end the experiment; it is recorded
+            row["status"] = "error"
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        row["usage_totals"] = totals(row["usage"])
+        row["wall_seconds"] = round(time.perf_counter() - started, 3)
+        row["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if record:
+            path = self.out / "records" / cell.id / f"{slug(item.id)}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+            row["record"] = str(path.relative_to(self.out))
+        return row
+
+    def _lock_for(self, key: tuple[str, str]) -> threading.Lock:
+        with self._locks_lock:
+            return self._index_locks.setdefault(key, threading.Lock())
+
+    def _factscore(self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
+        """Score the item's summary, reusing the index of its story when another summary of it built one."""
+        run_dir = Path(ctx.run_dir)
+        index_file = run_dir / "index.json"
+        with self._lock_for((cell.id, item.group)):
+            shared = _read_index(index_file)
+            graph_input: dict[str, Any] = {"summary": item.summary, "title": item.title}
+            if shared:
+                graph_input.update(shared)
+                row["index_reused"] = True
+            elif item.dataset == "storysumm":  # each story is one scene set
+                from storyjudge.segment import scenes_from_list
+
+                graph_input["scenes"] = scenes_from_list([item.document], ctx.chunk_size)
+            else:
+                graph_input["document"] = item.document
+            out = self.invoke("factscore", graph_input, ctx)
+            if not shared and out.get("index") and out.get("scenes"):
+                _write_index(index_file, out)
+        return out
+
+    def _score_item(
+        self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
+    ) -> None:
+        metrics = self.config.metrics
+        if not item.summary:
+            raise ValueError(f"item {item.id} has no summary to score")
+        if "factscore" in metrics:
+            out = self._factscore(cell, item, ctx, row)
+            row["usage"] = merge_usage(row["usage"], out.get("usage"))
+            row["timings"] = out.get("timings") or {}
+            card = out["factscore"]
+            record["factscore"] = card
+            row["factscore"] = compact_card(card)
+            row["factscore"]["predicted_unfaithful"] = summary_prediction(card)
+            if item.sentences:
+                predictions = sentence_predictions(item.sentences, card.get("per_sentence") or [])
+                row["factscore"]["sentences"] = predictions["sentences"]
+                row["factscore"]["split_differently"] = predictions["split_differently"]
+        if "coherence" in metrics:
+            out = self.invoke("coherence", {"summary": item.summary}, ctx)
+            row["usage"] = merge_usage(row["usage"], out.get("usage"))
+            coherence = out.get("coherence") or {}
+            record["coherence"] = {"coherence": coherence, "annotations": out.get("annotations") or []}
+            row["coherence"] = {"score": coherence.get("score"), "mode": coherence.get("mode")}
+            if item.sentences and out.get("annotations"):
+                found = coherence_sentence_predictions(item.sentences, out["annotations"])
+                row["coherence"]["sentences"] = found["sentences"]
+        if "stats" in metrics:
+            row["stats"] = summary_stats(item.summary, item.document)
+        if "rouge" in metrics and item.references:
+            from eval.metrics import rouge_item
+
+            row["rouge"] = _rouge_f1(rouge_item(item.summary, item.references))
+
+    def _refine_item(
+        self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
+    ) -> None:
+        metrics = self.config.metrics
+        out = self.invoke("refine", {"document": item.document, "title": item.title}, ctx)
+        row["usage"] = merge_usage(row["usage"], out.get("usage"))
+        row["timings"] = dict(out.get("timings") or {})
+        iterations = sorted(out.get("iterations") or [], key=lambda it: it["iteration"])
+        if not iterations:
+            raise ValueError("the refine graph returned no iterations")
+        record["refine"] = {k: v for k, v in out.items() if k not in ("scenes", "ckg")}
+        coherence_by_iteration = {
+            it["iteration"]: (it.get("coherence") or {}).get("score")
+            for it in iterations
+            if it.get("coherence")
+        }
+        if "coherence" in metrics:
+            missing = [it for it in iterations if it["iteration"] not in coherence_by_iteration]
+            if missing:
+                summaries = [
+                    {"id": f"iteration-{it['iteration']}", "summary": it["summary"]} for it in missing
+                ]
+                started = time.perf_counter()
+                scored = self.invoke("coherence", {"summaries": summaries}, ctx)
+                row["usage"] = merge_usage(row["usage"], scored.get("usage"))
+                row["timings"]["coherence_eval"] = round(time.perf_counter() - started, 3)
+                record["coherence"] = scored.get("coherence")
+                for entry in (scored.get("coherence") or {}).get("summaries") or []:
+                    coherence_by_iteration[int(str(entry["id"]).rsplit("-", 1)[1])] = entry.get("score")
+        best_number = out.get("best_iteration", iterations[-1]["iteration"])
+        best = next((it for it in iterations if it["iteration"] == best_number), iterations[-1])
+        initial = iterations[0]
+        row["iterations"] = [
+            {
+                **{k: v for k, v in compact_card(it["factscore"]).items()},
+                "iteration": it["iteration"],
+                "nfs": it["factscore"].get("score"),
+                "coherence": coherence_by_iteration.get(it["iteration"]),
+                "accepted": it.get("accepted", True),
+                "summary_tokens": count_tokens(it["summary"]),
+            }
+            for it in iterations
+        ]
+        row["best_iteration"] = best["iteration"]
+        row["stop_reason"] = out.get("stop_reason", "")
+        row["scores"] = {
+            "nfs_initial": initial["factscore"].get("score"),
+            "nfs_best": best["factscore"].get("score"),
+            "coherence_initial": coherence_by_iteration.get(initial["iteration"]),
+            "coherence_best": coherence_by_iteration.get(best["iteration"]),
+        }
+        if "stats" in metrics:
+            row["stats"] = {
+                "initial": summary_stats(initial["summary"], item.document),
+                "best": summary_stats(best["summary"], item.document),
+            }
+        if item.references:
+            if "rouge" in metrics:
+                from eval.metrics import rouge_item
+
+                row["rouge"] = {
+                    "initial": _rouge_f1(rouge_item(initial["summary"], item.references)),
+                    "best": _rouge_f1(rouge_item(best["summary"], item.references)),
+                }
+            if "bertscore" in metrics:
+                from eval.metrics import bertscore
+
+                result = bertscore(
+                    [initial["summary"], best["summary"]],
+                    [item.references, item.references],
+                    model_path=self.config.bertscore_model or None,
+                )
+                row["bertscore"] = (
+                    {"initial": result["per_item"][0]["f1"], "best": result["per_item"][1]["f1"]}
+                    if result.get("available")
+                    else {"available": False, "reason": result.get("reason")}
+                )
+
+
+def compact_card(card: Mapping[str, Any]) -> dict[str, Any]:
+    """The counts of a score card, without its verdicts and evidence (those go to the item's record)."""
+    return {
+        "score": card.get("score"),
+        "supported": card.get("supported", 0),
+        "unsupported": card.get("unsupported", 0),
+        "unjudged": card.get("unjudged", 0),
+        "facts": card.get("facts", 0),
+        "decompose_failures": card.get("decompose_failures", 0),
+    }
+
+
+def _rouge_f1(item: Mapping[str, Any]) -> dict[str, float]:
+    return {kind: float(item[kind]["f1"]) for kind in ("rouge1", "rouge2", "rougeL")}
+
+
+def _read_index(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+    store = (data.get("index") or {}).get("store_dir")
+    if store and not Path(store).exists():
+        return None
+    return {k: data[k] for k in ("scenes", "ckg", "index") if k in data}
+
+
+def _write_index(path: Path, out: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {k: out[k] for k in ("scenes", "ckg", "index", "ckg_stats", "doc_hash") if k in out}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def finish(outcome: RunOutcome, config: ExperimentConfig) -> dict[str, Any]:
+    """Write the summary table, agreement reports of labelled cells and plots; return what was written."""
+    from eval.plots import write_plots
+    from eval.storysumm import agreement_report
+    from eval.tables import summary_table, write_tables
+
+    table = summary_table(outcome.rows, config)
+    files = write_tables(table, config.out_dir)
+    agreements = {}
+    for cell in cells(config):
+        mine = [r for r in outcome.rows if r["cell"] == cell.id]
+        if cell.task == "score" and any((r.get("labels") or {}).get("summary") is not None for r in mine):
+            agreements[cell.id] = agreement_report(mine, seed=config.seed)
+    if agreements:
+        path = config.out_dir / "agreement.json"
+        path.write_text(json.dumps(agreements, indent=2, default=str), encoding="utf-8")
+        files.append(path)
+    plots = write_plots(outcome.rows, table, config.out_dir)
+    return {
+        "table": table,
+        "agreements": agreements,
+        "files": [*files, *plots["files"]],
+        "plot_notes": plots["notes"],
+    }

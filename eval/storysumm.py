@@ -1,0 +1,311 @@
+"""Agreement of NarrativeFactScore (and BooookScore) with human labels on STORYSUMM-format data.
+
+The experiment runner scores each (story, summary) pair with the ``factscore`` graph, each story being one
+scene set; this module turns those scores into predictions and compares them with the labels:
+
+- summary level: a summary is predicted unfaithful when any of its facts is unsupported; a summary none of
+  whose facts could be judged gets no prediction (an abstention, counted and left out, never guessed);
+- NFS itself against the label: Spearman and Kendall tau-b with p-values, ROC AUC, and a threshold sweep that
+  is reported separately because picking its best row on the same data would be tuning on the evaluation set;
+- sentence level: a labelled sentence is predicted unfaithful when any fact of the summary sentences that map
+  onto it is unsupported. The graph splits the summary with its own sentence splitter, so its sentences are
+  mapped onto the dataset's by character overlap, and any sentence the two splitters cut differently is
+  counted.
+
+Sentence-level bootstrap intervals resample whole summaries (sentences of one summary are not independent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from eval.agreement import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    classification_table,
+    correlation_table,
+    roc_auc,
+    threshold_sweep,
+)
+from storyjudge.textsplit import sentence_spans
+
+
+def dataset_spans(sentences: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The summary text the graph sees (sentences joined by one space) and each sentence's character span."""
+    spans, cursor = [], 0
+    for sentence in sentences:
+        spans.append((cursor, cursor + len(sentence)))
+        cursor += len(sentence) + 1
+    return " ".join(sentences), spans
+
+
+def _locate(text: str, pieces: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Character span of each piece in ``text``, searched in order; None for a piece that cannot be found."""
+    found: list[tuple[int, int] | None] = []
+    cursor = 0
+    for piece in pieces:
+        piece = piece.strip()
+        at = text.find(piece, cursor) if piece else -1
+        if at < 0 and piece:
+            at = text.find(piece)
+        if at < 0:
+            found.append(None)
+            continue
+        found.append((at, at + len(piece)))
+        cursor = at + len(piece)
+    return found
+
+
+def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> dict[str, Any]:
+    """Map the graph's summary sentences onto the dataset's labelled sentences by character overlap.
+
+    Returns:
+        ``{"mapping": [[graph sentence indices] per dataset sentence], "split_differently": n,
+        "unplaced": [graph indices that could not be located]}``. A graph sentence that overlaps two dataset
+        sentences maps to both (its facts cannot be attributed to one), and is counted in
+        ``split_differently``.
+    """
+    text, spans = dataset_spans(dataset_sentences)
+    if not graph_sentences:
+        graph_sentences = [text[a:b] for a, b in sentence_spans(text)]
+    located = _locate(text, graph_sentences)
+    mapping: list[list[int]] = [[] for _ in dataset_sentences]
+    unplaced: list[int] = []
+    split_differently = 0
+    for g, span in enumerate(located):
+        if span is None:
+            unplaced.append(g)
+            continue
+        hits = [d for d, (a, b) in enumerate(spans) if min(b, span[1]) - max(a, span[0]) > 0]
+        for d in hits:
+            mapping[d].append(g)
+        if len(hits) > 1:
+            split_differently += 1
+    return {"mapping": mapping, "split_differently": split_differently, "unplaced": unplaced}
+
+
+def sentence_predictions(
+    dataset_sentences: Sequence[str], per_sentence: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Per labelled sentence: facts, judged, unsupported and the prediction (None when nothing was judged).
+
+    Args:
+        dataset_sentences: The dataset's sentences (the labels refer to these).
+        per_sentence: The score card's ``per_sentence`` records (``sentence``, ``facts``, ``supported``,
+            ``judged``) for the graph's own sentences.
+    """
+    graph_sentences = [str(p.get("sentence", "")) for p in per_sentence]
+    alignment = align(dataset_sentences, graph_sentences)
+    rows = []
+    for d, graph_indices in enumerate(alignment["mapping"]):
+        parts = [per_sentence[g] for g in graph_indices]
+        judged = sum(int(p.get("judged") or 0) for p in parts)
+        supported = sum(int(p.get("supported") or 0) for p in parts)
+        unsupported = judged - supported
+        rows.append(
+            {
+                "index": d,
+                "graph_sentences": graph_indices,
+                "facts": sum(int(p.get("facts") or 0) for p in parts),
+                "judged": judged,
+                "unsupported": unsupported,
+                "predicted_unfaithful": None if judged == 0 else unsupported > 0,
+            }
+        )
+    return {
+        "sentences": rows,
+        "split_differently": alignment["split_differently"],
+        "unplaced": alignment["unplaced"],
+    }
+
+
+def summary_prediction(card: Mapping[str, Any]) -> bool | None:
+    """Unfaithful when any fact is unsupported; None when no fact could be judged."""
+    judged = int(card.get("supported") or 0) + int(card.get("unsupported") or 0)
+    if judged == 0:
+        return None
+    return int(card.get("unsupported") or 0) > 0
+
+
+def agreement_report(
+    rows: Sequence[Mapping[str, Any]], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, Any]:
+    """The agreement tables of one set of scored STORYSUMM rows (one runner cell).
+
+    Args:
+        rows: Runner rows with ``status`` "ok", ``labels`` (``summary``, ``sentences``, ``coherence``) and
+            ``factscore`` (``score``, ``predicted_unfaithful``, ``sentences``) and optionally ``coherence``.
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+    """
+    ok = [r for r in rows if r.get("status") == "ok" and (r.get("labels") or {}).get("summary") is not None]
+    report: dict[str, Any] = {
+        "items": len(rows),
+        "scored": len(ok),
+        "failed": len(rows) - len(ok),
+        "notes": [],
+    }
+    fact_rows = [r for r in ok if r.get("factscore")]
+    if fact_rows:
+        report["summary_level"] = _summary_level(fact_rows, resamples, seed)
+        report["sentence_level"] = _sentence_level(fact_rows, resamples, seed)
+    coherence_rows = [r for r in ok if (r.get("coherence") or {}).get("sentences")]
+    if coherence_rows and any((r.get("labels") or {}).get("coherence") for r in coherence_rows):
+        report["coherence_sentence_level"] = _coherence_level(coherence_rows, resamples, seed)
+    elif coherence_rows:
+        report["notes"].append("coherence was scored, but the dataset has no per-sentence coherence labels")
+    return report
+
+
+def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    predicted = [r for r in rows if r["factscore"].get("predicted_unfaithful") is not None]
+    gold = [r["labels"]["summary"] == 0 for r in predicted]
+    pred = [bool(r["factscore"]["predicted_unfaithful"]) for r in predicted]
+    result: dict[str, Any] = {
+        "rule": "unfaithful if any atomic fact is unsupported",
+        "abstained": len(rows) - len(predicted),
+        "table": classification_table(pred, gold, resamples=resamples, seed=seed),
+    }
+    scored = [r for r in rows if r["factscore"].get("score") is not None]
+    nfs = [float(r["factscore"]["score"]) for r in scored]
+    labels = [float(r["labels"]["summary"]) for r in scored]
+    result["nfs_vs_label"] = correlation_table(nfs, labels, resamples=resamples, seed=seed)
+    result["nfs_vs_label"]["roc_auc"] = roc_auc(nfs, [v == 0 for v in labels])
+    result["nfs_vs_label"]["orientation"] = "label 1 faithful, 0 unfaithful; NFS higher = more faithful"
+    result["threshold_sweep"] = {
+        "rule": "unfaithful if NFS < threshold",
+        "caution": "diagnostic only: choosing a threshold on this data and reporting its accuracy is "
+        "tuning on it",
+        "rows": threshold_sweep(nfs, [v == 0 for v in labels]),
+    }
+    return result
+
+
+def _sentence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    pred: list[bool] = []
+    gold: list[bool] = []
+    groups: list[str] = []
+    abstained = split = unlabelled = 0
+    for r in rows:
+        labels = r["labels"].get("sentences")
+        sentences = r["factscore"].get("sentences") or []
+        if labels is None or len(labels) != len(sentences):
+            unlabelled += 1
+            continue
+        split += int(r["factscore"].get("split_differently") or 0)
+        for label, sentence in zip(labels, sentences, strict=True):
+            if sentence["predicted_unfaithful"] is None:
+                abstained += 1
+                continue
+            pred.append(bool(sentence["predicted_unfaithful"]))
+            gold.append(label == 0)
+            groups.append(str(r["item"]["id"]))
+    return {
+        "rule": "a sentence is unfaithful if any of its atomic facts is unsupported",
+        "abstained_sentences": abstained,
+        "summaries_without_usable_sentence_labels": unlabelled,
+        "graph_sentences_split_differently": split,
+        "table": classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed),
+    }
+
+
+def _coherence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    pred: list[bool] = []
+    gold: list[bool] = []
+    groups: list[str] = []
+    abstained = 0
+    for r in rows:
+        labels = r["labels"].get("coherence")
+        sentences = r["coherence"]["sentences"]
+        if not labels or len(labels) != len(sentences):
+            continue
+        for label, sentence in zip(labels, sentences, strict=True):
+            if sentence.get("predicted_confusing") is None:
+                abstained += 1
+                continue
+            pred.append(bool(sentence["predicted_confusing"]))
+            gold.append(label == 0)
+            groups.append(str(r["item"]["id"]))
+    return {
+        "rule": "a sentence is confusing if the annotator raised any confusion about it",
+        "abstained_sentences": abstained,
+        "table": classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed),
+    }
+
+
+def coherence_sentence_predictions(
+    dataset_sentences: Sequence[str], annotations: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Per labelled sentence: confusing (True/False) or None when its annotations could not be parsed."""
+    ordered = sorted(annotations, key=lambda a: int(a.get("index", 0)))
+    alignment = align(dataset_sentences, [str(a.get("sentence", "")) for a in ordered])
+    rows = []
+    for d, graph_indices in enumerate(alignment["mapping"]):
+        verdicts = [ordered[g].get("confused") for g in graph_indices]
+        known = [v for v in verdicts if v is not None]
+        rows.append({"index": d, "predicted_confusing": (any(known) if known else None)})
+    return {"sentences": rows, "split_differently": alignment["split_differently"]}
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _metric_cell(entry: Mapping[str, Any]) -> str:
+    ci = entry.get("ci95")
+    interval = f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""
+    return f"{_fmt(entry.get('value'))}{interval}"
+
+
+def table_lines(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(level, metric, value [95% CI]) rows for printing the agreement table."""
+    lines: list[tuple[str, str, str]] = []
+    for level, key in (
+        ("summary", "summary_level"),
+        ("sentence", "sentence_level"),
+        ("coherence (sentence)", "coherence_sentence_level"),
+    ):
+        section = report.get(key)
+        if not section:
+            continue
+        table = section["table"]
+        lines.append(
+            (
+                level,
+                "n (unfaithful / predicted)",
+                f"{table['n']} ({table['positives']} / {table['predicted_positives']})",
+            )
+        )
+        for metric in (
+            "balanced_accuracy",
+            "cohens_kappa",
+            "precision_unfaithful",
+            "recall_unfaithful",
+            "f1_unfaithful",
+        ):
+            lines.append((level, metric, _metric_cell(table[metric])))
+        abstained = section.get("abstained", section.get("abstained_sentences", 0))
+        lines.append((level, "abstained (nothing judged)", str(abstained)))
+        if key == "summary_level":
+            corr = section["nfs_vs_label"]
+            lines.append(
+                (
+                    "summary",
+                    "NFS Spearman rho (p)",
+                    f"{_metric_cell(corr['spearman'])} (p={_fmt(corr['spearman']['p'])})",
+                )
+            )
+            lines.append(
+                (
+                    "summary",
+                    "NFS Kendall tau-b (p)",
+                    f"{_metric_cell(corr['kendall_tau_b'])} (p={_fmt(corr['kendall_tau_b']['p'])})",
+                )
+            )
+            lines.append(("summary", "NFS ROC AUC", _fmt(corr.get("roc_auc"))))
+    return lines
