@@ -21,5 +21,6 @@ def main() -> None:
 
 from storyjudge.cli import doctor  # noqa: E402,F401  - registers commands
 from storyjudge.cli import report  # noqa: E402,F401
+from storyjudge.cli import evaluate  # noqa: E402,F401
 
 __all__ = ["app"]
