@@ -321,34 +321,52 @@ class CoherenceInput(TypedDict, total=False):
 class CoherenceTask(TypedDict):
     """Send payload: one sentence (or batch of sentences) of one summary."""
 
+    run: str  # the invocation that made it; annotations carry it so an earlier run on a thread never counts
     summary_id: str
     summary: str
-    sentence_indices: list[int]
-    sentences: list[str]
+    sentence_indices: list[int]  # 0-based positions in the summary
+    targets: list[str]  # the sentences at those positions
 
 
 class SentenceAnnotation(TypedDict):
     """BooookScore annotation of one sentence."""
 
+    run: str
     summary_id: str
-    index: int
+    index: int  # 0-based position in the summary
     sentence: str
     confused: bool | None  # None: the answer could not be parsed (counted, not scored as clean)
-    types: list[str]
+    types: list[str]  # among the eight of the taxonomy
     questions: list[str]
     raw: str
+    other_types: NotRequired[list[str]]  # labels the model gave outside the taxonomy
+    error: NotRequired[str]  # why confused is None
+    attempts: NotRequired[int]
 
 
 class CoherenceState(TypedDict, total=False):
     """State of the coherence graph."""
 
-    summary: str
-    summaries: list[dict[str, str]]
+    summary: str | None  # input; the prepare node consumes it (sets None) so a thread can be reused
+    summaries: list[dict[str, str]] | None  # input, consumed likewise
+    to_score: list[dict[str, str]]  # this invocation's summaries as {"id", "summary"}, in input order
+    run: str
+    mode: Literal["per-sentence", "batched"]
+    started: float  # wall-clock start (time.time()) of this invocation
     sentences: dict[str, list[str]]  # summary id -> sentences
     annotations: Annotated[list[SentenceAnnotation], operator.add]
     coherence: dict[str, Any]  # per-summary scores, system score, bootstrap, per-type rates, mode
     usage: Annotated[Usage, merge_usage]
     timings: Annotated[dict[str, float], add_timings]
+
+
+class CoherenceOutput(TypedDict, total=False):
+    """What the coherence graph returns (and hands back to the refine graph's coherence guard)."""
+
+    coherence: dict[str, Any]
+    annotations: list[SentenceAnnotation]
+    usage: Usage
+    timings: dict[str, float]
 
 
 class Iteration(TypedDict):

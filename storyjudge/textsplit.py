@@ -42,10 +42,10 @@ def paragraphs(text: str) -> list[str]:
 def _unwrap_lines(text: str) -> str:
     """The text with hard-wrap line breaks turned into spaces, same length (offsets stay valid).
 
-    The segmenter ends a sentence at every line break, so a hard-wrapped summary ("Anna went to\nthe store")
-    would fall apart into fragments. A single line break inside a paragraph is a wrap unless the next line
-    starts a list item, heading or quote, or the line itself looks like a heading (a few words, no closing
-    punctuation, the next line capitalised).
+    The segmenter ends a sentence at every line break, so a hard-wrapped summary ("Anna went to", newline,
+    "the store.") would fall apart into fragments. A single line break inside a paragraph is a wrap unless
+    the next line starts a list item, heading or quote, or the line itself looks like a heading (a few words,
+    no closing punctuation, the next line capitalised).
     """
     chars = list(text)
     for match in _SINGLE_BREAK.finditer(text):

@@ -1,0 +1,49 @@
+"""The ``coherence`` graph: BooookScore of one summary or of a set of summaries.
+
+    prepare --(Send per sentence | per batch)--> annotate_sentence | annotate_batch --> score
+
+Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary"}, ...]}``. Output ``coherence`` (per-summary
+scores, the system score with its bootstrap interval, per-type rates, the mode, and a top-level ``score``: the
+summary's own score when there is one summary), ``annotations`` (one per sentence), ``usage`` and ``timings``.
+The refine graph adds this graph as a node for its coherence guard.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes.coherence import annotate_batch, annotate_sentence, prepare, route_annotations, score
+from state import CoherenceInput, CoherenceOutput, CoherenceState
+from storyjudge.context import Context
+
+# Threads LangGraph may use for the Send branches. The real bound on calls in flight is ctx.concurrency,
+# enforced in storyjudge.llm; LangGraph's default pool (cores + 4 threads) would cap it on small machines.
+BRANCH_THREADS = 64
+
+
+def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
+    """Compile the coherence graph (a checkpointer makes a long scoring run resumable)."""
+    builder = StateGraph(
+        CoherenceState, input_schema=CoherenceInput, output_schema=CoherenceOutput, context_schema=Context
+    )
+    builder.add_node("prepare", prepare)
+    # Send targets take a CoherenceTask, not the graph state; langgraph's add_node overloads cannot type that.
+    builder.add_node("annotate_sentence", annotate_sentence)  # type: ignore[call-overload]
+    builder.add_node("annotate_batch", annotate_batch)  # type: ignore[call-overload]
+    builder.add_node("score", score)
+    builder.add_edge(START, "prepare")
+    builder.add_conditional_edges(
+        "prepare", route_annotations, ["annotate_sentence", "annotate_batch", "score"]
+    )
+    builder.add_edge("annotate_sentence", "score")
+    builder.add_edge("annotate_batch", "score")
+    builder.add_edge("score", END)
+    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="coherence")
+    return compiled.with_config(max_concurrency=BRANCH_THREADS)
+
+
+graph = build_graph()
+
+__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]

@@ -1,0 +1,164 @@
+"""``storyjudge coherence``: BooookScore of one summary (a text file) or of many (a JSONL file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from storyjudge.cli import app
+from storyjudge.cli.common import (
+    BaseUrlOpt,
+    ConcurrencyOpt,
+    ModelOpt,
+    console,
+    fail,
+    make_context,
+    out,
+    print_models,
+    read_text_file,
+    stream_graph,
+)
+from storyjudge.context import ConfigError
+from storyjudge.llm import ModelError, require_models
+from storyjudge.usage import totals
+
+BatchedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--batched",
+        help="Annotate several sentences per call with a JSON answer: cheaper, but not the paper's setting.",
+    ),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Write scores and every sentence's annotation and raw answer as JSON."),
+]
+
+
+LINE_FORM = '{"id": ..., "summary": ...}'
+
+
+def read_summaries(path: Path) -> dict[str, Any]:
+    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines."""
+    text, _ = read_text_file(path, "summary")
+    first = text.lstrip()[:1]
+    if path.suffix.lower() != ".jsonl" and first != "{":
+        return {"summary": text}
+    summaries: list[dict[str, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            fail(f"{path}:{number} is not valid JSON ({exc.msg}); each line must be {LINE_FORM}.")
+        if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
+            fail(f'{path}:{number} needs a "summary" string; each line must be {LINE_FORM}.')
+        summaries.append({"id": str(item.get("id", number)), "summary": item["summary"]})
+    if not summaries:
+        fail(f"{path} holds no summaries; give one {LINE_FORM} object per line.")
+    return {"summaries": summaries}
+
+
+def record(final: dict[str, Any]) -> dict[str, Any]:
+    """The --out JSON: scores, per summary every sentence's annotation with its raw answer, usage."""
+    coherence = dict(final["coherence"])
+    by_summary: dict[str, list[dict[str, Any]]] = {}
+    for ann in sorted(final.get("annotations", []), key=lambda a: (a["summary_id"], a["index"])):
+        entry = {k: v for k, v in ann.items() if k not in ("run", "summary_id")}
+        by_summary.setdefault(ann["summary_id"], []).append(entry)
+    summaries = [{**s, "annotations": by_summary.get(s["id"], [])} for s in coherence.pop("summaries")]
+    return {
+        **coherence,
+        "summaries": summaries,
+        "usage": final.get("usage", {}),
+        "usage_totals": totals(final.get("usage")),
+        "timings": final.get("timings", {}),
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _print(result: dict[str, Any]) -> None:
+    mode = result["mode"] + (" (paper setting)" if result["paper_setting"] else " (NOT the paper's setting)")
+    table = Table(title=f"BooookScore, {mode}, {result['model']}", header_style="bold")
+    for column in ("summary", "score", "sentences", "confused", "unparsed"):
+        table.add_column(column)
+    for s in result["summaries"]:
+        table.add_row(
+            escape(s["id"]), _fmt(s["score"]), str(s["sentences"]), str(s["confused"]), str(s["unparsed"])
+        )
+    out.print(table)
+    if len(result["summaries"]) > 1:
+        boot = result["bootstrap"]
+        interval = (
+            f"bootstrap std {boot['std']:.4f}, 95% interval [{boot['ci95'][0]:.3f}, {boot['ci95'][1]:.3f}] "
+            f"({boot['resamples']} resamples, seed {boot['seed']})"
+            if boot["std"] is not None
+            else f"no bootstrap: {boot.get('note', '')}"
+        )
+        out.print(f"System score {_fmt(result['system_score'])}; {interval}")
+    rates = [f"{name} {rate:.3f}" for name, rate in result["per_type_rates"].items() if rate]
+    out.print("Errors per sentence by type: " + (", ".join(rates) if rates else "none"))
+    flagged = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"]]
+    if flagged:
+        out.print("\n[bold]Flagged sentences[/]")
+    for summary_id, ann in flagged:
+        number = f"#{ann['index'] + 1}"
+        where = f"{summary_id} {number}" if len(result["summaries"]) > 1 else number
+        out.print(f"[bold]{escape(where)}[/] {escape(ann['sentence'])}")
+        out.print(f"    types: {', '.join(ann['types'] + ann.get('other_types', [])) or '-'}")
+        for question in ann["questions"]:
+            out.print(f"    ? {escape(question)}")
+    unparsed = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"] is None]
+    if unparsed:
+        out.print(f"\n[yellow]{len(unparsed)} sentence(s) got no readable answer (left out of the score):[/]")
+        for summary_id, ann in unparsed:
+            out.print(f"  {escape(summary_id)} #{ann['index'] + 1}: {escape(ann.get('error', ''))}")
+    usage = result["usage_totals"]
+    console.print(
+        f"{usage['calls']} calls ({usage['cache_hits']} cached), {usage['input_tokens']} prompt / "
+        f"{usage['output_tokens']} completion tokens, {result['timings'].get('coherence', 0.0):.1f}s"
+    )
+
+
+@app.command("coherence")
+def coherence_command(
+    input_path: Annotated[
+        Path, typer.Argument(help='A text file with one summary, or a JSONL file of {"id", "summary"} lines.')
+    ],
+    batched: BatchedOpt = False,
+    out_path: OutOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
+) -> None:
+    """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
+    graph_input = read_summaries(input_path)
+    ctx = make_context(
+        model=model, base_url=base_url, concurrency=concurrency, batched_coherence=batched or None
+    )
+    print_models(ctx, roles=("coherence",))
+    from graphs.coherence import graph
+
+    try:
+        require_models(ctx, ["coherence"])
+        final = stream_graph(graph, graph_input, ctx)
+    except (ModelError, ConfigError, ValueError) as exc:
+        fail(str(exc))
+    result = record(dict(final))
+    _print(result)
+    if out_path is not None:
+        try:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as exc:
+            fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
+        console.print(f"Wrote {out_path}")

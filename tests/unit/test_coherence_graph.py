@@ -1,0 +1,303 @@
+"""The coherence graph end to end against the scripted server: modes, failures, concurrency, caching, CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from typer.testing import CliRunner
+
+from graphs.coherence import build_graph, graph
+from prompts import load
+from storyjudge.cli import app
+from storyjudge.context import Context
+from tests.openai_server import OpenAIServer
+
+CLEAN = "Questions: no confusion\nTypes: no confusion"
+SUMMARY = (
+    "Mara Vell inherits a lighthouse on a northern island. "
+    "She finds a locked logbook in the lamp room. "
+    "The Guild sends a clerk to buy the lighthouse. "
+    "Mara refuses, and the clerk leaves angry. "
+    "That winter, the lamp fails during a storm. "
+    "Mara repairs it with help from a fisherman, Oren. "
+    "The logbook reveals that her grandmother ran smugglers. "
+    "Mara burns the logbook and keeps the lighthouse."
+)
+
+
+def first_user(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+def target_number(body: dict[str, Any]) -> int:
+    match = re.search(r'<sentence number="(\d+)">', first_user(body))
+    assert match, "every per-sentence request names its target sentence"
+    return int(match.group(1))
+
+
+def per_sentence(answers: dict[int, str]) -> Callable[[dict[str, Any]], str]:
+    """Answer each sentence (1-based number) from a script; unscripted sentences are clean."""
+    return lambda body: answers.get(target_number(body), CLEAN)
+
+
+def test_score_is_the_scripted_share_and_prompt_is_ordered(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(
+        per_sentence(
+            {
+                3: "Questions: Who or what is the Guild?\nTypes: entity omission",
+                7: "**Questions:** Which grandmother? Why does it matter?\n"
+                "**Types:** Causal-Omission, salience",
+            }
+        )
+    )
+    out = graph.invoke({"summary": SUMMARY}, context=ctx_for(server))
+    coherence = out["coherence"]
+    assert coherence["score"] == pytest.approx(6 / 8)
+    assert coherence["summaries"][0]["score"] == pytest.approx(6 / 8)
+    assert coherence["mode"] == "per-sentence" and coherence["paper_setting"] is True
+    assert coherence["prompt_version"] == load("coherence").version_id
+    assert coherence["per_type_rates"]["entity omission"] == pytest.approx(1 / 8)
+    flagged = {a["index"]: a for a in out["annotations"] if a["confused"]}
+    assert sorted(flagged) == [2, 6]
+    assert flagged[6]["types"] == ["causal omission", "salience"]
+    assert flagged[6]["questions"] == ["Which grandmother?", "Why does it matter?"]
+    assert len(server.completions) == 8
+    assert out["usage"]["openai:scripted"]["calls"] == 8
+    assert set(out) == {"coherence", "annotations", "usage", "timings"}
+    for body in server.completions:
+        text = first_user(body)
+        number = target_number(body)
+        sentence = out["annotations"][0]["sentence"] if number == 1 else None
+        definitions = text.index("Entity omission:")
+        examples = text.index("[Example summary 1]")
+        summary_at = text.index("<summary>\n" + SUMMARY + "\n</summary>")
+        target_at = text.index(f'<sentence number="{number}">')
+        assert definitions < examples < summary_at < target_at
+        if sentence:
+            assert f'<sentence number="1">\n{sentence}\n</sentence>' in text
+
+
+def test_fixed_prefix_is_shared_by_every_sentence_of_a_summary(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(lambda body: CLEAN)
+    graph.invoke({"summary": SUMMARY}, context=ctx_for(server))
+    texts = [first_user(body) for body in server.completions]
+    prefix = texts[0][: texts[0].index("[Your sentence]")]
+    assert all(text.startswith(prefix) for text in texts)
+    assert len({text[len(prefix) :] for text in texts}) == len(texts)
+
+
+def test_unreadable_answers_are_reasked_then_counted_not_clean(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(per_sentence({2: "I think the sentence is about a logbook.", 5: ""}))
+    out = graph.invoke({"summary": SUMMARY}, context=ctx_for(server, parse_retries=1))
+    card = out["coherence"]["summaries"][0]
+    assert (card["scored"], card["unparsed"], card["clean"]) == (6, 2, 6)
+    assert out["coherence"]["score"] == 1.0
+    assert out["coherence"]["unparsed"] == 2
+    unparsed = [a for a in out["annotations"] if a["confused"] is None]
+    assert {a["index"] for a in unparsed} == {1, 4}
+    assert all(a["attempts"] == 2 and a["error"] for a in unparsed)
+    assert len(server.completions) == 8 + 2  # one re-ask each
+    reasks = [b for b in server.completions if len(b["messages"]) == 3]
+    assert all("could not be read" in b["messages"][-1]["content"] for b in reasks)
+    assert out["usage"]["openai:scripted"]["failures"] == 2
+
+
+def test_concurrency_is_bounded_by_the_context(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(lambda body: CLEAN, latency=0.15)
+    summary = " ".join(f"Event {i} happens to Mara." for i in range(12))
+    out = graph.invoke({"summary": summary}, context=ctx_for(server, concurrency=3))
+    assert len(out["annotations"]) == 12
+    assert 1 < server.max_in_flight <= 3
+
+
+def test_second_run_is_answered_from_the_cache(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(per_sentence({1: "Questions: Where is the island?\nTypes: entity omission"}))
+    ctx = ctx_for(server)
+    first = graph.invoke({"summary": SUMMARY}, context=ctx)
+    second = graph.invoke({"summary": SUMMARY}, context=ctx)
+    assert len(server.completions) == 8
+    assert second["usage"]["openai:scripted"]["cache_hits"] == 8
+    assert second["usage"]["openai:scripted"]["calls"] == 0
+    assert second["coherence"]["score"] == first["coherence"]["score"] == pytest.approx(7 / 8)
+
+
+def test_many_summaries_get_system_score_and_bootstrap(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    def responder(body: dict[str, Any]) -> str:
+        text = first_user(body)
+        if "<summary>\nTom runs." in text and target_number(body) == 1:
+            return "Questions: Who is Tom?\nTypes: entity omission"
+        return CLEAN
+
+    server = scripted_server(responder)
+    summaries = [
+        {"id": "lighthouse", "summary": SUMMARY},
+        {"id": "tom", "summary": "Tom runs. Tom stops."},
+    ]
+    out = graph.invoke({"summaries": summaries}, context={**ctx_for(server).public_dict()})
+    coherence = out["coherence"]
+    assert [s["id"] for s in coherence["summaries"]] == ["lighthouse", "tom"]
+    assert [s["score"] for s in coherence["summaries"]] == [1.0, 0.5]
+    assert coherence["system_score"] == pytest.approx(0.75) == coherence["score"]
+    assert coherence["bootstrap"]["resamples"] == 1000
+    assert coherence["bootstrap"]["ci95"] == [0.5, 1.0]
+
+
+def batched_responder(body: dict[str, Any]) -> str:
+    numbers = [int(n) for n in re.findall(r"^(\d+)\. ", first_user(body).split("[Your sentences]")[1], re.M)]
+    listed = []
+    if 3 in numbers:
+        listed.append({"index": 3, "questions": ["Who is the Guild?"], "types": ["Entity-Omission"]})
+    if 9 in numbers:
+        listed.append({"index": 9, "questions": ["no confusion"], "types": ["no confusion"]})
+    listed.append({"index": 99, "questions": ["Stray?"], "types": ["salience"]})  # outside every batch
+    return json.dumps({"sentences": listed})
+
+
+def test_batched_mode_is_marked_and_scored(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(batched_responder)
+    summary = SUMMARY + " Oren sails south. Mara stays."
+    out = graph.invoke({"summary": summary}, context=ctx_for(server, batched_coherence=True))
+    coherence = out["coherence"]
+    assert coherence["mode"] == "batched" and coherence["paper_setting"] is False
+    assert "not the paper" in coherence["note"]
+    assert coherence["prompt_version"] == load("coherence_batched").version_id
+    assert len(server.completions) == 2  # 10 sentences, 8 per call
+    assert coherence["score"] == pytest.approx(9 / 10)
+    flagged = [a for a in out["annotations"] if a["confused"]]
+    assert [(a["index"], a["types"]) for a in flagged] == [(2, ["entity omission"])]
+
+
+def test_batched_mode_unparseable_answer_leaves_batch_unscored(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(lambda body: "I cannot answer in JSON, sorry.")
+    out = graph.invoke({"summary": SUMMARY}, context=ctx_for(server, batched_coherence=True, parse_retries=0))
+    assert out["coherence"]["score"] is None
+    assert out["coherence"]["unparsed"] == 8
+    assert all(a["confused"] is None and a["error"] for a in out["annotations"])
+
+
+@pytest.mark.parametrize(
+    ("graph_input", "message"),
+    [
+        ({}, "No summary"),
+        ({"summary": "   "}, "No summary"),
+        ({"summary": "A.", "summaries": [{"id": "x", "summary": "B."}]}, "not both"),
+        ({"summaries": []}, "non-empty"),
+        ({"summaries": [{"id": "x", "summary": "A."}, {"id": "x", "summary": "B."}]}, "twice"),
+        ({"summaries": [{"id": "x", "summary": ""}]}, "empty"),
+        ({"summaries": [{"id": "x"}]}, "'summary' string"),
+    ],
+)
+def test_bad_input_says_what_to_do(
+    graph_input: dict[str, Any],
+    message: str,
+    scripted_server: Callable[..., OpenAIServer],
+    ctx_for: Callable[..., Context],
+) -> None:
+    server = scripted_server(lambda body: CLEAN)
+    with pytest.raises(ValueError, match=message):
+        graph.invoke(graph_input, context=ctx_for(server))
+    assert server.completions == []
+
+
+def test_rerun_on_a_checkpointed_thread_counts_only_its_own_annotations(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(per_sentence({1: "Questions: Who?\nTypes: entity omission"}))
+    saved = build_graph(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    ctx = ctx_for(server)
+    saved.invoke({"summary": SUMMARY}, config=config, context=ctx)
+    out = saved.invoke({"summary": "Tom runs. Tom stops."}, config=config, context=ctx)
+    assert out["coherence"]["summaries"][0]["sentences"] == 2
+    assert out["coherence"]["summaries"][0]["scored"] == 2
+    assert out["coherence"]["score"] == 0.5
+
+
+def test_progress_events_cover_every_sentence(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(lambda body: CLEAN)
+    events = [
+        chunk["progress"]
+        for chunk in graph.stream({"summary": SUMMARY}, context=ctx_for(server), stream_mode="custom")
+        if "progress" in chunk
+    ]
+    assert [e.get("total") for e in events if "total" in e] == [8]
+    assert sum(e["advance"] for e in events) == 8
+    assert {e["stage"] for e in events} == {"coherence"}
+
+
+def test_cli_scores_text_and_jsonl_and_writes_json(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = scripted_server(per_sentence({2: "Questions: What logbook?\nTypes: entity omission"}))
+    monkeypatch.setenv("STORYJUDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("STORYJUDGE_MAX_RETRIES", "0")
+    text_file = tmp_path / "summary.txt"
+    text_file.write_text(SUMMARY)
+    out_file = tmp_path / "result.json"
+    runner = CliRunner()
+    common = ["--model", "openai:scripted", "--base-url", server.base_url]
+    result = runner.invoke(app, ["coherence", str(text_file), *common, "--out", str(out_file)])
+    assert result.exit_code == 0, result.output
+    assert "0.875" in result.output
+    assert "What logbook?" in result.output
+    record = json.loads(out_file.read_text())
+    assert record["score"] == pytest.approx(7 / 8)
+    assert record["mode"] == "per-sentence"
+    sentences = record["summaries"][0]["annotations"]
+    assert [s["index"] for s in sentences] == list(range(8))
+    assert {"sentence", "confused", "types", "questions", "raw"} <= set(sentences[1])
+    assert sentences[1]["raw"].startswith("Questions: What logbook?")
+    assert record["usage_totals"]["calls"] == 8
+
+    jsonl = tmp_path / "many.jsonl"
+    jsonl.write_text(
+        json.dumps({"id": "a", "summary": SUMMARY})
+        + "\n\n"
+        + json.dumps({"id": "b", "summary": "Tom runs."})
+        + "\n"
+    )
+    result = runner.invoke(app, ["coherence", str(jsonl), *common, "--concurrency", "2"])
+    assert result.exit_code == 0, result.output
+    assert "System score" in result.output and "95% interval" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "a", "summary": "A."}\n{not json}\n', ":2 is not valid JSON"),
+        ('{"id": "a", "text": "A."}\n', 'needs a "summary" string'),
+    ],
+)
+def test_cli_bad_jsonl_is_one_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    result = CliRunner().invoke(
+        app, ["coherence", str(path), "--model", "openai:x", "--base-url", "http://x"]
+    )
+    assert result.exit_code == 1
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
