@@ -104,6 +104,16 @@ def _print_summary(table_rows: list[dict[str, Any]]) -> None:
     out.print(table)
 
 
+def _roles(config: Any) -> tuple[str, ...]:
+    """The model roles an experiment uses (each is checked before any work starts)."""
+    roles = ["extractor", "decomposer", "judge"]
+    if config.task == "refine":
+        roles += ["summarizer", "refiner"]
+    if "coherence" in config.metrics:
+        roles.append("coherence")
+    return tuple(roles)
+
+
 def _run(config: Any, *, dry_run: bool, print_agreement: bool = False) -> None:
     from eval.estimate import estimate
     from eval.grid import cell_context, cells
@@ -117,7 +127,7 @@ def _run(config: Any, *, dry_run: bool, print_agreement: bool = False) -> None:
         return
     for cell in cells(config):
         try:
-            require_models(cell_context(config, cell, config.out_dir), ("extractor", "decomposer", "judge"))
+            require_models(cell_context(config, cell, config.out_dir), _roles(config))
         except ConfigError as exc:
             fail(str(exc))
     experiment = Experiment(config)
@@ -172,10 +182,29 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     for level, metric, value in table_lines(report):
         table.add_row(level, metric, value)
     out.print(table)
+    summary_level = report.get("summary_level") or {}
+    boot = (summary_level.get("table") or {}).get("bootstrap") or {}
     out.print(
-        f"Items: {report['items']}, scored {report['scored']}, failed {report['failed']}. "
-        "Positive class: unfaithful. Bootstrap: 1000 resamples, seed 0 (sentences resampled by summary)."
+        f"Items: {report['items']}, scored {report['scored']}, failed {report['failed']}. Positive class: "
+        f"unfaithful. Bootstrap: {boot.get('resamples', '?')} resamples, seed {boot.get('seed', '?')} "
+        "(sentences resampled by summary)."
     )
+    sweep = (summary_level.get("threshold_sweep") or {}).get("rows") or []
+    if sweep:
+        table = Table(
+            title="Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)", header_style="bold"
+        )
+        for column in ("t", "predicted unfaithful", "balanced accuracy", "kappa"):
+            table.add_column(column)
+        for row in sweep:
+            table.add_row(
+                f"{row['threshold']:.3f}",
+                str(row["predicted_unfaithful"]),
+                _fmt(row["balanced_accuracy"]),
+                _fmt(row["cohens_kappa"]),
+            )
+        out.print(table)
+        out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
     for note in report.get("notes", []):
         out.print(f"  note: {note}")
 

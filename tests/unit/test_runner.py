@@ -457,3 +457,26 @@ def test_cli_accepts_config_as_first_argument(tmp_path: Path, data_file: Path) -
     failed = runner.invoke(app, ["eval", str(bad)])
     assert failed.exit_code == 1
     assert "Traceback" not in failed.output
+
+
+def test_cli_shortcuts_dry_run(tmp_path: Path, data_file: Path) -> None:
+    from storyjudge.cli import app
+
+    squality = tmp_path / "sq.jsonl"
+    record = {
+        "metadata": {"uid": "u1"},
+        "document": "Ann sails to the island and finds gold. " * 50,
+        "questions": [{"question_number": 1, "responses": [{"response_text": "Ann sails."}]}],
+    }
+    squality.write_text(json.dumps(record) + "\n")
+    runner = CliRunner()
+    common = ["--dry-run", "--model", "openai:gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1"]
+    for args in (
+        ["eval", "storysumm", str(data_file)],
+        ["eval", "squality", str(squality), "--max-iterations", "1"],
+    ):
+        result = runner.invoke(app, [*args, *common, "--out-dir", str(tmp_path / "exp")])
+        assert result.exit_code == 0, result.output
+        assert "Dry run" in result.output and "total" in result.output
+    missing = runner.invoke(app, ["eval", "storysumm", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 1 and "does not exist" in missing.output
