@@ -162,6 +162,8 @@ def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
             n_batch=512,
             max_tokens=ctx.max_output_tokens,
             temperature=0.0,
+            # the streaming path bypasses _create_chat_result and with it llama.cpp's token counts
+            streaming=False,
             verbose=False,
         )
     from langchain.chat_models import init_chat_model
