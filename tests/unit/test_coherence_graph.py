@@ -301,3 +301,16 @@ def test_cli_bad_jsonl_is_one_clear_error(tmp_path: Path, content: str, message:
     assert result.exit_code == 1
     assert message in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def test_invoke_without_context_uses_defaults_from_the_environment(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = scripted_server(lambda body: CLEAN)
+    monkeypatch.setenv("STORYJUDGE_MODEL", "openai:scripted")
+    monkeypatch.setenv("STORYJUDGE_BASE_URL", server.base_url)
+    monkeypatch.setenv("STORYJUDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = graph.invoke({"summary": "Tom runs. Tom stops."})
+    assert out["coherence"]["score"] == 1.0
+    assert out["coherence"]["model"] == "openai:scripted"
+    assert len(server.completions) == 2
