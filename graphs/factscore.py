@@ -21,6 +21,8 @@ from nodes.score import score
 from state import FactScoreInput, FactScoreOutput, FactScoreState
 from storyjudge.context import Context
 
+BRANCH_THREADS = 64
+
 
 def needs_index(state: FactScoreState) -> Literal["index", "split_summary"]:
     """Index the narrative unless an index came with the input."""
@@ -34,10 +36,10 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     )
     builder.add_node("index", build_index_graph())
     builder.add_node("split_summary", split_summary)
-    builder.add_node("decompose_sentence", decompose_sentence)
+    builder.add_node("decompose_sentence", decompose_sentence)  # type: ignore[call-overload]
     builder.add_node("collect_facts", collect_facts)
     builder.add_node("retrieve", retrieve)
-    builder.add_node("judge", judge)
+    builder.add_node("judge", judge)  # type: ignore[call-overload]
     builder.add_node("score", score)
     builder.add_conditional_edges(START, needs_index, ["index", "split_summary"])
     builder.add_edge("index", "split_summary")
@@ -47,7 +49,9 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_conditional_edges("retrieve", route_facts, ["judge", "score"])
     builder.add_edge("judge", "score")
     builder.add_edge("score", END)
-    return builder.compile(checkpointer=checkpointer, cache=cache, name="factscore")
+    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="factscore")
+    # LangGraph runs Send branches on a thread pool of cores + 4 by default; storyjudge.llm bounds calls in flight.
+    return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 
 graph = build_graph()

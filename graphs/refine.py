@@ -23,6 +23,8 @@ from nodes.refine import refine
 from state import RefineInput, RefineOutput, RefineState
 from storyjudge.context import Context
 
+BRANCH_THREADS = 64
+
 
 def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs)."""
@@ -42,7 +44,8 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_conditional_edges("assess", route_loop, ["refine", "finish"])
     builder.add_edge("refine", "factscore")
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer, cache=cache, name="refine")
+    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="refine")
+    return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 
 graph = build_graph()

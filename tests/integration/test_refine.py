@@ -1,0 +1,104 @@
+"""The main job end to end over real HTTP: index, summarize, judge, refine, stop on target; resume; no leakage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from typer.testing import CliRunner
+
+from graphs.refine import build_graph
+from storyjudge.cli import app
+from storyjudge.context import Context
+from tests.openai_server import OpenAIServer
+from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, schema_name
+
+
+def test_cli_refine_raises_the_score_and_stops_on_target(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+    server = scripted_server(StoryResponder())
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url,
+         "--run-dir", str(run_dir), "--ckg-samples", "1"],
+        env={"OPENAI_API_KEY": "sk-test-secret-key-123456"},
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads((run_dir / "result.json").read_text())
+    assert [s["nfs"] for s in record["scores"]] == pytest.approx([2 / 3, 1.0])
+    assert record["stop_reason"].startswith("target reached")
+    assert record["best_iteration"] == 1 and record["best_summary"] == FIXED_SUMMARY
+    flagged = [v for v in record["iterations"][0]["factscore"]["verdicts"] if v["status"] == "unsupported"]
+    assert [v["fact"]["text"] for v in flagged] == ["Bob steals the map from Alice."]
+    assert flagged[0]["feedback"] and flagged[0]["evidence"]["scenes"], "feedback and evidence are recorded"
+    assert record["context"]["resolved_models"]["judge"] == "openai:scripted"
+    assert record["prompts"]["judge"].startswith("judge@")
+    assert record["usage"]["total"]["calls"] > 0
+    assert "Bob gives Alice the map" in result.output and "target reached" in result.output
+    for name in ("result.json", "ckg.json", "checkpoints.sqlite", "meta.json"):
+        assert (run_dir / name).exists(), name
+    everything = "".join(p.read_text(errors="ignore") for p in run_dir.rglob("*") if p.is_file())
+    assert "sk-test-secret-key-123456" not in everything
+
+
+def _ctx(server: OpenAIServer, tmp_path: Path, **fields: Any) -> Context:
+    return Context(model="openai:scripted", base_url=server.base_url, run_dir=str(tmp_path / "run"),
+                   cache_dir=str(tmp_path / "cache"), max_retries=0, parse_retries=0, ckg_samples=1, **fields)
+
+
+def test_invoke_with_dict_context_and_rounds_do_not_leak(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+    responder = StoryResponder()
+    server = scripted_server(responder)
+    graph = build_graph()
+    out = graph.invoke({"document": STORY}, context=_ctx(server, tmp_path).public_dict())
+    first, second = sorted(out["iterations"], key=lambda i: i["iteration"])
+    assert first["summary"] == FIRST_SUMMARY and second["summary"] == FIXED_SUMMARY
+    for it in (first, second):
+        card = it["factscore"]
+        assert {v["fact"]["iteration"] for v in card["verdicts"]} == {it["iteration"]}
+        assert card["facts"] == len(card["verdicts"]) == 3
+    # one judge request per fact (fan-out width = fact count); round 2 re-reads 2 unchanged facts from the cache
+    assert responder.calls["judge"] == 3 + 1
+
+
+def test_loop_stops_on_saturation_and_keeps_best(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+    server = scripted_server(StoryResponder(fix=False))
+    out = build_graph().invoke({"document": STORY}, context=_ctx(server, tmp_path, max_iterations=3))
+    assert out["stop_reason"].startswith("saturated")
+    assert [i["iteration"] for i in out["iterations"]] == [0, 1]
+    assert out["best_iteration"] == 1  # a tie goes to the later round
+
+
+def test_resume_after_judge_failure_repeats_no_finished_judge(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+    story = StoryResponder()
+    judged: list[str] = []
+    state = {"fail": True}
+
+    def responder(body: dict[str, Any]) -> Any:
+        if schema_name(body) == "Verdict":
+            judged.append(body["messages"][-1]["content"])
+            if state["fail"] and "treasure" in body["messages"][-1]["content"].split("<fact>")[-1]:
+                return {"status": 500, "error": "injected failure"}
+        return story(body)
+
+    server = scripted_server(responder)
+    graph = build_graph(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    with pytest.raises(Exception):
+        graph.invoke({"document": STORY}, config=config, context=_ctx(server, tmp_path))
+    before = len(judged)
+    assert before == 3
+    state["fail"] = False
+    # a fresh cache: only the checkpoint can spare the finished judge calls
+    out = graph.invoke(None, config=config, context=_ctx(server, tmp_path / "fresh"))
+    resumed = judged[before:]
+    # round 0: only the failed fact is judged again; round 1: its 3 facts (fresh cache)
+    assert len(resumed) == 1 + 3
+    assert "treasure" in resumed[0].split("<fact>")[-1]
+    assert out["stop_reason"].startswith("target reached")
