@@ -98,7 +98,8 @@ def test_resume_after_judge_failure_repeats_no_finished_judge(scripted_server: C
     # a fresh cache: only the checkpoint can spare the finished judge calls
     out = graph.invoke(None, config=config, context=_ctx(server, tmp_path / "fresh"))
     resumed = judged[before:]
-    # round 0: only the failed fact is judged again; round 1: its 3 facts (fresh cache)
-    assert len(resumed) == 1 + 3
+    # round 0: only the failed fact is judged again; round 1: its 3 facts, of which the treasure fact is now
+    # in the fresh cache
+    assert len(resumed) == 1 + 2
     assert "treasure" in resumed[0].split("<fact>")[-1]
     assert out["stop_reason"].startswith("target reached")
