@@ -130,6 +130,12 @@ def refine_command(
     patience: Annotated[int | None, typer.Option(help="Rounds without gain before stopping (default 1).")] = None,
     ckg_samples: Annotated[int | None, typer.Option(help="Extraction samples per scene (default 3).")] = None,
     retrieval_k: Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")] = None,
+    evidence_tokens: Annotated[
+        int | None, typer.Option(help="Tokens of scene text per judge prompt (default 4000).")
+    ] = None,
+    predicate_threshold: Annotated[
+        float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
+    ] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Chunk size in tokens (default 2048).")] = None,
     max_summary_tokens: Annotated[int | None, typer.Option(help="Summary budget in tokens (default 900).")] = None,
     coherence_guard: Annotated[
@@ -155,6 +161,8 @@ def refine_command(
         patience=patience,
         ckg_samples=ckg_samples,
         retrieval_k=retrieval_k,
+        evidence_tokens=evidence_tokens,
+        predicate_threshold=predicate_threshold,
         chunk_size=chunk_size,
         max_summary_tokens=max_summary_tokens,
         coherence_guard=coherence_guard,
@@ -203,6 +211,12 @@ def score_command(
     concurrency: ConcurrencyOpt = None,
     ckg_samples: Annotated[int | None, typer.Option(help="Extraction samples per scene (default 3).")] = None,
     retrieval_k: Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")] = None,
+    evidence_tokens: Annotated[
+        int | None, typer.Option(help="Tokens of scene text per judge prompt (default 4000).")
+    ] = None,
+    predicate_threshold: Annotated[
+        float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
+    ] = None,
     resume: ResumeOpt = False,
 ) -> None:
     """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
@@ -211,7 +225,7 @@ def score_command(
     text, doc_hash, rd = _prepare(file, run_dir, resume)
     ctx = make_context(
         model=model, base_url=base_url, run_dir=rd.root, concurrency=concurrency, ckg_samples=ckg_samples,
-        retrieval_k=retrieval_k,
+        retrieval_k=retrieval_k, evidence_tokens=evidence_tokens, predicate_threshold=predicate_threshold,
     )
     try:
         require_models(ctx, ("extractor", "decomposer", "judge"))
