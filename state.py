@@ -192,10 +192,12 @@ class IndexInput(TypedDict, total=False):
 
 
 class ExtractTask(TypedDict):
-    """Send payload: one extraction sample of one scene."""
+    """Send payload: one extraction sample of one scene (or of one part of a long scene)."""
 
     scene: Scene
     sample: int
+    part: NotRequired[int]  # 1-based part number when the scene was split to fit the extractor's window
+    run_dir: NotRequired[str]  # where the LLM cache lives when the context names no directory
 
 
 class SceneExtraction(TypedDict):
@@ -207,6 +209,7 @@ class SceneExtraction(TypedDict):
     characters: list[dict[str, Any]]
     triples: list[dict[str, Any]]
     error: NotRequired[str]
+    part: NotRequired[int]
 
 
 class IndexState(TypedDict, total=False):
@@ -220,6 +223,21 @@ class IndexState(TypedDict, total=False):
     segmentation: str  # which rule produced the scenes
     extractions: Annotated[list[SceneExtraction], operator.add]
     ckg: dict[str, Any]  # node-link JSON
+    ckg_stats: CKGStats
+    index: IndexRef
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], add_timings]
+
+
+class IndexOutput(TypedDict, total=False):
+    """What the index graph returns (and hands back to the graphs that compose it)."""
+
+    doc_hash: str
+    title: str
+    run_dir: str
+    scenes: list[Scene]
+    segmentation: str
+    ckg: dict[str, Any]
     ckg_stats: CKGStats
     index: IndexRef
     usage: Annotated[Usage, merge_usage]

@@ -23,5 +23,6 @@ from storyjudge.cli import doctor  # noqa: E402,F401  - registers commands
 from storyjudge.cli import coherence  # noqa: E402,F401
 from storyjudge.cli import report  # noqa: E402,F401
 from storyjudge.cli import evaluate  # noqa: E402,F401
+from storyjudge.cli import index  # noqa: E402,F401
 
 __all__ = ["app"]

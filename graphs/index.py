@@ -1,0 +1,44 @@
+"""The ``index`` graph (NarrativeFactScore stage 1): a narrative into scenes, a CKG and a searchable index.
+
+    segment -> extract_scene (Send per scene x sample) -> build_ckg -> index
+
+Input ``{"document": text}`` or ``{"scenes": [...]}``, optionally ``"title"``. The refine and factscore graphs
+add it as a subgraph; its output is limited to what they use (``IndexOutput``), so the per-sample extractions
+stay inside.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes.ckg import build_ckg_node
+from nodes.extract import extract_scene, route_extraction
+from nodes.index import index_node
+from nodes.segment import segment
+from state import IndexInput, IndexOutput, IndexState
+from storyjudge.context import Context
+
+
+def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
+    """Compile the index graph (pass a checkpointer for resumable runs)."""
+    builder = StateGraph(
+        IndexState, input_schema=IndexInput, output_schema=IndexOutput, context_schema=Context
+    )
+    builder.add_node("segment", segment)
+    # Send targets take an ExtractTask, not the graph state; langgraph's add_node overloads cannot type that.
+    builder.add_node("extract_scene", extract_scene)  # type: ignore[call-overload]
+    builder.add_node("build_ckg", build_ckg_node)
+    builder.add_node("index", index_node)
+    builder.add_edge(START, "segment")
+    builder.add_conditional_edges("segment", route_extraction, ["extract_scene", "build_ckg"])
+    builder.add_edge("extract_scene", "build_ckg")
+    builder.add_edge("build_ckg", "index")
+    builder.add_edge("index", END)
+    return builder.compile(checkpointer=checkpointer, cache=cache, name="index")
+
+
+graph = build_graph()
+
+__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]

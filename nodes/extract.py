@@ -1,0 +1,122 @@
+"""CKG triple extraction (NarrativeFactScore stage 1): k samples per scene, fanned out with ``Send``.
+
+Each (scene, sample) is its own branch, so a remote model serves them concurrently (bounded by
+``ctx.concurrency`` inside ``storyjudge.llm``); sample ``i`` carries ``sample=i`` so the k answers are
+distinct cache entries. Branches are sent scene by scene, so an in-process model meets the same prompt k times
+in a row and reuses its prompt cache. A scene longer than the extractor's window is read in parts, each part a
+branch of its own; the CKG counts a triple once per (scene, sample) however many parts state it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+import prompts
+from state import ExtractTask, IndexState, Scene, SceneExtraction, SceneTriples
+from storyjudge.context import Context, context_of
+from storyjudge.llm import ask_structured, schema_instruction
+from storyjudge.models import LOCAL_MODELS, is_local, resolve_spec
+from storyjudge.progress import report
+from storyjudge.rundir import RunDir
+from storyjudge.textsplit import split_by_tokens
+from storyjudge.tokens import count_tokens
+
+PROMPT = "extract_triples"
+TOKENIZER_MARGIN = 0.8
+"""Share of the window given to scene text: the extractor's tokenizer may count more than cl100k_base."""
+
+
+def extractor_window(ctx: Context) -> int:
+    """The extractor's context window in tokens (the embedded model's own when it is smaller)."""
+    spec = resolve_spec(ctx, "extractor")
+    if is_local(spec):
+        local = LOCAL_MODELS.get(spec.partition(":")[2])
+        if local is not None:
+            return min(ctx.context_window, local.context_window)
+    return ctx.context_window
+
+
+def scene_budget(ctx: Context) -> int:
+    """Largest scene text (cl100k_base tokens) one extraction prompt may carry."""
+    prompt = prompts.load(PROMPT)
+    overhead = count_tokens(prompt.render(scene=prompts.data_block("scene", "", id="S000.0", title="")))
+    overhead += count_tokens(schema_instruction(SceneTriples))
+    room = extractor_window(ctx) - ctx.max_output_tokens - overhead
+    return max(64, int(room * TOKENIZER_MARGIN))
+
+
+def extraction_tasks(scenes: list[Scene], ctx: Context, run_dir: str = "") -> list[ExtractTask]:
+    """One task per (scene, sample, part), scene-major so the samples of a scene run back to back."""
+    budget = scene_budget(ctx)
+    tasks: list[ExtractTask] = []
+    for scene in scenes:
+        pieces = split_by_tokens(scene["text"], budget) if scene["text"].strip() else []
+        parts: list[Scene] = []
+        offset = scene["start"]
+        for piece in pieces:
+            parts.append(Scene(**{**scene, "text": piece, "start": offset, "end": offset + len(piece)}))
+            offset += len(piece)
+        for sample in range(ctx.ckg_samples):
+            for number, part in enumerate(parts, start=1):
+                task = ExtractTask(scene=part, sample=sample, run_dir=run_dir)
+                if len(parts) > 1:
+                    task["part"] = number
+                tasks.append(task)
+    return tasks
+
+
+def route_extraction(state: IndexState, runtime: Runtime[Context]) -> list[Send] | Literal["build_ckg"]:
+    """Fan out one extraction branch per (scene, sample, part); nothing to extract goes straight on."""
+    ctx = context_of(runtime)
+    tasks = extraction_tasks(state.get("scenes") or [], ctx, state.get("run_dir", ""))
+    if not tasks:
+        return "build_ckg"
+    report("extract", total=len(tasks))
+    return [Send("extract_scene", task) for task in tasks]
+
+
+def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Characters and triples of one scene (part) in one sample; a failed parse is recorded, not defaulted."""
+    ctx = context_of(runtime)
+    if not ctx.cache_dir and not ctx.run_dir and task.get("run_dir"):
+        ctx = ctx.replace(cache_dir=str(RunDir(Path(task["run_dir"])).cache))
+    started = time.perf_counter()
+    scene = task["scene"]
+    prompt = prompts.load(PROMPT)
+    attributes: dict[str, object] = {"id": scene["id"]}
+    if scene["title"]:
+        attributes["title"] = scene["title"]
+    text = prompt.render(scene=prompts.data_block("scene", scene["text"], **attributes))
+    sample = task["sample"]
+    part = task.get("part", 0)
+    answer = ask_structured(
+        ctx,
+        "extractor",
+        prompt,
+        [("user", text)],
+        SceneTriples,
+        temperature=ctx.extraction_temperature,
+        sample=sample,
+    )
+    record = SceneExtraction(
+        scene_id=scene["id"],
+        sample=sample,
+        ok=answer.ok,
+        characters=[c.model_dump() for c in answer.value.characters] if answer.value else [],
+        triples=[t.model_dump() for t in answer.value.triples] if answer.value else [],
+    )
+    if part:
+        record["part"] = part
+    if not answer.ok:
+        record["error"] = answer.error or "no answer"
+    report("extract", advance=1)
+    return {
+        "extractions": [record],
+        "usage": answer.usage,
+        "timings": {"extract": time.perf_counter() - started},
+    }

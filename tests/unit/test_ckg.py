@@ -1,0 +1,250 @@
+"""The CKG: alias merging, the over-merge guard, edge selection and its threshold, linearization, lookup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storyjudge.ckg import (
+    aliases,
+    build_ckg,
+    build_name_graph,
+    characters_in,
+    from_json,
+    linearize,
+    min_count,
+    stats,
+    subgraph_lines,
+    to_json,
+)
+
+SCENES = [
+    {
+        "id": "S1",
+        "index": 0,
+        "title": "",
+        "start": 0,
+        "end": 0,
+        "text": "MACBETH, the Thane of Cawdor, greets LADY MACBETH. Banquo watches. Macbeth's dagger. "
+        "Frodo and Frodo Baggins. King Duncan sleeps; Duncan is old.",
+    },
+    {
+        "id": "S2",
+        "index": 1,
+        "title": "",
+        "start": 0,
+        "end": 0,
+        "text": "Macbeth murders Duncan. Banquo is dead. Lady Macbeth sleepwalks.",
+    },
+]
+
+
+def ext(
+    scene: str, sample: int, characters: list[Any], triples: list[Any], ok: bool = True
+) -> dict[str, Any]:
+    chars = [
+        {"name": c, "aliases": []} if isinstance(c, str) else {"name": c[0], "aliases": c[1]}
+        for c in characters
+    ]
+    trips = [{"subject": s, "predicate": p, "object": o} for s, p, o in triples]
+    return {"scene_id": scene, "sample": sample, "ok": ok, "characters": chars, "triples": trips}
+
+
+def graph(extractions: list[dict[str, Any]], samples: int = 3, threshold: float = 0.5) -> dict[str, Any]:
+    return to_json(build_ckg(extractions, SCENES, samples=samples, threshold=threshold))
+
+
+def test_aliases_from_the_extractor_merge_variants_into_one_character() -> None:
+    data = graph([ext("S1", 0, [("Macbeth", ["Thane of Cawdor"]), "Banquo"], [])])
+    assert aliases(data)["Macbeth"] == ["Thane of Cawdor"]
+    assert stats(data)["characters"] == 2
+
+
+def test_a_given_name_joins_the_one_fuller_name_it_starts() -> None:
+    data = graph([ext("S1", 0, ["Frodo", "Frodo Baggins", "Frodo"], [])])
+    assert aliases(data) == {"Frodo": ["Frodo Baggins"]}
+
+
+def test_a_title_never_merges_lady_macbeth_into_macbeth() -> None:
+    data = graph([ext("S1", 0, ["Macbeth", "Lady Macbeth", "King Duncan", "Duncan"], [])])
+    assert set(aliases(data)) == {"Macbeth", "Lady Macbeth", "King Duncan", "Duncan"}
+
+
+def test_case_articles_and_possessives_are_one_variant_shown_in_its_usual_form() -> None:
+    data = graph([ext("S1", 0, ["MACBETH", "Macbeth's", "the Macbeth", "Macbeth"], [])])
+    assert aliases(data) == {"Macbeth": []}
+
+
+def test_over_merge_guard_splits_two_people_joined_by_a_bad_alias() -> None:
+    bad = ext("S1", 0, [("Macbeth", ["Duncan", "Thane of Cawdor"])], [])
+    murder = [ext("S2", i, ["Macbeth", "Duncan"], [("Macbeth", "murders", "Duncan")]) for i in range(3)]
+    names = build_name_graph([bad, *murder], {s["id"]: s["text"] for s in SCENES})
+    assert names.resolve("Duncan") != names.resolve("Macbeth")
+    assert names.resolve("Thane of Cawdor") == names.resolve("Macbeth")  # the good alias survives
+    assert names.guard_cuts >= 1
+    data = graph([bad, *murder])
+    assert "Macbeth -[murders]-> Duncan" in linearize(data)
+    assert data["graph"]["guard_cuts"] >= 1
+
+
+def test_without_a_conflict_the_alias_is_trusted() -> None:
+    data = graph([ext("S1", 0, [("Macbeth", ["Thane of Cawdor"])], [])])
+    assert stats(data)["characters"] == 1
+
+
+def test_identity_predicates_are_aliases_not_edges() -> None:
+    data = graph(
+        [
+            ext("S1", i, ["Macbeth", "Thane of Cawdor"], [("Macbeth", "is also called", "Thane of Cawdor")])
+            for i in range(3)
+        ]
+    )
+    assert aliases(data) == {"Macbeth": ["Thane of Cawdor"]}
+    assert linearize(data) == []
+
+
+def test_names_missing_from_the_scene_and_pronouns_are_dropped() -> None:
+    data = graph(
+        [
+            ext(
+                "S2", i, ["Macbeth", "John", "he"], [("John", "helps", "Macbeth"), ("he", "kills", "Macbeth")]
+            )
+            for i in range(3)
+        ]
+    )
+    assert list(aliases(data)) == ["Macbeth"]
+    assert stats(data)["edges"] == 0
+
+
+def test_a_triple_without_object_is_a_self_loop_state() -> None:
+    data = graph([ext("S2", i, ["Banquo"], [("Banquo", "state: dead", None)]) for i in range(2)])
+    assert linearize(data) == ["Banquo -[state: dead]"]
+    assert stats(data)["self_loops"] == 1
+
+
+def test_objects_that_are_not_characters_are_not_edges() -> None:
+    data = graph([ext("S1", i, ["Macbeth"], [("Macbeth", "holds", "dagger")]) for i in range(3)])
+    assert linearize(data) == []
+
+
+def test_edges_keep_frequent_predicates_with_their_scenes_and_counts() -> None:
+    extractions = [
+        ext(
+            "S2",
+            0,
+            ["Macbeth", "Duncan"],
+            [("Macbeth", "murders", "Duncan"), ("Macbeth", "serves", "Duncan")],
+        ),
+        ext("S2", 1, ["Macbeth", "Duncan"], [("Macbeth", "Murders", "Duncan")]),
+        ext("S2", 2, ["Macbeth", "Duncan"], [("Macbeth", "murders.", "Duncan")]),
+        ext("S1", 0, ["Macbeth", "Duncan"], [("Macbeth", "murders", "Duncan")]),
+        ext("S1", 1, [], [], ok=False),
+    ]
+    data = graph(extractions, samples=3, threshold=0.5)
+    edges = data["edges"]
+    assert [(e["source"], e["predicate"], e["target"], e["count"], e["scenes"]) for e in edges] == [
+        ("Macbeth", "murders", "Duncan", 4, ["S1", "S2"])
+    ]
+    assert data["graph"]["min_count"] == 2 and data["graph"]["failed_extractions"] == 1
+    assert len(graph(extractions, samples=3, threshold=0.0)["edges"]) == 2  # "serves" once is enough at 0
+
+
+def test_a_repeated_sample_counts_once() -> None:
+    one = ext("S2", 0, ["Macbeth", "Duncan"], [("Macbeth", "murders", "Duncan")])
+    data = graph([one, one, one], samples=3, threshold=0.5)
+    assert data["edges"] == []
+
+
+def test_min_count() -> None:
+    assert [min_count(3, t) for t in (0.0, 0.2, 1 / 3, 0.5, 0.9, 1.0)] == [1, 1, 1, 2, 3, 3]
+
+
+names_pool = st.sampled_from(
+    ["Macbeth", "Duncan", "Banquo", "Lady Macbeth", "Thane of Cawdor", "dagger", None]
+)
+triples_strategy = st.lists(
+    st.tuples(
+        names_pool.filter(lambda n: n is not None), st.sampled_from(["kills", "loves", "dead"]), names_pool
+    ),
+    max_size=6,
+)
+extraction_strategy = st.lists(
+    st.tuples(st.sampled_from(["S1", "S2"]), st.integers(0, 2), triples_strategy), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(extraction_strategy)
+def test_a_higher_threshold_gives_a_subgraph(raw: list[tuple[str, int, list[Any]]]) -> None:
+    extractions = [
+        ext(
+            scene,
+            sample,
+            ["Macbeth", "Duncan", "Banquo", ("Lady Macbeth", []), ("Macbeth", ["Thane of Cawdor"])],
+            t,
+        )
+        for scene, sample, t in raw
+    ]
+    previous: set[tuple[str, str, str]] | None = None
+    for threshold in (0.0, 0.2, 0.34, 0.5, 0.67, 0.9, 1.0):
+        data = graph(extractions, samples=3, threshold=threshold)
+        edges = {(e["source"], e["predicate"], e["target"]) for e in data["edges"]}
+        if previous is not None:
+            assert edges <= previous
+        previous = edges
+
+
+def sample_ckg() -> dict[str, Any]:
+    extractions = [
+        ext(
+            "S2",
+            i,
+            [("Macbeth", ["Thane of Cawdor"]), "Duncan", "Banquo", "Lady Macbeth"],
+            [
+                ("Macbeth", "murders", "Duncan"),
+                ("Banquo", "dead", None),
+                ("Lady Macbeth", "sleepwalks", None),
+            ]
+            + ([("Macbeth", "fears", "Banquo")] if i < 2 else []),
+        )
+        for i in range(3)
+    ]
+    extractions.append(ext("S1", 0, [("Macbeth", ["Thane of Cawdor"])], []))
+    return graph(extractions, samples=3, threshold=0.5)
+
+
+def test_linearized_lines_most_supported_first() -> None:
+    assert linearize(sample_ckg()) == [
+        "Banquo -[state: dead]",
+        "Lady Macbeth -[state: sleepwalks]",
+        "Macbeth -[murders]-> Duncan",
+        "Macbeth -[fears]-> Banquo",
+    ]
+
+
+def test_characters_in_finds_names_through_aliases_whole_word_any_case() -> None:
+    ckg = sample_ckg()
+    assert characters_in(ckg, "The THANE OF CAWDOR kills the old king Duncan.") == ["Macbeth", "Duncan"]
+    assert characters_in(ckg, "Lady Macbeth walks at night.") == ["Lady Macbeth"]  # not also Macbeth
+    assert characters_in(ckg, "Banquos and Duncanson are no one here.") == []
+
+
+def test_subgraph_lines_touch_the_mentioned_characters_ordered_by_count() -> None:
+    ckg = sample_ckg()
+    assert subgraph_lines(ckg, "The Thane of Cawdor grows afraid.") == [
+        "Macbeth -[murders]-> Duncan",
+        "Macbeth -[fears]-> Banquo",
+    ]
+    assert subgraph_lines(ckg, "Banquo dies.") == ["Banquo -[state: dead]", "Macbeth -[fears]-> Banquo"]
+    assert subgraph_lines(ckg, "Banquo dies.", limit=1) == ["Banquo -[state: dead]"]
+    assert subgraph_lines(ckg, "Nobody we know.") == []
+
+
+def test_node_link_json_round_trip() -> None:
+    ckg = sample_ckg()
+    again = to_json(from_json(ckg))
+    assert linearize(again) == linearize(ckg)
+    assert aliases(again) == aliases(ckg)
+    assert ckg["nodes"][0]["scenes"] and "mentions" in ckg["nodes"][0]
