@@ -144,6 +144,7 @@ class GraphView:
     edges: list[EdgeView]
     states: list[tuple[str, Relation]]
     stats: dict[str, int]
+    extraction: str = ""  # how the graph was extracted (samples, threshold), when the file says
 
 
 def ckg_graph(data: dict[str, Any] | None) -> nx.MultiDiGraph:
@@ -257,7 +258,7 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     """Lay out and describe a CKG for drawing: characters sized by degree, relations grouped per pair."""
     graph = ckg_graph(data)
     count = graph.number_of_nodes()
-    width = int(960 * max(1.0, math.sqrt(count / 30)))
+    width = int(max(640.0, min(960.0, 240 * math.sqrt(max(count, 1)))) * max(1.0, math.sqrt(count / 30)))
     height = int(width * 0.62)
     positions = _layout(graph, width, height, margin=70)
     colors = _colors(graph)
@@ -333,7 +334,29 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
         "pairs": len(pairs),
         "states": len(states),
     }
-    return GraphView(width=width, height=height, nodes=nodes, edges=edges, states=states, stats=stats)
+    return GraphView(
+        width=width,
+        height=height,
+        nodes=nodes,
+        edges=edges,
+        states=states,
+        stats=stats,
+        extraction=extraction_note((data or {}).get("graph") or {}),
+    )
+
+
+def extraction_note(meta: dict[str, Any]) -> str:
+    """One line on how the CKG was extracted, from the graph attributes the index stores."""
+    parts = []
+    if meta.get("samples"):
+        parts.append(f"{meta['samples']} extraction sample(s) per scene")
+    if meta.get("threshold") is not None and meta.get("min_count") is not None:
+        parts.append(f"predicate threshold {meta['threshold']} (kept at {meta['min_count']}+ occurrences)")
+    if meta.get("failed_extractions"):
+        parts.append(f"{meta['failed_extractions']} extraction(s) could not be parsed")
+    if meta.get("guard_cuts"):
+        parts.append(f"{meta['guard_cuts']} name merge(s) cut by the over-merge guard")
+    return "; ".join(parts)
 
 
 def ckg_html(data: dict[str, Any] | None) -> str:

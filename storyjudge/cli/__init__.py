@@ -22,6 +22,7 @@ def main() -> None:
 from storyjudge.cli import doctor  # noqa: E402,F401  - registers commands
 from storyjudge.cli import coherence  # noqa: E402,F401
 from storyjudge.cli import report  # noqa: E402,F401
+from storyjudge.cli import ui  # noqa: E402,F401
 from storyjudge.cli import evaluate  # noqa: E402,F401
 from storyjudge.cli import index  # noqa: E402,F401
 

@@ -1,0 +1,288 @@
+/* The demo page: opens a run, starts the four steps, polls their progress, shows what each produced.
+ * Narrative text is only ever set with textContent; the graph and iteration panels are HTML fragments that the
+ * server renders with the report's autoescaping templates. */
+(function () {
+  "use strict";
+
+  var STEP_NAMES = {
+    graph: "Generating the knowledge graph",
+    summary: "Generating the initial summary",
+    score: "Computing the factuality score",
+    refine: "Refining the summary"
+  };
+  var current = null;      // the run's view, as the server last sent it
+  var pollTimer = null;
+
+  function $(id) { return document.getElementById(id); }
+
+  function api(method, url, body) {
+    var options = { method: method, headers: {} };
+    if (body !== undefined) {
+      options.headers["Content-Type"] = "application/json";
+      options.body = JSON.stringify(body);
+    }
+    return fetch(url, options).then(function (res) {
+      return res.json().catch(function () { return { error: res.statusText }; }).then(function (data) {
+        if (!res.ok) { throw new Error(data.error || res.statusText); }
+        return data;
+      });
+    });
+  }
+
+  function showError(message) {
+    var box = $("error");
+    box.textContent = message || "";
+    box.hidden = !message;
+  }
+
+  function settings() {
+    return {
+      model: $("model").value.trim(),
+      base_url: $("base-url").value.trim(),
+      ckg_samples: $("ckg-samples").value
+    };
+  }
+
+  function fmt(score) { return score === null || score === undefined ? "n/a" : score.toFixed(3); }
+  function signed(delta) { return (delta >= 0 ? "+" : "") + delta.toFixed(3); }
+
+  function renderScenes(view) {
+    var box = $("scenes");
+    box.textContent = "";
+    $("scene-count").textContent = "(" + view.scenes.length + " scenes, " + (view.segmentation || "?") + ")";
+    view.scenes.forEach(function (scene) {
+      var details = document.createElement("details");
+      details.className = "scene";
+      details.setAttribute("data-scene", scene.id);
+      var summary = document.createElement("summary");
+      summary.textContent = scene.id + (scene.title ? " \u00b7 " + scene.title : "");
+      var pre = document.createElement("pre");
+      pre.textContent = scene.text;
+      details.appendChild(summary);
+      details.appendChild(pre);
+      box.appendChild(details);
+    });
+  }
+
+  function renderModels(view) {
+    var list = $("models");
+    list.textContent = "";
+    var order = [];
+    var roles = {};
+    view.models.forEach(function (m) {
+      var key = m.spec + " (" + m.note + ")";
+      if (!roles[key]) { roles[key] = []; order.push(key); }
+      roles[key].push(m.role);
+    });
+    order.forEach(function (key) {
+      var li = document.createElement("li");
+      var b = document.createElement("b");
+      b.textContent = (order.length === 1 ? "all roles" : roles[key].join(", ")) + ": ";
+      li.appendChild(b);
+      li.appendChild(document.createTextNode(key));
+      list.appendChild(li);
+    });
+  }
+
+  function renderIterations(view) {
+    var row = $("iterations");
+    row.textContent = "";
+    view.iterations.forEach(function (it) {
+      var slot = document.createElement("div");
+      slot.className = "iteration-slot";
+      slot.innerHTML = it.html;  // rendered and escaped by the server
+      row.appendChild(slot);
+    });
+    var line = $("score-line");
+    if (!view.iterations.length) {
+      line.textContent = "Not scored yet: press \u201cCompute factuality score\u201d.";
+      return;
+    }
+    var parts = view.iterations.map(function (it) { return "iteration " + it.iteration + ": " + fmt(it.score); });
+    var last = view.iterations[view.iterations.length - 1];
+    var text = "NarrativeFactScore \u2014 " + parts.join(", ");
+    if (last.delta !== null && last.delta !== undefined) { text += " (change " + signed(last.delta) + ")"; }
+    if (view.best_iteration !== null) { text += "; best: iteration " + view.best_iteration; }
+    line.textContent = text;
+    if (last.unsupported === 0) { line.textContent += ". No unsupported facts left."; }
+    row.scrollLeft = row.scrollWidth;
+  }
+
+  function renderButtons(view) {
+    var running = view.job && view.job.status === "running";
+    var has = {
+      graph: !!view.ckg,
+      summary: !!view.summary,
+      score: view.iterations.length > 0,
+      refine: view.iterations.length > 1
+    };
+    var last = view.iterations[view.iterations.length - 1];
+    var allowed = {
+      graph: true,
+      summary: true,
+      score: !!view.summary,
+      refine: !!last && last.unsupported > 0
+    };
+    document.querySelectorAll("button.step").forEach(function (button) {
+      var step = button.getAttribute("data-step");
+      button.disabled = running || !allowed[step];
+      button.classList.toggle("done", has[step]);
+      button.classList.toggle("running", running && view.job.step === step);
+    });
+    $("open-narrative").disabled = !!running;
+  }
+
+  function render(view) {
+    current = view;
+    $("welcome").hidden = true;
+    $("run").hidden = false;
+    $("run-title").textContent = view.title;
+    $("run-meta").textContent = view.source + " \u00b7 " + view.scenes.length + " scenes (" + view.segmentation + ")";
+    $("model").value = view.settings.model || "";
+    $("base-url").value = view.settings.base_url || "";
+    if (view.settings.ckg_samples) { $("ckg-samples").value = view.settings.ckg_samples; }
+    renderModels(view);
+    renderScenes(view);
+    if (view.ckg) {
+      $("ckg").innerHTML = view.ckg.html;  // rendered and escaped by the server
+    } else {
+      $("ckg").innerHTML = "<p class=\"empty\">Not built yet: press <b>Generate knowledge graph</b>.</p>";
+    }
+    var summary = $("summary");
+    if (view.summary) {
+      summary.textContent = view.summary.text;
+    } else {
+      summary.innerHTML = "<span class=\"empty\">Not generated yet: press <b>Generate initial summary</b>.</span>";
+    }
+    renderIterations(view);
+    var u = view.usage;
+    $("usage-card").hidden = false;
+    $("usage").textContent = u.calls + " LLM calls (" + u.cache_hits + " cache hits, " + u.failures + " failures), " +
+      u.input_tokens.toLocaleString() + " tokens in / " + u.output_tokens.toLocaleString() + " out, est. $" +
+      Number(u.cost_usd).toFixed(4);
+    $("run-dir").textContent = view.name;
+    var link = $("report-link");
+    link.hidden = !view.report;
+    link.href = "/runs/" + encodeURIComponent(view.name) + "/report.html";
+    renderButtons(view);
+    renderJob(view.job);
+    if (view.job && view.job.status === "running") { poll(); }
+  }
+
+  function renderJob(job) {
+    var box = $("progress");
+    if (!job) { box.hidden = true; return; }
+    box.hidden = job.status !== "running";
+    if (job.status === "error" || job.status === "interrupted") { showError(job.error); }
+    $("progress-step").textContent = (STEP_NAMES[job.step] || job.step) + "\u2026";
+    $("progress-time").textContent = (job.elapsed || 0) + " s";
+    var stage = job.stages && job.stages[job.current];
+    var bar = $("progress-bar");
+    if (stage && stage.total) {
+      $("progress-stage").textContent = job.current + " " + stage.done + "/" + stage.total +
+        (stage.message ? " \u2014 " + stage.message : "");
+      bar.max = stage.total;
+      bar.value = Math.min(stage.done, stage.total);
+    } else {
+      $("progress-stage").textContent = job.current ? job.current : "starting";
+      bar.removeAttribute("value");  // indeterminate
+    }
+    var names = Object.keys(job.stages || {});
+    $("progress-stages").textContent = names.map(function (name) {
+      var s = job.stages[name];
+      return name + " " + s.done + (s.total ? "/" + s.total : "");
+    }).join(" \u00b7 ");
+  }
+
+  function poll() {
+    if (pollTimer || !current) { return; }
+    var name = current.name;
+    pollTimer = setInterval(function () {
+      api("GET", "/api/runs/" + encodeURIComponent(name) + "/job").then(function (data) {
+        renderJob(data.job);
+        if (!data.job || data.job.status !== "running") {
+          clearInterval(pollTimer);
+          pollTimer = null;
+          openRun(name);
+        }
+      }).catch(function (err) { showError(err.message); });
+    }, 500);
+  }
+
+  function openRun(name) {
+    return api("GET", "/api/runs/" + encodeURIComponent(name)).then(function (view) {
+      if (location.hash !== "#run=" + name) { history.replaceState(null, "", "#run=" + name); }
+      render(view);
+    }).catch(function (err) { showError(err.message); });
+  }
+
+  function loadRecent() {
+    return api("GET", "/api/runs").then(function (runs) {
+      var select = $("recent");
+      while (select.options.length > 1) { select.remove(1); }
+      runs.forEach(function (r) {
+        var option = document.createElement("option");
+        option.value = r.name;
+        option.textContent = r.title + " \u2014 " + r.iterations + " iteration(s) \u00b7 " + r.name;
+        select.appendChild(option);
+      });
+    }).catch(function () { /* the list is a convenience */ });
+  }
+
+  function openNarrative() {
+    showError("");
+    var body = { settings: settings() };
+    var own = $("own-body").value.trim();
+    if ($("own-text").open && own) {
+      body.text = $("own-body").value;
+      body.title = $("own-title").value.trim();
+    } else {
+      body.example = $("example").value;
+    }
+    $("open-narrative").disabled = true;
+    api("POST", "/api/runs", body).then(function (view) {
+      history.replaceState(null, "", "#run=" + view.name);
+      render(view);
+      loadRecent();
+    }).catch(function (err) {
+      showError(err.message);
+    }).then(function () {
+      $("open-narrative").disabled = !!(current && current.job && current.job.status === "running");
+    });
+  }
+
+  function runStep(step) {
+    if (!current) { return; }
+    showError("");
+    api("POST", "/api/runs/" + encodeURIComponent(current.name) + "/steps/" + step, { settings: settings() })
+      .then(function (data) {
+        current.job = data.job;
+        renderButtons(current);
+        renderJob(data.job);
+        poll();
+      })
+      .catch(function (err) { showError(err.message); });
+  }
+
+  $("open-narrative").addEventListener("click", openNarrative);
+  $("recent").addEventListener("change", function (ev) {
+    if (ev.target.value) { showError(""); openRun(ev.target.value); }
+  });
+  $("own-file").addEventListener("change", function (ev) {
+    var file = ev.target.files && ev.target.files[0];
+    if (!file) { return; }
+    var reader = new FileReader();
+    reader.onload = function () {
+      $("own-body").value = String(reader.result || "");
+      if (!$("own-title").value) { $("own-title").value = file.name.replace(/\.[^.]+$/, ""); }
+    };
+    reader.readAsText(file);
+  });
+  document.querySelectorAll("button.step").forEach(function (button) {
+    button.addEventListener("click", function () { runStep(button.getAttribute("data-step")); });
+  });
+
+  loadRecent();
+  var match = /^#run=([a-z0-9-]+)$/.exec(location.hash);
+  if (match) { openRun(match[1]); }
+})();

@@ -1,0 +1,341 @@
+"""The report and the web UI in a real browser (Debian's headless Chromium driven by Playwright), offline.
+
+The UI runs in-process on a free loopback port; its model is the scripted OpenAI-compatible server, which
+plays every role on Macbeth, Act I: its summary claims a murder that Act I does not show, the judge flags it,
+the refiner fixes it. The embedder is the real one (shipped in a wheel). Screenshots go to the test's temp
+dir.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from http.client import HTTPConnection
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storyjudge.report import write_report
+from storyjudge.ui import UIServer, make_server
+from tests.openai_server import OpenAIServer, all_text, last_user_text
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run"
+
+WRONG = "Macbeth kills Duncan in the great hall."
+RIGHT = "Macbeth resolves to murder Duncan in his chamber that night."
+OPENING = (
+    "Macbeth and Banquo meet three witches on a heath. "
+    "The witches hail Macbeth as Thane of Cawdor and future king. "
+    "King Duncan makes Macbeth Thane of Cawdor. "
+    "Lady Macbeth urges her husband to murder Duncan. "
+)
+FIRST_SUMMARY = OPENING + WRONG
+FIXED_SUMMARY = OPENING + RIGHT
+CAST = {
+    "Macbeth": ["MACBETH", "Macbeth"],
+    "Lady Macbeth": ["LADY MACBETH", "Lady Macbeth"],
+    "Duncan": ["DUNCAN", "Duncan"],
+    "Banquo": ["BANQUO", "Banquo"],
+    "Malcolm": ["MALCOLM"],
+    "First Witch": ["First Witch"],
+    "Ross": ["ROSS"],
+}
+RELATIONS = [
+    ("First Witch", "hails as future king", "Macbeth"),
+    ("Duncan", "names Thane of Cawdor", "Macbeth"),
+    ("Lady Macbeth", "urges to murder Duncan", "Macbeth"),
+    ("Lady Macbeth", "plots to murder", "Duncan"),
+    ("Macbeth", "hosts", "Duncan"),
+    ("Banquo", "fights beside", "Macbeth"),
+    ("Malcolm", "is son of", "Duncan"),
+    ("Ross", "brings news to", "Macbeth"),
+    ("Duncan", "state: king", None),
+]
+
+
+def _block(text: str, tag: str) -> str:
+    """The last ``<tag>`` data block of a prompt (earlier ones are the prompt's own examples)."""
+    found = re.findall(rf"<{tag}[^>]*>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return found[-1].strip() if found else ""
+
+
+class MacbethResponder:
+    """Answers each kind of storyjudge prompt plausibly for Macbeth, Act I; counts calls per kind."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def _count(self, kind: str) -> None:
+        with self.lock:
+            self.calls[kind] = self.calls.get(kind, 0) + 1
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        schema = str(((body.get("response_format") or {}).get("json_schema") or {}).get("name", ""))
+        text = last_user_text(body)
+        if schema == "SceneTriples" or "List the characters of one scene" in text:
+            self._count("extract")
+            scene = _block(text, "scene") or text
+            present = [name for name, marks in CAST.items() if any(mark in scene for mark in marks)]
+            triples = [
+                {"subject": s, "predicate": p, "object": o}
+                for s, p, o in RELATIONS
+                if s in present and (o is None or o in present)
+            ]
+            characters = [{"name": name, "aliases": []} for name in present]
+            return json.dumps({"characters": characters, "triples": triples})
+        if schema == "AtomicFacts":
+            self._count("decompose")
+            sentence = _block(text, "sentence")
+            return json.dumps({"facts": [sentence] if sentence else []})
+        if schema == "Verdict":
+            self._count("judge")
+            fact = _block(text, "fact")
+            if "great hall" in fact or "kills" in fact:
+                return json.dumps(
+                    {
+                        "rationale": "Act I ends with Macbeth resolved (S007); no murder is shown.",
+                        "supported": False,
+                        "feedback": "In Act I Macbeth only resolves to murder Duncan; he kills no one.",
+                        "evidence": ["S007"],
+                    }
+                )
+            return json.dumps(
+                {"rationale": "The scenes state this.", "supported": True, "feedback": "", "evidence": []}
+            )
+        if schema:
+            self._count(schema)
+            return "{}"
+        whole = all_text(body)
+        if "You revise a summary" in whole:
+            self._count("refine")
+            return FIXED_SUMMARY
+        self._count("summarize")
+        return FIRST_SUMMARY
+
+
+def _browser_or_skip() -> Any:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (/usr/bin/chromium): run 'make browser-deps'")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -e .[dev])"
+    )
+    return sync_api
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    sync_api = _browser_or_skip()
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[UIServer]:
+    server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _request(
+    server: UIServer, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    host, port = server.server_address[:2]
+    connection = HTTPConnection(str(host), int(port), timeout=30)
+    data = None if body is None else json.dumps(body).encode()
+    sent = {"Content-Type": "application/json"} if body is not None else {}
+    sent.update(headers or {})
+    connection.request(method, path, body=data, headers=sent)
+    response = connection.getresponse()
+    raw = response.read()
+    connection.close()
+    try:
+        return response.status, json.loads(raw)
+    except json.JSONDecodeError:
+        return response.status, raw.decode("utf-8", "replace")
+
+
+# --- the server's API (no browser needed) ----------------------------------------------------------------
+
+
+def test_ui_api_guards(ui: UIServer) -> None:
+    status, examples = _request(ui, "GET", "/api/examples")
+    assert status == 200 and "macbeth-act1" in {e["id"] for e in examples}
+    assert _request(ui, "GET", "/api/runs/..%2Fetc")[0] == 404
+    assert _request(ui, "GET", "/api/runs/../../etc/passwd")[0] == 404
+    assert _request(ui, "GET", "/", headers={"Host": "attacker.example:80"})[0] == 403
+    status, answer = _request(ui, "POST", "/api/runs", headers={"Content-Type": "text/plain"})
+    assert status == 415
+    status, answer = _request(ui, "POST", "/api/runs", {"text": "too short", "settings": {}})
+    assert status == 400 and "fewer than 3 words" in answer["error"]
+    status, answer = _request(
+        ui, "POST", "/api/runs", {"example": "macbeth-act1", "settings": {"ckg_samples": "x"}}
+    )
+    assert status == 400 and "ckg_samples" in answer["error"]
+
+
+def test_ui_run_is_saved_and_steps_are_ordered(ui: UIServer, tmp_path: Path) -> None:
+    settings = {"model": "local:smollm2", "base_url": "", "ckg_samples": 1}
+    status, view = _request(ui, "POST", "/api/runs", {"example": "macbeth-act1", "settings": settings})
+    assert status == 201
+    assert view["title"] == "macbeth-act1" and len(view["scenes"]) == 8 and view["segmentation"] == "play"
+    run_dir = tmp_path / "runs" / view["name"]
+    assert (run_dir / "ui.json").is_file() and (run_dir / "document.txt").is_file()
+    status, answer = _request(ui, "POST", f"/api/runs/{view['name']}/steps/refine", {"settings": settings})
+    assert status == 400 and "factuality score first" in answer["error"]
+    status, answer = _request(ui, "POST", f"/api/runs/{view['name']}/steps/score", {"settings": settings})
+    assert status == 400 and "summary first" in answer["error"]
+    other = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")  # a restarted server reads it back
+    try:
+        status, again = _request(ui, "GET", f"/api/runs/{view['name']}")
+        assert status == 200 and again["settings"]["ckg_samples"] == 1
+        assert other.store.open(view["name"]).state["title"] == "macbeth-act1"
+    finally:
+        other.server_close()
+
+
+def test_page_is_self_contained(ui: UIServer) -> None:
+    status, page = _request(ui, "GET", "/")
+    assert status == 200 and "Generate knowledge graph" in page
+    attributes = " ".join(re.findall(r"""(?:src|href)\s*=\s*["']([^"']*)""", page))
+    assert "http" not in attributes
+
+
+# --- the report in a browser -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_report_renders_in_chromium(browser: Any, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE, run_dir)
+    report = write_report(run_dir)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requests: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(report.as_uri())
+    nodes = page.locator(".ckg-node")
+    assert nodes.count() == 9
+    box = nodes.first.bounding_box()
+    assert box is not None and box["width"] > 0 and box["height"] > 0
+    assert page.locator(".ckg-edge").count() == 13
+    page.locator(".ckg-pick", has_text="Macbeth").first.click()
+    detail = page.locator(".ckg-detail:visible")
+    assert detail.count() == 1
+    assert "Thane of Cawdor" in detail.inner_text() and "<i>the tyrant</i>" in detail.inner_text()
+    page.locator("#ckg").screenshot(path=str(tmp_path / "report-ckg.png"))
+    flagged = page.locator(".iteration[data-iteration='0'] .sent.unsupported")
+    assert flagged.count() == 2
+    flagged.first.hover()
+    tip = page.locator(".iteration[data-iteration='0'] .sent.unsupported .tip").first
+    assert tip.is_visible() and "Duncan makes Macbeth, not Banquo" in tip.inner_text()
+    page.locator(".iteration[data-iteration='0']").screenshot(path=str(tmp_path / "report-iteration0.png"))
+    assert page.locator("polyline.series").count() == 2
+    assert page.evaluate("typeof window.alert") == "function"  # page scripts ran; the story's did not
+    assert "pwned" in page.locator(".iteration[data-iteration='0'] .summary").inner_text()
+    page.screenshot(path=str(tmp_path / "report-full.png"), full_page=True)
+    assert not errors
+    assert all(url.startswith("file://") for url in requests), requests
+
+
+# --- the demo flow in a browser --------------------------------------------------------------------------
+
+
+def _wait_for_step(page: Any, selector: str, timeout_ms: int) -> None:
+    """Wait until a step's output (or an error) shows; fail at once with the page's error message."""
+    page.wait_for_selector(f"{selector}, #error:not([hidden])", timeout=timeout_ms)
+    assert page.locator("#error").is_hidden(), page.locator("#error").inner_text()
+    page.wait_for_selector(selector, timeout=5_000)
+
+
+@pytest.mark.slow
+def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) -> None:
+    responder = MacbethResponder()
+    with OpenAIServer(responder) as model_server:
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        requests: list[str] = []
+        errors: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(ui.url)
+        page.select_option("#example", "macbeth-act1")
+        page.fill("#model", "openai:scripted")
+        page.fill("#base-url", model_server.base_url)
+        page.fill("#ckg-samples", "1")
+        page.click("#open-narrative")
+        page.wait_for_selector("#run:not([hidden])")
+        assert page.locator("#scenes details").count() == 8
+        assert "SCENE VII" in page.locator("#scenes").inner_text()
+        assert "openai:scripted" in page.locator("#models").inner_text()
+        page.screenshot(path=str(tmp_path / "ui-0-narrative.png"))
+
+        page.click("#btn-graph")
+        page.wait_for_selector("#progress:not([hidden])", timeout=10_000)
+        _wait_for_step(page, "#ckg .ckg", 300_000)
+        names = page.locator("#ckg .ckg-node text").all_text_contents()
+        assert {"Macbeth", "Duncan", "Lady Macbeth"} <= set(names)
+        assert responder.calls.get("extract") == 8  # one sample per scene
+        page.screenshot(path=str(tmp_path / "ui-1-graph.png"))
+
+        page.click("#btn-summary")
+        _wait_for_step(page, "#summary:has-text('great hall')", 120_000)
+        page.screenshot(path=str(tmp_path / "ui-2-summary.png"))
+
+        page.click("#btn-score")
+        _wait_for_step(page, ".iteration[data-iteration='0']", 180_000)
+        flagged = page.locator(".iteration[data-iteration='0'] .sent.unsupported")
+        assert flagged.count() == 1 and "great hall" in flagged.inner_text()
+        assert page.locator(".iteration[data-iteration='0'] tr.fact").count() == 5
+        assert "0.800" in page.locator(".iteration[data-iteration='0'] .nfs").inner_text()
+        page.screenshot(path=str(tmp_path / "ui-3-score.png"))
+
+        page.click("#btn-refine")
+        _wait_for_step(page, ".iteration[data-iteration='1']", 180_000)
+        second = page.locator(".iteration[data-iteration='1']")
+        assert (
+            "1.000" in second.locator(".nfs").inner_text()
+            and "+0.200" in second.locator(".delta").inner_text()
+        )
+        assert page.locator(".iteration").count() == 2  # shown next to the previous one
+        assert "change +0.200" in page.locator("#score-line").inner_text()
+        assert page.locator("#btn-refine").is_disabled()  # nothing left to refine
+        page.screenshot(path=str(tmp_path / "ui-4-refined.png"), full_page=True)
+
+        page.reload()  # a reload restores everything from the run directory
+        page.wait_for_selector(".iteration[data-iteration='1']")
+        assert page.locator("#ckg .ckg-node").count() == len(names)
+        assert "great hall" in page.locator("#summary").inner_text()
+        assert not page.locator("#report-link").is_hidden()
+        assert not errors
+        assert all(url.startswith(ui.url) for url in requests), [
+            u for u in requests if not u.startswith(ui.url)
+        ]
+
+    run_dir = next((tmp_path / "runs").iterdir())
+    result = json.loads((run_dir / "result.json").read_text())
+    assert [s["nfs"] for s in result["scores"]] == [0.8, 1.0] and result["best_iteration"] == 1
+    report = browser.new_page()
+    report.goto((run_dir / "report.html").as_uri())
+    assert report.locator(".ckg-node").count() == len(names)
+    assert report.locator(".sent.unsupported").count() == 1
+    report.screenshot(path=str(tmp_path / "ui-5-report.png"), full_page=True)
