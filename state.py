@@ -244,6 +244,58 @@ class IndexOutput(TypedDict, total=False):
     timings: Annotated[dict[str, float], add_timings]
 
 
+class SummaryChunk(TypedDict):
+    """A piece of the narrative the book summarizer reads at once (at most ``chunk_size`` tokens)."""
+
+    index: int
+    text: str
+    tokens: int  # cl100k_base
+    start: int  # character offsets into the document (or the scenes' offsets), [start, end)
+    end: int
+    scene_ids: list[str]  # scenes packed into this chunk ([] for a plain document)
+
+
+class SummaryPlan(TypedDict):
+    """Settings of one summarize run, fixed once the narrative is chunked."""
+
+    strategy: Literal["hierarchical", "incremental"]
+    chunk_size: int  # C
+    max_summary_tokens: int  # G_n
+    context_window: int  # W
+    budgets: list[int]  # hierarchical: G_0 .. G_L per level, estimated from the chunk count; [G_n] otherwise
+    chunks: int
+    run: str  # tags this run's level-0 results, so a rerun on the same thread never mixes in older ones
+
+
+class TreeSummary(TypedDict):
+    """One intermediate summary: a level-0 chunk summary, a merge, or an incremental step."""
+
+    level: int  # hierarchical level (0 = chunk summaries); the step number for incremental updating
+    index: int  # position within its level
+    sources: list[int]  # indices of what it summarizes: chunks (level 0, steps) or summaries one level down
+    prior: int | None  # index of the same-level summary given as prior context, if any
+    text: str
+    tokens: int
+    budget: int  # token budget G_l (incremental: G_n)
+    word_limit: int  # words asked for in the prompt of the kept attempt
+    attempts: int
+    valid: bool  # False when every attempt was over budget or cut off and the best one was kept
+
+
+class LeafTask(TypedDict):
+    """Send payload: one chunk to summarize at level 0."""
+
+    chunk: SummaryChunk
+    plan: SummaryPlan
+
+
+class LeafResult(TypedDict):
+    """A level-0 summary with the run it belongs to."""
+
+    run: str
+    summary: TreeSummary
+
+
 class SummarizeInput(TypedDict, total=False):
     """Input of the summarize graph (strategy and sizes fall back to the context)."""
 
@@ -262,13 +314,33 @@ class SummarizeState(TypedDict, total=False):
     strategy: Literal["hierarchical", "incremental"]
     chunk_size: int
     max_summary_tokens: int
-    chunks: list[str]
+    chunks: list[SummaryChunk]
     tree: list[dict[str, Any]]  # per level (hierarchical) or per step (incremental) intermediate summaries
     events: Annotated[list[dict[str, Any]], operator.add]  # regenerations, compressions, fallbacks
     draft: str
     summary: str
     usage: Annotated[Usage, merge_usage]
     timings: Annotated[dict[str, float], add_timings]
+
+
+class SummarizeWork(SummarizeState, total=False):
+    """Private channels of the summarize graph (never returned to a parent graph)."""
+
+    summary_plan: SummaryPlan
+    summary_leaves: Annotated[list[LeafResult], operator.add]  # level-0 summaries from the Send branches
+    summary_level: list[TreeSummary]  # the level being merged
+    summary_step: int  # incremental: chunks read so far
+    summary_marks: Annotated[dict[str, float], operator.or_]  # wall-clock marks for the timings
+
+
+class SummarizeOutput(TypedDict, total=False):
+    """What the summarize graph returns (and hands back to the refine graph)."""
+
+    summary: str
+    tree: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    usage: Usage
+    timings: dict[str, float]
 
 
 class FactScoreInput(TypedDict, total=False):

@@ -21,6 +21,7 @@ def main() -> None:
 
 from storyjudge.cli import doctor  # noqa: E402,F401  - registers commands
 from storyjudge.cli import coherence  # noqa: E402,F401
+from storyjudge.cli import summarize  # noqa: E402,F401
 from storyjudge.cli import report  # noqa: E402,F401
 from storyjudge.cli import ui  # noqa: E402,F401
 from storyjudge.cli import evaluate  # noqa: E402,F401

@@ -1,0 +1,47 @@
+"""The ``summarize`` graph: a book-length summary by hierarchical merging or incremental updating (seed 000).
+
+    prepare ─(hierarchical)─> summarize_leaf x chunks (Send) ─> gather_leaves ─> merge_level ⟲ ─┐
+            └(incremental)──> incremental_step ⟲ ─────────────────────────────────────────┴─> remove_artifacts
+
+Input: ``document`` or ``scenes``, optionally ``strategy``, ``chunk_size`` and ``max_summary_tokens`` (else
+the context's). Output: ``summary``, ``tree`` (the intermediate summaries per level or per step), ``events``
+(regenerations, compressions, fallbacks), ``usage`` and ``timings``; the working channels stay private, so the
+graph can be a node of the refine graph, whose state shares those keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes.artifacts import remove_artifacts
+from nodes.chunk import prepare, route_strategy
+from nodes.hierarchical import gather_leaves, merge_level, route_level, summarize_leaf
+from nodes.incremental import incremental_step, route_step
+from state import SummarizeInput, SummarizeOutput, SummarizeWork
+from storyjudge.context import Context
+
+
+def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
+    """Compile the summarize graph (pass a checkpointer for resumable runs, a cache for node caching)."""
+    builder = StateGraph(
+        SummarizeWork, input_schema=SummarizeInput, output_schema=SummarizeOutput, context_schema=Context
+    )
+    builder.add_node("prepare", prepare)
+    builder.add_node("summarize_leaf", summarize_leaf)  # type: ignore[call-overload]
+    builder.add_node("gather_leaves", gather_leaves)
+    builder.add_node("merge_level", merge_level)
+    builder.add_node("incremental_step", incremental_step)
+    builder.add_node("remove_artifacts", remove_artifacts)
+    builder.add_edge(START, "prepare")
+    builder.add_conditional_edges("prepare", route_strategy, ["summarize_leaf", "incremental_step"])
+    builder.add_edge("summarize_leaf", "gather_leaves")
+    builder.add_conditional_edges("gather_leaves", route_level)
+    builder.add_conditional_edges("merge_level", route_level)
+    builder.add_conditional_edges("incremental_step", route_step)
+    builder.add_edge("remove_artifacts", END)
+    return builder.compile(checkpointer=checkpointer, cache=cache, name="summarize")
+
+
+graph = build_graph()

@@ -1,0 +1,207 @@
+"""Cutting a narrative into the chunks the book summarizer reads, never losing text.
+
+A plain document is cut with ``split_by_tokens`` (paragraphs, then sentences, then words), so the chunks join
+back to exactly the document. Scenes are packed greedily: consecutive scenes share a chunk while the chunk
+stays within the budget, and a scene is only split when it alone is over the budget; scene boundaries are
+where the narrative itself changes place or time, so a summary that reads whole scenes loses less than one
+that reads halves.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from nodes.hierarchical import fan_out_leaves, level_budgets, merge_overhead, merges_needed, render_leaf
+from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress, render_update
+from nodes.summarize import cost_of_tokens, fits, word_limit
+from state import Scene, SummarizeWork, SummaryChunk, SummaryPlan
+from storyjudge.context import ConfigError, Context, context_of
+from storyjudge.progress import report
+from storyjudge.textsplit import split_by_tokens
+from storyjudge.tokens import count_tokens
+
+SCENE_JOINER = "\n\n"
+"""Placed between two packed scenes not contiguous in the source (contiguous ones join with nothing)."""
+
+
+def chunk_document(text: str, max_tokens: int) -> list[SummaryChunk]:
+    """Chunks of at most ``max_tokens`` whose texts concatenate to exactly ``text``."""
+    chunks: list[SummaryChunk] = []
+    offset = 0
+    for index, piece in enumerate(split_by_tokens(text, max_tokens)):
+        chunks.append(
+            SummaryChunk(
+                index=index,
+                text=piece,
+                tokens=count_tokens(piece),
+                start=offset,
+                end=offset + len(piece),
+                scene_ids=[],
+            )
+        )
+        offset += len(piece)
+    return chunks
+
+
+def _joiner(previous: Scene, following: Scene) -> str:
+    return "" if previous["end"] == following["start"] else SCENE_JOINER
+
+
+def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]:
+    """Chunks of whole consecutive scenes (at most ``max_tokens``); a scene over the budget alone is split.
+
+    Every scene's text appears in exactly one chunk, or, when split, its parts appear in consecutive chunks
+    and join back to it; packed scenes are joined with nothing when contiguous in the source, else with a
+    blank line.
+    """
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be >= 1")
+    chunks: list[SummaryChunk] = []
+    group: list[Scene] = []
+    group_text = ""
+
+    def emit(text: str, start: int, end: int, scene_ids: list[str]) -> None:
+        chunks.append(
+            SummaryChunk(
+                index=len(chunks),
+                text=text,
+                tokens=count_tokens(text),
+                start=start,
+                end=end,
+                scene_ids=scene_ids,
+            )
+        )
+
+    def flush() -> None:
+        nonlocal group, group_text
+        if group:
+            emit(group_text, group[0]["start"], group[-1]["end"], [s["id"] for s in group])
+        group, group_text = [], ""
+
+    for scene in scenes:
+        text = scene["text"]
+        if not text:
+            continue
+        if count_tokens(text) > max_tokens:
+            flush()
+            offset = scene["start"]
+            for piece in split_by_tokens(text, max_tokens):
+                emit(piece, offset, offset + len(piece), [scene["id"]])
+                offset += len(piece)
+            continue
+        candidate = group_text + _joiner(group[-1], scene) + text if group else text
+        if group and count_tokens(candidate) > max_tokens:
+            flush()
+            candidate = text
+        group.append(scene)
+        group_text = candidate
+    flush()
+    return chunks
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the graph's first node: chunk the narrative and fix the budgets
+
+
+def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
+    strategy = state.get("strategy") or ctx.strategy
+    chunk_size = state.get("chunk_size") or ctx.chunk_size
+    top = state.get("max_summary_tokens") or ctx.max_summary_tokens
+    if strategy not in ("hierarchical", "incremental"):
+        raise ConfigError(f"strategy must be 'hierarchical' or 'incremental', not {strategy!r}.")
+    if not isinstance(chunk_size, int) or chunk_size < 64:
+        raise ConfigError(f"chunk_size must be an integer >= 64 tokens, not {chunk_size!r}.")
+    if not isinstance(top, int) or top < 16:
+        raise ConfigError(f"max_summary_tokens must be an integer >= 16 tokens, not {top!r}.")
+    return strategy, chunk_size, top
+
+
+def _chunks(state: SummarizeWork, chunk_size: int) -> list[SummaryChunk]:
+    scenes = state.get("scenes") or []
+    if scenes:
+        chunks = chunk_scenes(scenes, chunk_size)
+    elif (state.get("document") or "").strip():
+        chunks = chunk_document(state["document"], chunk_size)
+    else:
+        chunks = []
+    if not chunks:
+        raise ValueError("Nothing to summarize: give a non-empty 'document' or a list of 'scenes' with text.")
+    return chunks
+
+
+def _require(ok: bool, what: str, window: int) -> None:
+    if not ok:
+        raise ConfigError(
+            f"The context window ({window} tokens) is too small for {what}; lower --chunk-size or "
+            "--max-summary-tokens, or raise context_window if the model has a larger one."
+        )
+
+
+def check_budgets(strategy: str, chunks: list[SummaryChunk], budgets: list[int], window: int) -> None:
+    """Refuse settings under which some prompt plus its output could not fit in the context window."""
+    top = budgets[-1]
+    biggest = max(chunks, key=lambda chunk: chunk["tokens"])
+    if strategy == "hierarchical":
+        leaf = render_leaf(biggest["text"], word_limit(budgets[0]))
+        _require(fits(leaf, budgets[0], window), f"a {biggest['tokens']}-token chunk and its summary", window)
+        if len(chunks) > 1:
+            merge = cost_of_tokens(2 * top + merge_overhead())
+            _require(merge + top <= window, f"merging two {top}-token summaries", window)
+    else:
+        update = cost_of_tokens(biggest["tokens"] + top + count_tokens(render_update("", "", 9999)))
+        _require(
+            update + top <= window,
+            f"a {biggest['tokens']}-token chunk, a {top}-token summary and its update",
+            window,
+        )
+        squeeze = cost_of_tokens(UPDATE_OUTPUT_FACTOR * top + count_tokens(render_compress("", 9999)))
+        _require(squeeze + top <= window, f"compressing a {UPDATE_OUTPUT_FACTOR * top}-token summary", window)
+
+
+def prepare(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Chunk the narrative, fix the strategy and the per-level budgets, and reset this run's channels."""
+    started = time.time()
+    ctx = context_of(runtime)
+    strategy, chunk_size, top = _settings(state, ctx)
+    chunks = _chunks(state, chunk_size)
+    window = ctx.context_window
+    if strategy == "hierarchical":
+        budgets = level_budgets(len(chunks), top, window, merge_overhead())
+        calls = len(chunks) + sum(merges_needed(len(chunks), budgets, window, merge_overhead()))
+    else:
+        budgets, calls = [top], len(chunks)
+    check_budgets(strategy, chunks, budgets, window)
+    report("summarize", total=calls + (1 if ctx.artifact_removal else 0))
+    plan = SummaryPlan(
+        strategy=strategy,  # type: ignore[typeddict-item]
+        chunk_size=chunk_size,
+        max_summary_tokens=top,
+        context_window=window,
+        budgets=budgets,
+        chunks=len(chunks),
+        run=uuid.uuid4().hex,
+    )
+    now = time.time()
+    return {
+        "chunks": chunks,
+        "summary_plan": plan,
+        "summary_level": [],
+        "summary_step": 0,
+        "tree": [],
+        "draft": "",
+        "summary_marks": {"start": started, "chunked": now},
+        "timings": {"summarize.chunk": round(now - started, 4)},
+    }
+
+
+def route_strategy(state: SummarizeWork) -> list[Send] | Literal["incremental_step"]:
+    """Hierarchical: one level-0 branch per chunk; incremental: the first update step."""
+    if state["summary_plan"]["strategy"] == "hierarchical":
+        return fan_out_leaves(state)
+    return "incremental_step"

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nodes.chunk import SCENE_JOINER, chunk_document, chunk_scenes
+from state import Scene
+from storyjudge.tokens import count_tokens
+
+WORDS = st.sampled_from(
+    [
+        "Victor",
+        "the",
+        "creature",
+        "fled",
+        "Geneva",
+        "snow.",
+        "Elizabeth!",
+        "Why?",
+        "\n\n",
+        "\n",
+        "  ",
+        "—",
+        "ice,",
+    ]
+)
+TEXTS = st.lists(WORDS, min_size=0, max_size=300).map(" ".join) | st.text(max_size=1500)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXTS, budget=st.integers(min_value=8, max_value=120))  # one character can be 4 tokens
+def test_document_chunks_lose_no_text_and_respect_the_budget(text: str, budget: int) -> None:
+    chunks = chunk_document(text, budget)
+    assert "".join(c["text"] for c in chunks) == text
+    assert all(c["tokens"] == count_tokens(c["text"]) <= budget for c in chunks)
+    assert [c["index"] for c in chunks] == list(range(len(chunks)))
+    for chunk in chunks:
+        assert text[chunk["start"] : chunk["end"]] == chunk["text"]
+
+
+def _scenes(texts: list[str], contiguous: bool = True) -> list[Scene]:
+    scenes, offset = [], 0
+    for i, text in enumerate(texts):
+        scenes.append(
+            Scene(id=f"S{i + 1:03d}", index=i, title="", text=text, start=offset, end=offset + len(text))
+        )
+        offset += len(text) + (0 if contiguous else len(SCENE_JOINER))
+    return scenes
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(st.lists(WORDS, min_size=1, max_size=80).map(" ".join), min_size=1, max_size=12),
+    budget=st.integers(min_value=4, max_value=60),
+    contiguous=st.booleans(),
+)
+def test_scene_chunks_keep_scenes_whole_unless_over_budget(
+    texts: list[str], budget: int, contiguous: bool
+) -> None:
+    scenes = _scenes(texts, contiguous)
+    chunks = chunk_scenes(scenes, budget)
+    assert all(c["tokens"] <= budget for c in chunks)
+    # every scene's text is recovered: whole inside one chunk, or as consecutive parts that join back to it
+    for scene in scenes:
+        holding = [c for c in chunks if scene["id"] in c["scene_ids"]]
+        if count_tokens(scene["text"]) <= budget:
+            assert len(holding) == 1 and scene["text"] in holding[0]["text"]
+        else:
+            assert all(c["scene_ids"] == [scene["id"]] for c in holding)
+            assert "".join(c["text"] for c in holding) == scene["text"]
+    # packed chunks are their scenes joined in order, with nothing between contiguous scenes
+    by_id = {s["id"]: s for s in scenes}
+    for chunk in chunks:
+        members = [by_id[i] for i in chunk["scene_ids"]]
+        if len(members) > 1:
+            joiner = "" if contiguous else SCENE_JOINER
+            assert chunk["text"] == joiner.join(m["text"] for m in members)
+    order = [i for c in chunks for i in dict.fromkeys(c["scene_ids"])]
+    assert list(dict.fromkeys(order)) == [s["id"] for s in scenes]
+
+
+def test_scenes_are_packed_greedily_and_an_oversized_scene_is_split() -> None:
+    small = "Victor walks. " * 5  # ~15 tokens
+    big = "The creature speaks at length about its loneliness. " * 40  # ~400 tokens
+    scenes = _scenes([small, small, big, small])
+    chunks = chunk_scenes(scenes, 100)
+    assert chunks[0]["scene_ids"] == ["S001", "S002"]
+    assert chunks[0]["text"] == small + small
+    big_parts = [c for c in chunks if c["scene_ids"] == ["S003"]]
+    assert len(big_parts) >= 4 and "".join(c["text"] for c in big_parts) == big
+    assert chunks[-1]["scene_ids"] == ["S004"]
+    assert chunks[0]["start"] == 0 and chunks[0]["end"] == 2 * len(small)
+
+
+def test_blank_scenes_are_skipped_and_bad_budget_refused() -> None:
+    assert chunk_scenes(_scenes(["", "Hello there."]), 50)[0]["scene_ids"] == ["S002"]
+    with pytest.raises(ValueError):
+        chunk_scenes(_scenes(["x"]), 0)
