@@ -19,7 +19,7 @@ from langgraph.types import Send
 from eval.booookscore import coherence_report
 from prompts import data_block, load
 from state import BatchedConfusions, CoherenceState, CoherenceTask, SentenceAnnotation
-from storyjudge.confusion import normalise_types, parse_confusion, says_no_confusion
+from storyjudge.confusion import ConfusionAnswer, normalise_types, parse_confusion, says_no_confusion
 from storyjudge.context import Context, context_of
 from storyjudge.llm import Message, ask_structured, ask_text
 from storyjudge.models import resolve_spec
@@ -122,6 +122,13 @@ def sentence_messages(summary: str, sentence: str, index: int) -> list[Message]:
     return [("user", text)]
 
 
+def read_answer(text: str, finish_reason: str | None) -> ConfusionAnswer:
+    """The annotation in an answer; a cut-off answer is unreadable ("Questions: no c" is no question)."""
+    if finish_reason == "length":
+        return ConfusionAnswer(None, error="answer cut off at max_tokens")
+    return parse_confusion(text)
+
+
 def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask whether one sentence causes confusion; an unreadable answer is re-asked, then kept as unparsed."""
     ctx = context_of(runtime)
@@ -131,14 +138,14 @@ def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[st
     max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
     answer = ask_text(ctx, ROLE, prompt, messages, max_tokens=max_tokens)
     usage: Usage = answer.usage
-    parsed = parse_confusion(answer.text)
+    parsed = read_answer(answer.text, answer.finish_reason)
     attempts = 1
     while not parsed.parsed and attempts <= ctx.parse_retries:
         retry = [*messages, ("assistant", answer.text[:2000] or "(empty)"), ("user", FORMAT_REMINDER)]
         # a new sample number, so a deterministic cache or server does not hand back the same answer
         answer = ask_text(ctx, ROLE, prompt, retry, max_tokens=max_tokens, sample=attempts)
         usage = merge_usage(usage, answer.usage)
-        parsed = parse_confusion(answer.text)
+        parsed = read_answer(answer.text, answer.finish_reason)
         attempts += 1
     annotation = SentenceAnnotation(
         run=task["run"],

@@ -17,6 +17,7 @@ from storyjudge.context import Context, context_of
 from storyjudge.llm import ask_text
 from storyjudge.progress import report
 from storyjudge.tokens import count_tokens
+from storyjudge.usage import merge_usage
 
 PROMPT_OVERHEAD_TOKENS = 600
 
@@ -63,6 +64,13 @@ def render_evidence(verdicts: list[FactVerdict], budget: int) -> tuple[str, list
     return "\n\n".join([*blocks, graph_block]), used_ids
 
 
+def _unusable(text: str, finish_reason: str | None) -> str:
+    """Why a revision cannot replace the summary ("empty", "cut-off"), or "" when it can."""
+    if not text.strip():
+        return "empty"
+    return "cut-off" if finish_reason == "length" else ""
+
+
 def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     """A revised summary that fixes the flagged facts and keeps the rest, at about the same length."""
     ctx = context_of(runtime)
@@ -82,16 +90,31 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         max_words=int(words * 1.1) + 10, evidence=evidence, flagged=flagged_block, summary=summary_block
     )
     answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens)
+    usage = answer.usage
+    attempts = 1
+    # An empty or cut-off revision would replace the summary with nothing or half of it: ask again (a new
+    # sample, so neither the cache nor a deterministic server returns the same answer), then keep the summary.
+    while _unusable(answer.text, answer.finish_reason) and attempts <= ctx.parse_retries:
+        answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=attempts)
+        usage = merge_usage(usage, answer.usage)
+        attempts += 1
     revised = answer.text.strip()
     events = []
-    if not revised:
+    problem = _unusable(revised, answer.finish_reason)
+    if problem:
         revised = summary
-        events.append({"stage": "refine", "iteration": state.get("iteration", 0) + 1, "event": "empty refinement; kept summary"})
+        events.append(
+            {
+                "stage": "refine",
+                "iteration": state.get("iteration", 0) + 1,
+                "event": f"{problem} refinement after {attempts} attempt(s); kept summary",
+            }
+        )
     report("refine", advance=1)
     return {
         "summary": revised,
         "iteration": state.get("iteration", 0) + 1,
         "events": events,
-        "usage": answer.usage,
+        "usage": usage,
         "timings": {"refine": time.perf_counter() - started},
     }

@@ -131,6 +131,18 @@ def _kinds(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
+def _retried_by_client(exc: BaseException) -> bool:
+    """Whether the OpenAI client already retried this error ``max_retries`` times, honouring Retry-After.
+
+    It retries connection errors, timeouts, 408, 409, 429 and 5xx itself; retrying those again here would
+    multiply the attempts (25 instead of 5 by default) and make an unreachable server take minutes to report.
+    """
+    if _kinds(exc) & {"APIConnectionError", "APITimeoutError"}:
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
 def _is_unsupported_format(exc: Exception) -> bool:
     return bool(_kinds(exc) & {"BadRequestError", "UnprocessableEntityError"}) and any(
         word in str(exc).lower() for word in ("response_format", "json_schema", "json_object", "schema")
@@ -168,13 +180,15 @@ def _raw_call(
                 or name in _RETRYABLE_EXACT_NAMES
                 or isinstance(exc, (TimeoutError, ConnectionError, ValueError))
             )
-            if not transient or attempt == ctx.max_retries:
+            exhausted = attempt == ctx.max_retries or (not is_local(spec) and _retried_by_client(exc))
+            if not transient or exhausted:
                 if kinds & {"APIConnectionError", "ConnectError"} and not kinds & {"APITimeoutError"}:
                     raise ModelError(
                         f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: {exc}. "
                         "Check --base-url and that the server is running."
                     ) from None
-                raise ModelError(f"{spec} failed after {attempt + 1} attempt(s): {name}: {exc}") from None
+                tries = ctx.max_retries + 1 if _retried_by_client(exc) and not is_local(spec) else attempt + 1
+                raise ModelError(f"{spec} failed after {tries} attempt(s): {name}: {exc}") from None
             log.warning("%s: %s (%s); retrying in %.1fs", spec, name, exc, delay)
             time.sleep(delay + random.uniform(0, delay / 2))
             delay = min(delay * 2, 8.0)

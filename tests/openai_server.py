@@ -1,15 +1,16 @@
-"""A scripted, fault-injecting OpenAI-compatible chat server on 127.0.0.1 for integration tests and benchmarks.
+"""A scripted, fault-injecting OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks.
 
-A ``responder`` maps each request body to the answer text (or a dict with ``content``/``finish_reason``, or
-with ``status``/``error`` for an HTTP error such as a 400 that rejects ``response_format``), so tests script the
-model's behaviour exactly while storyjudge talks real HTTP through ``langchain-openai``. Optional
-latency, a bounded number of serving slots, and per-request faults (429 with Retry-After, 500, hangs past the
-client timeout, malformed JSON, truncated output, empty content) reproduce what real endpoints do. Every request
-is logged.
+A ``responder`` maps each request body to the answer text (or a dict with ``content``/``finish_reason``,
+or with ``status``/``error`` for an HTTP error such as a 400 that rejects ``response_format``), so tests
+script the model's behaviour exactly while storyjudge talks real HTTP through ``langchain-openai``. Optional
+latency, a bounded number of serving slots, and per-request faults (429 with Retry-After, 500, hangs past
+the client timeout, malformed JSON, truncated output, empty content) reproduce what real endpoints do. Every
+request is logged (``requests``: the bodies; ``log``: arrival and answer times, schema name, fault).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import threading
@@ -25,30 +26,63 @@ FAULT_KINDS = ("rate_limit", "server_error", "hang", "malformed_json", "truncate
 
 @dataclass
 class FaultPlan:
-    """Probability of each fault kind per request, drawn from a seeded RNG (reproducible runs)."""
+    """Which requests fail, and how: reproducible however threads interleave.
+
+    A request's fault is drawn from a hash of ``seed``, its body and how many identical bodies came before it,
+    so a concurrent run faults the same requests every time, and a retry (the same body again) draws anew.
+    ``script`` gives the faults of the first requests in arrival order (``None`` for a clean one), for tests
+    that need an exact sequence; ``applies`` limits faults to the requests it accepts (e.g. judge requests).
+    """
 
     rates: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     hang_seconds: float = 5.0
     retry_after: float = 0.05
+    script: list[str | None] = field(default_factory=list)
+    applies: Callable[[dict[str, Any]], bool] | None = None
 
     def __post_init__(self) -> None:
-        unknown = set(self.rates) - set(FAULT_KINDS)
+        unknown = (set(self.rates) | {kind for kind in self.script if kind}) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {unknown}; known: {FAULT_KINDS}")
-        self._rng = random.Random(self.seed)
         self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}
+        self._scripted = 0
 
-    def draw(self) -> str | None:
-        """The fault for the next request, or None."""
+    def draw(self, body: dict[str, Any] | None = None) -> str | None:
+        """The fault for this request, or None."""
+        if body is not None and self.applies is not None and not self.applies(body):
+            return None
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         with self._lock:
-            roll = self._rng.random()
+            if self._scripted < len(self.script):
+                self._scripted += 1
+                return self.script[self._scripted - 1]
+            occurrence = self._seen.get(digest, 0)
+            self._seen[digest] = occurrence + 1
+        roll = random.Random(f"{self.seed}:{digest}:{occurrence}").random()
         edge = 0.0
         for kind in FAULT_KINDS:
             edge += self.rates.get(kind, 0.0)
             if roll < edge:
                 return kind
         return None
+
+
+def mixed(rate: float) -> dict[str, float]:
+    """Rates with every fault kind equally likely and ``rate`` the chance that a request faults at all."""
+    return {kind: rate / len(FAULT_KINDS) for kind in FAULT_KINDS}
+
+
+@dataclass
+class LoggedRequest:
+    """One request as the server saw it: when it arrived and was answered, its schema name, its fault."""
+
+    arrived: float
+    schema: str
+    fault: str | None = None
+    answered: float | None = None
+    status: int | None = None
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -60,6 +94,12 @@ def last_user_text(body: dict[str, Any]) -> str:
                 return "".join(part.get("text", "") for part in content if isinstance(part, dict))
             return str(content)
     return ""
+
+
+def schema_name(body: dict[str, Any]) -> str:
+    """The JSON-schema name of a structured request ('' for text requests)."""
+    fmt = body.get("response_format") or {}
+    return str((fmt.get("json_schema") or {}).get("name", ""))
 
 
 def all_text(body: dict[str, Any]) -> str:
@@ -88,6 +128,7 @@ class OpenAIServer:
         self.faults = faults
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.log: list[LoggedRequest] = []
         self.faulted: list[str] = []
         self._slots = threading.BoundedSemaphore(slots) if slots else None
         self._lock = threading.Lock()
@@ -127,16 +168,19 @@ class OpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
-        fault = self.faults.draw() if self.faults else None
+    def _answer(self, body: dict[str, Any], entry: LoggedRequest) -> tuple[int, dict[str, str], bytes]:
+        fault = self.faults.draw(body) if self.faults else None
+        entry.fault = fault
         if fault:
             with self._lock:
                 self.faulted.append(fault)
         if fault == "rate_limit":
             error = {"error": {"message": "rate limited", "type": "rate_limit_error"}}
-            return 429, {"Retry-After": str(self.faults.retry_after if self.faults else 0)}, json.dumps(error).encode()
+            retry_after = str(self.faults.retry_after if self.faults else 0)
+            return 429, {"Retry-After": retry_after}, json.dumps(error).encode()
         if fault == "server_error":
-            return 500, {}, json.dumps({"error": {"message": "internal error", "type": "server_error"}}).encode()
+            error = {"error": {"message": "internal error", "type": "server_error"}}
+            return 500, {}, json.dumps(error).encode()
         if fault == "hang":
             time.sleep(self.faults.hang_seconds if self.faults else 5.0)
         reply = self.responder(body)
@@ -197,8 +241,10 @@ class OpenAIServer:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                entry = LoggedRequest(arrived=time.monotonic(), schema=schema_name(body))
                 with server._lock:
                     server.requests.append(body)
+                    server.log.append(entry)
                 if server._slots:
                     server._slots.acquire()
                 with server._lock:
@@ -207,8 +253,10 @@ class OpenAIServer:
                 try:
                     if server.latency:
                         time.sleep(server.latency)
-                    status, headers, data = server._answer(body)
+                    status, headers, data = server._answer(body, entry)
+                    entry.status = status
                 finally:
+                    entry.answered = time.monotonic()
                     with server._lock:
                         server._in_flight -= 1
                     if server._slots:
