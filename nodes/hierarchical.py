@@ -292,7 +292,7 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
     if len(outputs) > 1:
         done = sum(len(entry["summaries"]) for entry in tree)
         ahead = merges_needed(len(outputs), plan["budgets"][level:] or [top], window, merge_overhead())
-        report("summarize", total=done + sum(ahead) + 1)
+        report("summarize", total=done + sum(ahead) + (1 if ctx.artifact_removal else 0))
     update: dict[str, Any] = {
         "tree": tree,
         "summary_level": outputs,

@@ -166,7 +166,8 @@ def write(
 
     Returns:
         The first usable answer, else the best attempt (fewest problems, closest to the budget); a cut-off
-        best attempt loses its dangling last sentence. Every failed attempt is an event.
+        best attempt loses its dangling last sentence. Each regeneration is an event, and so is keeping a
+        best attempt (with every attempt's problem).
     """
     attempts: list[tuple[tuple[int, int, int], str, int, int]] = []
     usage: Usage = {}
