@@ -261,25 +261,28 @@ class Experiment:
             return self._index_locks.setdefault(key, threading.Lock())
 
     def _factscore(self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
-        """Score the item's summary, reusing the index of its story when another summary of it built one."""
-        run_dir = Path(ctx.run_dir)
-        index_file = run_dir / "index.json"
+        """Score the item's summary, reusing the index of its story when another summary of it built one.
+
+        The first summary of a story builds the index while the story's other summaries wait; once it exists
+        they run concurrently.
+        """
+        index_file = Path(ctx.run_dir) / "index.json"
+        graph_input: dict[str, Any] = {"summary": item.summary, "title": item.title}
         with self._lock_for((cell.id, item.group)):
             shared = _read_index(index_file)
-            graph_input: dict[str, Any] = {"summary": item.summary, "title": item.title}
-            if shared:
-                graph_input.update(shared)
-                row["index_reused"] = True
-            elif item.dataset == "storysumm":  # each story is one scene set
-                from storyjudge.segment import scenes_from_list
+            if not shared:
+                if item.dataset == "storysumm":  # each story is one scene set
+                    from storyjudge.segment import scenes_from_list
 
-                graph_input["scenes"] = scenes_from_list([item.document], ctx.chunk_size)
-            else:
-                graph_input["document"] = item.document
-            out = self.invoke("factscore", graph_input, ctx)
-            if not shared and out.get("index") and out.get("scenes"):
-                _write_index(index_file, out)
-        return out
+                    graph_input["scenes"] = scenes_from_list([item.document], ctx.chunk_size)
+                else:
+                    graph_input["document"] = item.document
+                out = self.invoke("factscore", graph_input, ctx)
+                if out.get("index") and out.get("scenes"):
+                    _write_index(index_file, out)
+                return out
+        row["index_reused"] = True
+        return self.invoke("factscore", {**graph_input, **shared}, ctx)
 
     def _score_item(
         self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]

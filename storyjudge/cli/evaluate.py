@@ -83,25 +83,40 @@ def _print_estimate(estimate: dict[str, Any]) -> None:
         )
     total = estimate["total"]
     table.add_row(
-        "total", "", "", str(total["calls"]), str(total["input_tokens"]), str(total["output_tokens"]),
+        "total",
+        "",
+        "",
+        str(total["calls"]),
+        str(total["input_tokens"]),
+        str(total["output_tokens"]),
         _fmt(total["usd"]) if total["usd"] is not None else "unknown price",
-    )  # fmt: skip
+    )
     out.print(table)
     for line in estimate["assumptions"]:
         out.print(f"  assumption: {line}")
 
 
+# The columns that fit a terminal; summary.md and summary.csv hold every column.
+SUMMARY_COLUMNS = {
+    "score": ("ok", "nfs", "coherence", "balanced_accuracy", "cohens_kappa", "calls", "wall_seconds"),
+    "refine": ("ok", "nfs_initial", "nfs_best", "coherence_best", "rouge1_best", "calls", "wall_seconds"),
+}
+
+
 def _print_summary(table_rows: list[dict[str, Any]]) -> None:
-    if not table_rows:
-        return
-    keys = [k for k in table_rows[0] if k not in ("task", "loop", "cell")]
-    table = Table(title="Summary per cell", header_style="bold")
-    table.add_column("cell")
-    for key in keys:
-        table.add_column(key)
-    for line in table_rows:
-        table.add_row(line["cell"], *[_fmt(line.get(k)) for k in keys])
-    out.print(table)
+    for n, line in enumerate(table_rows, start=1):
+        table = Table(title=f"Cell {n}: {line['cell']}", header_style="bold", show_header=False)
+        table.add_column("setting")
+        table.add_column("value")
+        table.add_row(
+            "settings",
+            f"{line['dataset']} | {line['model']} | {line['strategy']} | "
+            f"chunk {line['chunk_size']} | loop {line['loop']}",
+        )
+        for key in SUMMARY_COLUMNS.get(str(line.get("task")), ()):
+            if key in line:
+                table.add_row(key, _fmt(line[key]))
+        out.print(table)
 
 
 def _roles(config: Any) -> tuple[str, ...]:
