@@ -163,8 +163,13 @@ def stream_graph(graph: Any, graph_input: dict[str, Any], ctx: Context, config: 
                     final = chunk
     except KeyboardInterrupt:
         hint = f" Resume with the same command plus --resume (run directory {ctx.run_dir})." if ctx.run_dir else ""
-        console.print(f"\n[yellow]Stopped.[/] Work done so far is checkpointed and cached.{hint}")
-        sys.exit(130)
+        stopped = f"\n[yellow]Stopped.[/] Work done so far is checkpointed and cached.{hint}"
+        console.print(stopped, soft_wrap=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Exit now: a normal exit would wait for the graph's worker threads to finish every branch in flight
+        # (a whole judging round). Checkpoints and the call cache are SQLite transactions, safe to cut off.
+        os._exit(130)
     finally:
         signal.signal(signal.SIGINT, previous)
     return final

@@ -80,10 +80,15 @@ def _run(kind: str, graph_input: dict[str, Any], ctx: Context, rd: RunDir, resum
         config = {"configurable": {"thread_id": thread}, "max_concurrency": max(ctx.concurrency, 1) * 2}
         if resuming:
             snapshot = graph.get_state(config)
-            if not snapshot.next:
+            if snapshot.created_at is None:  # stopped before its first checkpoint: nothing to continue
+                console.print(f"Nothing was checkpointed in {thread}; starting it (cached answers count).")
+                return dict(stream_graph(graph, graph_input, ctx, config))
+            if not snapshot.next and not snapshot.tasks:
                 console.print(f"[green]The run in {rd.root} already finished;[/] showing its result.")
                 return dict(snapshot.values)
-            console.print(f"Resuming {thread} at {', '.join(snapshot.next)}")
+            # tasks that finished before the stop have saved their writes; the stream applies them and goes on
+            pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
+            console.print(f"Resuming {thread} at {', '.join(pending)}")
             return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
         return dict(stream_graph(graph, graph_input, ctx, config))
     except (ModelError, ConfigError) as exc:
