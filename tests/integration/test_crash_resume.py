@@ -49,7 +49,9 @@ def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(args, cwd=ROOT, env=cli_env(), stdout=handle, stderr=subprocess.STDOUT)
 
 
-def wait_for_judging(server: OpenAIServer, process: subprocess.Popen[bytes], since: int, answered: int) -> None:
+def wait_for_judging(
+    server: OpenAIServer, process: subprocess.Popen[bytes], since: int, answered: int
+) -> None:
     """Return once the process's first ``answered`` judge calls are answered and the next one is in flight."""
     deadline = time.monotonic() + WAIT_LIMIT
     while time.monotonic() < deadline:
@@ -96,7 +98,9 @@ def server() -> Iterator[OpenAIServer]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(story: Path, server: OpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def uninterrupted(
+    story: Path, server: OpenAIServer, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """The reference: the same run, never interrupted, and how many LLM calls it made."""
     run_dir = tmp_path_factory.mktemp("reference") / "run"
     before = len(server.completions)
@@ -174,5 +178,3 @@ def _hash(text: str) -> str:
     from storyjudge.rundir import document_hash
 
     return document_hash(text)
-
-
