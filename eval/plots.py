@@ -6,6 +6,7 @@ to show is not drawn; the returned notes say which and why, so an empty figure n
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,14 +16,14 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def _label(row: Mapping[str, Any]) -> str:
     loop = row.get("loop") or {}
-    if isinstance(loop, str):
-        loop_text = "" if loop in ("{}", "") else f" {loop}"
-    else:
-        loop_text = " " + ",".join(f"{k}={v}" for k, v in sorted(loop.items())) if loop else ""
+    if isinstance(loop, str):  # the summary table holds it as JSON text
+        loop = json.loads(loop) if loop.strip() else {}
+    loop_text = " " + ",".join(f"{k}={v}" for k, v in sorted(loop.items())) if loop else ""
     parts = [str(row.get("dataset", "")), str(row.get("model") or row.get("resolved_model") or "")]
     if row.get("strategy") not in (None, "-"):
         parts.append(str(row["strategy"]))
@@ -62,6 +63,7 @@ def iteration_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str | None:
                 color=line[0].get_color(),
                 label=f"BooookScore {_label(group[0])}",
             )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("refinement iteration")
     ax.set_ylabel("mean score over items")
     ax.set_ylim(-0.02, 1.02)
@@ -108,21 +110,28 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
 
 
 def cost_plot(table: Sequence[Mapping[str, Any]], path: Path) -> str | None:
-    """Per cell: spending (USD when priced, else tokens) against its mean NFS; None when drawn."""
-    points = []
-    use_usd = all(float(line.get("cost_usd") or 0) > 0 for line in table) and bool(table)
-    for line in table:
-        score = line.get("nfs_best", line.get("nfs"))
-        if not isinstance(score, (int, float)) or not line.get("ok"):
-            continue
-        spend = float(line["cost_usd"]) if use_usd else float(line["input_tokens"] + line["output_tokens"])
-        points.append((spend / max(1, int(line["ok"])), float(score), _label(line)))
-    if not points:
+    """Per cell: what it spent per item against its mean NFS; None when drawn.
+
+    Cells of one experiment share an LLM cache, so a cell can find its calls already answered by another and
+    show no tokens or dollars at all. Dollars are plotted only when no call was a cache hit; otherwise the
+    axis is the number of LLM calls per item, made or answered from the cache, which does not depend on run
+    order.
+    """
+    scored = [line for line in table if isinstance(line.get("nfs_best", line.get("nfs")), (int, float))]
+    scored = [line for line in scored if line.get("ok")]
+    if not scored:
         return "cost vs score: no cell has a score"
+    no_hits = all(int(line.get("cache_hits") or 0) == 0 for line in scored)
+    use_usd = no_hits and all(float(line.get("cost_usd") or 0) > 0 for line in scored)
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    for x, y, label in points:
-        ax.scatter([x], [y], label=label)
-    ax.set_xlabel("USD per item" if use_usd else "LLM tokens per item (in + out, uncached calls)")
+    for line in scored:
+        items = max(1, int(line["ok"]))
+        if use_usd:
+            spend = float(line["cost_usd"]) / items
+        else:
+            spend = (int(line.get("calls") or 0) + int(line.get("cache_hits") or 0)) / items
+        ax.scatter([spend], [float(line.get("nfs_best", line.get("nfs")))], label=_label(line))
+    ax.set_xlabel("USD per item" if use_usd else "LLM calls per item (made + answered from the cache)")
     ax.set_ylabel("mean NFS (best iteration)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Cost vs score per cell")
