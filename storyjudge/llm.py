@@ -184,7 +184,8 @@ def _raw_call(
             if not transient or exhausted:
                 if kinds & {"APIConnectionError", "ConnectError"} and not kinds & {"APITimeoutError"}:
                     raise ModelError(
-                        f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: {exc}. "
+                        f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: "
+                        f"{str(exc).rstrip('.')}. "
                         "Check --base-url and that the server is running."
                     ) from None
                 tries = ctx.max_retries + 1 if _retried_by_client(exc) and not is_local(spec) else attempt + 1

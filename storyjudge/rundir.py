@@ -83,7 +83,6 @@ class RunDir:
 
     def claim(self, doc_hash: str, source: str, *, resume: bool = False) -> None:
         """Mark this directory as the document's, refusing one that belongs to a different document."""
-        self.root.mkdir(parents=True, exist_ok=True)
         if self.meta.exists():
             try:
                 existing = json.loads(self.meta.read_text())
@@ -100,6 +99,7 @@ class RunDir:
             return
         if resume:
             raise RunDirMismatch(f"Nothing to resume in {self.root}: no earlier run of this document there.")
+        self.root.mkdir(parents=True, exist_ok=True)
         self.write_json(self.meta, {"document_hash": doc_hash, "source": source})
 
     def write_json(self, path: Path, value: Any) -> None:

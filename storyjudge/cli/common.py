@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from storyjudge.context import ConfigError, Context
+from storyjudge.context import ENV_PREFIX, ConfigError, Context
 from storyjudge.models import describe_models, is_local
 
 console = Console(stderr=True)
@@ -36,6 +37,10 @@ ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", "-j", help=
 
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
 _ENCODINGS = ("utf-8", "utf-16", "cp1252", "latin-1")
+DATA_RUN_CHARS = 1000
+# No word of a language written with spaces is this long; base64, hex dumps and minified data are. Scripts
+# written without spaces (Chinese, Japanese, Thai) are not ASCII, so they never match.
+_DATA_RUN = re.compile(rf"[\x21-\x7e]{{{DATA_RUN_CHARS},}}")
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -66,7 +71,18 @@ def make_context(
     try:
         return Context(**{k: v for k, v in values.items() if k in known})
     except ConfigError as exc:
-        fail(str(exc))
+        fail(str(exc) + _env_source(str(exc), set(values)))
+
+
+def _env_source(message: str, given: set[str]) -> str:
+    """Where a rejected setting came from when it was an environment variable, so the user can find it."""
+    for f in fields(Context):
+        variable = ENV_PREFIX + f.name.upper()
+        if f.name not in given and variable in os.environ and re.search(rf"\b{f.name}\b", message):
+            if variable in message:
+                return ""
+            return f" It comes from {variable}={os.environ[variable]!r}: fix or unset it."
+    return ""
 
 
 def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
@@ -117,6 +133,11 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
     printable = sum(ch.isprintable() or ch.isspace() for ch in text[:20000])
     if printable < 0.9 * min(len(text), 20000):
         fail(f"{path} looks like a binary file, not text; give a plain-text {what}.")
+    if _DATA_RUN.search(text, 0, 1_000_000):
+        fail(
+            f"{path} does not look like prose: it has over {DATA_RUN_CHARS} characters without a space "
+            f"(encoded or minified data?); give the {what} as plain text."
+        )
     return text, encoding
 
 

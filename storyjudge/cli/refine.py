@@ -41,17 +41,29 @@ ResumeOpt = Annotated[
 ]
 
 
-def _prepare(path: Path, run_dir: Path | None, resume: bool) -> tuple[str, str, RunDir]:
+def _read_document(path: Path) -> str:
     text, _ = read_text_file(path)
     if len(text.split()) < 3:
         fail(f"{path} has fewer than 3 words; give a narrative to summarize.")
+    return text
+
+
+def _claim(path: Path, text: str, ctx: Context, resume: bool) -> tuple[Context, RunDir]:
+    """The run directory, claimed for this document only once every setting has been checked."""
     doc_hash = document_hash(text)
-    rd = RunDir(run_dir or default_run_dir(path.stem, doc_hash))
+    rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(path.stem, doc_hash))
     try:
         rd.claim(doc_hash, str(path), resume=resume)
     except RunDirMismatch as exc:
         fail(str(exc))
-    return text, doc_hash, rd
+    return ctx.replace(run_dir=str(rd.root)), rd
+
+
+def _check_models(ctx: Context, roles: tuple[str, ...]) -> None:
+    try:
+        require_models(ctx, roles)
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
@@ -153,11 +165,12 @@ def refine_command(
 ) -> None:
     """Summarize a narrative, then judge every atomic fact and refine until the score saturates."""
     started = time.perf_counter()
-    text, doc_hash, rd = _prepare(file, run_dir, resume)
+    text = _read_document(file)
+    summary_text = read_text_file(summary, "summary")[0] if summary is not None else None
     ctx = make_context(
         model=model,
         base_url=base_url,
-        run_dir=rd.root,
+        run_dir=run_dir,
         concurrency=concurrency,
         strategy=strategy,
         max_iterations=max_iterations,
@@ -172,14 +185,12 @@ def refine_command(
         max_summary_tokens=max_summary_tokens,
         coherence_guard=coherence_guard,
     )
-    try:
-        require_models(ctx, ("extractor", "summarizer", "decomposer", "judge", "refiner"))
-    except ConfigError as exc:
-        fail(str(exc))
+    _check_models(ctx, ("extractor", "summarizer", "decomposer", "judge", "refiner"))
+    ctx, rd = _claim(file, text, ctx, resume)
     print_models(ctx)
     graph_input: dict[str, Any] = {"document": text, "title": file.stem}
-    if summary is not None:
-        graph_input["summary"] = read_text_file(summary, "summary")[0]
+    if summary_text is not None:
+        graph_input["summary"] = summary_text
     final = _run("refine", graph_input, ctx, rd, resume)
     result = build_result(final, ctx)
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
@@ -227,15 +238,13 @@ def score_command(
     """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
     started = time.perf_counter()
     summary_text, _ = read_text_file(summary, "summary")
-    text, doc_hash, rd = _prepare(file, run_dir, resume)
+    text = _read_document(file)
     ctx = make_context(
-        model=model, base_url=base_url, run_dir=rd.root, concurrency=concurrency, ckg_samples=ckg_samples,
+        model=model, base_url=base_url, run_dir=run_dir, concurrency=concurrency, ckg_samples=ckg_samples,
         retrieval_k=retrieval_k, evidence_tokens=evidence_tokens, predicate_threshold=predicate_threshold,
     )
-    try:
-        require_models(ctx, ("extractor", "decomposer", "judge"))
-    except ConfigError as exc:
-        fail(str(exc))
+    _check_models(ctx, ("extractor", "decomposer", "judge"))
+    ctx, rd = _claim(file, text, ctx, resume)
     print_models(ctx, ("extractor", "decomposer", "judge"))
     final = _run("score", {"document": text, "title": file.stem, "summary": summary_text}, ctx, rd, resume)
     card = final["factscore"]
