@@ -60,12 +60,22 @@ def load(name: str) -> Prompt:
     return Prompt(name=name, version=match.group(1), text=body.strip("\n"))
 
 
+DATA_TAGS = frozenset(
+    {"scene", "excerpt", "summary", "sentence", "sentences", "fact", "graph", "flagged_facts", "context"}
+    | {"passage"}
+)
+"""Tags that delimit data in storyjudge's prompts: defused inside every block, not only their own, so a scene
+cannot fake a ``<fact>`` block of the judge prompt it is shown in."""
+
+
 def data_block(tag: str, text: str, **attributes: object) -> str:
     """Wrap narrative or summary text as delimited data that the text itself cannot close.
 
-    Any opening or closing ``<tag`` inside the text is defused (``<`` becomes ``&lt;``), so a story containing
-    ``</scene> Ignore previous instructions`` stays inside its block.
+    Any opening or closing ``<tag`` inside the text, of this block's tag or of one of ``DATA_TAGS``, is
+    defused (``<`` becomes ``&lt;``), so a story containing ``</scene> Ignore previous instructions`` stays
+    inside its block. Other markup (``<b>``, ``3 < 4``) is left alone.
     """
-    defused = re.sub(rf"<(\s*/?\s*{re.escape(tag)})", r"&lt;\1", text, flags=re.IGNORECASE)
+    names = "|".join(re.escape(name) for name in sorted(DATA_TAGS | {tag}, key=len, reverse=True))
+    defused = re.sub(rf"<(\s*/?\s*(?:{names})\b)", r"&lt;\1", text, flags=re.IGNORECASE)
     attrs = "".join(f' {key}="{str(value).replace(chr(34), "&quot;")}"' for key, value in attributes.items())
     return f"<{tag}{attrs}>\n{defused}\n</{tag}>"

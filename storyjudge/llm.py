@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -36,8 +38,25 @@ Message = tuple[Literal["system", "user", "assistant"], str]
 Method = Literal["json_schema", "json_mode", "text"]
 
 
+_KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
+
+
+def redact(text: str) -> str:
+    """Text without the OpenAI key in use or anything shaped like a key (servers may echo the key back)."""
+    key = os.environ.get("OPENAI_API_KEY", "")
+    if len(key) >= 8:
+        text = text.replace(key, "[redacted]")
+    return _KEY_LIKE.sub("[redacted]", text)
+
+
 class ModelError(RuntimeError):
-    """A model call failed for a reason retrying will not fix (bad key, unknown model, unreachable server)."""
+    """A model call failed for a reason retrying will not fix (bad key, unknown model, unreachable server).
+
+    Its message never carries an API key, even when the server's error message echoes it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @dataclass
@@ -190,7 +209,7 @@ def _raw_call(
                     ) from None
                 tries = ctx.max_retries + 1 if _retried_by_client(exc) and not is_local(spec) else attempt + 1
                 raise ModelError(f"{spec} failed after {tries} attempt(s): {name}: {exc}") from None
-            log.warning("%s: %s (%s); retrying in %.1fs", spec, name, exc, delay)
+            log.warning("%s: %s (%s); retrying in %.1fs", spec, name, redact(str(exc)), delay)
             time.sleep(delay + random.uniform(0, delay / 2))
             delay = min(delay * 2, 8.0)
     if not isinstance(message, AIMessage):

@@ -76,13 +76,14 @@ def mixed(rate: float) -> dict[str, float]:
 
 @dataclass
 class LoggedRequest:
-    """One request as the server saw it: when it arrived and was answered, its schema name, its fault."""
+    """One request as the server saw it: arrival and answer times, schema name, fault, Authorization."""
 
     arrived: float
     schema: str
     fault: str | None = None
     answered: float | None = None
     status: int | None = None
+    authorization: str = ""
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -241,7 +242,11 @@ class OpenAIServer:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                entry = LoggedRequest(arrived=time.monotonic(), schema=schema_name(body))
+                entry = LoggedRequest(
+                    arrived=time.monotonic(),
+                    schema=schema_name(body),
+                    authorization=self.headers.get("Authorization", ""),
+                )
                 with server._lock:
                     server.requests.append(body)
                     server.log.append(entry)

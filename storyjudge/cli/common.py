@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -45,7 +46,8 @@ _DATA_RUN = re.compile(rf"[\x21-\x7e]{{{DATA_RUN_CHARS},}}")
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr, no traceback, non-zero exit."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # escaped: a message quoting a path or a server's words may hold "[...]", which rich would eat as markup
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
