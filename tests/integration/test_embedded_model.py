@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from prompts import Prompt
 from storyjudge.context import Context
 from storyjudge.llm import ask_structured, ask_text, schema_instruction
+from storyjudge.models import chat_model, local_threads
 from storyjudge.tokens import count_tokens
 from storyjudge.usage import totals
 
@@ -54,3 +55,10 @@ def test_local_model_plain_text_is_deterministic_and_cached(tmp_path: Path) -> N
     assert again.cached and again.text == first.text
     fresh = ask_text(local_context(tmp_path / "other"), "summarizer", PROMPT, MESSAGES, max_tokens=12)
     assert not fresh.cached and fresh.text == first.text  # temperature 0 and a fixed seed
+
+
+def test_thread_settings_reach_llama_cpp(tmp_path: Path) -> None:
+    # ChatLlamaCpp drops constructor arguments it does not know; the prompt threads must still arrive
+    model = chat_model("local:smollm2", local_context(tmp_path))
+    params = model.client.context_params  # type: ignore[attr-defined]
+    assert (params.n_threads, params.n_threads_batch) == local_threads()
