@@ -348,6 +348,8 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
 def extraction_note(meta: dict[str, Any]) -> str:
     """One line on how the CKG was extracted, from the graph attributes the index stores."""
     parts = []
+    if meta.get("model"):
+        parts.append(f"by {meta['model']}")
     if meta.get("samples"):
         parts.append(f"{meta['samples']} extraction sample(s) per scene")
     if meta.get("threshold") is not None and meta.get("min_count") is not None:

@@ -104,7 +104,11 @@
     if (last.delta !== null && last.delta !== undefined) { text += " (change " + signed(last.delta) + ")"; }
     if (view.best_iteration !== null) { text += "; best: iteration " + view.best_iteration; }
     line.textContent = text;
-    if (last.unsupported === 0) { line.textContent += ". No unsupported facts left."; }
+    if (last.unsupported === 0) {
+      line.textContent += last.score === null
+        ? ". Nothing could be judged (see the facts' errors), so there is nothing to refine."
+        : ". No unsupported facts left: nothing to refine.";
+    }
     row.scrollLeft = row.scrollWidth;
   }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from http.client import HTTPConnection
@@ -211,6 +212,23 @@ def test_ui_run_is_saved_and_steps_are_ordered(ui: UIServer, tmp_path: Path) -> 
         assert other.store.open(view["name"]).state["title"] == "macbeth-act1"
     finally:
         other.server_close()
+
+
+def test_ui_command_reports_bad_options_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from storyjudge.cli import app
+
+    runner = CliRunner()
+    missing = runner.invoke(app, ["ui", "--squality", str(tmp_path / "nope.jsonl")])
+    assert missing.exit_code == 1 and "does not exist" in missing.output
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = runner.invoke(app, ["ui", "--port", str(port), "--runs-dir", str(tmp_path / "runs")])
+    assert busy.exit_code == 1 and "choose another --port" in busy.output
+    assert "Traceback" not in missing.output + busy.output
 
 
 def test_page_is_self_contained(ui: UIServer) -> None:
