@@ -125,6 +125,9 @@ class MacbethResponder:
         if "You revise a summary" in whole:
             self._count("refine")
             return FIXED_SUMMARY
+        if "causes any confusion" in whole:
+            self._count("coherence")
+            return "Questions: no confusion\nTypes: no confusion"
         self._count("summarize")
         return FIRST_SUMMARY
 
