@@ -110,9 +110,10 @@ def index_command(
     print_models(ctx, ("extractor",))
     from graphs.index import build_graph
 
-    # An in-process model serves one call at a time: running branches in order lets each scene's k samples
-    # follow each other and reuse the model's prompt cache.
-    parallel = 1 if is_local(resolve_spec(ctx, "extractor")) else max(ctx.concurrency, 1) * 2
+    # An in-process model serves one call at a time: running branches (nearly) in order lets each scene's k
+    # samples follow each other and reuse the model's prompt cache. Not 1: while streaming, LangGraph's queue
+    # waiter takes one of the slots, and with a single slot the run would wait forever.
+    parallel = 2 if is_local(resolve_spec(ctx, "extractor")) else max(ctx.concurrency, 1) * 2
     try:
         final = stream_graph(
             build_graph(), {"document": text, "title": name}, ctx, {"max_concurrency": parallel}
