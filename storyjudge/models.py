@@ -8,6 +8,7 @@ stage but its judgements mean nothing.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import re
@@ -124,6 +125,15 @@ def check_spec(spec: str, ctx: Context) -> None:
 
 _models: dict[tuple[Any, ...], BaseChatModel] = {}
 _models_lock = threading.Lock()
+
+
+@atexit.register
+def _close_local_models() -> None:
+    """Free llama.cpp models while the interpreter works: their destructors fail noisily in its teardown."""
+    for key, model in list(_models.items()):
+        close = getattr(getattr(model, "client", None), "close", None)
+        if is_local(key[0]) and callable(close):
+            close()
 # llama.cpp contexts are not thread-safe: one call at a time per process.
 LOCAL_LOCK = threading.Lock()
 
