@@ -190,16 +190,17 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
 
 def _link_given_names(graph: nx.Graph) -> None:
     """Join a given name to the one fuller name it starts ("Frodo" -> "Frodo Baggins"); titles never count."""
-    tokens = {key: key.split() for key in graph.nodes}
-    for short, short_tokens in tokens.items():
+    by_first: dict[str, list[list[str]]] = defaultdict(list)
+    for key in graph.nodes:
+        by_first[key.split()[0]].append(key.split())
+    for short in list(graph.nodes):
+        short_tokens = short.split()
         if short_tokens[0] in TITLES:
             continue
         longer = [
-            key
-            for key, words in tokens.items()
-            if len(words) > len(short_tokens)
-            and words[: len(short_tokens)] == short_tokens
-            and words[0] not in TITLES
+            " ".join(words)
+            for words in by_first[short_tokens[0]]
+            if len(words) > len(short_tokens) and words[: len(short_tokens)] == short_tokens
         ]
         if len(longer) == 1:
             _link(graph, short, longer[0], "given-name")
@@ -419,14 +420,18 @@ def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
                 lookup.setdefault(key, canonical)
     if not lookup or not text:
         return []
-    names = sorted(lookup, key=len, reverse=True)
-    pattern = re.compile("|".join(_name_pattern(name) for name in names), re.IGNORECASE)
     found: list[str] = []
-    for match in pattern.finditer(text):
+    for match in _any_name(tuple(sorted(lookup, key=lambda name: (-len(name), name)))).finditer(text):
         hit = lookup.get(name_key(match.group(0)))
         if hit and hit not in found:
             found.append(hit)
     return found
+
+
+@lru_cache(maxsize=64)
+def _any_name(names: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for all names, longest first so the longest name wins where names overlap."""
+    return re.compile("|".join(_name_pattern(name) for name in names), re.IGNORECASE)
 
 
 def subgraph_lines(ckg: Mapping[str, Any], text: str, limit: int | None = None) -> list[str]:

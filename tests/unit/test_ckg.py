@@ -67,6 +67,14 @@ def test_a_given_name_joins_the_one_fuller_name_it_starts() -> None:
     assert aliases(data) == {"Frodo": ["Frodo Baggins"]}
 
 
+def test_a_given_name_shared_by_two_fuller_names_stays_apart() -> None:
+    scenes = [{**SCENES[0], "text": "Frodo met Frodo Baggins and Frodo Gamgee."}]
+    graph_ = build_ckg(
+        [ext("S1", 0, ["Frodo", "Frodo Baggins", "Frodo Gamgee"], [])], scenes, samples=1, threshold=0
+    )
+    assert len(to_json(graph_)["nodes"]) == 3
+
+
 def test_a_title_never_merges_lady_macbeth_into_macbeth() -> None:
     data = graph([ext("S1", 0, ["Macbeth", "Lady Macbeth", "King Duncan", "Duncan"], [])])
     assert set(aliases(data)) == {"Macbeth", "Lady Macbeth", "King Duncan", "Duncan"}
