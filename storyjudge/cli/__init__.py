@@ -19,12 +19,16 @@ def main() -> None:
     """Faithful, coherent summaries of long narratives, with evidence for every claim."""
 
 
-from storyjudge.cli import doctor  # noqa: E402,F401  - registers commands
-from storyjudge.cli import coherence  # noqa: E402,F401
-from storyjudge.cli import summarize  # noqa: E402,F401
-from storyjudge.cli import report  # noqa: E402,F401
-from storyjudge.cli import ui  # noqa: E402,F401
-from storyjudge.cli import evaluate  # noqa: E402,F401
-from storyjudge.cli import index  # noqa: E402,F401
+# each command module registers its commands on ``app`` when imported
+from storyjudge.cli import (  # noqa: E402,F401
+    coherence,
+    doctor,
+    evaluate,
+    index,
+    refine,
+    report,
+    summarize,
+    ui,
+)
 
 __all__ = ["app"]
