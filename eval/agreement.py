@@ -79,7 +79,7 @@ def cohens_kappa(pred: Labels, gold: Labels) -> float | None:
     expected = pred_pos * gold_pos + (1 - pred_pos) * (1 - gold_pos)
     if math.isclose(expected, 1.0):
         return None
-    return (observed - expected) / (1 - expected)
+    return round((observed - expected) / (1 - expected), 12) + 0.0  # no -8e-17 (or -0.0) for "no agreement"
 
 
 def precision(pred: Labels, gold: Labels) -> float | None:
