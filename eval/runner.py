@@ -112,7 +112,7 @@ def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 class RunOutcome:
     """What one invocation of the runner did."""
 
-    rows: list[dict[str, Any]]  # latest row of every (cell, item) of the experiment, old and new
+    rows: list[dict[str, Any]]  # latest row of every planned (cell, item), from this run or earlier ones
     ran: int
     skipped: int
     stopped: str | None
@@ -195,7 +195,8 @@ class Experiment:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
                 for future in [pool.submit(work, c, i) for c, i in pending]:
                     future.result()
-        rows = latest_rows(self.log.read())
+        planned = {(c.id, i.id) for c, i in plan}  # a smaller --limit or grid than an earlier run's
+        rows = [r for r in latest_rows(self.log.read()) if (r["cell"], r["item"]["id"]) in planned]
         ran = counter["done"] - (len(plan) - len(pending))
         return RunOutcome(rows, ran, len(plan) - len(pending), stop["reason"], time.perf_counter() - started)
 

@@ -164,6 +164,9 @@ def _run(config: Any, *, dry_run: bool, print_agreement: bool = False) -> None:
         outcome = experiment.run(on_row=on_row)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        console.print("\n[yellow]Stopped.[/] Finished items are saved; rerun the same command to resume.")
+        raise typer.Exit(130) from None
     if outcome.stopped:
         console.print(f"[yellow]Stopped early:[/] {outcome.stopped}. Rerun the same command to continue.")
     result = finish(outcome, config)

@@ -188,6 +188,8 @@ def test_resume_after_k_cells_makes_no_repeated_llm_call(
     third = Experiment(config, invoke=stand_in()).run()
     assert third.ran == 0 and third.skipped == 6
     assert len(server.completions) == before  # nothing left to do, nothing asked
+    # a smaller plan reports only its own rows, though the log holds more
+    assert len(Experiment(config, invoke=stand_in()).run(max_cells=1).rows) == 3
 
 
 def test_item_that_died_is_retried_from_the_cache(
