@@ -98,7 +98,7 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=attempts)
         usage = merge_usage(usage, answer.usage)
         attempts += 1
-    revised = answer.text.strip()
+    revised = prompts.unwrap_data(answer.text)
     events = []
     problem = _unusable(revised, answer.finish_reason)
     if problem:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import prompts
 from prompts import Prompt
 from state import SummaryChunk
 from storyjudge import llm
@@ -92,7 +93,7 @@ def ends_sentence(text: str) -> bool:
 
 def clean_output(text: str) -> str:
     """The summary without surrounding blank space and a chatty opening line ("Here is the summary:")."""
-    text = text.strip()
+    text = prompts.unwrap_data(text)
     match = _PREAMBLE.match(text + "\n") if "\n" in text else None
     if match and text[match.end() :].strip():
         text = text[match.end() :].strip()

@@ -79,3 +79,11 @@ def data_block(tag: str, text: str, **attributes: object) -> str:
     defused = re.sub(rf"<(\s*/?\s*(?:{names})\b)", r"&lt;\1", text, flags=re.IGNORECASE)
     attrs = "".join(f' {key}="{str(value).replace(chr(34), "&quot;")}"' for key, value in attributes.items())
     return f"<{tag}{attrs}>\n{defused}\n</{tag}>"
+
+
+_TAG_LINE = re.compile(r"^\s*</?[A-Za-z_][\w-]*(\s+[\w-]+=\"[^\"]*\")*\s*>\s*$", re.MULTILINE)
+
+
+def unwrap_data(text: str) -> str:
+    """Model output without echoed data-block tags (small models repeat ``<summary>`` lines they were shown)."""
+    return re.sub(r"\n{3,}", "\n\n", _TAG_LINE.sub("", text)).strip()

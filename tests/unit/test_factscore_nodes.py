@@ -59,3 +59,10 @@ def test_select_scenes_prefers_whole_scenes_then_passages_within_budget() -> Non
     chosen = select_scenes(hits, scenes, budget=100)  # type: ignore[arg-type]
     assert [(s["id"], s["excerpt"]) for s in chosen] == [("S1", False), ("S2", True)]
     assert select_scenes(hits, scenes, budget=5) == []  # type: ignore[arg-type]
+
+
+def test_echoed_data_tags_are_removed_from_model_output() -> None:
+    import prompts
+
+    assert prompts.unwrap_data('<summary>\nMacbeth meets the witches.\n</summary>') == "Macbeth meets the witches."
+    assert prompts.unwrap_data('<scene id="S1">\nText <i>x</i>.') == "Text <i>x</i>."
