@@ -7,12 +7,14 @@ best-matching passage is shown, and the evidence record says so.
 
 from __future__ import annotations
 
+import json
 import time
+from functools import lru_cache
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from state import Evidence, EvidenceScene, Fact, FactScoreState, Scene
+from state import Evidence, EvidenceScene, Fact, FactScoreState, IndexRef, Scene
 from storyjudge.context import Context, context_of
 from storyjudge.progress import report
 from storyjudge.tokens import count_tokens
@@ -58,10 +60,23 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
     return chosen
 
 
+def _search(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
+    """Scene hits for a query, remembered: a refinement round asks again for every fact it kept."""
+    return list(_remembered_search(json.dumps(index, sort_keys=True), query, k))
+
+
+@lru_cache(maxsize=8192)
+def _remembered_search(index_json: str, query: str, k: int) -> tuple[dict[str, Any], ...]:
+    # Collections are named by a hash of their content (and the store is in the key), so the same index
+    # reference always gives the same hits.
+    from storyjudge.sceneindex import search_scenes
+
+    return tuple(search_scenes(json.loads(index_json), query, k))
+
+
 def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Evidence for every fact of this iteration."""
     from storyjudge.ckg import subgraph_lines
-    from storyjudge.sceneindex import search_scenes
 
     ctx = context_of(runtime)
     started = time.perf_counter()
@@ -70,10 +85,15 @@ def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]
     scenes = {scene["id"]: scene for scene in state.get("scenes") or []}
     index = state.get("index")
     report("retrieve", total=len(facts))
+    queries = {fact["id"]: expand_query(fact["text"], ckg) for fact in facts}
+    if index:  # one batched forward pass for every query instead of one per search
+        from storyjudge.vectorstore import prepare_queries
+
+        prepare_queries(str(index.get("embedder", "minilm")), list(queries.values()))
     evidence: dict[str, Evidence] = {}
     for fact in facts:
-        query = expand_query(fact["text"], ckg)
-        hits = search_scenes(index, query, ctx.retrieval_k) if index else []
+        query = queries[fact["id"]]
+        hits = _search(index, query, ctx.retrieval_k) if index else []
         evidence[fact["id"]] = Evidence(
             query=query,
             scenes=select_scenes(hits, scenes, evidence_budget(ctx)),

@@ -146,7 +146,7 @@ class OpenAIServer:
     def base_url(self) -> str:
         """The ``/v1`` URL to give to an OpenAI client."""
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     @property
     def completions(self) -> list[dict[str, Any]]:
@@ -219,6 +219,7 @@ class OpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
 
             def log_message(self, *args: object) -> None:
                 return

@@ -21,6 +21,7 @@ def main() -> None:
 
 # each command module registers its commands on ``app`` when imported
 from storyjudge.cli import (  # noqa: E402,F401
+    bench,
     coherence,
     doctor,
     evaluate,

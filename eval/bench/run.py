@@ -1,0 +1,103 @@
+"""One command for every benchmark, written to ``eval/bench/RESULTS.md``.
+
+Latency against the critical-path bound, cached reruns, indexing overhead, and the embedded model's speed:
+
+    python -m eval.bench [--latency 0.3] [--slots 16] [--quick] [--skip overhead,embedded] [--out PATH]
+
+A full run takes about 20 minutes on 2 cores (the concurrency-1 BooookScore run alone is 2,000 calls x 0.3 s);
+``--quick`` scales the coherence workload to a tenth and indexes Frankenstein only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from eval.bench import latency as latency_bench
+from eval.bench import overhead as overhead_bench
+from eval.bench import results
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PARTS = ("latency", "overhead", "embedded")
+
+
+def embedded_speed() -> dict[str, Any] | None:
+    """``eval.bench.embedded_speed`` in its own process; None when llama.cpp or the model is missing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "embedded.json"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run(
+            [sys.executable, "-m", "eval.bench.embedded_speed", "--json", str(out)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0 or not out.exists():
+            print(
+                f"embedded model benchmark skipped: {done.stderr.strip().splitlines()[-1:] or ['no output']}"
+            )
+            return None
+        return dict(json.loads(out.read_text(encoding="utf-8")))
+
+
+def run(
+    *,
+    latency: float = 0.3,
+    slots: int = 16,
+    quick: bool = False,
+    skip: tuple[str, ...] = (),
+    out: Path | None = None,
+) -> Path:
+    """Run the chosen parts and write the Markdown report; returns its path."""
+    started = {"load": ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"}
+    latency_rows: list[dict[str, Any]] = []
+    overhead_rows: list[dict[str, Any]] = []
+    embedded: dict[str, Any] | None = None
+    if "latency" not in skip:
+        print("latency benchmarks ...", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            latency_rows = latency_bench.run_all(latency, slots, 0.1 if quick else 1.0, Path(tmp))
+    if "overhead" not in skip:
+        print("indexing overhead ...", flush=True)
+        documents = ("frankenstein",) if quick else ("frankenstein", "novel")
+        overhead_rows = [overhead_bench.run_isolated(name) for name in documents]
+    if "embedded" not in skip:
+        print("embedded model speed ...", flush=True)
+        embedded = embedded_speed()
+    path = out or HERE / "RESULTS.md"
+    text = results.render(
+        latency_rows, overhead_rows, embedded, {"latency": latency, "slots": slots}, started
+    )
+    path.write_text(text, encoding="utf-8")
+    raw = {"latency": latency_rows, "overhead": overhead_rows, "embedded": embedded}
+    path.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--latency", type=float, default=0.3, help="seconds per call at the scripted server (L)"
+    )
+    parser.add_argument(
+        "--slots", type=int, default=16, help="serving slots K, also storyjudge's concurrency"
+    )
+    parser.add_argument("--quick", action="store_true", help="a tenth of the coherence workload, one novel")
+    parser.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)"
+    )
+    args = parser.parse_args(argv)
+    skip = tuple(part.strip() for part in args.skip.split(",") if part.strip())
+    path = run(latency=args.latency, slots=args.slots, quick=args.quick, skip=skip, out=args.out)
+    print(f"wrote {path}")
