@@ -19,7 +19,8 @@ def _checkout_root() -> Path:
     """The repository the installed ``eval`` package lives in (the benchmarks need its ``tests/`` too)."""
     import eval as eval_package
 
-    root = Path(eval_package.__file__).resolve().parents[1]
+    # the editable install may expose ``eval`` without a __file__; its search path is always there
+    root = Path(next(iter(eval_package.__path__))).resolve().parent
     if not (root / "tests" / "openai_server.py").is_file():
         fail(
             f"storyjudge bench needs a source checkout with tests/ (looked in {root}); "
