@@ -47,7 +47,7 @@ def stats_line(final: dict[str, Any], seconds: float) -> str:
         f"{meta.get('samples', '?')} samples/scene, predicates kept at {meta.get('min_count', '?')}+; "
         f"{usage['calls']} LLM calls ({usage['cache_hits']} cached, {failed} unparseable), "
         f"{usage['input_tokens']} in / {usage['output_tokens']} out tokens; "
-        f"{index.get('passages', 0)} passages indexed; {seconds:.1f} s"
+        f"{index.get('passages', 0)} passages in the index; {seconds:.1f} s"
     )
 
 
