@@ -134,5 +134,6 @@ def test_act_one_with_the_embedded_model(tmp_path: Path) -> None:
     assert meta["extractions"] == len(out["scenes"]) and meta["model"] == "local:smollm2"
     assert usage["failures"] == meta["failed_extractions"]
     assert json.loads((tmp_path / "run" / "ckg.json").read_text()) == out["ckg"]
-    line = "So foul and fair a day I have not seen"
+    # a line whose words occur in one scene only ("So foul and fair a day" also matches Scene I's "Fair is foul")
+    line = "The thane of Cawdor lives: why do you dress me in borrow'd robes?"
     assert search_scenes(out["index"], line, 2)[0]["id"] == scene_with(out["scenes"], line)
