@@ -69,7 +69,8 @@ class CharacterMention(BaseModel):
 
     name: str = Field(description="The character's fullest name used in the scene.")
     aliases: list[str] = Field(
-        default_factory=list, description="Other names, titles or nicknames the scene uses for this character."
+        default_factory=list,
+        description="Other names, titles or nicknames the scene uses for this character.",
     )
 
 
@@ -78,7 +79,9 @@ class Triple(BaseModel):
 
     subject: str = Field(description="Character name.")
     predicate: str = Field(description="Short verb phrase, e.g. 'murders', 'is married to', 'state: dead'.")
-    object: str | None = Field(default=None, description="Character name, or null for a state of the subject.")
+    object: str | None = Field(
+        default=None, description="Character name, or null for a state of the subject."
+    )
 
 
 class SceneTriples(BaseModel):
@@ -479,7 +482,7 @@ class RefineInput(TypedDict, total=False):
     summary: str
 
 
-class RefineState(FactScoreState, SummarizeState, total=False):  # type: ignore[misc]
+class RefineState(FactScoreState, SummarizeState, total=False):
     """State of the refine graph (shares channels with the graphs it composes)."""
 
     iterations: Annotated[list[Iteration], operator.add]

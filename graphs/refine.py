@@ -1,4 +1,4 @@
-"""The ``refine`` graph, storyjudge's main job: summarize a narrative, then judge and refine until saturation.
+r"""The ``refine`` graph, storyjudge's main job: summarize a narrative, then judge and refine until saturation.
 
     index -> [summarize] -> factscore -> [coherence] -> assess --(refine)--> refine -> factscore ...
                                                                \\-(finish)--> finish
@@ -28,7 +28,9 @@ BRANCH_THREADS = 64
 
 def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs)."""
-    builder = StateGraph(RefineState, input_schema=RefineInput, output_schema=RefineOutput, context_schema=Context)
+    builder = StateGraph(
+        RefineState, input_schema=RefineInput, output_schema=RefineOutput, context_schema=Context
+    )
     builder.add_node("index", build_index_graph())
     builder.add_node("summarize", build_summarize_graph())
     builder.add_node("factscore", build_factscore_graph())

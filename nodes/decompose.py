@@ -40,7 +40,10 @@ def route_sentences(state: FactScoreState) -> list[Send] | Literal["collect_fact
         Send(
             "decompose_sentence",
             DecomposeTask(
-                summary=state["summary"], sentence=sentence, sentence_index=i, iteration=state.get("iteration", 0)
+                summary=state["summary"],
+                sentence=sentence,
+                sentence_index=i,
+                iteration=state.get("iteration", 0),
             ),
         )
         for i, sentence in enumerate(found)

@@ -45,7 +45,9 @@ def render_evidence(evidence: Evidence) -> tuple[str, str]:
         )
     else:
         scenes = prompts.data_block("scene", "(no scene retrieved)", id="none")
-    ckg = prompts.data_block("graph", "\n".join(evidence["ckg_lines"]) or "(no relations for these characters)")
+    ckg = prompts.data_block(
+        "graph", "\n".join(evidence["ckg_lines"]) or "(no relations for these characters)"
+    )
     return scenes, ckg
 
 

@@ -51,7 +51,11 @@ def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
     if latest["iteration"] >= ctx.max_iterations:
         return f"max iterations ({ctx.max_iterations}) reached"
     if card["unsupported"] == 0:
-        return "nothing to refine (no unsupported facts)" if card["score"] is not None else "nothing could be judged"
+        return (
+            "nothing to refine (no unsupported facts)"
+            if card["score"] is not None
+            else "nothing could be judged"
+        )
     return ""
 
 

@@ -30,10 +30,10 @@ def flagged_verdicts(state: RefineState) -> list[FactVerdict]:
 
 def render_flagged(verdicts: list[FactVerdict]) -> str:
     """Flagged facts with their feedback, as one data block."""
-    lines = [
-        f"{n}. Fact: {v['fact']['text']}\n   Feedback: {v['feedback'] or v['rationale'] or 'not supported by the story'}"
-        for n, v in enumerate(verdicts, 1)
-    ]
+    lines = []
+    for n, v in enumerate(verdicts, 1):
+        feedback = v["feedback"] or v["rationale"] or "not supported by the story"
+        lines.append(f"{n}. Fact: {v['fact']['text']}\n   Feedback: {feedback}")
     return prompts.data_block("flagged_facts", "\n".join(lines))
 
 
@@ -83,7 +83,13 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     max_tokens = max(ctx.max_output_tokens, int(summary_tokens * 1.5) + 64)
     flagged_block = render_flagged(flagged)
     summary_block = prompts.data_block("summary", summary)
-    budget = ctx.context_window - max_tokens - count_tokens(flagged_block) - summary_tokens - PROMPT_OVERHEAD_TOKENS
+    budget = (
+        ctx.context_window
+        - max_tokens
+        - count_tokens(flagged_block)
+        - summary_tokens
+        - PROMPT_OVERHEAD_TOKENS
+    )
     evidence, scene_ids = render_evidence(flagged, max(0, budget))
     prompt = prompts.load("refine")
     text = prompt.render(

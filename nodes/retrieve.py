@@ -35,7 +35,9 @@ def expand_query(fact: str, ckg: dict[str, Any]) -> str:
 
     names = characters_in(ckg, fact) if ckg else []
     alias_map = aliases(ckg) if names else {}
-    extra = [alias for name in names for alias in alias_map.get(name, []) if alias.lower() not in fact.lower()]
+    extra = [
+        alias for name in names for alias in alias_map.get(name, []) if alias.lower() not in fact.lower()
+    ]
     return fact if not extra else f"{fact} ({'; '.join(extra)})"
 
 
@@ -49,13 +51,17 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
         title = hit.get("title") or (scene["title"] if scene else "")
         n_full = count_tokens(full)
         if n_full <= left:
-            chosen.append(EvidenceScene(id=hit["id"], title=title, text=full, score=hit["score"], excerpt=False))
+            chosen.append(
+                EvidenceScene(id=hit["id"], title=title, text=full, score=hit["score"], excerpt=False)
+            )
             left -= n_full
             continue
         passage = hit.get("passage", "")
         n_passage = count_tokens(passage)
         if passage and n_passage <= left:
-            chosen.append(EvidenceScene(id=hit["id"], title=title, text=passage, score=hit["score"], excerpt=True))
+            chosen.append(
+                EvidenceScene(id=hit["id"], title=title, text=passage, score=hit["score"], excerpt=True)
+            )
             left -= n_passage
     return chosen
 

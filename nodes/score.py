@@ -10,7 +10,9 @@ from state import FactScoreState, FactVerdict, ScoreCard
 from storyjudge.context import Context
 
 
-def score_card(iteration: int, sentences: list[str], verdicts: list[FactVerdict], decompose_failures: int) -> ScoreCard:
+def score_card(
+    iteration: int, sentences: list[str], verdicts: list[FactVerdict], decompose_failures: int
+) -> ScoreCard:
     """Score of one summary from its verdicts (unjudged facts are reported and excluded from the denominator)."""
     mine = sorted((v for v in verdicts if v["fact"]["iteration"] == iteration), key=lambda v: v["fact"]["id"])
     mine.sort(key=lambda v: v["fact"]["sentence_index"])

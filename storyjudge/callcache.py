@@ -16,7 +16,9 @@ from typing import Any
 
 def request_key(spec: str, prompt_version: str, request: dict[str, Any]) -> str:
     """Stable hash of everything that determines an answer."""
-    payload = json.dumps({"spec": spec, "prompt": prompt_version, "request": request}, sort_keys=True, default=str)
+    payload = json.dumps(
+        {"spec": spec, "prompt": prompt_version, "request": request}, sort_keys=True, default=str
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

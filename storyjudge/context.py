@@ -52,19 +52,26 @@ class Context:
         default="",
         metadata=_describe("Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio)."),
     )
-    temperature: float = field(default=0.0, metadata=_describe("Sampling temperature of every role but extraction."))
+    temperature: float = field(
+        default=0.0, metadata=_describe("Sampling temperature of every role but extraction.")
+    )
     max_output_tokens: int = field(default=1024, metadata=_describe("Cap on tokens generated per LLM call."))
     context_window: int = field(
         default=8192, metadata=_describe("Model context window W in tokens (hierarchical merging budget).")
     )
-    request_timeout: float = field(default=120.0, metadata=_describe("Seconds before an LLM request is abandoned."))
+    request_timeout: float = field(
+        default=120.0, metadata=_describe("Seconds before an LLM request is abandoned.")
+    )
     max_retries: int = field(
-        default=4, metadata=_describe("Retries of a failed HTTP call (429/5xx/timeouts, honouring Retry-After).")
+        default=4,
+        metadata=_describe("Retries of a failed HTTP call (429/5xx/timeouts, honouring Retry-After)."),
     )
     parse_retries: int = field(
         default=2, metadata=_describe("Extra attempts when a structured answer cannot be parsed.")
     )
-    seed: int = field(default=0, metadata=_describe("Base sampling seed (sample i of a scene uses seed + i)."))
+    seed: int = field(
+        default=0, metadata=_describe("Base sampling seed (sample i of a scene uses seed + i).")
+    )
     # --- embeddings and storage ----------------------------------------------------------------------------
     embedder: str = field(
         default="minilm",
@@ -74,10 +81,13 @@ class Context:
         ),
     )
     chroma_url: str = field(
-        default="", metadata=_describe("URL of a Chroma server; empty uses an embedded store in the run directory.")
+        default="",
+        metadata=_describe("URL of a Chroma server; empty uses an embedded store in the run directory."),
     )
     run_dir: str = field(default="", metadata=_describe("Run directory; empty: runs/<document name>-<hash>."))
-    cache_dir: str = field(default="", metadata=_describe("LLM call cache directory; empty: <run_dir>/cache."))
+    cache_dir: str = field(
+        default="", metadata=_describe("LLM call cache directory; empty: <run_dir>/cache.")
+    )
     concurrency: int = field(default=4, metadata=_describe("Maximum LLM calls in flight at once."))
     # --- segmentation, CKG, retrieval ----------------------------------------------------------------------
     chunk_size: int = field(default=2048, metadata=_describe("Chunk/scene size limit in cl100k_base tokens."))
@@ -102,25 +112,33 @@ class Context:
     )
     # --- summarization -------------------------------------------------------------------------------------
     strategy: str = field(
-        default="hierarchical", metadata=_describe("Summarizer: 'hierarchical' merging or 'incremental' updating.")
+        default="hierarchical",
+        metadata=_describe("Summarizer: 'hierarchical' merging or 'incremental' updating."),
     )
     max_summary_tokens: int = field(
-        default=900, metadata=_describe("Summary budget G_n in tokens (incremental compression, final length).")
+        default=900,
+        metadata=_describe("Summary budget G_n in tokens (incremental compression, final length)."),
     )
-    artifact_removal: bool = field(default=True, metadata=_describe("Run BooookScore's artifact-removal step."))
+    artifact_removal: bool = field(
+        default=True, metadata=_describe("Run BooookScore's artifact-removal step.")
+    )
     # --- refinement loop -----------------------------------------------------------------------------------
     target_score: float = field(default=1.0, metadata=_describe("Stop when NarrativeFactScore reaches this."))
-    min_delta: float = field(default=0.01, metadata=_describe("Smallest gain over the best score that counts."))
+    min_delta: float = field(
+        default=0.01, metadata=_describe("Smallest gain over the best score that counts.")
+    )
     patience: int = field(default=1, metadata=_describe("Rounds without such a gain before stopping."))
     max_iterations: int = field(default=3, metadata=_describe("Refinement rounds at most."))
     coherence_guard: bool = field(
-        default=False, metadata=_describe("Score BooookScore each round; reject refinements that lose coherence.")
+        default=False,
+        metadata=_describe("Score BooookScore each round; reject refinements that lose coherence."),
     )
     coherence_margin: float = field(
         default=0.05, metadata=_describe("Largest BooookScore drop a refinement may cause under the guard.")
     )
     batched_coherence: bool = field(
-        default=False, metadata=_describe("Annotate several sentences per call (cheaper; not the paper's setting).")
+        default=False,
+        metadata=_describe("Annotate several sentences per call (cheaper; not the paper's setting)."),
     )
 
     def __new__(cls, *args: Any, **values: Any) -> Context:
@@ -157,7 +175,10 @@ class Context:
             (0.0 <= self.predicate_threshold <= 1.0, "predicate_threshold must be between 0 and 1"),
             (self.retrieval_k >= 1, "retrieval_k must be >= 1"),
             (self.evidence_tokens >= 64, "evidence_tokens must be >= 64"),
-            (self.strategy in ("hierarchical", "incremental"), "strategy must be 'hierarchical' or 'incremental'"),
+            (
+                self.strategy in ("hierarchical", "incremental"),
+                "strategy must be 'hierarchical' or 'incremental'",
+            ),
             (self.max_summary_tokens >= 16, "max_summary_tokens must be >= 16"),
             (0.0 <= self.target_score <= 1.0, "target_score must be between 0 and 1"),
             (self.min_delta >= 0.0, "min_delta must be >= 0"),
@@ -241,7 +262,9 @@ def as_context(value: Context | dict[str, Any] | None) -> Context:
         known = {f.name for f in fields(Context)}
         unknown = sorted(set(value) - known)
         if unknown:
-            raise ConfigError(f"Unknown setting(s) {unknown}; known settings are the fields of storyjudge Context.")
+            raise ConfigError(
+                f"Unknown setting(s) {unknown}; known settings are the fields of storyjudge Context."
+            )
         return Context(**value)
     raise ConfigError(f"context must be a dict or storyjudge Context, not {type(value).__name__}.")
 

@@ -77,7 +77,9 @@ class MiniLMEmbeddings(WindowedEmbeddings):
             return []
         small = sum(len(text) for text in texts) < SMALL_BATCH_CHARS
         with self._lock, _torch_threads(1 if small else None):
-            vectors = self.model.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
+            vectors = self.model.encode(
+                texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+            )
         return [v.tolist() for v in vectors]
 
     def embed_query(self, text: str) -> list[float]:
@@ -94,7 +96,9 @@ class BGEM3Embeddings(WindowedEmbeddings):
     def __init__(self, location: str) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            from FlagEmbedding import BGEM3FlagModel  # imported lazily: heavy, and tied to transformers' version
+            from FlagEmbedding import (
+                BGEM3FlagModel,
+            )  # imported lazily: heavy, and tied to transformers' version
         except Exception as exc:  # noqa: BLE001 - any import failure means the backend is unusable
             raise ConfigError(f"BGE-M3 needs FlagEmbedding, which failed to import: {exc}") from None
         try:

@@ -30,8 +30,8 @@ from prompts import Prompt
 from storyjudge.callcache import cache_for, request_key
 from storyjudge.context import ConfigError, Context
 from storyjudge.jsonparse import ParseFailure, parse_json_as, strip_thinking
-from storyjudge.tokens import count_tokens
 from storyjudge.models import LOCAL_LOCK, chat_model, is_local, resolve_spec
+from storyjudge.tokens import count_tokens
 from storyjudge.usage import Usage, failure, merge_usage, one_call
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,9 @@ def _raw_call(
                 cut = "length" if "LengthFinishReasonError" in kinds else "content_filter"
                 return "", cut, count_tokens(str(messages)), 0
             if kinds & _FATAL_NAMES:
-                raise ModelError(f"{spec} refused the request ({name}): {exc}. Check the model name and key.") from None
+                raise ModelError(
+                    f"{spec} refused the request ({name}): {exc}. Check the model name and key."
+                ) from None
             if _is_unsupported_format(exc):
                 raise
             transient = (

@@ -73,7 +73,9 @@ def describe_models(ctx: Context) -> list[tuple[str, str, str]]:
 def local_model_path(name: str) -> Path:
     """Path of an embedded model's GGUF file inside its installed package (the package is not imported)."""
     if name not in LOCAL_MODELS:
-        raise ConfigError(f"Unknown local model 'local:{name}'; available: {sorted('local:' + k for k in LOCAL_MODELS)}.")
+        raise ConfigError(
+            f"Unknown local model 'local:{name}'; available: {sorted('local:' + k for k in LOCAL_MODELS)}."
+        )
     model = LOCAL_MODELS[name]
     spec = importlib.util.find_spec(model.package)
     locations = list(spec.submodule_search_locations or []) if spec else []
@@ -134,6 +136,8 @@ def _close_local_models() -> None:
         close = getattr(getattr(model, "client", None), "close", None)
         if is_local(key[0]) and callable(close):
             close()
+
+
 # llama.cpp contexts are not thread-safe: one call at a time per process.
 LOCAL_LOCK = threading.Lock()
 

@@ -77,8 +77,12 @@ def build_result(state: dict[str, Any], ctx: Context, *, kind: str = "refine") -
         "initial_summary_events": state.get("events") or [],
         "iterations": iterations,
         "scores": [
-            {"iteration": it["iteration"], "nfs": it["factscore"]["score"], "accepted": it["accepted"],
-             "coherence": (it.get("coherence") or {}).get("score")}
+            {
+                "iteration": it["iteration"],
+                "nfs": it["factscore"]["score"],
+                "accepted": it["accepted"],
+                "coherence": (it.get("coherence") or {}).get("score"),
+            }
             for it in iterations
         ],
         "best_iteration": best_iteration,

@@ -120,7 +120,9 @@ def chroma_client(store_dir: str | Path, url: str = "") -> ClientAPI:
     return chromadb.PersistentClient(path=str(store_dir), settings=_SETTINGS)
 
 
-def collection(client: ClientAPI, name: str, embedder: str, metadata: dict[str, Any] | None = None) -> Collection:
+def collection(
+    client: ClientAPI, name: str, embedder: str, metadata: dict[str, Any] | None = None
+) -> Collection:
     """Get or create a cosine collection with storyjudge's embedding function."""
     return client.get_or_create_collection(
         name=name,

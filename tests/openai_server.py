@@ -219,7 +219,9 @@ class OpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
+            disable_nagle_algorithm = (
+                True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
+            )
 
             def log_message(self, *args: object) -> None:
                 return

@@ -26,8 +26,12 @@ On the island, Alice finds the treasure under the lighthouse, and Bob is amazed.
 
 WRONG = "Bob steals the map from Alice."
 RIGHT = "Bob gives Alice the map of Gull Island."
-FIRST_SUMMARY = f"Alice meets Bob at the harbour of Port Wren. {WRONG} Alice finds the treasure on Gull Island."
-FIXED_SUMMARY = f"Alice meets Bob at the harbour of Port Wren. {RIGHT} Alice finds the treasure on Gull Island."
+FIRST_SUMMARY = (
+    f"Alice meets Bob at the harbour of Port Wren. {WRONG} Alice finds the treasure on Gull Island."
+)
+FIXED_SUMMARY = (
+    f"Alice meets Bob at the harbour of Port Wren. {RIGHT} Alice finds the treasure on Gull Island."
+)
 
 TRIPLES = {
     "characters": [{"name": "Alice", "aliases": []}, {"name": "Bob", "aliases": []}],
@@ -82,7 +86,9 @@ class StoryResponder:
                         "evidence": ["S002"],
                     }
                 )
-            return json.dumps({"rationale": "The scenes state this.", "supported": True, "feedback": "", "evidence": []})
+            return json.dumps(
+                {"rationale": "The scenes state this.", "supported": True, "feedback": "", "evidence": []}
+            )
         if name == "BatchedConfusions":
             self._count("coherence")
             return json.dumps({"sentences": []})

@@ -13,7 +13,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def main() -> None:
     """Faithful, coherent summaries of long narratives, with evidence for every claim."""

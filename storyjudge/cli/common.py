@@ -29,12 +29,15 @@ ModelOpt = Annotated[
     typer.Option("--model", "-m", help="Model spec for all roles: 'openai:<name>' or 'local:smollm2'."),
 ]
 BaseUrlOpt = Annotated[
-    str | None, typer.Option("--base-url", help="OpenAI-compatible server URL (vLLM, llama.cpp, Ollama, ...).")
+    str | None,
+    typer.Option("--base-url", help="OpenAI-compatible server URL (vLLM, llama.cpp, Ollama, ...)."),
 ]
 RunDirOpt = Annotated[
     Path | None, typer.Option("--run-dir", help="Run directory (default runs/<document>-<hash>).")
 ]
-ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", "-j", help="LLM calls in flight at most.")]
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", "-j", help="LLM calls in flight at most.")
+]
 
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
 _ENCODINGS = ("utf-8", "utf-16", "cp1252", "latin-1")
@@ -114,7 +117,9 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
     if size == 0:
         fail(f"{what} file {path} is empty; give a file with text in it.")
     if size > MAX_DOCUMENT_BYTES:
-        fail(f"{what} file {path} is {size // 2**20} MB, over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
+        fail(
+            f"{what} file {path} is {size // 2**20} MB, over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it."
+        )
     raw = path.read_bytes()
     has_bom = raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf"))
     if b"\x00" in raw[:8192] and not has_bom:
@@ -171,7 +176,9 @@ def progress_bars() -> Iterator[Any]:
         yield handle
 
 
-def stream_graph(graph: Any, graph_input: dict[str, Any], ctx: Context, config: dict[str, Any] | None = None) -> Any:
+def stream_graph(
+    graph: Any, graph_input: dict[str, Any], ctx: Context, config: dict[str, Any] | None = None
+) -> Any:
     """Run a compiled graph with progress bars; returns its final state. Ctrl-C stops with a resume hint."""
     final: Any = None
     previous = signal.getsignal(signal.SIGINT)
@@ -185,7 +192,11 @@ def stream_graph(graph: Any, graph_input: dict[str, Any], ctx: Context, config: 
                 elif mode == "values":
                     final = chunk
     except KeyboardInterrupt:
-        hint = f" Resume with the same command plus --resume (run directory {ctx.run_dir})." if ctx.run_dir else ""
+        hint = (
+            f" Resume with the same command plus --resume (run directory {ctx.run_dir})."
+            if ctx.run_dir
+            else ""
+        )
         stopped = f"\n[yellow]Stopped.[/] Work done so far is checkpointed and cached.{hint}"
         console.print(stopped, soft_wrap=True)
         sys.stdout.flush()

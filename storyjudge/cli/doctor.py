@@ -10,7 +10,16 @@ from pydantic import BaseModel, Field
 
 from prompts import load
 from storyjudge.cli import app
-from storyjudge.cli.common import BaseUrlOpt, ConcurrencyOpt, ModelOpt, RunDirOpt, console, fail, make_context, print_models
+from storyjudge.cli.common import (
+    BaseUrlOpt,
+    ConcurrencyOpt,
+    ModelOpt,
+    RunDirOpt,
+    console,
+    fail,
+    make_context,
+    print_models,
+)
 from storyjudge.context import ROLES, ConfigError
 from storyjudge.llm import ModelError, ask_structured, require_models
 from storyjudge.models import resolve_spec
@@ -34,7 +43,10 @@ def doctor(
 ) -> None:
     """Check the set-up: print the models in use, make one structured LLM call and one embedding."""
     ctx = make_context(
-        model=model, base_url=base_url, run_dir=run_dir or Path(".storyjudge/doctor"), concurrency=concurrency,
+        model=model,
+        base_url=base_url,
+        run_dir=run_dir or Path(".storyjudge/doctor"),
+        concurrency=concurrency,
         embedder=embedder,
     )
     try:  # a spec that cannot work fails here, before a table that would describe it as usable
@@ -43,7 +55,9 @@ def doctor(
         fail(str(exc))
     print_models(ctx)
     prompt = load("doctor")
-    messages = [("user", prompt.render(passage="Macbeth murders King Duncan in his sleep.", claim="Duncan dies."))]
+    messages = [
+        ("user", prompt.render(passage="Macbeth murders King Duncan in his sleep.", claim="Duncan dies."))
+    ]
     started = time.perf_counter()
     try:
         answer = ask_structured(ctx, "judge", prompt, messages, DoctorAnswer)  # type: ignore[arg-type]

@@ -34,7 +34,8 @@ from storyjudge.rundir import RunDir, RunDirMismatch, default_run_dir, document_
 from storyjudge.usage import totals
 
 StrategyOpt = Annotated[
-    str | None, typer.Option("--strategy", help="Initial summary: 'hierarchical' merging or 'incremental' updating.")
+    str | None,
+    typer.Option("--strategy", help="Initial summary: 'hierarchical' merging or 'incremental' updating."),
 ]
 ResumeOpt = Annotated[
     bool, typer.Option("--resume", help="Continue the interrupted run in --run-dir (checkpoint + LLM cache).")
@@ -144,7 +145,9 @@ def refine_command(
     max_iterations: Annotated[int | None, typer.Option(help="Refinement rounds at most (default 3).")] = None,
     target: Annotated[float | None, typer.Option(help="Stop when NFS reaches this (default 1.0).")] = None,
     min_delta: Annotated[float | None, typer.Option(help="Smallest gain that counts (default 0.01).")] = None,
-    patience: Annotated[int | None, typer.Option(help="Rounds without gain before stopping (default 1).")] = None,
+    patience: Annotated[
+        int | None, typer.Option(help="Rounds without gain before stopping (default 1).")
+    ] = None,
     ckg_samples: Annotated[int | None, typer.Option(help="Extraction samples per scene (default 3).")] = None,
     retrieval_k: Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")] = None,
     evidence_tokens: Annotated[
@@ -154,9 +157,14 @@ def refine_command(
         float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
     ] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Chunk size in tokens (default 2048).")] = None,
-    max_summary_tokens: Annotated[int | None, typer.Option(help="Summary budget in tokens (default 900).")] = None,
+    max_summary_tokens: Annotated[
+        int | None, typer.Option(help="Summary budget in tokens (default 900).")
+    ] = None,
     coherence_guard: Annotated[
-        bool | None, typer.Option("--coherence-guard/--no-coherence-guard", help="Reject refinements that lose coherence.")
+        bool | None,
+        typer.Option(
+            "--coherence-guard/--no-coherence-guard", help="Reject refinements that lose coherence."
+        ),
     ] = None,
     summary: Annotated[
         Path | None, typer.Option(help="Start from this summary instead of generating one.")
@@ -240,8 +248,14 @@ def score_command(
     summary_text, _ = read_text_file(summary, "summary")
     text = _read_document(file)
     ctx = make_context(
-        model=model, base_url=base_url, run_dir=run_dir, concurrency=concurrency, ckg_samples=ckg_samples,
-        retrieval_k=retrieval_k, evidence_tokens=evidence_tokens, predicate_threshold=predicate_threshold,
+        model=model,
+        base_url=base_url,
+        run_dir=run_dir,
+        concurrency=concurrency,
+        ckg_samples=ckg_samples,
+        retrieval_k=retrieval_k,
+        evidence_tokens=evidence_tokens,
+        predicate_threshold=predicate_threshold,
     )
     _check_models(ctx, ("extractor", "decomposer", "judge"))
     ctx, rd = _claim(file, text, ctx, resume)
@@ -258,7 +272,9 @@ def score_command(
     table.add_column("verdict")
     table.add_column("feedback")
     for verdict in card["verdicts"]:
-        table.add_row(verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", ""))
+        table.add_row(
+            verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", "")
+        )
     out.print(table)
     nfs = "n/a" if card["score"] is None else f"{card['score']:.3f}"
     out.print(

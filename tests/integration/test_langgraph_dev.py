@@ -22,7 +22,9 @@ LANGGRAPH = Path(os.sys.executable).parent / "langgraph"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not LANGGRAPH.exists(), reason="langgraph-cli[inmem] is not installed (make install adds it)"),
+    pytest.mark.skipif(
+        not LANGGRAPH.exists(), reason="langgraph-cli[inmem] is not installed (make install adds it)"
+    ),
 ]
 
 
@@ -54,7 +56,10 @@ def test_dev_server_serves_all_graphs_and_runs_refine(
     log = (tmp_path / "dev.log").open("w")
     process = subprocess.Popen(
         [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -71,10 +76,16 @@ def test_dev_server_serves_all_graphs_and_runs_refine(
         assert graphs == {"refine", "factscore", "index", "summarize", "coherence"}
         server = scripted_server(StoryResponder())
         context = {
-            "model": "openai:scripted", "base_url": server.base_url, "ckg_samples": 1, "max_retries": 0,
-            "run_dir": str(tmp_path / "run"), "cache_dir": str(tmp_path / "cache"),
+            "model": "openai:scripted",
+            "base_url": server.base_url,
+            "ckg_samples": 1,
+            "max_retries": 0,
+            "run_dir": str(tmp_path / "run"),
+            "cache_dir": str(tmp_path / "cache"),
         }
-        out = _post(f"{base}/runs/wait", {"assistant_id": "refine", "input": {"document": STORY}, "context": context})
+        out = _post(
+            f"{base}/runs/wait", {"assistant_id": "refine", "input": {"document": STORY}, "context": context}
+        )
         assert out["summary"] == FIXED_SUMMARY, out
         assert [it["factscore"]["score"] for it in out["iterations"]] == pytest.approx([2 / 3, 1.0])
     finally:

@@ -14,19 +14,32 @@ from typer.testing import CliRunner
 from graphs.refine import build_graph
 from storyjudge.cli import app
 from storyjudge.context import Context
+from storyjudge.llm import ModelError
 from tests.openai_server import OpenAIServer
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, schema_name
 
 
-def test_cli_refine_raises_the_score_and_stops_on_target(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+def test_cli_refine_raises_the_score_and_stops_on_target(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
     server = scripted_server(StoryResponder())
     story = tmp_path / "story.txt"
     story.write_text(STORY)
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(
         app,
-        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url,
-         "--run-dir", str(run_dir), "--ckg-samples", "1"],
+        [
+            "refine",
+            str(story),
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            server.base_url,
+            "--run-dir",
+            str(run_dir),
+            "--ckg-samples",
+            "1",
+        ],
         env={"OPENAI_API_KEY": "sk-test-secret-key-123456"},
     )
     assert result.exit_code == 0, result.output
@@ -48,11 +61,21 @@ def test_cli_refine_raises_the_score_and_stops_on_target(scripted_server: Callab
 
 
 def _ctx(server: OpenAIServer, tmp_path: Path, **fields: Any) -> Context:
-    return Context(model="openai:scripted", base_url=server.base_url, run_dir=str(tmp_path / "run"),
-                   cache_dir=str(tmp_path / "cache"), max_retries=0, parse_retries=0, ckg_samples=1, **fields)
+    return Context(
+        model="openai:scripted",
+        base_url=server.base_url,
+        run_dir=str(tmp_path / "run"),
+        cache_dir=str(tmp_path / "cache"),
+        max_retries=0,
+        parse_retries=0,
+        ckg_samples=1,
+        **fields,
+    )
 
 
-def test_invoke_with_dict_context_and_rounds_do_not_leak(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+def test_invoke_with_dict_context_and_rounds_do_not_leak(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
     responder = StoryResponder()
     server = scripted_server(responder)
     graph = build_graph()
@@ -67,7 +90,9 @@ def test_invoke_with_dict_context_and_rounds_do_not_leak(scripted_server: Callab
     assert responder.calls["judge"] == 3 + 1
 
 
-def test_loop_stops_on_saturation_and_keeps_best(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+def test_loop_stops_on_saturation_and_keeps_best(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
     server = scripted_server(StoryResponder(fix=False))
     out = build_graph().invoke({"document": STORY}, context=_ctx(server, tmp_path, max_iterations=3))
     assert out["stop_reason"].startswith("saturated")
@@ -75,7 +100,9 @@ def test_loop_stops_on_saturation_and_keeps_best(scripted_server: Callable[..., 
     assert out["best_iteration"] == 1  # a tie goes to the later round
 
 
-def test_resume_after_judge_failure_repeats_no_finished_judge(scripted_server: Callable[..., OpenAIServer], tmp_path: Path) -> None:
+def test_resume_after_judge_failure_repeats_no_finished_judge(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
     story = StoryResponder()
     judged: list[str] = []
     state = {"fail": True}
@@ -90,7 +117,7 @@ def test_resume_after_judge_failure_repeats_no_finished_judge(scripted_server: C
     server = scripted_server(responder)
     graph = build_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
-    with pytest.raises(Exception):
+    with pytest.raises(ModelError):
         graph.invoke({"document": STORY}, config=config, context=_ctx(server, tmp_path))
     before = len(judged)
     assert before == 3

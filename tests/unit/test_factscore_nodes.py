@@ -14,8 +14,14 @@ def fact(i: int, s: int, text: str, iteration: int = 0) -> Any:
 
 
 def verdict(f: Any, status: str) -> Any:
-    return {"fact": f, "status": status, "rationale": "", "feedback": "", "raw": "",
-            "evidence": {"query": "", "scenes": [], "ckg_lines": []}}
+    return {
+        "fact": f,
+        "status": status,
+        "rationale": "",
+        "feedback": "",
+        "raw": "",
+        "evidence": {"query": "", "scenes": [], "ckg_lines": []},
+    }
 
 
 def test_collect_drops_blank_and_duplicate_facts_and_keeps_order() -> None:
@@ -33,7 +39,12 @@ def test_collect_drops_blank_and_duplicate_facts_and_keeps_order() -> None:
 
 def test_score_excludes_unjudged_and_other_iterations() -> None:
     a, b, c, d = fact(0, 0, "a"), fact(1, 0, "b"), fact(0, 1, "c"), fact(0, 0, "old", iteration=1)
-    verdicts = [verdict(a, "supported"), verdict(b, "unjudged"), verdict(c, "unsupported"), verdict(d, "supported")]
+    verdicts = [
+        verdict(a, "supported"),
+        verdict(b, "unjudged"),
+        verdict(c, "unsupported"),
+        verdict(d, "supported"),
+    ]
     card = score_card(0, ["s0", "s1"], verdicts, decompose_failures=1)
     assert card["score"] == 0.5
     assert (card["supported"], card["unsupported"], card["unjudged"], card["facts"]) == (1, 1, 1, 3)
@@ -64,5 +75,8 @@ def test_select_scenes_prefers_whole_scenes_then_passages_within_budget() -> Non
 def test_echoed_data_tags_are_removed_from_model_output() -> None:
     import prompts
 
-    assert prompts.unwrap_data('<summary>\nMacbeth meets the witches.\n</summary>') == "Macbeth meets the witches."
+    assert (
+        prompts.unwrap_data("<summary>\nMacbeth meets the witches.\n</summary>")
+        == "Macbeth meets the witches."
+    )
     assert prompts.unwrap_data('<scene id="S1">\nText <i>x</i>.') == "Text <i>x</i>."

@@ -9,7 +9,14 @@ from storyjudge.context import Context
 
 
 def it(n: int, score: float | None, *, unsupported: int = 1, accepted: bool = True) -> Any:
-    card = {"score": score, "unsupported": unsupported, "supported": 1, "unjudged": 0, "facts": 2, "verdicts": []}
+    card = {
+        "score": score,
+        "unsupported": unsupported,
+        "supported": 1,
+        "unjudged": 0,
+        "facts": 2,
+        "verdicts": [],
+    }
     return {"iteration": n, "summary": f"summary {n}", "factscore": card, "accepted": accepted, "note": ""}
 
 
