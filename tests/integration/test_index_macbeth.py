@@ -59,7 +59,12 @@ def macbeth_responder(body: dict[str, Any]) -> str:
 
 
 def scene_with(scenes: list[dict[str, Any]], line: str) -> str:
-    return next(scene["id"] for scene in scenes if line in scene["text"])
+    """The scene that holds a line, whatever its line breaks and case (verse lines wrap in the text)."""
+
+    def flat(text: str) -> str:
+        return " ".join(text.split()).casefold()
+
+    return next(scene["id"] for scene in scenes if flat(line) in flat(scene["text"]))
 
 
 def sampled_lines(scenes: list[dict[str, Any]]) -> list[tuple[str, str]]:
