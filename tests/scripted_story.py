@@ -2,7 +2,7 @@
 
 The responder recognises each call by its structured-output schema name (sent as the JSON-schema response format)
 or, for text calls, by its prompt. Its summary contains one false fact ("Bob steals the map"); the judge flags it,
-the refiner fixes it, and the next round is fully supported — so a refine run goes 0.5 -> 1.0 and stops on target.
+the refiner fixes it, and the next round is fully supported — so a refine run goes 2/3 -> 1.0 and stops on target.
 """
 
 from __future__ import annotations
