@@ -36,6 +36,10 @@ PRONOUNS = frozenset(
     "everyone everybody nobody none null unknown all both each other others man woman men women "
     "people".split()
 )
+SCHEMA_WORDS = frozenset(
+    "name names character characters scene triple triples subject object predicate".split()
+)
+"""Words of the extraction schema that a weak model echoes as names; no character is called that."""
 TITLES = frozenset(
     "lady lord sir dame king queen prince princess duke duchess earl count countess baron mr mrs ms miss "
     "master mistress dr doctor captain general colonel major sergeant father mother brother sister uncle "
@@ -75,7 +79,7 @@ def is_name(name: str) -> bool:
     words = name.split()
     if not words or len(words) > _MAX_NAME_WORDS or len(name) > 60:
         return False
-    if not any(ch.isalpha() for ch in name) or name.casefold() in PRONOUNS:
+    if len(name) < 2 or not any(ch.isalpha() for ch in name) or name.casefold() in PRONOUNS | SCHEMA_WORDS:
         return False
     first_letter = next(ch for ch in name if ch.isalpha())
     return first_letter.isupper()

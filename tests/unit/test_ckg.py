@@ -126,6 +126,14 @@ def test_names_missing_from_the_scene_and_pronouns_are_dropped() -> None:
     assert stats(data)["edges"] == 0
 
 
+def test_single_letters_and_schema_words_are_not_names() -> None:
+    scenes = [{**SCENES[0], "text": "A Name for the Characters: Banquo."}]
+    data = to_json(
+        build_ckg([ext("S1", 0, ["A", "Name", "Characters", "Banquo"], [])], scenes, samples=1, threshold=0)
+    )
+    assert list(aliases(data)) == ["Banquo"]
+
+
 def test_a_triple_without_object_is_a_self_loop_state() -> None:
     data = graph([ext("S2", i, ["Banquo"], [("Banquo", "state: dead", None)]) for i in range(2)])
     assert linearize(data) == ["Banquo -[state: dead]"]
