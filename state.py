@@ -168,7 +168,7 @@ class FactVerdict(TypedDict):
 
 
 class ScoreCard(TypedDict):
-    """NarrativeFactScore of one summary."""
+    """NarrativeFactScore of one summary, with how much of it was judged."""
 
     iteration: int
     score: float | None  # supported / judged; None when nothing could be judged
@@ -176,9 +176,14 @@ class ScoreCard(TypedDict):
     unsupported: int
     unjudged: int
     facts: int
-    per_sentence: list[dict[str, Any]]  # {index, sentence, score, supported, judged}
+    judged: int  # supported + unsupported
+    sentences: int
+    decompose_failures: int  # sentences whose facts nobody saw
+    coverage: float  # judged / facts the summary is estimated to hold (storyjudge.coverage.nfs_coverage)
+    coverage_floor: float
+    reliable: bool  # a score exists and coverage >= coverage_floor
+    per_sentence: list[dict[str, Any]]  # {index, sentence, score, supported, judged, decomposed}
     verdicts: list[FactVerdict]
-    decompose_failures: int
 
 
 # =============================================================================================================
@@ -367,6 +372,14 @@ class DecomposeTask(TypedDict):
     iteration: int
 
 
+class FailedSentence(TypedDict):
+    """A summary sentence whose decomposition failed: its facts were never judged (it lowers coverage)."""
+
+    iteration: int
+    sentence_index: int
+    error: str
+
+
 class JudgeTask(TypedDict):
     """Send payload: one fact and the evidence retrieved for it."""
 
@@ -381,7 +394,8 @@ class FactScoreState(IndexState, total=False):
     iteration: int
     sentences: list[str]
     raw_facts: Annotated[list[Fact], operator.add]
-    decompose_failures: Annotated[int, operator.add]
+    decompose_failures: Annotated[int, operator.add]  # every round's, summed; scores count failed_sentences
+    failed_sentences: Annotated[list[FailedSentence], operator.add]
     facts: list[Fact]
     evidence: dict[str, Evidence]  # fact id -> evidence
     verdicts: Annotated[list[FactVerdict], operator.add]

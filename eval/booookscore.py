@@ -5,6 +5,9 @@ once, however many questions it raised. Sentences whose annotation could not be 
 denominator and reported, never counted as clean. The system score is the mean over summaries; appendix G's
 stability check resamples the summaries 1000 times with replacement; appendix H's error distribution divides
 each type's count by the number of sentences.
+
+Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
+not reliable and left out of the system score, which says how many summaries it excluded.
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ from typing import Any
 import numpy as np
 
 from storyjudge.confusion import ERROR_TYPES
+from storyjudge.coverage import DEFAULT_FLOOR, is_reliable, share
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0
 
 
 def summary_score(
-    summary_id: str, n_sentences: int, annotations: Iterable[Mapping[str, Any]]
+    summary_id: str,
+    n_sentences: int,
+    annotations: Iterable[Mapping[str, Any]],
+    coverage_floor: float = DEFAULT_FLOOR,
 ) -> dict[str, Any]:
     """Score one summary from its sentences' annotations.
 
@@ -29,11 +36,12 @@ def summary_score(
         summary_id: The summary's id.
         n_sentences: How many sentences the summary was split into.
         annotations: One record per annotated sentence with ``confused`` (True, False or None) and ``types``.
+        coverage_floor: Least share of sentences scored for the score to be reliable.
 
     Returns:
-        ``{id, score, sentences, scored, clean, confused, unparsed, missing, per_type, per_type_rates}``;
-        ``score`` is None when no sentence could be scored. ``missing`` counts sentences with no annotation
-        at all (they are unscored too, like unparsed ones).
+        ``{id, score, coverage, reliable, sentences, scored, clean, confused, unparsed, missing, per_type,
+        per_type_rates}``; ``score`` is None when no sentence could be scored. ``missing`` counts sentences
+        with no annotation at all (they are unscored too, like unparsed ones).
     """
     records = list(annotations)
     confused = sum(1 for a in records if a.get("confused") is True)
@@ -46,9 +54,13 @@ def summary_score(
             for name in record.get("types") or []:
                 if name in per_type:
                     per_type[name] += 1
+    value = clean / scored if scored else None
+    coverage = share(scored, n_sentences)
     return {
         "id": summary_id,
-        "score": clean / scored if scored else None,
+        "score": value,
+        "coverage": round(coverage, 6),
+        "reliable": is_reliable(value, coverage, coverage_floor),
         "sentences": n_sentences,
         "scored": scored,
         "clean": clean,
@@ -113,6 +125,7 @@ def coherence_report(
     order: Sequence[str] | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    coverage_floor: float = DEFAULT_FLOOR,
 ) -> dict[str, Any]:
     """Everything the metric reports for a set of summaries.
 
@@ -123,26 +136,43 @@ def coherence_report(
         order: Summary ids in input order (default: the order of ``sentences``).
         resamples: Bootstrap resamples.
         seed: Bootstrap seed.
+        coverage_floor: Least share of a summary's sentences scored for its score to count.
 
     Returns:
-        ``{mode, paper_setting, score, system_score, summaries, bootstrap, per_type_rates, sentences, scored,
-        unparsed}``. ``score`` is the single summary's score when there is one summary, else the system score.
+        ``{mode, score, coverage, reliable, coverage_floor, system_score, excluded_summaries, summaries,
+        bootstrap, per_type_rates, sentences, scored, unparsed}``. ``score`` is the single summary's score when
+        there is one summary, else the system score: the mean over the summaries whose score is reliable
+        (``excluded_summaries`` counts the others). ``coverage`` is the share of all sentences scored.
     """
     by_summary: dict[str, list[Mapping[str, Any]]] = {sid: [] for sid in sentences}
     for record in annotations:
         by_summary.setdefault(str(record["summary_id"]), []).append(record)
     ids = list(order) if order is not None else list(sentences)
-    summaries = [summary_score(sid, len(sentences.get(sid, [])), by_summary.get(sid, [])) for sid in ids]
-    system = system_score(s["score"] for s in summaries)
+    summaries = [
+        summary_score(sid, len(sentences.get(sid, [])), by_summary.get(sid, []), coverage_floor)
+        for sid in ids
+    ]
+    kept = [s["score"] for s in summaries if s["reliable"]]
+    system = system_score(kept)
+    total = sum(s["sentences"] for s in summaries)
+    scored = sum(s["scored"] for s in summaries)
+    coverage = share(scored, total)
+    if len(summaries) == 1:
+        score, reliable = summaries[0]["score"], bool(summaries[0]["reliable"])
+    else:
+        score, reliable = system, is_reliable(system, coverage, coverage_floor)
     return {
         "mode": mode,
-        "paper_setting": mode == "per-sentence",
-        "score": summaries[0]["score"] if len(summaries) == 1 else system,
+        "score": score,
+        "coverage": round(coverage, 6),
+        "reliable": reliable,
+        "coverage_floor": coverage_floor,
         "system_score": system,
+        "excluded_summaries": len(summaries) - len(kept),
         "summaries": summaries,
-        "bootstrap": bootstrap([s["score"] for s in summaries], resamples, seed),
+        "bootstrap": bootstrap(kept, resamples, seed),
         "per_type_rates": per_type_rates(summaries),
-        "sentences": sum(s["sentences"] for s in summaries),
-        "scored": sum(s["scored"] for s in summaries),
+        "sentences": total,
+        "scored": scored,
         "unparsed": sum(s["unparsed"] + s["missing"] for s in summaries),
     }

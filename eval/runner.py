@@ -308,7 +308,12 @@ class Experiment:
             row["usage"] = merge_usage(row["usage"], out.get("usage"))
             coherence = out.get("coherence") or {}
             record["coherence"] = {"coherence": coherence, "annotations": out.get("annotations") or []}
-            row["coherence"] = {"score": coherence.get("score"), "mode": coherence.get("mode")}
+            row["coherence"] = {
+                "score": coherence.get("score"),
+                "coverage": coherence.get("coverage"),
+                "reliable": coherence.get("reliable"),
+                "mode": coherence.get("mode"),
+            }
             if item.sentences and out.get("annotations"):
                 found = coherence_sentence_predictions(item.sentences, out["annotations"])
                 row["coherence"]["sentences"] = found["sentences"]
@@ -366,7 +371,11 @@ class Experiment:
         row["stop_reason"] = out.get("stop_reason", "")
         row["scores"] = {
             "nfs_initial": initial["factscore"].get("score"),
+            "nfs_initial_coverage": initial["factscore"].get("coverage"),
+            "nfs_initial_reliable": initial["factscore"].get("reliable"),
             "nfs_best": best["factscore"].get("score"),
+            "nfs_best_coverage": best["factscore"].get("coverage"),
+            "nfs_best_reliable": best["factscore"].get("reliable"),
             "coherence_initial": coherence_by_iteration.get(initial["iteration"]),
             "coherence_best": coherence_by_iteration.get(best["iteration"]),
         }
@@ -402,6 +411,8 @@ def compact_card(card: Mapping[str, Any]) -> dict[str, Any]:
     """The counts of a score card, without its verdicts and evidence (those go to the item's record)."""
     return {
         "score": card.get("score"),
+        "coverage": card.get("coverage"),
+        "reliable": card.get("reliable"),
         "supported": card.get("supported", 0),
         "unsupported": card.get("unsupported", 0),
         "unjudged": card.get("unjudged", 0),

@@ -146,16 +146,35 @@ def agreement_report(
         "failed": len(rows) - len(ok),
         "notes": [],
     }
-    fact_rows = [r for r in ok if r.get("factscore")]
+    scored_rows = [r for r in ok if r.get("factscore")]
+    fact_rows = [r for r in scored_rows if _reliable(r["factscore"])]
+    report["excluded_unreliable_nfs"] = len(scored_rows) - len(fact_rows)
+    if report["excluded_unreliable_nfs"]:
+        report["notes"].append(
+            f"{report['excluded_unreliable_nfs']} item(s) left out of the NFS agreement figures: their score "
+            "was judged on fewer facts than the coverage floor asks"
+        )
     if fact_rows:
         report["summary_level"] = _summary_level(fact_rows, resamples, seed)
         report["sentence_level"] = _sentence_level(fact_rows, resamples, seed)
-    coherence_rows = [r for r in ok if (r.get("coherence") or {}).get("sentences")]
+    annotated = [r for r in ok if (r.get("coherence") or {}).get("sentences")]
+    coherence_rows = [r for r in annotated if _reliable(r["coherence"])]
+    report["excluded_unreliable_coherence"] = len(annotated) - len(coherence_rows)
+    if report["excluded_unreliable_coherence"]:
+        report["notes"].append(
+            f"{report['excluded_unreliable_coherence']} item(s) left out of the coherence agreement figures: "
+            "too few of their sentences got a readable answer"
+        )
     if coherence_rows and any((r.get("labels") or {}).get("coherence") for r in coherence_rows):
         report["coherence_sentence_level"] = _coherence_level(coherence_rows, resamples, seed)
     elif coherence_rows:
         report["notes"].append("coherence was scored, but the dataset has no per-sentence coherence labels")
     return report
+
+
+def _reliable(scores: Mapping[str, Any]) -> bool:
+    """Whether a row's score counts; rows written before coverage was recorded count as they did then."""
+    return scores.get("reliable") is not False
 
 
 def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:

@@ -48,8 +48,15 @@ def summary_table(
             "ok": len(ok),
         }
         if first.get("task") == "refine":
-            line["nfs_initial"] = _mean((r.get("scores") or {}).get("nfs_initial") for r in ok)
-            line["nfs_best"] = _mean((r.get("scores") or {}).get("nfs_best") for r in ok)
+            scores = [r.get("scores") or {} for r in ok]
+            line["nfs_initial"] = _mean(
+                s.get("nfs_initial") for s in scores if s.get("nfs_initial_reliable") is not False
+            )
+            line["nfs_best"] = _mean(
+                s.get("nfs_best") for s in scores if s.get("nfs_best_reliable") is not False
+            )
+            line["nfs_best_coverage"] = _mean(s.get("nfs_best_coverage") for s in scores)
+            line["nfs_best_unreliable"] = sum(s.get("nfs_best_reliable") is False for s in scores)
             line["coherence_initial"] = _mean((r.get("scores") or {}).get("coherence_initial") for r in ok)
             line["coherence_best"] = _mean((r.get("scores") or {}).get("coherence_best") for r in ok)
             line["iterations"] = _mean(len(r.get("iterations") or []) for r in ok)
@@ -71,8 +78,14 @@ def summary_table(
                 for r in ok
             )
         else:
-            line["nfs"] = _mean((r.get("factscore") or {}).get("score") for r in ok)
-            line["coherence"] = _mean((r.get("coherence") or {}).get("score") for r in ok)
+            cards = [r.get("factscore") or {} for r in ok]
+            coherence = [r.get("coherence") or {} for r in ok]
+            # means over the scores that count; the unreliable ones are counted beside them
+            line["nfs"] = _mean(c.get("score") for c in cards if c.get("reliable") is not False)
+            line["nfs_coverage"] = _mean(c.get("coverage") for c in cards)
+            line["nfs_unreliable"] = sum(c.get("reliable") is False for c in cards)
+            line["coherence"] = _mean(c.get("score") for c in coherence if c.get("reliable") is not False)
+            line["coherence_unreliable"] = sum(c.get("reliable") is False for c in coherence)
             labelled = [r for r in ok if (r.get("labels") or {}).get("summary") is not None]
             if labelled and any(r.get("factscore") for r in labelled):
                 from eval.storysumm import agreement_report

@@ -30,8 +30,8 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     )
     builder.add_node("prepare", prepare)
     # Send targets take a CoherenceTask, not the graph state; langgraph's add_node overloads cannot type that.
-    builder.add_node("annotate_sentence", annotate_sentence)  # type: ignore[call-overload]
-    builder.add_node("annotate_batch", annotate_batch)  # type: ignore[call-overload]
+    builder.add_node("annotate_sentence", annotate_sentence)  # type: ignore[call-overload, arg-type, unused-ignore]
+    builder.add_node("annotate_batch", annotate_batch)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("score", score)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges(

@@ -36,10 +36,10 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     )
     builder.add_node("index", build_index_graph())
     builder.add_node("split_summary", split_summary)
-    builder.add_node("decompose_sentence", decompose_sentence)  # type: ignore[call-overload]
+    builder.add_node("decompose_sentence", decompose_sentence)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("collect_facts", collect_facts)
     builder.add_node("retrieve", retrieve)
-    builder.add_node("judge", judge)  # type: ignore[call-overload]
+    builder.add_node("judge", judge)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("score", score)
     builder.add_conditional_edges(START, needs_index, ["index", "split_summary"])
     builder.add_edge("index", "split_summary")

@@ -28,7 +28,7 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     )
     builder.add_node("segment", segment)
     # Send targets take an ExtractTask, not the graph state; langgraph's add_node overloads cannot type that.
-    builder.add_node("extract_scene", extract_scene)  # type: ignore[call-overload]
+    builder.add_node("extract_scene", extract_scene)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("build_ckg", build_ckg_node)
     builder.add_node("index", index_node)
     builder.add_edge(START, "segment")

@@ -29,7 +29,7 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
         SummarizeWork, input_schema=SummarizeInput, output_schema=SummarizeOutput, context_schema=Context
     )
     builder.add_node("prepare", prepare)
-    builder.add_node("summarize_leaf", summarize_leaf)  # type: ignore[call-overload]
+    builder.add_node("summarize_leaf", summarize_leaf)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("gather_leaves", gather_leaves)
     builder.add_node("merge_level", merge_level)
     builder.add_node("incremental_step", incremental_step)

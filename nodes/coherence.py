@@ -229,9 +229,15 @@ def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
     mine = [a for a in state.get("annotations", []) if a.get("run") == run]
     mode = state.get("mode", PER_SENTENCE)
     result = coherence_report(
-        state["sentences"], mine, mode=mode, order=[s["id"] for s in state["to_score"]], seed=ctx.seed
+        state["sentences"],
+        mine,
+        mode=mode,
+        order=[s["id"] for s in state["to_score"]],
+        seed=ctx.seed,
+        coverage_floor=ctx.coverage_floor,
     )
     prompt = load("coherence_batched" if mode == BATCHED else "coherence")
+    result["prompt"] = prompt.record
     result["prompt_version"] = prompt.version_id
     result["model"] = resolve_spec(ctx, ROLE)
     if mode == BATCHED:

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
-from state import AtomicFacts, DecomposeTask, Fact, FactScoreState
+from state import AtomicFacts, DecomposeTask, Fact, FactScoreState, FailedSentence
 from storyjudge.context import Context, context_of
 from storyjudge.llm import ask_structured
 from storyjudge.progress import report
@@ -70,9 +70,21 @@ def decompose_sentence(task: DecomposeTask, runtime: Runtime[Context]) -> dict[s
         )
         for n, fact in enumerate(answer.value.facts if answer.value else [])
     ]
+    failed = (
+        []
+        if answer.ok
+        else [
+            FailedSentence(
+                iteration=task["iteration"],
+                sentence_index=task["sentence_index"],
+                error=answer.error or "unparseable answer",
+            )
+        ]
+    )
     return {
         "raw_facts": facts,
         "decompose_failures": 0 if answer.ok else 1,
+        "failed_sentences": failed,
         "usage": answer.usage,
         "timings": {"decompose": time.perf_counter() - started},
     }

@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.loop import best_of
+from nodes.loop import fallback_of
 from state import RefineState
 from storyjudge.context import Context, context_of
 from storyjudge.results import build_result, write_result
@@ -16,7 +16,7 @@ def finish(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     """The best summary becomes the output's ``summary``; result.json is written when there is a run directory."""
     ctx = context_of(runtime)
     iterations = state.get("iterations") or []
-    best = best_of(iterations)
+    best = fallback_of(iterations)
     summary = best["summary"] if best else state.get("summary", "")
     final = {**state, "summary": summary, "best_iteration": best["iteration"] if best else 0}
     if state.get("run_dir"):

@@ -20,23 +20,45 @@ def _score(it: Iteration) -> float:
     return -1.0 if value is None else value
 
 
+def is_reliable(it: Iteration) -> bool:
+    """Whether the round's score was judged on enough of its facts to count (see storyjudge.coverage)."""
+    card = it["factscore"]
+    return bool(card.get("reliable", card["score"] is not None))
+
+
 def best_of(iterations: list[Iteration]) -> Iteration | None:
-    """Highest score among accepted iterations, ties to the later one."""
+    """Highest score among accepted rounds whose score is reliable, ties to the later one.
+
+    A round judged on too few of its facts cannot become the best: worse judging must not win. None when no
+    round qualifies (the caller keeps the unrefined summary then, see ``fallback_of``).
+    """
     best: Iteration | None = None
     for it in sorted(iterations, key=lambda i: i["iteration"]):
-        if it["accepted"] and (best is None or _score(it) >= _score(best)):
+        if it["accepted"] and is_reliable(it) and (best is None or _score(it) >= _score(best)):
             best = it
     return best
 
 
+def fallback_of(iterations: list[Iteration]) -> Iteration | None:
+    """The best round, or the first one (the unrefined summary) when none is reliable and accepted."""
+    best = best_of(iterations)
+    if best is not None or not iterations:
+        return best
+    return min(iterations, key=lambda i: i["iteration"])
+
+
 def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
-    """Consecutive latest rounds that did not beat the best before them by ``min_delta``."""
+    """Consecutive latest rounds that did not beat the best before them by ``min_delta``.
+
+    An unreliable or rejected round is no gain, whatever its number says.
+    """
     ordered = sorted(iterations, key=lambda i: i["iteration"])
     stale = 0
     for n in range(1, len(ordered)):
         previous_best = best_of(ordered[:n])
         gain = _score(ordered[n]) - (_score(previous_best) if previous_best else -1.0)
-        stale = 0 if (ordered[n]["accepted"] and gain >= min_delta) else stale + 1
+        counts = ordered[n]["accepted"] and is_reliable(ordered[n])
+        stale = 0 if (counts and gain >= min_delta) else stale + 1
     return stale
 
 
@@ -44,7 +66,8 @@ def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
     """Why the loop stops now, or "" to refine again."""
     latest = max(iterations, key=lambda i: i["iteration"])
     card = latest["factscore"]
-    if card["score"] is not None and card["score"] >= ctx.target_score:
+    reached = card["score"] is not None and card["score"] >= ctx.target_score
+    if reached and is_reliable(latest) and latest["accepted"]:
         return f"target reached (NFS {card['score']:.3f} >= {ctx.target_score})"
     if latest["iteration"] >= 1 and stale_rounds(iterations, ctx.min_delta) >= ctx.patience:
         return f"saturated (no gain >= {ctx.min_delta} over the best for {ctx.patience} round(s))"
@@ -70,17 +93,32 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     if coherence is not None:
         record["coherence"] = coherence
         best = best_of(previous)
-        best_coh = (best.get("coherence") or {}).get("score") if best else None
+        best_coherence = (best.get("coherence") or {}) if best else {}
+        best_coh = best_coherence.get("score") if best_coherence.get("reliable", True) else None
         this_coh = coherence.get("score")
-        if best_coh is not None and this_coh is not None and this_coh < best_coh - ctx.coherence_margin:
+        if best_coh is not None and (this_coh is None or not coherence.get("reliable", True)):
+            # the guard could not measure this round: not measured is not coherent
+            record["accepted"] = False
+            record["note"] = (
+                f"coherence guard: this round's BooookScore is not reliable (coverage "
+                f"{coherence.get('coverage', 0.0):.0%}); not accepted as best"
+            )
+        elif best_coh is not None and this_coh is not None and this_coh < best_coh - ctx.coherence_margin:
             record["accepted"] = False
             record["note"] = (
                 f"coherence guard: BooookScore {this_coh:.3f} fell more than {ctx.coherence_margin} below the "
                 f"best's {best_coh:.3f}; not accepted as best"
             )
+    if not is_reliable(record):
+        unreliable = (
+            f"score not reliable: {card.get('judged', 0)} of {card['facts']} facts judged, "
+            f"{card.get('decompose_failures', 0)} sentence(s) not decomposed (coverage "
+            f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%}); not eligible as best"
+        )
+        record["note"] = f"{record['note']}; {unreliable}" if record["note"] else unreliable
     everything = [*previous, record]
     reason = stop_reason(everything, ctx)
-    best = best_of(everything)
+    best = fallback_of(everything)
     return {
         "iterations": [record],
         "stop_reason": reason,

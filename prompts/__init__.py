@@ -32,6 +32,12 @@ class Prompt:
         return f"{self.name}@{self.version}+{digest}"
 
     @property
+    def record(self) -> dict[str, str]:
+        """What a score reports about the prompt it was computed with: name, declared version, content hash."""
+        digest = hashlib.sha256(self.text.encode()).hexdigest()
+        return {"name": self.name, "version": self.version, "sha256": digest, "id": self.version_id}
+
+    @property
     def fields(self) -> set[str]:
         """Placeholders the template expects."""
         return set(_PLACEHOLDER.findall(self.text))

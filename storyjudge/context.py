@@ -129,6 +129,14 @@ class Context:
     )
     patience: int = field(default=1, metadata=_describe("Rounds without such a gain before stopping."))
     max_iterations: int = field(default=3, metadata=_describe("Refinement rounds at most."))
+    coverage_floor: float = field(
+        default=0.9,
+        metadata=_describe(
+            "Least share of a score's units (facts for NarrativeFactScore, sentences for BooookScore) that must "
+            "have been judged for the score to count: below it the score is shown as not reliable, the loop "
+            "never picks that round as best, and evaluations leave it out of agreement figures (0..1)."
+        ),
+    )
     coherence_guard: bool = field(
         default=False,
         metadata=_describe("Score BooookScore each round; reject refinements that lose coherence."),
@@ -191,6 +199,7 @@ class Context:
             (self.request_timeout > 0, "request_timeout must be > 0"),
             (self.max_retries >= 0 and self.parse_retries >= 0, "max_retries and parse_retries must be >= 0"),
             (0.0 <= self.coherence_margin <= 1.0, "coherence_margin must be between 0 and 1"),
+            (0.0 <= self.coverage_floor <= 1.0, "coverage_floor must be between 0 and 1"),
         ]
         for ok, message in checks:
             if not ok:

@@ -439,7 +439,11 @@ class IterationView:
     best: bool
     accepted: bool
     note: str
+    coverage: float | None  # share of the summary's facts that were judged
+    reliable: bool  # False: below the run's coverage floor, the number is not shown as a score
     coherence: float | None
+    coherence_coverage: float | None
+    coherence_reliable: bool
     counts: dict[str, int]
     pieces: list[Piece]
     facts: list[FactRow]
@@ -563,7 +567,11 @@ def iteration_view(
         best=best,
         accepted=bool(iteration.get("accepted", True)),
         note=str(iteration.get("note", "")),
+        coverage=card.get("coverage"),
+        reliable=bool(card.get("reliable", score is not None)),
         coherence=(iteration.get("coherence") or {}).get("score"),
+        coherence_coverage=(iteration.get("coherence") or {}).get("coverage"),
+        coherence_reliable=bool((iteration.get("coherence") or {}).get("reliable", True)),
         counts={k: int(card.get(k) or 0) for k in ("facts", "supported", "unsupported", "unjudged")}
         | {"decompose_failures": int(card.get("decompose_failures") or 0)},
         pieces=summary_pieces(str(iteration.get("summary", "")), card),

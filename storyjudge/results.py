@@ -80,13 +80,22 @@ def build_result(state: dict[str, Any], ctx: Context, *, kind: str = "refine") -
             {
                 "iteration": it["iteration"],
                 "nfs": it["factscore"]["score"],
+                "nfs_coverage": it["factscore"].get("coverage"),
+                "nfs_reliable": it["factscore"].get("reliable"),
                 "accepted": it["accepted"],
                 "coherence": (it.get("coherence") or {}).get("score"),
+                "coherence_coverage": (it.get("coherence") or {}).get("coverage"),
+                "coherence_reliable": (it.get("coherence") or {}).get("reliable"),
+                "note": it.get("note", ""),
             }
             for it in iterations
         ],
         "best_iteration": best_iteration,
         "best_summary": best["summary"] if best else state.get("summary", ""),
+        # False: no round was judged on enough of its facts; the best summary is then the unrefined one
+        "best_reliable": bool(
+            best and best["factscore"].get("reliable", best["factscore"]["score"] is not None)
+        ),
         "stop_reason": state.get("stop_reason", ""),
         "usage": {"by_model": state.get("usage") or {}, "total": totals(state.get("usage"))},
         "timings": state.get("timings") or {},

@@ -98,7 +98,11 @@
       line.textContent = "Not scored yet: press \u201cCompute factuality score\u201d.";
       return;
     }
-    var parts = view.iterations.map(function (it) { return "iteration " + it.iteration + ": " + fmt(it.score); });
+    var parts = view.iterations.map(function (it) {
+      var shown = it.reliable === false ? "not reliable" : fmt(it.score);
+      var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
+      return "iteration " + it.iteration + ": " + shown + cover;
+    });
     var last = view.iterations[view.iterations.length - 1];
     var text = "NarrativeFactScore \u2014 " + parts.join(", ");
     if (last.delta !== null && last.delta !== undefined) { text += " (change " + signed(last.delta) + ")"; }

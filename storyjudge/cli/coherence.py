@@ -14,6 +14,7 @@ from storyjudge.cli import app
 from storyjudge.cli.common import (
     BaseUrlOpt,
     ConcurrencyOpt,
+    CoverageFloorOpt,
     ModelOpt,
     console,
     fail,
@@ -24,6 +25,7 @@ from storyjudge.cli.common import (
     stream_graph,
 )
 from storyjudge.context import ConfigError
+from storyjudge.coverage import describe
 from storyjudge.llm import ModelError, require_models
 from storyjudge.usage import totals
 
@@ -86,16 +88,28 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _prompt_line(result: dict[str, Any]) -> str:
+    prompt = result.get("prompt") or {}
+    mode = result["mode"] + (" (the paper's setting)" if result["mode"] == "per-sentence" else "")
+    used = f"prompt {prompt.get('name', '?')} v{prompt.get('version', '?')} sha256 {prompt.get('sha256', '')[:12]}"
+    return f"{mode}; {used}; model {result['model']}"
+
+
 def _print(result: dict[str, Any]) -> None:
-    mode = result["mode"] + (" (paper setting)" if result["paper_setting"] else " (NOT the paper's setting)")
-    table = Table(title=f"BooookScore, {mode}, {result['model']}", header_style="bold")
-    for column in ("summary", "score", "sentences", "confused", "unparsed"):
+    table = Table(title="BooookScore", caption=_prompt_line(result), header_style="bold")
+    for column in ("summary", "score", "coverage", "sentences", "confused", "unparsed"):
         table.add_column(column)
     for s in result["summaries"]:
         table.add_row(
-            escape(s["id"]), _fmt(s["score"]), str(s["sentences"]), str(s["confused"]), str(s["unparsed"])
+            escape(s["id"]),
+            describe(s["score"], None, s.get("reliable")),
+            f"{s.get('coverage', 0.0):.0%}",
+            str(s["sentences"]),
+            str(s["confused"]),
+            str(s["unparsed"] + s.get("missing", 0)),
         )
     out.print(table)
+    floor = result.get("coverage_floor", 0.0)
     if len(result["summaries"]) > 1:
         boot = result["bootstrap"]
         interval = (
@@ -104,7 +118,18 @@ def _print(result: dict[str, Any]) -> None:
             if boot["std"] is not None
             else f"no bootstrap: {boot.get('note', '')}"
         )
-        out.print(f"System score {_fmt(result['system_score'])}; {interval}")
+        excluded = result.get("excluded_summaries", 0)
+        plural = "summary" if excluded == 1 else "summaries"
+        left_out = f"; {excluded} {plural} below the coverage floor left out" if excluded else ""
+        out.print(
+            f"System score {describe(result['system_score'], result.get('coverage'), result.get('reliable'))}"
+            f"{left_out}; {interval}"
+        )
+    if not result.get("reliable", True):
+        out.print(
+            f"[yellow]Not reliable: {result['scored']} of {result['sentences']} sentences got a readable answer "
+            f"(coverage {result.get('coverage', 0.0):.0%} < floor {floor:.0%}); no score is reported.[/]"
+        )
     rates = [f"{name} {rate:.3f}" for name, rate in result["per_type_rates"].items() if rate]
     out.print("Errors per sentence by type: " + (", ".join(rates) if rates else "none"))
     flagged = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"]]
@@ -139,11 +164,16 @@ def coherence_command(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     concurrency: ConcurrencyOpt = None,
+    coverage_floor: CoverageFloorOpt = None,
 ) -> None:
     """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
     graph_input = read_summaries(input_path)
     ctx = make_context(
-        model=model, base_url=base_url, concurrency=concurrency, batched_coherence=batched or None
+        model=model,
+        base_url=base_url,
+        concurrency=concurrency,
+        batched_coherence=batched or None,
+        coverage_floor=coverage_floor,
     )
     print_models(ctx, roles=("coherence",))
     from graphs.coherence import graph

@@ -39,6 +39,17 @@ ConcurrencyOpt = Annotated[
     int | None, typer.Option("--concurrency", "-j", help="LLM calls in flight at most.")
 ]
 
+
+def field_help(name: str) -> str:
+    """An option's help text from the Context field it sets: its description and its default."""
+    field = next(f for f in fields(Context) if f.name == name)
+    return f"{field.metadata['description']} Default {field.default}."
+
+
+CoverageFloorOpt = Annotated[
+    float | None, typer.Option("--coverage-floor", help=field_help("coverage_floor"))
+]
+
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
 _ENCODINGS = ("utf-8", "utf-16", "cp1252", "latin-1")
 DATA_RUN_CHARS = 1000

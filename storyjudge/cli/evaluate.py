@@ -98,8 +98,14 @@ def _print_estimate(estimate: dict[str, Any]) -> None:
 
 # The columns that fit a terminal; summary.md and summary.csv hold every column.
 SUMMARY_COLUMNS = {
-    "score": ("ok", "nfs", "coherence", "balanced_accuracy", "cohens_kappa", "calls", "wall_seconds"),
-    "refine": ("ok", "nfs_initial", "nfs_best", "coherence_best", "rouge1_best", "calls", "wall_seconds"),
+    "score": (
+        *("ok", "nfs", "nfs_coverage", "nfs_unreliable", "coherence", "coherence_unreliable"),
+        *("balanced_accuracy", "cohens_kappa", "calls", "wall_seconds"),
+    ),
+    "refine": (
+        *("ok", "nfs_initial", "nfs_best", "nfs_best_coverage", "nfs_best_unreliable"),
+        *("coherence_best", "rouge1_best", "calls", "wall_seconds"),
+    ),
 }
 
 

@@ -17,6 +17,7 @@ from storyjudge.cli import app
 from storyjudge.cli.common import (
     BaseUrlOpt,
     ConcurrencyOpt,
+    CoverageFloorOpt,
     ModelOpt,
     RunDirOpt,
     console,
@@ -28,6 +29,7 @@ from storyjudge.cli.common import (
     stream_graph,
 )
 from storyjudge.context import ConfigError, Context
+from storyjudge.coverage import describe
 from storyjudge.llm import ModelError, require_models
 from storyjudge.results import build_result, write_result
 from storyjudge.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
@@ -114,24 +116,38 @@ def _run(kind: str, graph_input: dict[str, Any], ctx: Context, rd: RunDir, resum
 
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
     table = Table(title="NarrativeFactScore per iteration", header_style="bold")
-    for column in ("iteration", "NFS", "supported", "unsupported", "unjudged", "facts", "coherence", "note"):
+    columns = ("iteration", "NFS", "coverage", "supported", "unsupported", "unjudged", "facts", "coherence")
+    for column in (*columns, "note"):
         table.add_column(column)
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         card = it["factscore"]
-        nfs = "n/a" if card["score"] is None else f"{card['score']:.3f}"
-        coherence = (it.get("coherence") or {}).get("score")
+        coherence = it.get("coherence") or {}
         mark = " (best)" if it["iteration"] == best else ""
         table.add_row(
             f"{it['iteration']}{mark}",
-            nfs,
+            describe(card["score"], None, card.get("reliable")),
+            f"{card.get('coverage', 0.0):.0%}",
             str(card["supported"]),
             str(card["unsupported"]),
             str(card["unjudged"]),
             str(card["facts"]),
-            "-" if coherence is None else f"{coherence:.3f}",
+            "-"
+            if not coherence
+            else describe(coherence.get("score"), coherence.get("coverage"), coherence.get("reliable")),
             it.get("note", ""),
         )
     return table
+
+
+def _nfs_line(card: dict[str, Any]) -> str:
+    """The score with its coverage, in words: what was judged and what was not."""
+    missing = card.get("decompose_failures", 0)
+    not_split = f", {missing} sentence(s) not decomposed" if missing else ""
+    return (
+        f"NarrativeFactScore {describe(card['score'], card.get('coverage'), card.get('reliable'))}: "
+        f"{card['supported']} supported, {card['unsupported']} unsupported, {card['unjudged']} unjudged of "
+        f"{card['facts']} facts{not_split}"
+    )
 
 
 @app.command("refine")
@@ -169,6 +185,7 @@ def refine_command(
     summary: Annotated[
         Path | None, typer.Option(help="Start from this summary instead of generating one.")
     ] = None,
+    coverage_floor: CoverageFloorOpt = None,
     resume: ResumeOpt = False,
 ) -> None:
     """Summarize a narrative, then judge every atomic fact and refine until the score saturates."""
@@ -192,6 +209,7 @@ def refine_command(
         chunk_size=chunk_size,
         max_summary_tokens=max_summary_tokens,
         coherence_guard=coherence_guard,
+        coverage_floor=coverage_floor,
     )
     _check_models(ctx, ("extractor", "summarizer", "decomposer", "judge", "refiner"))
     ctx, rd = _claim(file, text, ctx, resume)
@@ -206,14 +224,9 @@ def refine_command(
     _write_report(rd)
     iterations = final.get("iterations") or []
     for it in sorted(iterations, key=lambda i: i["iteration"]):
-        nfs = it["factscore"]["score"]
-        out.print(
-            Panel(
-                it["summary"],
-                title=f"iteration {it['iteration']}: NFS {'n/a' if nfs is None else f'{nfs:.3f}'}",
-                expand=False,
-            )
-        )
+        card = it["factscore"]
+        nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
+        out.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
     out.print(_score_table(iterations, final.get("best_iteration")))
     usage = totals(final.get("usage"))
     out.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
@@ -241,6 +254,7 @@ def score_command(
     predicate_threshold: Annotated[
         float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
     ] = None,
+    coverage_floor: CoverageFloorOpt = None,
     resume: ResumeOpt = False,
 ) -> None:
     """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
@@ -256,6 +270,7 @@ def score_command(
         retrieval_k=retrieval_k,
         evidence_tokens=evidence_tokens,
         predicate_threshold=predicate_threshold,
+        coverage_floor=coverage_floor,
     )
     _check_models(ctx, ("extractor", "decomposer", "judge"))
     ctx, rd = _claim(file, text, ctx, resume)
@@ -276,11 +291,7 @@ def score_command(
             verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", "")
         )
     out.print(table)
-    nfs = "n/a" if card["score"] is None else f"{card['score']:.3f}"
-    out.print(
-        f"NarrativeFactScore {nfs}: {card['supported']} supported, {card['unsupported']} unsupported, "
-        f"{card['unjudged']} unjudged of {card['facts']} facts. Run record: {rd.result}"
-    )
+    out.print(f"{_nfs_line(card)}. Run record: {rd.result}")
 
 
 def _write_report(rd: RunDir) -> None:

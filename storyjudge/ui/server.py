@@ -154,6 +154,8 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
             {
                 "iteration": it["iteration"],
                 "score": score,
+                "coverage": card.get("coverage"),
+                "reliable": card.get("reliable", score is not None),
                 "delta": None if score is None or previous is None else score - previous,
                 "facts": card.get("facts", 0),
                 "supported": card.get("supported", 0),

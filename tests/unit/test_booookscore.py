@@ -99,7 +99,8 @@ def test_report_for_one_summary_puts_its_score_on_top() -> None:
     )
     assert report["score"] == 0.75
     assert report["summaries"][0]["score"] == 0.75
-    assert report["mode"] == "per-sentence" and report["paper_setting"] is True
+    assert report["mode"] == "per-sentence"
+    assert report["coverage"] == 1.0 and report["reliable"] is True
     assert report["bootstrap"]["std"] is None
 
 
@@ -110,5 +111,39 @@ def test_report_for_many_summaries_keeps_input_order() -> None:
     assert [s["id"] for s in report["summaries"]] == ["b", "a"]
     assert report["system_score"] == pytest.approx(0.75)
     assert report["score"] == report["system_score"]
-    assert report["paper_setting"] is False
+    assert report["excluded_summaries"] == 0
     assert report["bootstrap"]["std"] is not None
+
+
+def test_summary_below_the_coverage_floor_is_not_reliable_and_left_out_of_the_system_score() -> None:
+    # a: 1 of 4 sentences readable (coverage 25%); b: all 2 readable
+    records = [
+        ann("a", 0, False),
+        *[ann("a", i, None) for i in range(1, 4)],
+        ann("b", 0, False),
+        ann("b", 1, True),
+    ]
+    report = coherence_report(
+        {"a": list("wxyz"), "b": ["p.", "q."]}, records, mode="per-sentence", order=["a", "b"]
+    )
+    a, b = report["summaries"]
+    assert a["score"] == 1.0 and a["coverage"] == 0.25 and a["reliable"] is False
+    assert b["coverage"] == 1.0 and b["reliable"] is True
+    assert report["system_score"] == 0.5  # b alone: a's 1.0 from one sentence does not count
+    assert report["excluded_summaries"] == 1
+    assert report["coverage"] == pytest.approx(3 / 6)
+    assert report["reliable"] is False  # half the sentences unread: the set's score is not reliable either
+
+
+def test_nothing_readable_gives_no_score() -> None:
+    report = coherence_report(
+        {"a": ["x.", "y."]}, [ann("a", 0, None), ann("a", 1, None)], mode="per-sentence"
+    )
+    assert report["score"] is None and report["coverage"] == 0.0 and report["reliable"] is False
+
+
+def test_coverage_floor_is_a_setting() -> None:
+    records = [ann("a", 0, False), ann("a", 1, None)]
+    strict = coherence_report({"a": ["x.", "y."]}, records, mode="per-sentence")
+    lenient = coherence_report({"a": ["x.", "y."]}, records, mode="per-sentence", coverage_floor=0.5)
+    assert strict["reliable"] is False and lenient["reliable"] is True

@@ -62,8 +62,10 @@ def test_score_is_the_scripted_share_and_prompt_is_ordered(
     coherence = out["coherence"]
     assert coherence["score"] == pytest.approx(6 / 8)
     assert coherence["summaries"][0]["score"] == pytest.approx(6 / 8)
-    assert coherence["mode"] == "per-sentence" and coherence["paper_setting"] is True
+    assert coherence["mode"] == "per-sentence" and "paper_setting" not in coherence
     assert coherence["prompt_version"] == load("coherence").version_id
+    assert coherence["prompt"] == load("coherence").record and len(coherence["prompt"]["sha256"]) == 64
+    assert coherence["coverage"] == 1.0 and coherence["reliable"] is True
     assert coherence["per_type_rates"]["entity omission"] == pytest.approx(1 / 8)
     flagged = {a["index"]: a for a in out["annotations"] if a["confused"]}
     assert sorted(flagged) == [2, 6]
@@ -178,7 +180,8 @@ def test_batched_mode_is_marked_and_scored(
     summary = SUMMARY + " Oren sails south. Mara stays."
     out = graph.invoke({"summary": summary}, context=ctx_for(server, batched_coherence=True))
     coherence = out["coherence"]
-    assert coherence["mode"] == "batched" and coherence["paper_setting"] is False
+    assert coherence["mode"] == "batched" and "paper_setting" not in coherence
+    assert coherence["prompt"]["name"] == "coherence_batched"
     assert "not the paper" in coherence["note"]
     assert coherence["prompt_version"] == load("coherence_batched").version_id
     assert len(server.completions) == 2  # 10 sentences, 8 per call

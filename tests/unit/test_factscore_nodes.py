@@ -80,3 +80,39 @@ def test_echoed_data_tags_are_removed_from_model_output() -> None:
         == "Macbeth meets the witches."
     )
     assert prompts.unwrap_data('<scene id="S1">\nText <i>x</i>.') == "Text <i>x</i>."
+
+
+def test_coverage_counts_unjudged_facts_and_undecomposed_sentences() -> None:
+    facts = [fact(i, 0, f"f{i}") for i in range(4)]
+    verdicts = [verdict(facts[0], "supported"), verdict(facts[1], "supported")]
+    verdicts += [verdict(facts[2], "unjudged"), verdict(facts[3], "unjudged")]
+    # 2 of 4 facts judged, and the second of two sentences never decomposed: coverage 0.5 * 0.5
+    card = score_card(0, ["s0", "s1"], verdicts, 1, failed_sentences={1})
+    assert card["score"] == 1.0
+    assert card["judged"] == 2 and card["coverage"] == 0.25 and card["reliable"] is False
+    assert [row["decomposed"] for row in card["per_sentence"]] == [True, False]
+
+
+def test_worse_judging_cannot_raise_a_reliable_score() -> None:
+    facts = [fact(i, 0, f"f{i}") for i in range(10)]
+    honest = score_card(
+        0, ["s"], [verdict(f, "supported" if i < 8 else "unsupported") for i, f in enumerate(facts)], 0
+    )
+    # the same summary with the two unsupported verdicts lost to parse failures
+    broken = score_card(
+        0, ["s"], [verdict(f, "supported" if i < 8 else "unjudged") for i, f in enumerate(facts)], 0
+    )
+    assert honest["score"] == 0.8 and honest["reliable"] is True
+    assert broken["score"] == 1.0 and broken["coverage"] == 0.8 and broken["reliable"] is False
+
+
+def test_coverage_floor_is_a_setting() -> None:
+    facts = [fact(i, 0, f"f{i}") for i in range(10)]
+    verdicts = [verdict(f, "supported" if i < 8 else "unjudged") for i, f in enumerate(facts)]
+    assert score_card(0, ["s"], verdicts, 0, coverage_floor=0.8)["reliable"] is True
+    assert score_card(0, ["s"], verdicts, 0, coverage_floor=0.81)["reliable"] is False
+
+
+def test_a_summary_whose_sentences_all_failed_has_no_coverage() -> None:
+    card = score_card(0, ["s0", "s1"], [], 2, failed_sentences={0, 1})
+    assert card["score"] is None and card["coverage"] == 0.0 and card["reliable"] is False

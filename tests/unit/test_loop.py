@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.loop import best_of, stale_rounds, stop_reason
+from nodes.loop import best_of, fallback_of, stale_rounds, stop_reason
 from storyjudge.context import Context
 
 
-def it(n: int, score: float | None, *, unsupported: int = 1, accepted: bool = True) -> Any:
+def it(
+    n: int, score: float | None, *, unsupported: int = 1, accepted: bool = True, reliable: bool | None = None
+) -> Any:
     card = {
         "score": score,
+        "reliable": score is not None if reliable is None else reliable,
         "unsupported": unsupported,
         "supported": 1,
         "unjudged": 0,
@@ -69,3 +72,24 @@ def test_rejected_iteration_is_never_best() -> None:
 def test_unscored_iteration_loses_to_scored() -> None:
     best = best_of([it(0, 0.0), it(1, None)])
     assert best is not None and best["iteration"] == 0
+
+
+def test_unreliable_round_is_never_best() -> None:
+    # round 1 scores higher only because most of its facts went unjudged
+    rounds = [it(0, 0.6), it(1, 1.0, reliable=False)]
+    best = best_of(rounds)
+    assert best is not None and best["iteration"] == 0
+
+
+def test_no_reliable_round_falls_back_to_the_unrefined_summary() -> None:
+    rounds = [it(0, 0.6, reliable=False), it(1, 0.9, reliable=False)]
+    assert best_of(rounds) is None
+    fallback = fallback_of(rounds)
+    assert fallback is not None and fallback["iteration"] == 0
+
+
+def test_unreliable_target_does_not_stop_and_is_no_gain() -> None:
+    assert stop_reason([it(0, 1.0, unsupported=1, reliable=False)], Context()) == ""
+    rounds = [it(0, 0.5), it(1, 0.9, reliable=False)]
+    assert stale_rounds(rounds, 0.01) == 1
+    assert stop_reason(rounds, Context(patience=1)).startswith("saturated")

@@ -98,3 +98,23 @@ def test_coherence_predictions_from_annotations() -> None:
     ]
     result = coherence_sentence_predictions(["Ann sails.", "She waves.", "Bo runs."], annotations)
     assert [s["predicted_confusing"] for s in result["sentences"]] == [False, True, None]
+
+
+def test_unreliable_scores_are_left_out_of_agreement_with_a_count() -> None:
+    rows = [
+        row("a", 0, [1, 0], [False, True], 0.5),
+        row("b", 1, [1, 1], [False, False], 1.0),
+        row("c", 0, [0, 1], [False, False], 1.0),
+        row("d", 1, [1, 1, 1], [False, True, False], 0.8),
+    ]
+    full = agreement_report(rows, resamples=50)
+    rows[2]["factscore"]["reliable"] = False  # c's "faithful" verdict rests on too few judged facts
+    rows[3]["coherence"]["reliable"] = False
+    report = agreement_report(rows, resamples=50)
+    assert full["excluded_unreliable_nfs"] == 0 and report["excluded_unreliable_nfs"] == 1
+    assert report["summary_level"]["table"]["n"] == full["summary_level"]["table"]["n"] - 1
+    assert report["excluded_unreliable_coherence"] == 1
+    assert (
+        report["coherence_sentence_level"]["table"]["n"] == full["coherence_sentence_level"]["table"]["n"] - 3
+    )
+    assert any("1 item(s) left out of the NFS agreement" in note for note in report["notes"])

@@ -1,0 +1,54 @@
+"""How much of a score was actually judged, and whether that is enough to stand behind the number.
+
+A score over the units that happened to be judged moves when judging fails: NarrativeFactScore is supported /
+judged, so facts whose verdict could not be read, and sentences whose decomposition failed, simply drop out, and
+worse judging can raise the score. Every score therefore travels with its *coverage*, the share of its units that
+were judged, and is *reliable* only when that share reaches the run's coverage floor. Unreliable rounds are
+shown as such, never chosen as the best summary, and left out of agreement figures (with a count).
+"""
+
+from __future__ import annotations
+
+DEFAULT_FLOOR = 0.9
+
+
+def nfs_coverage(*, facts: int, judged: int, sentences: int, decompose_failures: int) -> float:
+    """Judged facts over the facts the whole summary is estimated to hold.
+
+    A sentence whose decomposition failed has facts nobody saw; it is assumed to hold as many as the sentences
+    that did decompose, on average. So coverage = judged / (facts / share of sentences decomposed), which is the
+    share of facts judged times the share of sentences decomposed. A summary with no sentence has nothing to
+    judge and coverage 0; a summary whose sentences all decomposed into no fact has coverage 1 (nothing was left
+    unjudged), though its score is None.
+    """
+    if sentences <= 0:
+        return 0.0
+    decomposed = max(0, sentences - decompose_failures)
+    sentence_share = decomposed / sentences
+    if facts <= 0:
+        return 1.0 if decomposed == sentences else 0.0
+    return (judged / facts) * sentence_share
+
+
+def share(judged: int, total: int) -> float:
+    """Judged units over all units (0 when there are none)."""
+    return judged / total if total > 0 else 0.0
+
+
+def is_reliable(score: float | None, coverage: float, floor: float) -> bool:
+    """Whether a score exists and enough of its units were judged to stand behind it."""
+    return score is not None and coverage + 1e-12 >= floor
+
+
+def describe(score: float | None, coverage: float | None, reliable: bool | None, digits: int = 3) -> str:
+    """A score as people should read it: "0.750 (coverage 95%)", or "not reliable (coverage 40%)".
+
+    An unreliable score is never printed as a number: a table skimmed for numbers must not pick it up. The
+    value stays in the run record for whoever wants to inspect it.
+    """
+    cover = "" if coverage is None else f" (coverage {coverage:.0%})"
+    if score is None:
+        return "n/a" + cover
+    if reliable is False:
+        return "not reliable" + cover
+    return f"{score:.{digits}f}" + cover
