@@ -40,16 +40,29 @@ OutOpt = Annotated[
 ]
 
 
+SplitterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sentence-splitter",
+        help="How summaries are split into sentences: 'punkt' (NLTK's Punkt, as the official BooookScore "
+        "code; default) or 'pysbd'. JSONL lines with a \"sentences\" list are not split.",
+    ),
+]
+
+
 LINE_FORM = '{"id": ..., "summary": ...}'
 
 
 def read_summaries(path: Path) -> dict[str, Any]:
-    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines."""
+    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
+
+    A JSONL line may add ``"sentences"``: the summary already split, scored sentence by sentence as given.
+    """
     text, _ = read_text_file(path, "summary")
     first = text.lstrip()[:1]
     if path.suffix.lower() != ".jsonl" and first != "{":
         return {"summary": text}
-    summaries: list[dict[str, str]] = []
+    summaries: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -59,7 +72,13 @@ def read_summaries(path: Path) -> dict[str, Any]:
             fail(f"{path}:{number} is not valid JSON ({exc.msg}); each line must be {LINE_FORM}.")
         if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
             fail(f'{path}:{number} needs a "summary" string; each line must be {LINE_FORM}.')
-        summaries.append({"id": str(item.get("id", number)), "summary": item["summary"]})
+        entry: dict[str, Any] = {"id": str(item.get("id", number)), "summary": item["summary"]}
+        if "sentences" in item:
+            given = item["sentences"]
+            if not isinstance(given, list) or not all(isinstance(s, str) for s in given):
+                fail(f'{path}:{number} has "sentences" that is not a list of strings.')
+            entry["sentences"] = given
+        summaries.append(entry)
     if not summaries:
         fail(f"{path} holds no summaries; give one {LINE_FORM} object per line.")
     return {"summaries": summaries}
@@ -88,7 +107,9 @@ def _fmt(value: float | None) -> str:
 
 def _print(result: dict[str, Any]) -> None:
     mode = result["mode"] + (" (paper setting)" if result["paper_setting"] else " (NOT the paper's setting)")
-    table = Table(title=f"BooookScore, {mode}, {result['model']}", header_style="bold")
+    given = result.get("sentences_given", 0)
+    split = result.get("sentence_splitter", "?") if not given else f"sentences given for {given}"
+    table = Table(title=f"BooookScore, {mode}, {result['model']}, split: {split}", header_style="bold")
     for column in ("summary", "score", "sentences", "confused", "unparsed"):
         table.add_column(column)
     for s in result["summaries"]:
@@ -139,11 +160,16 @@ def coherence_command(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     concurrency: ConcurrencyOpt = None,
+    sentence_splitter: SplitterOpt = None,
 ) -> None:
     """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
     graph_input = read_summaries(input_path)
     ctx = make_context(
-        model=model, base_url=base_url, concurrency=concurrency, batched_coherence=batched or None
+        model=model,
+        base_url=base_url,
+        concurrency=concurrency,
+        batched_coherence=batched or None,
+        sentence_splitter=sentence_splitter,
     )
     print_models(ctx, roles=("coherence",))
     from graphs.coherence import graph
