@@ -422,7 +422,7 @@ class CoherenceInput(TypedDict, total=False):
     """Input of the coherence graph: one summary, or many with ids."""
 
     summary: str
-    summaries: list[dict[str, str]]  # {"id", "summary"}
+    summaries: list[dict[str, Any]]  # {"id", "summary"} and optionally "sentences": the summary already split
 
 
 class CoherenceTask(TypedDict):
@@ -455,12 +455,13 @@ class CoherenceState(TypedDict, total=False):
     """State of the coherence graph."""
 
     summary: str | None  # input; the prepare node consumes it (sets None) so a thread can be reused
-    summaries: list[dict[str, str]] | None  # input, consumed likewise
+    summaries: list[dict[str, Any]] | None  # input, consumed likewise
     to_score: list[dict[str, str]]  # this invocation's summaries as {"id", "summary"}, in input order
     run: str
     mode: Literal["per-sentence", "batched"]
     started: float  # wall-clock start (time.time()) of this invocation
     sentences: dict[str, list[str]]  # summary id -> sentences
+    split: dict[str, str]  # summary id -> the splitter that made its sentences, or "given" with the input
     annotations: Annotated[list[SentenceAnnotation], operator.add]
     coherence: dict[str, Any]  # per-summary scores, system score, bootstrap, per-type rates, mode
     usage: Annotated[Usage, merge_usage]

@@ -2,9 +2,11 @@
 
     prepare --(Send per sentence | per batch)--> annotate_sentence | annotate_batch --> score
 
-Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary"}, ...]}``. Output ``coherence`` (per-summary
-scores, the system score with its bootstrap interval, per-type rates, the mode, and a top-level ``score``: the
-summary's own score when there is one summary), ``annotations`` (one per sentence), ``usage`` and ``timings``.
+Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary"}, ...]}``; an item may carry ``sentences``, the
+summary already split (e.g. a data set's official split), used instead of ``ctx.sentence_splitter``. Output
+``coherence`` (per-summary scores, each with the ``split`` that made its sentences, the system score with its
+bootstrap interval, per-type rates, the mode, the splitter, and a top-level ``score``: the summary's own score
+when there is one summary), ``annotations`` (one per sentence), ``usage`` and ``timings``.
 The refine graph adds this graph as a node for its coherence guard.
 """
 

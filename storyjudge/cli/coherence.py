@@ -42,16 +42,29 @@ OutOpt = Annotated[
 ]
 
 
+SplitterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sentence-splitter",
+        help="How summaries are split into sentences: 'punkt' (NLTK's Punkt, as the official BooookScore "
+        "code; default) or 'pysbd'. JSONL lines with a \"sentences\" list are not split.",
+    ),
+]
+
+
 LINE_FORM = '{"id": ..., "summary": ...}'
 
 
 def read_summaries(path: Path) -> dict[str, Any]:
-    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines."""
+    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
+
+    A JSONL line may add ``"sentences"``: the summary already split, scored sentence by sentence as given.
+    """
     text, _ = read_text_file(path, "summary")
     first = text.lstrip()[:1]
     if path.suffix.lower() != ".jsonl" and first != "{":
         return {"summary": text}
-    summaries: list[dict[str, str]] = []
+    summaries: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -61,7 +74,13 @@ def read_summaries(path: Path) -> dict[str, Any]:
             fail(f"{path}:{number} is not valid JSON ({exc.msg}); each line must be {LINE_FORM}.")
         if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
             fail(f'{path}:{number} needs a "summary" string; each line must be {LINE_FORM}.')
-        summaries.append({"id": str(item.get("id", number)), "summary": item["summary"]})
+        entry: dict[str, Any] = {"id": str(item.get("id", number)), "summary": item["summary"]}
+        if "sentences" in item:
+            given = item["sentences"]
+            if not isinstance(given, list) or not all(isinstance(s, str) for s in given):
+                fail(f'{path}:{number} has "sentences" that is not a list of strings.')
+            entry["sentences"] = given
+        summaries.append(entry)
     if not summaries:
         fail(f"{path} holds no summaries; give one {LINE_FORM} object per line.")
     return {"summaries": summaries}
@@ -96,7 +115,9 @@ def _prompt_line(result: dict[str, Any]) -> str:
 
 
 def _print(result: dict[str, Any]) -> None:
-    table = Table(title="BooookScore", caption=_prompt_line(result), header_style="bold")
+    given = result.get("sentences_given", 0)
+    split = result.get("sentence_splitter", "?") if not given else f"sentences given for {given}"
+    table = Table(title=f"BooookScore, split: {split}", caption=_prompt_line(result), header_style="bold")
     for column in ("summary", "score", "coverage", "sentences", "confused", "unparsed"):
         table.add_column(column)
     for s in result["summaries"]:
@@ -165,6 +186,7 @@ def coherence_command(
     base_url: BaseUrlOpt = None,
     concurrency: ConcurrencyOpt = None,
     coverage_floor: CoverageFloorOpt = None,
+    sentence_splitter: SplitterOpt = None,
 ) -> None:
     """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
     graph_input = read_summaries(input_path)
@@ -174,6 +196,7 @@ def coherence_command(
         concurrency=concurrency,
         batched_coherence=batched or None,
         coverage_floor=coverage_floor,
+        sentence_splitter=sentence_splitter,
     )
     print_models(ctx, roles=("coherence",))
     from graphs.coherence import graph

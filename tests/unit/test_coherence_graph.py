@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from graphs.coherence import build_graph, graph
 from prompts import load
 from storyjudge.cli import app
-from storyjudge.context import Context
+from storyjudge.context import ConfigError, Context
 from tests.openai_server import OpenAIServer
 
 CLEAN = "Questions: no confusion\nTypes: no confusion"
@@ -317,3 +317,54 @@ def test_invoke_without_context_uses_defaults_from_the_environment(
     assert out["coherence"]["score"] == 1.0
     assert out["coherence"]["model"] == "openai:scripted"
     assert len(server.completions) == 2
+
+
+def test_the_splitter_is_a_setting_and_given_sentences_are_not_split(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(lambda body: CLEAN)
+    headed = "Chapter One\n\nMara finds the logbook. She reads it."
+    given = ["Mara Vell inherits a lighthouse.", " ", "The end."]
+    summaries = [{"id": "split", "summary": headed}, {"id": "given", "summary": SUMMARY, "sentences": given}]
+    expected = {
+        "punkt": ["Chapter One\n\nMara finds the logbook.", "She reads it."],
+        "pysbd": ["Chapter One", "Mara finds the logbook.", "She reads it."],
+    }
+    for splitter, split in expected.items():
+        out = graph.invoke({"summaries": summaries}, context=ctx_for(server, sentence_splitter=splitter))
+        coherence = out["coherence"]
+        assert coherence["sentence_splitter"] == splitter and coherence["sentences_given"] == 1
+        assert [s["split"] for s in coherence["summaries"]] == [splitter, "given"]
+        asked = {
+            sid: [a["sentence"] for a in out["annotations"] if a["summary_id"] == sid]
+            for sid in ("split", "given")
+        }
+        assert asked == {"split": split, "given": ["Mara Vell inherits a lighthouse.", "The end."]}
+    assert Context().sentence_splitter == "punkt"
+    with pytest.raises(ConfigError, match="sentence_splitter"):
+        Context(sentence_splitter="spacy")
+    with pytest.raises(ValueError, match="'sentences' must be a list of strings"):
+        graph.invoke(
+            {"summaries": [{"id": "x", "summary": "A.", "sentences": "A."}]}, context=ctx_for(server)
+        )
+
+
+def test_cli_takes_a_splitter_and_presplit_lines(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer]
+) -> None:
+    server = scripted_server(lambda body: CLEAN)
+    jsonl = tmp_path / "split.jsonl"
+    jsonl.write_text(json.dumps({"id": "a", "summary": SUMMARY, "sentences": ["One.", "Two."]}) + "\n")
+    out_file = tmp_path / "out.json"
+    common = ["--model", "openai:scripted", "--base-url", server.base_url, "--out", str(out_file)]
+    result = CliRunner().invoke(
+        app,
+        ["coherence", str(jsonl), *common, "--sentence-splitter", "pysbd"],
+        env={"STORYJUDGE_CACHE_DIR": str(tmp_path)},
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads(out_file.read_text())
+    assert record["sentence_splitter"] == "pysbd" and record["summaries"][0]["split"] == "given"
+    assert [a["sentence"] for a in record["summaries"][0]["annotations"]] == ["One.", "Two."]
+    result = CliRunner().invoke(app, ["coherence", str(jsonl), *common, "--sentence-splitter", "spacy"])
+    assert result.exit_code == 1 and "sentence_splitter must be 'punkt' or 'pysbd'" in result.output

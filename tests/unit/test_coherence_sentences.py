@@ -77,3 +77,30 @@ def test_spans_stay_lossless_when_lines_are_unwrapped() -> None:
     text = "Anna went to\nthe store.\r\nShe bought\nbread.\n\n- a list\n- of things\n"
     spans = sentence_spans(text)
     assert "".join(text[a:b] for a, b in spans) == text
+
+
+def test_punkt_splits_as_nltk_does_and_pysbd_stays_the_default() -> None:
+    text = "Part One\n\nMr. Smith went to the\nold mill. He stayed. 'Who?' she asked."
+    # punkt, like nltk.sent_tokenize: line breaks are spaces, and a quoted question ends a sentence
+    assert sentences(text, "punkt") == [
+        "Part One\n\nMr. Smith went to the\nold mill.",
+        "He stayed.",
+        "'Who?'",
+        "she asked.",
+    ]
+    assert (
+        sentences(text)
+        == sentences(text, "pysbd")
+        == [
+            "Part One",
+            "Mr. Smith went to the\nold mill.",
+            "He stayed.",
+            "'Who?' she asked.",
+        ]
+    )
+    assert sentences("  \n ", "punkt") == []
+
+
+def test_an_unknown_splitter_is_refused() -> None:
+    with pytest.raises(ValueError, match="punkt"):
+        sentences("A. B.", "spacy")
