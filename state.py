@@ -2,7 +2,9 @@
 
 States are TypedDicts; channels that many branches write use ``operator.add`` (or ``merge_usage``) reducers, and
 items that accumulate across refinement rounds carry their iteration so one round never leaks into another.
-LLM answer schemas put the rationale before the verdict, so a model reasons before it commits.
+LLM answer schemas put the rationale before the verdict, so a model reasons before it commits, and require the
+fields that carry an answer's content: an object without them (a wrong key, a fragment) is no answer, never one
+filled in with defaults.
 """
 
 from __future__ import annotations
@@ -85,17 +87,16 @@ class Triple(BaseModel):
 
 
 class SceneTriples(BaseModel):
-    """Extractor answer for one scene."""
+    """Extractor answer for one scene (both lists required: an answer without them was not given)."""
 
-    characters: list[CharacterMention] = Field(default_factory=list)
-    triples: list[Triple] = Field(default_factory=list)
+    characters: list[CharacterMention]
+    triples: list[Triple]
 
 
 class AtomicFacts(BaseModel):
-    """Decomposer answer for one summary sentence."""
+    """Decomposer answer for one summary sentence (``facts`` required; an empty list is an answer)."""
 
     facts: list[str] = Field(
-        default_factory=list,
         description="Self-contained atomic claims; names instead of pronouns; one claim each.",
     )
 
@@ -110,7 +111,7 @@ class Verdict(BaseModel):
 
 
 class SentenceConfusion(BaseModel):
-    """Batched coherence answer for one sentence (not the paper's setting)."""
+    """Batched coherence answer for one sentence (not the paper's setting); ``index`` is required."""
 
     index: int
     questions: list[str] = Field(default_factory=list)
@@ -118,9 +119,9 @@ class SentenceConfusion(BaseModel):
 
 
 class BatchedConfusions(BaseModel):
-    """Batched coherence answer: confusions for the sentences that have any."""
+    """Batched coherence answer: confusions for the sentences that have any (``sentences`` required)."""
 
-    sentences: list[SentenceConfusion] = Field(default_factory=list)
+    sentences: list[SentenceConfusion]
 
 
 # =============================================================================================================

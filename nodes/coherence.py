@@ -21,7 +21,7 @@ from prompts import data_block, load
 from state import BatchedConfusions, CoherenceState, CoherenceTask, SentenceAnnotation
 from storyjudge.confusion import ConfusionAnswer, normalise_types, parse_confusion, says_no_confusion
 from storyjudge.context import Context, context_of
-from storyjudge.llm import Message, ask_structured, ask_text
+from storyjudge.llm import Message, ask_structured, ask_text, cut_off
 from storyjudge.models import resolve_spec
 from storyjudge.progress import report
 from storyjudge.textsplit import sentences as split_sentences
@@ -152,11 +152,17 @@ def sentence_messages(summary: str, sentence: str, index: int) -> list[Message]:
     return [("user", text)]
 
 
-def read_answer(text: str, finish_reason: str | None) -> ConfusionAnswer:
-    """The annotation in an answer; a cut-off answer is unreadable ("Questions: no c" is no question)."""
-    if finish_reason == "length":
-        return ConfusionAnswer(None, error="answer cut off at max_tokens")
-    return parse_confusion(text)
+def read_answer(
+    text: str, finish_reason: str | None, summary: str = "", sentence: str = ""
+) -> ConfusionAnswer:
+    """The annotation in an answer; a cut-off answer is unreadable ("Questions: no c" is no question).
+
+    An answer that copies the prompt or the format reminder (rather than the summary or sentence it was given)
+    is unreadable too.
+    """
+    if cut_off(finish_reason):
+        return ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish_reason!r})")
+    return parse_confusion(text, prompt=(load("coherence").text, FORMAT_REMINDER), data=(summary, sentence))
 
 
 def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -168,14 +174,14 @@ def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[st
     max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
     answer = ask_text(ctx, ROLE, prompt, messages, max_tokens=max_tokens)
     usage: Usage = answer.usage
-    parsed = read_answer(answer.text, answer.finish_reason)
+    parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence)
     attempts = 1
     while not parsed.parsed and attempts <= ctx.parse_retries:
         retry = [*messages, ("assistant", answer.text[:2000] or "(empty)"), ("user", FORMAT_REMINDER)]
         # a new sample number, so a deterministic cache or server does not hand back the same answer
         answer = ask_text(ctx, ROLE, prompt, retry, max_tokens=max_tokens, sample=attempts)
         usage = merge_usage(usage, answer.usage)
-        parsed = read_answer(answer.text, answer.finish_reason)
+        parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence)
         attempts += 1
     annotation = SentenceAnnotation(
         run=task["run"],

@@ -6,6 +6,12 @@ second made-up example after the answer. This module accepts those variations an
 answer that names no confusion and does not say "no confusion", or that says both, is *unparsed*
 (``confused`` None). The metric counts those and leaves them out of the score, so a model that babbles
 never looks coherent.
+
+"No confusion" counts only when it is the answer: the whole answer, its Questions or Types field, or the
+opening statement of a short prose answer. It does not count when quoted as an option ('... or "no
+confusion"'), as the instructions quote it, nor in passing inside longer prose. An answer that repeats the
+prompt (a run of its instructions, definitions or examples; the definitions' list of most of the eight types)
+is unparsed whatever words it contains.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from storyjudge.echo import copied_span, words
 from storyjudge.jsonparse import strip_thinking
 
 ERROR_TYPES: tuple[str, ...] = (
@@ -73,6 +80,19 @@ _NO_CONFUSION_PHRASE = re.compile(
     r"|\bnot\s+confusing\b|\bis\s+(?:clear|coherent)\s+and\s+(?:does|causes)\s+not\b",
     re.IGNORECASE,
 )
+# "no confusion" quoted as one of the options, as instructions put it: '<questions>, or "no confusion"'.
+_OPTION_PHRASE = re.compile(
+    r"""\bor\s*[*_"'`“”‘’(]*\s*no\s+confusion\b|\bsay\s*:?\s*["'`“‘]\s*no\s+confusion\b""", re.IGNORECASE
+)
+# '<your clarifying questions, ...>', '<the confusion types, ...>': a format line's placeholder, copied
+_PLACEHOLDER = re.compile(r"<\s*(?:your|the|list|questions?|types?)\b[^<>\n]{0,200}>", re.IGNORECASE)
+MOST_TYPES = 6
+"""An answer naming this many of the eight types is the definition list, not an annotation."""
+PROSE_WORDS = 100
+"""An answer without the labels and longer than this is not a plausible annotation."""
+CLEAN_PROSE_WORDS = 40
+"""A prose "no confusion" counts only in an answer this short (a statement, not an essay that mentions it)."""
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 _EMPTY_SECTION = {
     "no confusion",
     "none",
@@ -209,11 +229,42 @@ def _sections(body: str) -> tuple[str | None, str | None]:
     return found.get("questions"), found.get("types")
 
 
-def parse_confusion(text: str) -> ConfusionAnswer:
-    """Read one per-sentence answer; never guesses "no confusion" for text it cannot read."""
+def _named_types(text: str) -> list[str]:
+    """The taxonomy types a text names in full ("entity omission", "Event-omission"), in taxonomy order."""
+    return [
+        name for name in ERROR_TYPES if re.search(rf"\b{name.replace(' ', '[ -]')}\b", text, re.IGNORECASE)
+    ]
+
+
+def _not_an_answer(body: str, prompt: Iterable[str], data: Iterable[str]) -> str | None:
+    """Why a body repeats the prompt instead of answering it, or None."""
+    copied = copied_span(body, prompt, data)
+    if copied:
+        return f"the answer copies the prompt ({copied!r}...)"
+    if _OPTION_PHRASE.search(body):
+        return "'no confusion' appears only as a quoted option, as in the instructions"
+    if _PLACEHOLDER.search(body):
+        return "the answer holds a '<...>' placeholder of the answer format"
+    if len(_named_types(body)) >= MOST_TYPES:
+        return f"the answer lists {len(_named_types(body))} of the 8 confusion types, as the definitions do"
+    return None
+
+
+def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str] = ()) -> ConfusionAnswer:
+    """Read one per-sentence answer; never guesses "no confusion" for text it cannot read.
+
+    Args:
+        text: The model's answer.
+        prompt: The fixed texts the model was shown (the template, a format reminder): an answer that copies a
+            run of them is unparsed.
+        data: The summary and sentence the request carried; quoting those is no copy.
+    """
     body = _answer_body(text or "")
     if not body:
         return ConfusionAnswer(None, error="empty answer")
+    echo = _not_an_answer(body, prompt, data)
+    if echo:
+        return ConfusionAnswer(None, error=echo)
     questions_text, types_text = _sections(body)
     if questions_text is None and types_text is None:
         return _parse_unlabelled(body)
@@ -237,12 +288,23 @@ def parse_confusion(text: str) -> ConfusionAnswer:
 
 
 def _parse_unlabelled(body: str) -> ConfusionAnswer:
-    """An answer without the labels: prose "no confusion", or questions with type names."""
-    says_clean = bool(_NO_CONFUSION_PHRASE.search(body))
+    """An answer without the labels: prose "no confusion", or questions with type names.
+
+    "No confusion" counts when a short answer opens with it; mentioned later or in a long text it is no verdict.
+    """
+    if len(words(body)) > PROSE_WORDS:
+        return ConfusionAnswer(
+            None,
+            error=f"no 'Questions:'/'Types:' lines and longer than {PROSE_WORDS} words: not an annotation",
+        )
+    first = _SENTENCE_END.split(body.strip(), maxsplit=1)[0]
+    mentions_clean = bool(_NO_CONFUSION_PHRASE.search(body))
+    says_clean = bool(_NO_CONFUSION_PHRASE.search(first)) and len(words(body)) <= CLEAN_PROSE_WORDS
     questions = [q for q in (q.strip() for q in re.findall(r"[^?\n.!]*\?", body)) if len(q) > 1]
-    named = [
-        name for name in ERROR_TYPES if re.search(rf"\b{name.replace(' ', '[ -]')}\b", body, re.IGNORECASE)
-    ]
+    named = _named_types(body)
+    if mentions_clean and not says_clean and not questions and not named:
+        return ConfusionAnswer(None, error="'no confusion' only in passing, not as the answer")
+    says_clean = says_clean or mentions_clean
     if says_clean and not questions and not named:
         return ConfusionAnswer(False)
     if says_clean:

@@ -1,7 +1,11 @@
-"""Tolerant extraction of one JSON object from a model's text answer.
+"""Reading one whole JSON answer from a model's text, and nothing less.
 
-Models wrap JSON in code fences, add prose around it, or think aloud first. This finds the object that validates
-against the schema, or says precisely why none does; it never invents a value.
+Models wrap JSON in code fences, add prose around it, or think aloud first. This accepts the answer only when it
+is whole: the entire (thinking-stripped) text is JSON, or exactly one fenced code block holds it, or it is an
+outermost JSON value with only prose around it. A value nested inside another one is never taken for the
+answer, so a cut-off answer (``{"characters": [...], "triples": [{"subj``) fails instead of yielding an inner
+fragment, and so does a reply with two different answers. It says precisely why nothing is usable; it never
+invents a value.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ T = TypeVar("T", bound=BaseModel)
 _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
 _CLOSE_THINK = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_OPENER = re.compile(r"[{\[]")
 
 
 class ParseFailure(ValueError):
@@ -36,50 +41,117 @@ def strip_thinking(text: str) -> str:
     return re.sub(r"^\s*<think(?:ing)?>", "", text, flags=re.IGNORECASE).strip()
 
 
-def _candidates(text: str) -> list[Any]:
-    found: list[Any] = []
-    stripped = text.strip()
+def _span_end(text: str, start: int) -> int | None:
+    """End (exclusive) of the bracketed span opening at ``start``, skipping JSON strings; None if it never closes."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for position in range(start, len(text)):
+        char = text[position]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return position + 1
+    return None
+
+
+def _top_level(text: str) -> tuple[list[Any], bool]:
+    """The complete outermost JSON values in prose, in order, and whether a bracketed span never closes.
+
+    Scanning resumes after each outermost span, so nothing nested inside one is ever decoded on its own. A span
+    that is not JSON (``{not json}``, ``[1]`` as a citation) is skipped whole; one that never closes (an answer
+    cut off mid-value) ends the scan.
+    """
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    position = 0
+    while True:
+        match = _OPENER.search(text, position)
+        if match is None:
+            return values, False
+        start = match.start()
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            span_end = _span_end(text, start)
+            if span_end is None:
+                return values, True
+            position = span_end
+            continue
+        values.append(value)
+        position = end
+
+
+def _candidates(text: str) -> tuple[list[Any], bool]:
+    """Whole-answer candidates: the text itself, else the one fenced block, else the outermost values."""
     try:
-        found.append(json.loads(stripped))
+        return [json.loads(text)], False
     except json.JSONDecodeError:
         pass
-    for block in _FENCE.findall(text):
+    blocks = _FENCE.findall(text)
+    if len(blocks) == 1:
         try:
-            found.append(json.loads(block.strip()))
+            return [json.loads(blocks[0].strip())], False
         except json.JSONDecodeError:
             pass
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"[{\[]", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        found.append(value)
-    return found
+    return _top_level(text)
+
+
+def _list_field(schema: type[BaseModel]) -> str | None:
+    """The one field of a schema whose only field is a list (a bare list answer fills it), else None."""
+    fields = schema.model_fields
+    if len(fields) != 1:
+        return None
+    name, info = next(iter(fields.items()))
+    return name if getattr(info.annotation, "__origin__", None) is list else None
 
 
 def parse_json_as(text: str, schema: type[T]) -> T:
-    """The first JSON value in ``text`` that validates as ``schema``.
+    """The whole JSON answer in ``text``, validated as ``schema``.
 
-    A bare list is accepted for a schema with exactly one list field (models often drop the wrapper object).
+    A bare list is accepted for a schema with exactly one field, a list (models often drop the wrapper object),
+    when the list is itself the whole or outermost value. Among several outermost values (prose quoting an
+    object, then the answer) the one valid for the schema is the answer; two different valid ones are no answer.
     """
     cleaned = strip_thinking(text)
     if not cleaned:
         raise ParseFailure("empty answer")
+    candidates, unclosed = _candidates(cleaned)
     errors: list[str] = []
-    list_fields = [
-        name for name, f in schema.model_fields.items() if getattr(f.annotation, "__origin__", None) is list
-    ]
-    for value in _candidates(cleaned):
-        if isinstance(value, list) and len(list_fields) == 1 and len(schema.model_fields) == 1:
-            value = {list_fields[0]: value}
+    valid: list[T] = []
+    list_field = _list_field(schema)
+    for value in candidates:
+        if isinstance(value, list) and list_field is not None:
+            value = {list_field: value}
         if not isinstance(value, dict):
             continue
         try:
-            return schema.model_validate(value)
+            parsed = schema.model_validate(value)
         except ValidationError as exc:
             problems = [f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3]]
             errors.append(str(exc).splitlines()[0] + ": " + "; ".join(problems))
+            continue
+        if parsed not in valid:
+            valid.append(parsed)
+    if len(valid) == 1:
+        return valid[0]
+    if valid:
+        raise ParseFailure(f"{len(valid)} different JSON answers valid for {schema.__name__} in one reply")
     if errors:
         raise ParseFailure(f"JSON found but invalid for {schema.__name__}: {errors[0]}")
+    if unclosed:
+        raise ParseFailure(
+            f"no JSON object in answer: a JSON value starts but never ends (cut off?): {cleaned[-120:]!r}"
+        )
     raise ParseFailure(f"no JSON object in answer: {cleaned[:120]!r}")

@@ -4,7 +4,9 @@
 (a judge answer that cannot be parsed is *unjudged*, never "supported"). Structured output uses the strongest
 strategy the model supports: a JSON-schema response format (llama.cpp grammar-constrained decoding for the
 embedded model), falling back to JSON mode, then to plain text, always with tolerant parsing and bounded retries
-that show the model its unparseable answer.
+that show the model its unparseable answer. An answer counts only when it was read whole: one cut off at
+``max_tokens`` (finish reason "length") or one that copies the prompt is a failure even if it parses, and a
+cut-off answer is never stored in the call cache.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pydantic import BaseModel
 from prompts import Prompt
 from storyjudge.callcache import cache_for, request_key
 from storyjudge.context import ConfigError, Context
+from storyjudge.echo import copied_span, request_data
 from storyjudge.jsonparse import ParseFailure, parse_json_as, strip_thinking
 from storyjudge.models import LOCAL_LOCK, chat_model, is_local, resolve_spec
 from storyjudge.tokens import count_tokens
@@ -38,6 +41,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
 Message = tuple[Literal["system", "user", "assistant"], str]
 Method = Literal["json_schema", "json_mode", "text"]
+
+
+CUT_OFF = frozenset({"length", "content_filter"})
+"""Finish reasons of an answer the model did not finish: never a valid answer, never cached."""
+
+
+def cut_off(finish_reason: str | None) -> bool:
+    """Whether an answer ended because of the token limit (or a content filter), not because it was done."""
+    return finish_reason in CUT_OFF
 
 
 _KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
@@ -261,7 +273,7 @@ def _complete(
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request)
     hit = cache.get(key)
-    if hit is not None:
+    if hit is not None and not cut_off(hit.get("finish_reason")):  # older caches may hold cut-off answers
         return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
     params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
     if is_local(spec):
@@ -282,7 +294,8 @@ def _complete(
         elif schema_json is not None and method == "json_mode":
             params["response_format"] = {"type": "json_object"}
     text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
-    if text.strip():  # an empty answer is a fault to retry later, not a result to replay
+    # an empty or cut-off answer is a fault to retry later, not a result to replay
+    if text.strip() and not cut_off(finish):
         cache.put(key, spec, prompt_version, {"text": text, "finish_reason": finish, "usage": [n_in, n_out]})
     return TextAnswer(text, finish, False, one_call(spec, n_in, n_out, cached=False))
 
@@ -385,8 +398,13 @@ def ask_structured(
         text, finish, cached = reply.text, reply.finish_reason, reply.cached
         try:
             value = parse_json_as(text, schema)
+            problem = _unread(text, finish, prompt, base, schema)
+            if problem:
+                raise ParseFailure(problem)
         except ParseFailure as exc:
-            error = str(exc) + (" (output cut off at max_tokens)" if finish == "length" else "")
+            error = str(exc)
+            if cut_off(finish) and "cut off" not in error:
+                error += f" (output cut off: finish_reason {finish!r})"
             conversation = [
                 *base,
                 ("assistant", text[:2000]),
@@ -395,6 +413,19 @@ def ask_structured(
             continue
         return Answer(value, text, None, finish, attempts, cached, usage)
     return Answer(None, text, error, finish, attempts, cached, merge_usage(usage, failure(spec)))
+
+
+def _unread(
+    text: str, finish: str | None, prompt: Prompt, messages: Sequence[Message], schema: type[BaseModel]
+) -> str | None:
+    """Why a parsed answer still cannot count: cut off, or a copy of the prompt; None when it can."""
+    if cut_off(finish):
+        return f"output cut off (finish_reason {finish!r}); a partial answer is no answer"
+    fixed = [prompt.text, schema_instruction(schema)]
+    copied = copied_span(text, fixed, request_data([content for _, content in messages], fixed))
+    if copied:
+        return f"the answer copies the prompt ({copied!r}...), it does not answer it"
+    return None
 
 
 def require_models(ctx: Context, roles: Sequence[str]) -> None:

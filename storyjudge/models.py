@@ -154,7 +154,7 @@ def chat_model(spec: str, ctx: Context) -> BaseChatModel:
 
 
 def _local_chat_class() -> type[BaseChatModel]:
-    """ChatLlamaCpp that also reports llama.cpp's token counts as ``usage_metadata``."""
+    """ChatLlamaCpp that also reports llama.cpp's token counts and finish reason on the message."""
     import warnings
 
     with warnings.catch_warnings():
@@ -172,6 +172,13 @@ def _local_chat_class() -> type[BaseChatModel]:
                     "output_tokens": int(usage.get("completion_tokens", 0)),
                     "total_tokens": int(usage.get("total_tokens", 0)),
                 }
+                # the finish reason decides whether an answer was cut off: carry it on the message itself
+                finish = (generation.generation_info or {}).get("finish_reason")
+                if finish:
+                    generation.message.response_metadata = {
+                        **generation.message.response_metadata,
+                        "finish_reason": finish,
+                    }
             return result
 
     return LocalChatLlamaCpp

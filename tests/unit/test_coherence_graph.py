@@ -16,7 +16,7 @@ from graphs.coherence import build_graph, graph
 from prompts import load
 from storyjudge.cli import app
 from storyjudge.context import ConfigError, Context
-from tests.openai_server import OpenAIServer
+from tests.openai_server import OpenAIServer, last_user_text
 
 CLEAN = "Questions: no confusion\nTypes: no confusion"
 SUMMARY = (
@@ -190,14 +190,68 @@ def test_batched_mode_is_marked_and_scored(
     assert [(a["index"], a["types"]) for a in flagged] == [(2, ["entity omission"])]
 
 
+BATCH_CUT = '{"sentences": [{"index": 3, "questions": ["Who is the Guild?"], "types": ["entity om'
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "I cannot answer in JSON, sorry.",
+        BATCH_CUT,  # cut off, not said so: never "sentences=[]", which would count every sentence clean
+        {"content": BATCH_CUT, "finish_reason": "length"},
+        {"content": '{"sentences": []}', "finish_reason": "length"},  # parses, but was cut off
+        '{"confusions": []}',  # wrong key
+    ],
+    ids=["prose", "truncated", "truncated-length", "parses-but-length", "wrong-key"],
+)
 def test_batched_mode_unparseable_answer_leaves_batch_unscored(
-    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context], bad: str | dict[str, Any]
 ) -> None:
-    server = scripted_server(lambda body: "I cannot answer in JSON, sorry.")
+    server = scripted_server(lambda body: bad)
     out = graph.invoke({"summary": SUMMARY}, context=ctx_for(server, batched_coherence=True, parse_retries=0))
     assert out["coherence"]["score"] is None
     assert out["coherence"]["unparsed"] == 8
     assert all(a["confused"] is None and a["error"] for a in out["annotations"])
+
+
+GENERIC = (
+    "This is an interesting summary. The story is told in a clear way and the reader can follow it, so there "
+    "is no confusion in general, although some readers may want more detail."
+)
+LOREM = (
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et "
+    "dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris."
+)
+
+
+@pytest.mark.parametrize(
+    "babble",
+    [
+        lambda body: GENERIC,
+        lambda body: LOREM,
+        lambda body: last_user_text(body)[:300],  # the prompt's opening (then the format reminder) echoed
+        lambda body: last_user_text(body),  # the whole request echoed
+        lambda body: last_user_text(body)[last_user_text(body).find("If the given sentence") :][:400],
+    ],
+    ids=["generic-prose", "lorem-ipsum", "echo-opening", "echo-all", "echo-instructions"],
+)
+def test_babble_for_every_sentence_is_unparsed_and_gets_no_score(
+    scripted_server: Callable[..., OpenAIServer],
+    ctx_for: Callable[..., Context],
+    babble: Callable[[dict[str, Any]], str],
+) -> None:
+    server = scripted_server(babble)
+    summaries = [
+        {"id": f"s{i}", "summary": SUMMARY.replace("Mara", name)} for i, name in enumerate(["Ada", "Ivo"])
+    ]
+    out = graph.invoke({"summaries": summaries}, context=ctx_for(server, parse_retries=1))
+    coherence = out["coherence"]
+    assert coherence["unparsed"] == coherence["sentences"] == 16
+    assert coherence["scored"] == 0
+    assert coherence["score"] is None and coherence["system_score"] is None
+    assert all(s["score"] is None for s in coherence["summaries"])
+    assert all(a["confused"] is None and a["error"] for a in out["annotations"])
+    assert out["usage"]["openai:scripted"]["failures"] == 16
 
 
 @pytest.mark.parametrize(

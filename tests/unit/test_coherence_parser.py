@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from prompts import load
 from storyjudge.confusion import ERROR_TYPES, normalise_types, parse_confusion, says_no_confusion, type_of
 
 
@@ -149,3 +150,65 @@ def test_says_no_confusion() -> None:
     assert says_no_confusion("No confusion.")
     assert says_no_confusion("none")
     assert not says_no_confusion("Who is Bob?")
+
+
+# --- an answer that repeats the prompt is no verdict --------------------------------------------------------
+
+COHERENCE = load("coherence").text
+DEFINITIONS = "\n".join(line for line in COHERENCE.splitlines() if line.startswith("- ") and ":" in line)
+LOREM = (
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et "
+    "dolore magna aliqua. "
+) * 8
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        'Questions: <your clarifying questions, or "no confusion">\n'
+        'Types: <the confusion types, separated by commas, or "no confusion">',
+        "Answer with your questions and types, or no confusion.",
+        'If the given sentence doesn\'t involve any confusion, simply say "no confusion".',
+        "Questions: ask clarifying questions, or 'no confusion'\nTypes: the types, or no confusion",
+        DEFINITIONS,
+        "Types: entity omission, event omission, causal omission, salience, discontinuity, duplication",
+        "This is an interesting summary. The story is told in a clear way and the reader can follow it, so "
+        "there is no confusion in general, although some readers may want more detail.",
+        LOREM,
+        "The sentence is about a journey. " * 30,
+    ],
+)
+def test_an_answer_echoing_instructions_or_definitions_is_unparsed(answer: str) -> None:
+    parsed = parse_confusion(answer)
+    assert parsed.confused is None, parsed
+    assert parsed.error
+
+
+@pytest.mark.parametrize(
+    "start", [0, COHERENCE.find("For something to qualify"), COHERENCE.find("[Example summary 2]")]
+)
+def test_an_answer_copying_the_prompt_is_unparsed(start: int) -> None:
+    answer = COHERENCE[start : start + 300]
+    parsed = parse_confusion(answer, prompt=(COHERENCE,))
+    assert parsed.confused is None and "copies the prompt" in (parsed.error or ""), parsed
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Questions: no confusion\nTypes: no confusion",
+        "No confusion.",
+        "This sentence does not cause any confusion.",
+        "Questions: Who is Oren, and why does he help?\nTypes: entity omission",
+    ],
+)
+def test_real_answers_still_read_when_the_prompt_is_given(answer: str) -> None:
+    assert parse_confusion(answer, prompt=(COHERENCE,), data=("Mara meets Oren.",)).parsed
+
+
+def test_quoting_the_data_is_no_copy_even_when_it_matches_the_prompt() -> None:
+    sentence = "Meanwhile, in the capital, Senator Drace argues with his daughter about the price of grain."
+    summary = COHERENCE.split("[Example summary 1]\n", 1)[1].split("\n", 1)[0]  # the example, scored as data
+    answer = f'Questions: Why does "{sentence}" come here?\nTypes: discontinuity'
+    parsed = parse_confusion(answer, prompt=(COHERENCE,), data=(summary, sentence))
+    assert parsed.confused is True and parsed.types == ["discontinuity"]

@@ -168,11 +168,26 @@ def test_reindexing_an_unchanged_document_is_free(
     assert second["index"] == first["index"] and second["ckg"] == first["ckg"]
 
 
+CUT = '{"characters": [{"name": "Captain Reed", "aliases": []}], "triples": [{"subject": "Captain Reed", "predic'
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "I cannot do that.",
+        CUT,  # cut off mid-triple, the server not saying so: no inner fragment or default stands in
+        {"content": CUT, "finish_reason": "length"},
+        {"content": '{"characters": [], "triples": []}', "finish_reason": "length"},  # parses, but cut off
+        '{"characters": [{"name": "Captain Reed", "aliases": []}]}',  # no triples: not an answer
+        '{"people": ["Captain Reed"], "relations": []}',  # wrong keys
+    ],
+    ids=["prose", "truncated", "truncated-length", "parses-but-length", "missing-triples", "wrong-keys"],
+)
 def test_an_unparseable_answer_is_counted_not_defaulted(
-    scripted_server: Any, ctx_for: Any, bow: BagOfWords
+    scripted_server: Any, ctx_for: Any, bow: BagOfWords, bad: str | dict[str, Any]
 ) -> None:
-    def responder(body: dict[str, Any]) -> str:
-        return "I cannot do that." if "Hold fast" in scene_of(body) else triples_responder(body)
+    def responder(body: dict[str, Any]) -> str | dict[str, Any]:
+        return bad if "Hold fast" in scene_of(body) else triples_responder(body)
 
     server = scripted_server(responder)
     out = run(ctx_for(server, embedder="test-bow", ckg_samples=2, parse_retries=0))

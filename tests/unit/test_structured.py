@@ -86,6 +86,20 @@ def test_bare_list_for_a_schema_with_one_list_field() -> None:
     ]
     with pytest.raises(ParseFailure):
         parse_json_as('["a", "b"]', Verdict)
+    # only as the whole or outermost value, never a list nested inside another one
+    assert parse_json_as('The facts: ["Banquo dies."] That is all.', Facts).facts == ["Banquo dies."]
+    with pytest.raises(ParseFailure):
+        parse_json_as('{"atomic_facts": ["Banquo dies."]}', Facts)
+    with pytest.raises(ParseFailure):
+        parse_json_as('{"facts": ["Banquo dies.", "Macbeth', Facts)
+
+
+def test_the_same_answer_twice_is_one_answer_and_prose_brackets_are_skipped_whole() -> None:
+    assert parse_json_as(f"{VALID}\n\nAgain: {VALID}", Verdict).supported is True
+    assert parse_json_as(f"See [1] and {{this}}: {VALID}", Verdict).supported is True
+    # exactly one fenced block wins over an object quoted in the prose around it
+    fenced = '{"rationale": "quoted", "supported": false} is wrong; here:\n```json\n' + VALID + "\n```"
+    assert parse_json_as(fenced, Verdict).supported is True
 
 
 @pytest.mark.parametrize(
@@ -98,6 +112,17 @@ def test_bare_list_for_a_schema_with_one_list_field() -> None:
         ('{"rationale": "r"}', "invalid for Verdict"),
         ('{"rationale": "r", "supported": "perhaps"}', "invalid for Verdict"),
         ("[1, 2, 3]", "no JSON"),
+        # a cut-off answer: the complete object nested inside it is never taken for the answer
+        (
+            '{"rationale": "r", "supported": true, "evidence": ["S1", {"rationale": "x", "supported": false}, "S',
+            "no JSON",
+        ),
+        ('The verdict: {"rationale": "r", "supported": tr', "never ends"),
+        # a valid object nested in another value is a fragment, not the answer
+        ('[{"rationale": "r", "supported": true}]', "no JSON"),
+        ('{"verdicts": [{"rationale": "r", "supported": true}]}', "invalid for Verdict"),
+        # two different answers in one reply: neither is the answer
+        ('{"rationale": "a", "supported": true} or {"rationale": "b", "supported": false}', "2 different"),
     ],
 )
 def test_unusable_answers_raise_parse_failure_never_a_default(text: str, reason: str) -> None:

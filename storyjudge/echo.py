@@ -1,0 +1,82 @@
+"""Whether a model's answer copies the fixed text of its prompt (instructions, definitions, examples).
+
+A model that fails to answer often repeats its prompt: the instructions, a definition list, an example answer.
+Such a reply may even contain a well-formed answer (the prompt's own example) and must not be read as one. An
+answer copies the prompt when it shares a run of ``SPAN_WORDS`` consecutive words with the prompt's fixed
+text (the template without its placeholders) that the request's data does not also hold: an answer may quote
+the scene or summary it was given, but not the instructions around them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import cache
+
+SPAN_WORDS = 12
+"""Consecutive words an answer must share with the fixed prompt text to count as copying it."""
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_PLACEHOLDER = re.compile(r"\{\{\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\}\}")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of a text, punctuation and markup dropped."""
+    return _WORD.findall(text.lower())
+
+
+def _grams(tokens: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+
+
+def fixed_parts(template: str) -> list[str]:
+    """The literal pieces of a ``{{placeholder}}`` template."""
+    return [part for part in _PLACEHOLDER.split(template) if part.strip()]
+
+
+@cache
+def _fixed_grams(fixed: tuple[str, ...], n: int) -> frozenset[tuple[str, ...]]:
+    grams: set[tuple[str, ...]] = set()
+    for part in fixed:
+        grams |= _grams(words(part), n)
+    return frozenset(grams)
+
+
+def copied_span(
+    answer: str, fixed: Iterable[str], data: Iterable[str] = (), *, span: int = SPAN_WORDS
+) -> str | None:
+    """The first run of ``span`` words the answer shares with the fixed texts and not with the data, or None.
+
+    Args:
+        answer: The model's answer.
+        fixed: The prompt's fixed texts (instructions, format reminders); templates are split at placeholders.
+        data: The texts the request carried as data (scene, summary, sentence): quoting them is no copy.
+        span: How many consecutive words make a copy.
+    """
+    pieces: list[str] = []
+    for text in fixed:
+        pieces.extend(fixed_parts(text))
+    source = _fixed_grams(tuple(pieces), span)
+    tokens = words(answer)
+    hits = [i for i in range(len(tokens) - span + 1) if tuple(tokens[i : i + span]) in source]
+    if not hits:
+        return None
+    quoted: set[tuple[str, ...]] = set()
+    for text in data:
+        quoted |= _grams(words(text), span)
+    for i in hits:
+        gram = tuple(tokens[i : i + span])
+        if gram not in quoted:
+            return " ".join(gram)
+    return None
+
+
+def request_data(messages: Iterable[str], fixed: Iterable[str]) -> list[str]:
+    """What the rendered messages hold besides the fixed texts: the data a template was filled with."""
+    pieces = sorted({part for text in fixed for part in fixed_parts(text)}, key=len, reverse=True)
+    out: list[str] = []
+    for message in messages:
+        for part in pieces:
+            message = message.replace(part, "\n")
+        out.append(message)
+    return out
