@@ -15,6 +15,8 @@ from storyjudge.cli.common import (
     BaseUrlOpt,
     ConcurrencyOpt,
     ModelOpt,
+    PresetOpt,
+    PromptDirOpt,
     console,
     fail,
     make_context,
@@ -139,11 +141,18 @@ def coherence_command(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     concurrency: ConcurrencyOpt = None,
+    preset: PresetOpt = None,
+    prompt_dir: PromptDirOpt = None,
 ) -> None:
     """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
     graph_input = read_summaries(input_path)
     ctx = make_context(
-        model=model, base_url=base_url, concurrency=concurrency, batched_coherence=batched or None
+        model=model,
+        base_url=base_url,
+        concurrency=concurrency,
+        batched_coherence=batched or None,
+        preset=preset,
+        prompt_dir=prompt_dir,
     )
     print_models(ctx, roles=("coherence",))
     from graphs.coherence import graph
@@ -154,6 +163,12 @@ def coherence_command(
     except (ModelError, ConfigError, ValueError) as exc:
         fail(str(exc))
     result = record(dict(final))
+    result["settings"] = {
+        "preset": ctx.preset,
+        "preset_applied": ctx.preset_applied,
+        "prompt_dir": ctx.prompt_dir,
+        "temperature": ctx.temperature,
+    }
     _print(result)
     if out_path is not None:
         try:
