@@ -208,7 +208,7 @@ class Experiment:
             "cells": [{"id": c.id, **c.params} for c in cells(self.config)],
             "context": self.config.context,
             "cache_dir": str(self.config.cache_path),
-            "prompts": prompt_versions(),
+            "prompts": prompt_versions(str(self.config.context.get("prompt_dir") or "")),
         }
         (self.out / "experiment.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
 

@@ -73,9 +73,9 @@ def edit_damage(original: str, edited: str) -> str | None:
     return None
 
 
-def render_removal(summary: str) -> str:
+def render_removal(summary: str, prompt_dir: str = "") -> str:
     """The artifact-removal prompt."""
-    return load("remove_artifacts").render(summary=data_block("summary", summary))
+    return load("remove_artifacts", prompt_dir).render(summary=data_block("summary", summary))
 
 
 def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     draft = state.get("draft", "").strip()
     summary, events, usage = draft, [], {}
     if ctx.artifact_removal and draft:
-        text = render_removal(draft)
+        text = render_removal(draft, ctx.prompt_dir)
         room = plan["context_window"] - prompt_cost(text)
         max_tokens = min(room, math.ceil(count_tokens(draft) * 1.2) + 64)
         if max_tokens < count_tokens(draft):
@@ -95,7 +95,7 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
             )
         else:
             answer = llm.ask_text(
-                ctx, ROLE, load("remove_artifacts"), [("user", text)], max_tokens=max_tokens
+                ctx, ROLE, load("remove_artifacts", ctx.prompt_dir), [("user", text)], max_tokens=max_tokens
             )
             usage = answer.usage
             edited = clean_output(answer.text)

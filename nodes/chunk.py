@@ -143,24 +143,30 @@ def _require(ok: bool, what: str, window: int) -> None:
         )
 
 
-def check_budgets(strategy: str, chunks: list[SummaryChunk], budgets: list[int], window: int) -> None:
+def check_budgets(
+    strategy: str, chunks: list[SummaryChunk], budgets: list[int], window: int, prompt_dir: str = ""
+) -> None:
     """Refuse settings under which some prompt plus its output could not fit in the context window."""
     top = budgets[-1]
     biggest = max(chunks, key=lambda chunk: chunk["tokens"])
     if strategy == "hierarchical":
-        leaf = render_leaf(biggest["text"], word_limit(budgets[0]))
+        leaf = render_leaf(biggest["text"], word_limit(budgets[0]), prompt_dir)
         _require(fits(leaf, budgets[0], window), f"a {biggest['tokens']}-token chunk and its summary", window)
         if len(chunks) > 1:
-            merge = cost_of_tokens(2 * top + merge_overhead())
+            merge = cost_of_tokens(2 * top + merge_overhead(prompt_dir))
             _require(merge + top <= window, f"merging two {top}-token summaries", window)
     else:
-        update = cost_of_tokens(biggest["tokens"] + top + count_tokens(render_update("", "", 9999)))
+        update = cost_of_tokens(
+            biggest["tokens"] + top + count_tokens(render_update("", "", 9999, prompt_dir))
+        )
         _require(
             update + top <= window,
             f"a {biggest['tokens']}-token chunk, a {top}-token summary and its update",
             window,
         )
-        squeeze = cost_of_tokens(UPDATE_OUTPUT_FACTOR * top + count_tokens(render_compress("", 9999)))
+        squeeze = cost_of_tokens(
+            UPDATE_OUTPUT_FACTOR * top + count_tokens(render_compress("", 9999, prompt_dir))
+        )
         _require(squeeze + top <= window, f"compressing a {UPDATE_OUTPUT_FACTOR * top}-token summary", window)
 
 
@@ -172,11 +178,11 @@ def prepare(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     chunks = _chunks(state, chunk_size)
     window = ctx.context_window
     if strategy == "hierarchical":
-        budgets = level_budgets(len(chunks), top, window, merge_overhead())
-        calls = len(chunks) + sum(merges_needed(len(chunks), budgets, window, merge_overhead()))
+        budgets = level_budgets(len(chunks), top, window, merge_overhead(ctx.prompt_dir))
+        calls = len(chunks) + sum(merges_needed(len(chunks), budgets, window, merge_overhead(ctx.prompt_dir)))
     else:
         budgets, calls = [top], len(chunks)
-    check_budgets(strategy, chunks, budgets, window)
+    check_budgets(strategy, chunks, budgets, window, ctx.prompt_dir)
     report("summarize", total=calls + (1 if ctx.artifact_removal else 0))
     plan = SummaryPlan(
         strategy=strategy,  # type: ignore[typeddict-item]

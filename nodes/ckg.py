@@ -18,7 +18,9 @@ from storyjudge.rundir import RunDir
 
 
 def build_ckg_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Merge names, keep the predicates seen in at least ``threshold x samples`` extractions, save the graph.
+    """Merge names, keep the predicates seen often enough across samples and scenes, save the graph.
+
+    "Often enough" is ``predicate_min_count`` extractions when that is set, else ``threshold x samples``.
 
     Only extractions of the current scenes count, so a rerun on the same thread never mixes in another
     document's.
@@ -28,10 +30,16 @@ def build_ckg_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, An
     scenes = state.get("scenes") or []
     current = {scene["id"] for scene in scenes}
     extractions = [e for e in state.get("extractions") or [] if e["scene_id"] in current]
-    graph = build_ckg(extractions, scenes, samples=ctx.ckg_samples, threshold=ctx.predicate_threshold)
+    graph = build_ckg(
+        extractions,
+        scenes,
+        samples=ctx.ckg_samples,
+        threshold=ctx.predicate_threshold,
+        min_support=ctx.predicate_min_count,
+    )
     graph.graph.update(
         model=resolve_spec(ctx, "extractor"),
-        prompt=prompts.load(PROMPT).version_id,
+        prompt=prompts.load(PROMPT, ctx.prompt_dir).version_id,
         temperature=ctx.extraction_temperature,
         doc_hash=state.get("doc_hash", ""),
     )

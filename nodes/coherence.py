@@ -143,9 +143,15 @@ def route_annotations(state: CoherenceState) -> list[Send] | Literal["score"]:
     return [Send(node, task) for task in tasks]
 
 
-def sentence_messages(summary: str, sentence: str, index: int) -> list[Message]:
-    """The per-sentence request: fixed definitions and examples first, then the summary, then the sentence."""
-    prompt = load("coherence")
+def sentence_messages(summary: str, sentence: str, index: int, prompt_dir: str = "") -> list[Message]:
+    """The per-sentence request: fixed definitions and examples first, then the summary, then the sentence.
+
+    A prompt in the official BooookScore format (``{}`` placeholders) gets the raw summary and sentence, as the
+    official code gives them; storyjudge's own format gets them as delimited data blocks.
+    """
+    prompt = load("coherence", prompt_dir)
+    if prompt.positional:
+        return [("user", prompt.render(summary=summary, sentence=sentence))]
     text = prompt.render(
         summary=data_block("summary", summary), sentence=data_block("sentence", sentence, number=index + 1)
     )
@@ -168,9 +174,9 @@ def read_answer(
 def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask whether one sentence causes confusion; an unreadable answer is re-asked, then kept as unparsed."""
     ctx = context_of(runtime)
-    prompt = load("coherence")
+    prompt = load("coherence", ctx.prompt_dir)
     index, sentence = task["sentence_indices"][0], task["targets"][0]
-    messages = sentence_messages(task["summary"], sentence, index)
+    messages = sentence_messages(task["summary"], sentence, index, ctx.prompt_dir)
     max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
     answer = ask_text(ctx, ROLE, prompt, messages, max_tokens=max_tokens)
     usage: Usage = answer.usage
@@ -203,9 +209,11 @@ def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[st
     return {"annotations": [annotation], "usage": usage}
 
 
-def batch_messages(summary: str, indices: list[int], targets: list[str]) -> list[Message]:
+def batch_messages(
+    summary: str, indices: list[int], targets: list[str], prompt_dir: str = ""
+) -> list[Message]:
     """The batched request: fixed part, the summary, then the target sentences numbered as in the summary."""
-    prompt = load("coherence_batched")
+    prompt = load("coherence_batched", prompt_dir)
     numbered = "\n".join(f"{i + 1}. {sentence}" for i, sentence in zip(indices, targets, strict=True))
     text = prompt.render(summary=data_block("summary", summary), sentences=data_block("sentences", numbered))
     return [("user", text)]
@@ -218,11 +226,10 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
     outside the batch are ignored. A failed parse leaves every sentence of the batch unparsed.
     """
     ctx = context_of(runtime)
-    prompt = load("coherence_batched")
+    prompt = load("coherence_batched", ctx.prompt_dir)
     indices, targets = task["sentence_indices"], task["targets"]
-    answer = ask_structured(
-        ctx, ROLE, prompt, batch_messages(task["summary"], indices, targets), BatchedConfusions
-    )
+    messages = batch_messages(task["summary"], indices, targets, ctx.prompt_dir)
+    answer = ask_structured(ctx, ROLE, prompt, messages, BatchedConfusions)
     listed: dict[int, dict[str, list[str]]] = {}
     if answer.value is not None:
         for entry in answer.value.sentences:
@@ -277,7 +284,7 @@ def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
         card["split"] = split.get(card["id"], ctx.sentence_splitter)
     result["sentence_splitter"] = ctx.sentence_splitter
     result["sentences_given"] = sum(1 for card in result["summaries"] if card["split"] == GIVEN)
-    prompt = load("coherence_batched" if mode == BATCHED else "coherence")
+    prompt = load("coherence_batched" if mode == BATCHED else "coherence", ctx.prompt_dir)
     result["prompt"] = prompt.record
     result["prompt_version"] = prompt.version_id
     result["model"] = resolve_spec(ctx, ROLE)

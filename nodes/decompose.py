@@ -54,7 +54,7 @@ def decompose_sentence(task: DecomposeTask, runtime: Runtime[Context]) -> dict[s
     """Atomic facts of one sentence; a failed parse is counted and the sentence yields no facts."""
     ctx = context_of(runtime)
     started = time.perf_counter()
-    prompt = prompts.load("decompose")
+    prompt = prompts.load("decompose", ctx.prompt_dir)
     text = prompt.render(
         summary=prompts.data_block("summary", task["summary"]),
         sentence=prompts.data_block("sentence", task["sentence"]),

@@ -43,7 +43,7 @@ def extractor_window(ctx: Context) -> int:
 
 def scene_budget(ctx: Context) -> int:
     """Largest scene text (cl100k_base tokens) one extraction prompt may carry."""
-    prompt = prompts.load(PROMPT)
+    prompt = prompts.load(PROMPT, ctx.prompt_dir)
     overhead = count_tokens(prompt.render(scene=prompts.data_block("scene", "", id="S000.0", title="")))
     overhead += count_tokens(schema_instruction(SceneTriples))
     room = extractor_window(ctx) - ctx.max_output_tokens - overhead
@@ -87,7 +87,7 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
         ctx = ctx.replace(cache_dir=str(RunDir(Path(task["run_dir"])).cache))
     started = time.perf_counter()
     scene = task["scene"]
-    prompt = prompts.load(PROMPT)
+    prompt = prompts.load(PROMPT, ctx.prompt_dir)
     attributes: dict[str, object] = {"id": scene["id"]}
     if scene["title"]:
         attributes["title"] = scene["title"]

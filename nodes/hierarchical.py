@@ -50,24 +50,26 @@ _BLOCK_TOKENS = 12
 # prompts
 
 
-def render_leaf(chunk_text: str, words: int) -> str:
+def render_leaf(chunk_text: str, words: int, prompt_dir: str = "") -> str:
     """The level-0 prompt for one chunk."""
-    return load("summarize_chunk").render(excerpt=data_block("excerpt", chunk_text), word_limit=words)
+    return load("summarize_chunk", prompt_dir).render(
+        excerpt=data_block("excerpt", chunk_text), word_limit=words
+    )
 
 
-def render_merge(context: str, summaries: list[str], words: int) -> str:
+def render_merge(context: str, summaries: list[str], words: int, prompt_dir: str = "") -> str:
     """The merge prompt: with prior context when there is one, else the plain merge prompt."""
     block = "\n\n".join(data_block("summary", text, part=k + 1) for k, text in enumerate(summaries))
     if context:
-        return load("merge_context").render(
+        return load("merge_context", prompt_dir).render(
             context=data_block("context", context), summaries=block, word_limit=words
         )
-    return load("merge").render(summaries=block, word_limit=words)
+    return load("merge", prompt_dir).render(summaries=block, word_limit=words)
 
 
-def merge_overhead() -> int:
+def merge_overhead(prompt_dir: str = "") -> int:
     """Tokens of the merge prompt (with prior context) around the summaries themselves."""
-    return count_tokens(render_merge("x", ["x", "x"], 9999)) + _BLOCK_TOKENS
+    return count_tokens(render_merge("x", ["x", "x"], 9999, prompt_dir)) + _BLOCK_TOKENS
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -130,8 +132,8 @@ def summarize_leaf(task: LeafTask, runtime: Runtime[Context]) -> dict[str, Any]:
     budget = plan["budgets"][0]
     written = write(
         ctx,
-        load("summarize_chunk"),
-        lambda words: render_leaf(chunk["text"], words),
+        load("summarize_chunk", ctx.prompt_dir),
+        lambda words: render_leaf(chunk["text"], words, ctx.prompt_dir),
         words=word_limit(budget),
         max_tokens=budget,
         token_limit=budget,
@@ -195,6 +197,7 @@ def take_group(
     context_window: int,
     words: int,
     where: dict[str, Any],
+    prompt_dir: str = "",
 ) -> tuple[int, str, list[str], list[dict[str, Any]]]:
     """The next merge group from ``start``: as many summaries as fit with the prior context and the output.
 
@@ -213,18 +216,18 @@ def take_group(
             notes.append(event("prior_context_truncated", **where, tokens=count_tokens(context), limit=limit))
     end = start + 1
     while end < len(texts) and fits(
-        render_merge(context, texts[start : end + 1], words), budget, context_window
+        render_merge(context, texts[start : end + 1], words, prompt_dir), budget, context_window
     ):
         end += 1
     if end == start + 1 and end < len(texts):
         end += 1  # progress: a merge of one summary alone would never shrink the level
     group = texts[start:end]
-    if not fits(render_merge(context, group, words), budget, context_window):
+    if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
         if context:
             context = ""
             notes.append(event("prior_context_dropped", **where))
-        if not fits(render_merge(context, group, words), budget, context_window):
-            base = count_tokens(render_merge("", [""] * len(group), words))
+        if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
+            base = count_tokens(render_merge("", [""] * len(group), words, prompt_dir))
             share = max(1, (room - base) // len(group) - 4)
             group = [
                 split_by_tokens(text, share)[0] if count_tokens(text) > share else text for text in group
@@ -244,7 +247,7 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
         raise RuntimeError(f"hierarchical merging did not converge in {MAX_LEVELS} levels")
     window, top = plan["context_window"], plan["max_summary_tokens"]
     texts = [item["text"] for item in items]
-    last = fits(render_merge("", texts, word_limit(top)), top, window)
+    last = fits(render_merge("", texts, word_limit(top), ctx.prompt_dir), top, window)
     budget = top if last or level >= len(plan["budgets"]) - 1 else plan["budgets"][level]
     words = word_limit(budget)
     outputs: list[TreeSummary] = []
@@ -255,13 +258,17 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
         index = len(outputs)
         where = {"level": level, "index": index}
         prior = outputs[-1]["text"] if outputs else ""
-        end, context, group, notes = take_group(texts, start, prior, budget, window, words, where)
+        end, context, group, notes = take_group(
+            texts, start, prior, budget, window, words, where, ctx.prompt_dir
+        )
         events.extend(notes)
         name = "merge_context" if context else "merge"
         written = write(
             ctx,
-            load(name),
-            lambda asked, context=context, group=group: render_merge(context, group, asked),  # type: ignore[misc]
+            load(name, ctx.prompt_dir),
+            lambda asked, context=context, group=group: render_merge(  # type: ignore[misc]
+                context, group, asked, ctx.prompt_dir
+            ),
             words=words,
             max_tokens=budget,
             token_limit=budget,
@@ -291,7 +298,9 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
     ]
     if len(outputs) > 1:
         done = sum(len(entry["summaries"]) for entry in tree)
-        ahead = merges_needed(len(outputs), plan["budgets"][level:] or [top], window, merge_overhead())
+        ahead = merges_needed(
+            len(outputs), plan["budgets"][level:] or [top], window, merge_overhead(ctx.prompt_dir)
+        )
         report("summarize", total=done + sum(ahead) + (1 if ctx.artifact_removal else 0))
     update: dict[str, Any] = {
         "tree": tree,

@@ -5,7 +5,8 @@ asks for the updated summary. The prompts ask for a length that grows with the s
 (``word_limit(G_n) * (step + 1) / chunks``, as in the seed's code), so every chunk gets an equal share of the
 final summary. When an updated summary is longer than G_n tokens, the compression prompt (A.2.1) condenses it
 to that step's target, at temperature 1 as in the seed, with bounded retries: compression happens exactly
-then.
+then. A summary still over G_n after compression keeps its newest sentences (``keep_newest``): the oldest
+part goes, never the chunk just read, and a ``clipped_for_budget`` event says how much went.
 One step per graph step, so a checkpointed run resumes at the chunk it stopped at.
 """
 
@@ -30,8 +31,8 @@ from prompts import data_block, load
 from state import SummarizeWork, TreeSummary
 from storyjudge.context import Context, context_of
 from storyjudge.progress import report
-from storyjudge.textsplit import split_by_tokens
-from storyjudge.tokens import count_tokens
+from storyjudge.textsplit import sentence_spans
+from storyjudge.tokens import count_tokens, decode, encode
 from storyjudge.usage import merge_usage
 
 MIN_STEP_WORDS = 40
@@ -46,21 +47,49 @@ def step_words(step: int, chunks: int, max_summary_tokens: int) -> int:
     return min(full, max(MIN_STEP_WORDS, round(full * (step + 1) / chunks)))
 
 
-def render_init(chunk_text: str, words: int) -> str:
+def keep_newest(text: str, limit: int) -> str:
+    """The end of ``text`` within ``limit`` tokens, cut at a sentence start where one fits.
+
+    A running summary that is still over G_n after compression loses its oldest part, never the chunk just
+    read: what the book said last is what every later update builds on. A last sentence longer than the whole
+    limit keeps its last ``limit`` tokens.
+    """
+    if count_tokens(text) <= limit:
+        return text
+    spans = sentence_spans(text)
+    lo, hi = 0, len(spans)  # smallest span index whose suffix fits (the suffix shrinks as the index grows)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count_tokens(text[spans[mid][0] :].strip()) <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo < len(spans):
+        return text[spans[lo][0] :].strip()
+    tokens = encode(text)[-limit:]
+    tail = decode(tokens).lstrip("\ufffd")  # a character cut in two decodes to a replacement mark
+    while tail and count_tokens(tail.strip()) > limit:  # a multi-byte character may decode to more tokens
+        tail = tail[1:]
+    return tail.strip()
+
+
+def render_init(chunk_text: str, words: int, prompt_dir: str = "") -> str:
     """The prompt for the first chunk."""
-    return load("incremental_init").render(excerpt=data_block("excerpt", chunk_text), word_limit=words)
+    return load("incremental_init", prompt_dir).render(
+        excerpt=data_block("excerpt", chunk_text), word_limit=words
+    )
 
 
-def render_update(chunk_text: str, summary: str, words: int) -> str:
+def render_update(chunk_text: str, summary: str, words: int, prompt_dir: str = "") -> str:
     """The prompt that updates the running summary with the next chunk."""
-    return load("incremental_update").render(
+    return load("incremental_update", prompt_dir).render(
         excerpt=data_block("excerpt", chunk_text), summary=data_block("summary", summary), word_limit=words
     )
 
 
-def render_compress(summary: str, words: int) -> str:
+def render_compress(summary: str, words: int, prompt_dir: str = "") -> str:
     """The compression prompt (the seed's A.2.1)."""
-    return load("compress").render(
+    return load("compress", prompt_dir).render(
         summary=data_block("summary", summary), current_words=count_words(summary), word_limit=words
     )
 
@@ -69,8 +98,8 @@ def compress(ctx: Context, text: str, words: int, max_summary_tokens: int, step:
     """Condense a running summary to fewer than ``words`` words and at most G_n tokens (bounded retries)."""
     return write(
         ctx,
-        load("compress"),
-        lambda asked: render_compress(text, asked),
+        load("compress", ctx.prompt_dir),
+        lambda asked: render_compress(text, asked, ctx.prompt_dir),
         words=words,
         max_tokens=max_summary_tokens,
         token_limit=max_summary_tokens,
@@ -90,15 +119,15 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     words = step_words(step, len(state["chunks"]), top)
     running = state.get("draft", "") if step else ""
     if step == 0:
-        prompt = load("incremental_init")
+        prompt = load("incremental_init", ctx.prompt_dir)
 
         def render(asked: int) -> str:
-            return render_init(chunk["text"], asked)
+            return render_init(chunk["text"], asked, ctx.prompt_dir)
     else:
-        prompt = load("incremental_update")
+        prompt = load("incremental_update", ctx.prompt_dir)
 
         def render(asked: int) -> str:
-            return render_update(chunk["text"], running, asked)
+            return render_update(chunk["text"], running, asked, ctx.prompt_dir)
 
     allowance = max(1, min(UPDATE_OUTPUT_FACTOR * top, window - prompt_cost(render(words))))
     written = write(
@@ -122,8 +151,18 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
         )
         text, compressed = condensed.text, True
         if count_tokens(text) > top:  # keeps every later prompt within W, and the final summary within G_n
-            text = split_by_tokens(text, top)[0].rstrip()
-            events.append(event("clipped_for_budget", step=step, tokens=count_tokens(text), limit=top))
+            before = count_tokens(text)
+            text = keep_newest(text, top)
+            events.append(
+                event(
+                    "clipped_for_budget",
+                    step=step,
+                    tokens=count_tokens(text),
+                    limit=top,
+                    tokens_dropped=before - count_tokens(text),
+                    kept="newest",
+                )
+            )
     summary = TreeSummary(
         level=step,
         index=step,

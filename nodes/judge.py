@@ -55,7 +55,7 @@ def judge(task: JudgeTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Verdict for one fact."""
     ctx = context_of(runtime)
     started = time.perf_counter()
-    prompt = prompts.load("judge")
+    prompt = prompts.load("judge", ctx.prompt_dir)
     scenes, ckg = render_evidence(task["evidence"])
     text = prompt.render(scenes=scenes, ckg=ckg, fact=prompts.data_block("fact", task["fact"]["text"]))
     answer = ask_structured(ctx, "judge", prompt, [("user", text)], Verdict)

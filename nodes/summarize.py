@@ -163,7 +163,7 @@ def write(
         max_tokens: output cap of every attempt.
         token_limit: a longer answer is over budget (None: any length is fine).
         where: what is being summarized (level, index, step), copied into events.
-        temperature: of the first attempt (default: the context's).
+        temperature: of the first attempt (default: the context's summarizer temperature).
 
     Returns:
         The first usable answer, else the best attempt (fewest problems, closest to the budget); a cut-off
@@ -174,7 +174,7 @@ def write(
     usage: Usage = {}
     events: list[dict[str, Any]] = []
     reasons: list[str] = []
-    first_temperature = ctx.temperature if temperature is None else temperature
+    first_temperature = ctx.summarizer_temperature if temperature is None else temperature
     for attempt in range(MAX_REGENERATIONS + 1):
         asked = max(1, round(words * (1 - WORD_LIMIT_SHRINK * attempt)))
         answer = llm.ask_text(

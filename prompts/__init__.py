@@ -3,27 +3,44 @@
 Each ``<name>.txt`` starts with a ``version: <label>`` line, then ``---``, then the template. Placeholders are
 ``{{field}}``. The prompt's ``version_id`` joins the declared label with a hash of the text, so editing a prompt
 without bumping its label still changes every cache key and run record that mentions it.
+
+A *prompt directory* (``Context.prompt_dir``, ``--prompt-dir``) overrides the bundled templates by file name:
+``<prompt_dir>/<name>.txt`` replaces ``prompts/<name>.txt``; names it lacks stay bundled. An override is either
+in the format above or, for the prompts listed in ``POSITIONAL_FIELDS``, in the official BooookScore format: plain
+text with no header and positional ``{}`` placeholders (Python ``str.format``), filled in the listed order. Such a
+prompt's label is ``official`` and its ``version_id`` hashes its text, like any other.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import string
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 PROMPT_DIR = Path(__file__).resolve().parent
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
+POSITIONAL_FIELDS: dict[str, tuple[str, ...]] = {"coherence": ("summary", "sentence")}
+"""Prompts that accept a file in the official BooookScore format, and the order of its ``{}`` placeholders
+(seed 000, appendix M.4: the summary, then the sentence). Such a template is given the raw texts, as the
+official code does, not storyjudge's delimited data blocks."""
+OFFICIAL_LABEL = "official"
+NOT_OVERRIDABLE = frozenset({"refine"})
+"""Prompts whose node does not read the prompt directory yet: a prompt directory may not hold them, so a run
+record never names an override that was not used."""
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """One template: its name, declared version, and text."""
+    """One template: its name, declared version, and text (``positional``: an official ``{}`` template)."""
 
     name: str
     version: str
     text: str
+    positional: tuple[str, ...] = ()
+    source: str = ""
 
     @property
     def version_id(self) -> str:
@@ -40,6 +57,8 @@ class Prompt:
     @property
     def fields(self) -> set[str]:
         """Placeholders the template expects."""
+        if self.positional:
+            return set(self.positional)
         return set(_PLACEHOLDER.findall(self.text))
 
     def render(self, **values: object) -> str:
@@ -48,22 +67,67 @@ class Prompt:
         extra = values.keys() - self.fields
         if missing or extra:
             raise KeyError(f"prompt {self.name}: missing {sorted(missing)}, unexpected {sorted(extra)}")
+        if self.positional:
+            return self.text.format(*(values[name] for name in self.positional))
         return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), self.text)
 
 
-@cache
-def load(name: str) -> Prompt:
-    """The prompt ``prompts/<name>.txt``."""
-    path = PROMPT_DIR / f"{name}.txt"
-    if not path.is_file():
-        known = sorted(p.stem for p in PROMPT_DIR.glob("*.txt"))
-        raise FileNotFoundError(f"No prompt named {name!r}; known prompts: {known}")
+def _auto_fields(text: str) -> int | None:
+    """How many ``{}`` placeholders a ``str.format`` template has; None when it has none or named ones."""
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError:
+        return None
+    if not names or any(name != "" for name in names):
+        return None
+    return len(names)
+
+
+def _parse(name: str, path: Path) -> Prompt:
     raw = path.read_text(encoding="utf-8")
     header, sep, body = raw.partition("\n---\n")
     match = re.fullmatch(r"version:\s*(\S+)\s*", header.strip())
-    if not sep or not match:
-        raise ValueError(f"{path}: the first line must be 'version: <label>', followed by a '---' line")
-    return Prompt(name=name, version=match.group(1), text=body.strip("\n"))
+    if sep and match:
+        return Prompt(name=name, version=match.group(1), text=body.strip("\n"), source=str(path))
+    count = _auto_fields(raw)
+    if count is not None and not raw.lstrip().startswith("version"):
+        order = POSITIONAL_FIELDS.get(name)
+        if order is None:
+            accepted = ", ".join(f"{n}.txt" for n in POSITIONAL_FIELDS)
+            raise ValueError(
+                f"{path}: a template with '{{}}' placeholders is accepted only as {accepted}; write this one "
+                "as 'version: <label>', a '---' line, then the template with {{field}} placeholders"
+            )
+        if count != len(order):
+            raise ValueError(
+                f"{path}: the official format of {name!r} has {len(order)} '{{}}' placeholders "
+                f"({', then '.join(order)}), this file has {count}"
+            )
+        return Prompt(
+            name=name, version=OFFICIAL_LABEL, text=raw.strip("\n"), positional=order, source=str(path)
+        )
+    raise ValueError(f"{path}: the first line must be 'version: <label>', followed by a '---' line")
+
+
+def known_names(prompt_dir: str | Path = "") -> list[str]:
+    """Names of the bundled prompts and of the files of a prompt directory."""
+    names = {p.stem for p in PROMPT_DIR.glob("*.txt")}
+    if prompt_dir:
+        names |= {p.stem for p in Path(prompt_dir).glob("*.txt")}
+    return sorted(names)
+
+
+@cache
+def load(name: str, prompt_dir: str | Path = "") -> Prompt:
+    """The prompt ``<prompt_dir>/<name>.txt`` when that file exists, else the bundled ``prompts/<name>.txt``."""
+    if prompt_dir:
+        override = Path(prompt_dir) / f"{name}.txt"
+        if override.is_file():
+            return _parse(name, override)
+    path = PROMPT_DIR / f"{name}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"No prompt named {name!r}; known prompts: {known_names(prompt_dir)}")
+    return _parse(name, path)
 
 
 DATA_TAGS = frozenset(

@@ -9,7 +9,9 @@ Built from per-scene extractions (k samples each) in two steps, as NarrativeFact
    subject and object of one triple is cut (minimum weighted cut), so one bad alias cannot fuse two people.
 2. *Edges*: triples whose subject and object both resolve to characters; a triple with no object is a
    self-loop recording a state. A predicate is kept when the number of (scene, sample) extractions that
-   state it is at least ``threshold x samples``. The name graph never depends on the threshold, so a higher
+   state it, over every sample of every scene, reaches the minimum count: ``min_support`` when it is set
+   (the seed's threshold, a frequency that still selects with one sample), else ``threshold x samples``
+   (with one sample that keeps every predicate). The name graph never depends on the threshold, so a higher
    threshold always gives a subgraph of a lower one's.
 
 Names are kept only when the scene text contains them (whole word, any case), which drops invented names and
@@ -296,8 +298,14 @@ def count_triples(
     return support
 
 
-def min_count(samples: int, threshold: float) -> int:
-    """Smallest support a predicate needs: ``ceil(threshold x samples)``, at least 1."""
+def min_count(samples: int, threshold: float, min_support: int = 0) -> int:
+    """Smallest support a predicate needs: ``min_support`` when set, else ``ceil(threshold x samples)``, >= 1.
+
+    Support counts (scene, sample) extractions, so ``min_support=2`` with one sample keeps the predicates
+    stated in at least two scenes, and with three samples those stated at least twice anywhere.
+    """
+    if min_support > 0:
+        return min_support
     return max(1, math.ceil(threshold * samples - _EPSILON))
 
 
@@ -307,17 +315,19 @@ def build_ckg(
     *,
     samples: int,
     threshold: float,
+    min_support: int = 0,
 ) -> nx.MultiDiGraph:
     """The CKG: characters as nodes (with aliases), selected predicates as keyed directed edges."""
     scene_texts = {str(scene["id"]): str(scene["text"]) for scene in scenes}
     latest = _latest_per_sample(extractions)
     names = build_name_graph(latest, scene_texts)
     support = count_triples(latest, names)
-    needed = min_count(samples, threshold)
+    needed = min_count(samples, threshold, min_support)
     ckg = nx.MultiDiGraph(
         samples=samples,
         threshold=threshold,
         min_count=needed,
+        threshold_rule="count over samples and scenes" if min_support > 0 else "threshold x samples",
         scenes=len(scene_texts),
         extractions=len(latest),
         failed_extractions=sum(1 for e in latest if not e.get("ok")),

@@ -2,7 +2,9 @@
 
 One dataclass holds every knob so that the CLI, ``STORYJUDGE_<FIELD>`` environment variables, LangGraph Studio's
 form and ``graph.invoke(..., context=...)`` all set the same thing. Fields left at their default fall back to the
-environment, so a shell-wide ``STORYJUDGE_JUDGE_MODEL`` applies to runs started from Python too.
+environment, so a shell-wide ``STORYJUDGE_JUDGE_MODEL`` applies to runs started from Python too. A ``preset``
+(``storyjudge/presets.py``) then fills a paper's values into the fields that neither the caller nor the
+environment set.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from langgraph.runtime import Runtime
+
+from prompts import NOT_OVERRIDABLE
+from storyjudge import presets
 
 ENV_PREFIX = "STORYJUDGE_"
 ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
@@ -157,6 +162,42 @@ class Context:
             "heading or a list item). Summaries given with their own sentences are not split."
         ),
     )
+    # --- papers' settings, prompt overrides ----------------------------------------------------------------
+    preset: str = field(
+        default="",
+        metadata=_describe(
+            "Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are "
+            "in storyjudge/presets.py). Only settings you did not give yourself are changed; empty: "
+            "storyjudge's defaults."
+        ),
+    )
+    summary_temperature: float = field(
+        default=-1.0,
+        metadata=_describe(
+            "Sampling temperature of the book summarizer only; -1 uses the temperature setting."
+        ),
+    )
+    predicate_min_count: int = field(
+        default=0,
+        metadata=_describe(
+            "Keep a relation only when at least this many extractions state it, counting every sample of "
+            "every scene (works with one sample too); 0 uses predicate_threshold x samples instead."
+        ),
+    )
+    bge_m3_path: str = field(
+        default="",
+        metadata=_describe(
+            "Local folder with BGE-M3 weights; the nfs-paper preset then retrieves with BGE-M3 (never "
+            "downloaded). Empty: the preset keeps the default embedder."
+        ),
+    )
+    prompt_dir: str = field(
+        default="",
+        metadata=_describe(
+            "Folder of prompt files that replace the bundled ones by name (coherence.txt, judge.txt, ...); "
+            "the official BooookScore scoring prompt file is accepted as it is. Empty: bundled prompts."
+        ),
+    )
 
     def __new__(cls, *args: Any, **values: Any) -> Context:
         """Remember the fields the caller passed: they win over the environment, even when equal to defaults."""
@@ -167,12 +208,14 @@ class Context:
     def __post_init__(self) -> None:
         hints = get_type_hints(type(self))
         explicit: frozenset[str] = getattr(self, "_explicit", frozenset())
+        from_env: set[str] = set()
         for f in fields(self):
             value = getattr(self, f.name)
             env_value = os.environ.get(ENV_PREFIX + f.name.upper())
             if env_value is not None and f.name not in explicit:
                 source = f"{ENV_PREFIX}{f.name.upper()}"
                 setattr(self, f.name, _coerce(f.name, env_value, hints[f.name], source))
+                from_env.add(f.name)
             elif isinstance(value, str) and hints[f.name] is not str:  # forms and JSON payloads send strings
                 setattr(self, f.name, _coerce(f.name, value, hints[f.name], "value"))
             elif isinstance(value, os.PathLike) and hints[f.name] is str:  # run_dir=Path(...) is fine
@@ -181,7 +224,38 @@ class Context:
                 expected = _type_name(hints[f.name])
                 given = type(value).__name__
                 raise ConfigError(f"Invalid setting: {f.name} must be a {expected}, not {given}.")
+        self._apply_preset(explicit | from_env)
         self.validate()
+
+    def _apply_preset(self, given: set[str] | frozenset[str]) -> None:
+        """Fill the preset's values into the fields the user did not set (given values always win)."""
+        applied: dict[str, Any] = {}
+        if self.preset:
+            if self.preset not in presets.names():
+                known = ", ".join(repr(name) for name in presets.names())
+                raise ConfigError(
+                    f"Invalid setting: preset must be empty or one of {known}, not {self.preset!r}."
+                )
+            settable = {f.name for f in fields(self)} - set(given)
+            if "temperature" in given:  # a temperature the user chose covers the summarizer too
+                settable.discard("summary_temperature")
+            try:
+                applied = presets.resolve(self.preset, settable, self.bge_m3_path)
+            except ValueError as exc:
+                raise ConfigError(f"Invalid setting: {exc}") from None
+            for name, value in applied.items():
+                setattr(self, name, value)
+        object.__setattr__(self, "_preset_applied", applied)
+
+    @property
+    def preset_applied(self) -> dict[str, Any]:
+        """The settings the preset filled in (field -> value); empty without a preset."""
+        return dict(getattr(self, "_preset_applied", {}))
+
+    @property
+    def summarizer_temperature(self) -> float:
+        """The book summarizer's temperature: summary_temperature when set, else temperature."""
+        return self.temperature if self.summary_temperature < 0 else self.summary_temperature
 
     def validate(self) -> None:
         """Reject values that would make a run meaningless, naming the field and the allowed range."""
@@ -213,14 +287,33 @@ class Context:
                 self.sentence_splitter in ("punkt", "pysbd"),
                 "sentence_splitter must be 'punkt' or 'pysbd'",
             ),
+            (
+                self.summary_temperature >= 0.0 or self.summary_temperature == -1.0,
+                "summary_temperature must be >= 0, or -1 for the temperature setting",
+            ),
+            (self.predicate_min_count >= 0, "predicate_min_count must be >= 0 (0: use predicate_threshold)"),
+            (
+                not self.prompt_dir or Path(self.prompt_dir).is_dir(),
+                f"prompt_dir {self.prompt_dir!r} is not a folder; give a folder of prompt files or leave it empty",
+            ),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"Invalid setting: {message}.")
+        if self.prompt_dir:
+            fixed = sorted(n for n in NOT_OVERRIDABLE if (Path(self.prompt_dir) / f"{n}.txt").exists())
+            if fixed:
+                raise ConfigError(
+                    f"Invalid setting: prompt_dir holds {', '.join(f + '.txt' for f in fixed)}, which cannot be "
+                    "replaced yet; remove it from the folder."
+                )
 
     def replace(self, **changes: Any) -> Context:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed (validated again); the preset's record keeps the values it still holds."""
+        copy = dataclasses.replace(self, **changes)
+        kept = {k: v for k, v in self.preset_applied.items() if k not in changes and getattr(copy, k) == v}
+        object.__setattr__(copy, "_preset_applied", {**kept, **copy.preset_applied})
+        return copy
 
     def public_dict(self) -> dict[str, Any]:
         """Every field, for run records. Holds no secrets: keys are read from the environment, never stored."""

@@ -699,6 +699,8 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
         settings=[
             (name, context[name])
             for name in (
+                "preset",
+                "prompt_dir",
                 "base_url",
                 "ckg_samples",
                 "predicate_threshold",

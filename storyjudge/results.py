@@ -35,12 +35,12 @@ def scrub(value: str) -> str:
     return _SECRET.sub("[redacted]", value)
 
 
-def prompt_versions() -> dict[str, str]:
-    """Version ids of every prompt file present."""
+def prompt_versions(prompt_dir: str = "") -> dict[str, str]:
+    """Version ids of every prompt present: bundled ones, and a prompt directory's files in their place."""
     versions = {}
-    for path in sorted(prompts.PROMPT_DIR.glob("*.txt")):
+    for name in prompts.known_names(prompt_dir):
         try:
-            versions[path.stem] = prompts.load(path.stem).version_id
+            versions[name] = prompts.load(name, prompt_dir).version_id
         except (ValueError, FileNotFoundError):
             continue
     return versions
@@ -52,6 +52,7 @@ def context_record(ctx: Context) -> dict[str, Any]:
     record["base_url"] = scrub(record.get("base_url", ""))
     record["chroma_url"] = scrub(record.get("chroma_url", ""))
     record["resolved_models"] = {role: resolve_spec(ctx, role) for role in ROLES}
+    record["preset_applied"] = ctx.preset_applied
     return record
 
 
@@ -72,7 +73,7 @@ def build_result(state: dict[str, Any], ctx: Context, *, kind: str = "refine") -
         },
         "run_dir": state.get("run_dir", ""),
         "context": context_record(ctx),
-        "prompts": prompt_versions(),
+        "prompts": prompt_versions(ctx.prompt_dir),
         "ckg_stats": state.get("ckg_stats") or {},
         "initial_summary_events": state.get("events") or [],
         "iterations": iterations,

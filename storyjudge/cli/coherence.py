@@ -16,6 +16,8 @@ from storyjudge.cli.common import (
     ConcurrencyOpt,
     CoverageFloorOpt,
     ModelOpt,
+    PresetOpt,
+    PromptDirOpt,
     console,
     fail,
     make_context,
@@ -187,6 +189,8 @@ def coherence_command(
     concurrency: ConcurrencyOpt = None,
     coverage_floor: CoverageFloorOpt = None,
     sentence_splitter: SplitterOpt = None,
+    preset: PresetOpt = None,
+    prompt_dir: PromptDirOpt = None,
 ) -> None:
     """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
     graph_input = read_summaries(input_path)
@@ -197,6 +201,8 @@ def coherence_command(
         batched_coherence=batched or None,
         coverage_floor=coverage_floor,
         sentence_splitter=sentence_splitter,
+        preset=preset,
+        prompt_dir=prompt_dir,
     )
     print_models(ctx, roles=("coherence",))
     from graphs.coherence import graph
@@ -207,6 +213,12 @@ def coherence_command(
     except (ModelError, ConfigError, ValueError) as exc:
         fail(str(exc))
     result = record(dict(final))
+    result["settings"] = {
+        "preset": ctx.preset,
+        "preset_applied": ctx.preset_applied,
+        "prompt_dir": ctx.prompt_dir,
+        "temperature": ctx.temperature,
+    }
     _print(result)
     if out_path is not None:
         try:

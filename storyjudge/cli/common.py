@@ -38,6 +38,21 @@ RunDirOpt = Annotated[
 ConcurrencyOpt = Annotated[
     int | None, typer.Option("--concurrency", "-j", help="LLM calls in flight at most.")
 ]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--preset",
+        help="A paper's own settings: 'booookscore-paper' or 'nfs-paper'. Options you give yourself win.",
+    ),
+]
+PromptDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prompt-dir",
+        help="Folder of prompt files replacing the bundled ones by name (coherence.txt accepts the official "
+        "BooookScore file as it is).",
+    ),
+]
 
 
 def field_help(name: str) -> str:

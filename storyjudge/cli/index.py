@@ -17,6 +17,8 @@ from storyjudge.cli.common import (
     BaseUrlOpt,
     ConcurrencyOpt,
     ModelOpt,
+    PresetOpt,
+    PromptDirOpt,
     RunDirOpt,
     console,
     fail,
@@ -64,6 +66,13 @@ def index_command(
             help="Keep a predicate seen in at least threshold x samples extractions (0..1, default 0.5).",
         ),
     ] = None,
+    predicate_min_count: Annotated[
+        int | None,
+        typer.Option(
+            help="Keep a predicate stated in at least this many extractions over all samples and scenes "
+            "(the paper's frequency threshold; default 0: use the threshold x samples)."
+        ),
+    ] = None,
     chunk_size: Annotated[
         int | None, typer.Option("--chunk-size", help="Largest scene in cl100k tokens (default 2048).")
     ] = None,
@@ -81,6 +90,8 @@ def index_command(
     base_url: BaseUrlOpt = None,
     run_dir: RunDirOpt = None,
     concurrency: ConcurrencyOpt = None,
+    preset: PresetOpt = None,
+    prompt_dir: PromptDirOpt = None,
 ) -> None:
     """Build the scenes, the Character Knowledge Graph and the scene index of a narrative."""
     started = time.perf_counter()
@@ -99,9 +110,12 @@ def index_command(
         concurrency=concurrency,
         ckg_samples=ckg_samples,
         predicate_threshold=threshold,
+        predicate_min_count=predicate_min_count,
         chunk_size=chunk_size,
         embedder=embedder,
         chroma_url=chroma_url,
+        preset=preset,
+        prompt_dir=prompt_dir,
     )
     try:
         require_models(ctx, ("extractor",))

@@ -19,6 +19,8 @@ from storyjudge.cli.common import (
     ConcurrencyOpt,
     CoverageFloorOpt,
     ModelOpt,
+    PresetOpt,
+    PromptDirOpt,
     RunDirOpt,
     console,
     fail,
@@ -172,6 +174,13 @@ def refine_command(
     predicate_threshold: Annotated[
         float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
     ] = None,
+    predicate_min_count: Annotated[
+        int | None,
+        typer.Option(
+            help="Keep a predicate stated in at least this many extractions over all samples and scenes "
+            "(the paper's frequency threshold; default 0: use the threshold x samples)."
+        ),
+    ] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Chunk size in tokens (default 2048).")] = None,
     max_summary_tokens: Annotated[
         int | None, typer.Option(help="Summary budget in tokens (default 900).")
@@ -187,6 +196,8 @@ def refine_command(
     ] = None,
     coverage_floor: CoverageFloorOpt = None,
     resume: ResumeOpt = False,
+    preset: PresetOpt = None,
+    prompt_dir: PromptDirOpt = None,
 ) -> None:
     """Summarize a narrative, then judge every atomic fact and refine until the score saturates."""
     started = time.perf_counter()
@@ -206,10 +217,13 @@ def refine_command(
         retrieval_k=retrieval_k,
         evidence_tokens=evidence_tokens,
         predicate_threshold=predicate_threshold,
+        predicate_min_count=predicate_min_count,
         chunk_size=chunk_size,
         max_summary_tokens=max_summary_tokens,
         coherence_guard=coherence_guard,
         coverage_floor=coverage_floor,
+        preset=preset,
+        prompt_dir=prompt_dir,
     )
     _check_models(ctx, ("extractor", "summarizer", "decomposer", "judge", "refiner"))
     ctx, rd = _claim(file, text, ctx, resume)
@@ -255,7 +269,16 @@ def score_command(
         float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
     ] = None,
     coverage_floor: CoverageFloorOpt = None,
+    predicate_min_count: Annotated[
+        int | None,
+        typer.Option(
+            help="Keep a predicate stated in at least this many extractions over all samples and scenes "
+            "(the paper's frequency threshold; default 0: use the threshold x samples)."
+        ),
+    ] = None,
     resume: ResumeOpt = False,
+    preset: PresetOpt = None,
+    prompt_dir: PromptDirOpt = None,
 ) -> None:
     """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
     started = time.perf_counter()
@@ -271,6 +294,9 @@ def score_command(
         evidence_tokens=evidence_tokens,
         predicate_threshold=predicate_threshold,
         coverage_floor=coverage_floor,
+        predicate_min_count=predicate_min_count,
+        preset=preset,
+        prompt_dir=prompt_dir,
     )
     _check_models(ctx, ("extractor", "decomposer", "judge"))
     ctx, rd = _claim(file, text, ctx, resume)

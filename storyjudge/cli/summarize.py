@@ -21,6 +21,8 @@ from storyjudge.cli.common import (
     BaseUrlOpt,
     ConcurrencyOpt,
     ModelOpt,
+    PresetOpt,
+    PromptDirOpt,
     RunDirOpt,
     console,
     fail,
@@ -105,6 +107,8 @@ def summarize_command(
     base_url: BaseUrlOpt = None,
     run_dir: RunDirOpt = None,
     concurrency: ConcurrencyOpt = None,
+    preset: PresetOpt = None,
+    prompt_dir: PromptDirOpt = None,
 ) -> None:
     """Summarize a book-length narrative (seed 000's hierarchical merging or incremental updating)."""
     started = time.perf_counter()
@@ -125,6 +129,8 @@ def summarize_command(
         max_summary_tokens=max_summary_tokens,
         context_window=context_window,
         artifact_removal=artifact_removal,
+        preset=preset,
+        prompt_dir=prompt_dir,
     )
     try:
         require_models(ctx, ("summarizer",))
@@ -156,11 +162,14 @@ def summarize_command(
             "max_summary_tokens": ctx.max_summary_tokens,
             "context_window": ctx.context_window,
             "artifact_removal": ctx.artifact_removal,
-            "temperature": ctx.temperature,
+            "temperature": ctx.summarizer_temperature,
             "seed": ctx.seed,
+            "preset": ctx.preset,
+            "preset_applied": ctx.preset_applied,
+            "prompt_dir": ctx.prompt_dir,
         },
         "models": {"summarizer": resolve_spec(ctx, "summarizer")},
-        "prompts": {name: load(name).version_id for name in PROMPT_NAMES},
+        "prompts": {name: load(name, ctx.prompt_dir).version_id for name in PROMPT_NAMES},
         "summary": summary,
         "stats": stats,
         "shape": shape,

@@ -177,6 +177,50 @@ def test_min_count() -> None:
     assert [min_count(3, t) for t in (0.0, 0.2, 1 / 3, 0.5, 0.9, 1.0)] == [1, 1, 1, 2, 3, 3]
 
 
+def test_min_count_as_a_frequency_overrides_the_share_of_samples() -> None:
+    assert [min_count(samples, 0.5, 2) for samples in (1, 3, 5)] == [2, 2, 2]
+    assert min_count(1, 1.0) == min_count(1, 0.01) == 1  # a share of one sample selects nothing
+
+
+def test_frequency_threshold_counts_samples_and_scenes_with_one_sample() -> None:
+    # one sample per scene: "murders" is stated in two scenes, "serves" in one
+    extractions = [
+        ext(
+            "S1",
+            0,
+            ["Macbeth", "Duncan"],
+            [("Macbeth", "murders", "Duncan"), ("Macbeth", "serves", "Duncan")],
+        ),
+        ext("S2", 0, ["Macbeth", "Duncan"], [("Macbeth", "murders", "Duncan")]),
+    ]
+    share = to_json(build_ckg(extractions, SCENES, samples=1, threshold=1.0))
+    assert sorted(e["predicate"] for e in share["edges"]) == ["murders", "serves"]  # the share keeps all
+    counted = to_json(build_ckg(extractions, SCENES, samples=1, threshold=1.0, min_support=2))
+    assert [(e["predicate"], e["count"]) for e in counted["edges"]] == [("murders", 2)]
+    assert counted["graph"]["min_count"] == 2
+    assert counted["graph"]["threshold_rule"] == "count over samples and scenes"
+    assert share["graph"]["threshold_rule"] == "threshold x samples"
+
+
+def test_frequency_threshold_with_three_samples_counts_across_scenes() -> None:
+    # three samples: "murders" twice in S2, "serves" once in S1 and once in S2, "fears" once
+    extractions = [
+        ext(
+            "S2",
+            0,
+            ["Macbeth", "Duncan"],
+            [("Macbeth", "murders", "Duncan"), ("Macbeth", "serves", "Duncan")],
+        ),
+        ext("S2", 1, ["Macbeth", "Duncan"], [("Macbeth", "murders", "Duncan")]),
+        ext("S2", 2, ["Macbeth", "Duncan"], [("Macbeth", "fears", "Duncan")]),
+        ext("S1", 0, ["Macbeth", "Duncan"], [("Macbeth", "serves", "Duncan")]),
+    ]
+    kept = to_json(build_ckg(extractions, SCENES, samples=3, threshold=0.0, min_support=2))
+    assert sorted((e["predicate"], e["count"]) for e in kept["edges"]) == [("murders", 2), ("serves", 2)]
+    strict = to_json(build_ckg(extractions, SCENES, samples=3, threshold=0.0, min_support=3))
+    assert strict["edges"] == []
+
+
 names_pool = st.sampled_from(
     ["Macbeth", "Duncan", "Banquo", "Lady Macbeth", "Thane of Cawdor", "dagger", None]
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,3 +111,69 @@ def test_data_block_defuses_tags_inside_the_text(attack: str) -> None:
 def test_data_block_leaves_other_markup_alone() -> None:
     text = "She wrote <b>never</b> and 3 < 4 > 2."
     assert data_block("summary", text) == f"<summary>\n{text}\n</summary>"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# prompt directories: overrides by file name, and the official BooookScore format
+
+OFFICIAL = Path(__file__).parents[1] / "fixtures" / "official_prompts"
+
+
+def test_prompt_dir_replaces_a_bundled_template_by_name(tmp_path: Path) -> None:
+    bundled = load("judge")
+    (tmp_path / "judge.txt").write_text(f"version: {bundled.version}\n---\n{bundled.text}\nBe brief.\n")
+    override = load("judge", str(tmp_path))
+    assert override.text.endswith("Be brief.") and override.source == str(tmp_path / "judge.txt")
+    assert override.version == bundled.version and override.version_id != bundled.version_id
+    assert override.fields == bundled.fields
+    assert load("decompose", str(tmp_path)) == load("decompose")  # names it lacks stay bundled
+    assert load("judge") == bundled  # the cache is keyed by name and directory
+
+
+def test_a_prompt_dir_may_add_nothing_but_known_names_fail_clearly(tmp_path: Path) -> None:
+    (tmp_path / "extra.txt").write_text("version: 1\n---\nHi")
+    with pytest.raises(FileNotFoundError, match="nothing"):
+        load("nothing", str(tmp_path))
+
+
+def test_official_coherence_file_is_read_as_it_is() -> None:
+    prompt = load("coherence", str(OFFICIAL))
+    assert prompt.positional == ("summary", "sentence") and prompt.fields == {"summary", "sentence"}
+    assert prompt.version == "official"
+    assert prompt.version_id.startswith("coherence@official+")
+    assert prompt.version_id != load("coherence").version_id
+    text = prompt.render(summary="SUMMARY TEXT", sentence="TARGET SENTENCE")
+    assert text.index("[Your summary]\nSUMMARY TEXT") < text.index("[Your sentence]\nTARGET SENTENCE")
+    assert text.rstrip().endswith('"no confusion" for both questions and types.')
+    assert "{}" not in text
+
+
+def test_official_format_follows_str_format_rules(tmp_path: Path) -> None:
+    (tmp_path / "coherence.txt").write_text("Rules {{literal}}.\nSummary: {}\nSentence: {}\n")
+    prompt = load("coherence", str(tmp_path))
+    assert prompt.render(summary="S {x}", sentence="T") == "Rules {literal}.\nSummary: S {x}\nSentence: T"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("coherence", "Only one slot: {}", "has 2 '{}' placeholders"),
+        ("judge", "Fact {} and scenes {}", "accepted only as coherence.txt"),
+        ("coherence", "Named {summary} and {sentence}", "version: <label>"),
+    ],
+)
+def test_official_format_mistakes_are_named(tmp_path: Path, name: str, content: str, message: str) -> None:
+    (tmp_path / f"{name}.txt").write_text(content)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load(name, str(tmp_path))
+
+
+def test_default_coherence_prompt_follows_the_seed_appendix() -> None:
+    prompt = load("coherence")
+    assert prompt.version == "2"
+    text = prompt.render(summary="<summary>\nS\n</summary>", sentence='<sentence number="1">\nT\n</sentence>')
+    for part in ("- Entity omission:", "- Language:", "these two conditions:", "Some examples are provided"):
+        assert part in text
+    closing = text.index("[Your response] Determine if it the sentence above involves confusion")
+    assert text.index("[Your summary]") < text.index('<sentence number="1">') < closing
+    assert text.rstrip().endswith('simply say "no confusion" for both questions and types in your response.')

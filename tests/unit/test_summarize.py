@@ -18,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from graphs.summarize import build_graph
 from nodes.artifacts import edit_damage
 from nodes.hierarchical import level_budgets, merge_overhead
+from nodes.incremental import keep_newest
 from nodes.summarize import (
     LEVEL_RATIO,
     MAX_REGENERATIONS,
@@ -393,6 +394,36 @@ def test_compression_retries_are_bounded_and_the_result_fits(fake: Callable[...,
     kinds = [e["kind"] for e in out["events"]]
     assert "kept_best" in kinds and "clipped_for_budget" in kinds
     assert count_tokens(out["summary"]) <= 100
+
+
+def test_a_clip_after_failed_compression_keeps_the_newest_text(fake: Callable[..., FakeModel]) -> None:
+    # every update and every compression is ~300 tokens: the oldest sentences must go, never the newest
+    story = " ".join(f"In year {n} the valley floods again and the village moves uphill." for n in range(20))
+
+    def reply(call: Call) -> str:
+        return story + " Finally Mara reaches the lighthouse."
+
+    fake(reply)
+    out = run(
+        {"document": "Snow falls. " * 40, "strategy": "incremental"},
+        max_summary_tokens=100,
+        artifact_removal=False,
+    )
+    clips = [e for e in out["events"] if e["kind"] == "clipped_for_budget"]
+    assert clips and all(e["kept"] == "newest" and e["tokens_dropped"] > 0 for e in clips)
+    assert out["summary"].endswith("Finally Mara reaches the lighthouse.")
+    assert "year 0 " not in out["summary"]
+    assert out["summary"].startswith("In year")  # cut at a sentence start
+    assert count_tokens(out["summary"]) <= 100
+
+
+def test_keep_newest_cuts_at_sentences_and_within_the_limit() -> None:
+    text = "First old sentence here. Second sentence follows. The newest sentence ends it."
+    assert keep_newest(text, 100) == text
+    assert keep_newest(text, count_tokens("The newest sentence ends it.")) == "The newest sentence ends it."
+    one_long = "word " * 50 + "end."
+    tail = keep_newest(one_long, 10)
+    assert tail.endswith("end.") and count_tokens(tail) <= 10
 
 
 # ------------------------------------------------------------------------------------------------------------
