@@ -478,6 +478,28 @@ class CoherenceOutput(TypedDict, total=False):
     timings: dict[str, float]
 
 
+class GuardRecord(TypedDict):
+    """What the refinement guard measured for one round (``nodes/guards.py``); comparisons are None in round 0.
+
+    Lengths are words of ``storyjudge.summary_stats``; copy rates are the share of the summary's trigrams found
+    verbatim in the narrative.
+    """
+
+    words: int
+    copy_rate: float | None
+    revises: int | None  # the iteration whose summary this round revised
+    supported_before: int | None
+    supported_after: int | None
+    supported_loss_allowed: int | None
+    words_before: int | None
+    length_ratio: float | None  # words / words_before
+    min_words: int | None
+    max_words: int | None  # what the refiner was asked for at most
+    copy_rate_before: float | None
+    copy_increase: float | None
+    reasons: list[str]  # why it was rejected; [] when it passed (or the guard is off)
+
+
 class Iteration(TypedDict):
     """One round of the refinement loop: the summary and everything its score rests on."""
 
@@ -485,7 +507,8 @@ class Iteration(TypedDict):
     summary: str
     factscore: ScoreCard
     coherence: NotRequired[dict[str, Any]]
-    accepted: bool  # False when the coherence guard rejected it as a new best
+    guard: NotRequired[GuardRecord]
+    accepted: bool  # False when a guard (refinement or coherence) rejected it as a new best
     note: str
 
 
@@ -502,6 +525,7 @@ class RefineState(FactScoreState, SummarizeState, total=False):
     """State of the refine graph (shares channels with the graphs it composes)."""
 
     iterations: Annotated[list[Iteration], operator.add]
+    refined_from: int  # the iteration whose summary the latest refinement revised
     best_iteration: int
     stop_reason: str
     coherence: dict[str, Any]

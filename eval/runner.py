@@ -25,12 +25,12 @@ from typing import Any
 from eval.datasets import Dataset, EvalItem
 from eval.grid import Cell, DatasetSpec, ExperimentConfig, cell_context, cells
 from eval.storysumm import coherence_sentence_predictions, sentence_predictions, summary_prediction
-from eval.summary_stats import summary_stats
 from storyjudge.context import ConfigError, Context
 from storyjudge.llm import ModelError
 from storyjudge.models import resolve_spec
 from storyjudge.results import prompt_versions
 from storyjudge.rundir import slug
+from storyjudge.summary_stats import summary_stats
 from storyjudge.tokens import count_tokens
 from storyjudge.usage import merge_usage, totals
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
+from nodes.guards import guard_round, narrative_text, revised_iteration
 from state import Iteration, RefineState
 from storyjudge.context import Context, context_of
 
@@ -83,7 +84,7 @@ def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
 
 
 def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Record this round (with the coherence guard's decision) and decide whether to go on."""
+    """Record this round (with the coherence and refinement guards' decisions) and decide whether to go on."""
     ctx = context_of(runtime)
     iteration = state.get("iteration", 0)
     card = state["factscore"]
@@ -109,6 +110,13 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"coherence guard: BooookScore {this_coh:.3f} fell more than {ctx.coherence_margin} below the "
                 f"best's {best_coh:.3f}; not accepted as best"
             )
+    # refinement guard (nodes/guards.py): no win by deleting supported facts, shrinking, padding or copying
+    revised = revised_iteration(previous, state.get("refined_from")) if iteration else None
+    guard, rejection = guard_round(state["summary"], card, narrative_text(state), revised=revised, ctx=ctx)
+    record["guard"] = guard
+    if rejection:
+        record["accepted"] = False
+        record["note"] = "; ".join(note for note in (record["note"], rejection) if note)
     if not is_reliable(record):
         unreliable = (
             f"score not reliable: {card.get('judged', 0)} of {card['facts']} facts judged, "

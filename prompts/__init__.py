@@ -132,7 +132,7 @@ def load(name: str, prompt_dir: str | Path = "") -> Prompt:
 
 DATA_TAGS = frozenset(
     {"scene", "excerpt", "summary", "sentence", "sentences", "fact", "graph", "flagged_facts", "context"}
-    | {"passage"}
+    | {"passage", "outline"}
 )
 """Tags that delimit data in storyjudge's prompts: defused inside every block, not only their own, so a scene
 cannot fake a ``<fact>`` block of the judge prompt it is shown in."""

@@ -149,6 +149,42 @@ class Context:
     coherence_margin: float = field(
         default=0.05, metadata=_describe("Largest BooookScore drop a refinement may cause under the guard.")
     )
+    refine_guard: bool = field(
+        default=True,
+        metadata=_describe(
+            "Accept a refined summary only if it keeps the supported facts of the summary it revises, stays "
+            "within its length budget and does not copy the narrative; a rejected one can never be the best, "
+            "and the next round revises the best summary again."
+        ),
+    )
+    max_supported_loss: float = field(
+        default=0.1,
+        metadata=_describe(
+            "Share of the revised summary's supported facts that a refinement may lose (0..1, rounded down: "
+            "0.1 allows 1 of 10 or 6 of 60, none of 9). Rewording changes how a summary splits into facts; "
+            "this absorbs that, not a deletion."
+        ),
+    )
+    min_length_ratio: float = field(
+        default=0.8,
+        metadata=_describe(
+            "Shortest a refinement may be, as a share of the words of the summary it revises (0..1)."
+        ),
+    )
+    max_length_ratio: float = field(
+        default=1.1,
+        metadata=_describe(
+            "Longest a refinement may be: this many times the revised summary's words, plus 10 words. The "
+            "refiner is asked for at most that many words."
+        ),
+    )
+    max_copy_increase: float = field(
+        default=0.2,
+        metadata=_describe(
+            "Largest rise a refinement may cause in the share of the summary's three-word sequences that "
+            "appear word for word in the narrative (0..1; 0.2 = 20 percentage points)."
+        ),
+    )
     batched_coherence: bool = field(
         default=False,
         metadata=_describe("Annotate several sentences per call (cheaper; not the paper's setting)."),
@@ -296,6 +332,10 @@ class Context:
                 not self.prompt_dir or Path(self.prompt_dir).is_dir(),
                 f"prompt_dir {self.prompt_dir!r} is not a folder; give a folder of prompt files or leave it empty",
             ),
+            (0.0 <= self.max_supported_loss <= 1.0, "max_supported_loss must be between 0 and 1"),
+            (0.0 <= self.min_length_ratio <= 1.0, "min_length_ratio must be between 0 and 1"),
+            (self.max_length_ratio >= 1.0, "max_length_ratio must be >= 1"),
+            (0.0 <= self.max_copy_increase <= 1.0, "max_copy_increase must be between 0 and 1"),
         ]
         for ok, message in checks:
             if not ok:

@@ -108,7 +108,10 @@
     if (last.delta !== null && last.delta !== undefined) { text += " (change " + signed(last.delta) + ")"; }
     if (view.best_iteration !== null) { text += "; best: iteration " + view.best_iteration; }
     line.textContent = text;
-    if (last.unsupported === 0) {
+    if (last.accepted === false) {
+      line.textContent += ". Iteration " + last.iteration + " was not accepted (" + last.note +
+        "); the next refinement revises the best summary again.";
+    } else if (last.unsupported === 0) {
       line.textContent += last.score === null
         ? ". Nothing could be judged (see the facts' errors), so there is nothing to refine."
         : ". No unsupported facts left: nothing to refine.";
@@ -129,7 +132,7 @@
       graph: true,
       summary: true,
       score: !!view.summary,
-      refine: !!last && last.unsupported > 0
+      refine: !!last && !!view.refinable
     };
     document.querySelectorAll("button.step").forEach(function (button) {
       var step = button.getAttribute("data-step");

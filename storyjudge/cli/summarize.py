@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from eval.summary_stats import summary_stats
 from nodes.summarize import PROMPT_NAMES, tree_outline
 from prompts import load
 from storyjudge.cli import app
@@ -36,6 +35,7 @@ from storyjudge.context import ConfigError
 from storyjudge.llm import ModelError, require_models
 from storyjudge.models import resolve_spec
 from storyjudge.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
+from storyjudge.summary_stats import summary_stats
 from storyjudge.usage import totals
 
 

@@ -28,7 +28,7 @@ from storyjudge.rundir import RunDirMismatch
 from storyjudge.ui.examples import Example, list_examples
 from storyjudge.ui.jobs import Busy, JobRunner
 from storyjudge.ui.session import RunNotFound, RunSession, RunStore, clean_settings
-from storyjudge.ui.steps import StepRefused
+from storyjudge.ui.steps import StepRefused, refine_base
 from storyjudge.usage import totals
 
 log = logging.getLogger(__name__)
@@ -161,6 +161,8 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                 "supported": card.get("supported", 0),
                 "unsupported": card.get("unsupported", 0),
                 "unjudged": card.get("unjudged", 0),
+                "accepted": bool(it.get("accepted", True)),
+                "note": str(it.get("note", "")),
                 "html": iteration_html(
                     it,
                     previous_score=previous,
@@ -192,6 +194,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "summary": {"text": summary["text"], "events": len(summary.get("events") or [])} if summary else None,
         "iterations": shown,
         "best_iteration": best["iteration"] if best else None,
+        "refinable": bool(iterations) and refine_base(iterations)["factscore"].get("unsupported", 0) > 0,
         "usage": totals(state.get("usage")),
         "report": session.rd.report.is_file(),
         "job": job.view() if job else state.get("last_job"),

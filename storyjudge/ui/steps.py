@@ -3,8 +3,9 @@
 1. ``graph``: the ``index`` graph (segmentation, CKG extraction, Chroma index) -> ``ckg.json``.
 2. ``summary``: the ``summarize`` graph on the scenes -> the initial summary.
 3. ``score``: the ``factscore`` graph with the index already in its input -> iteration 0 with its verdicts.
-4. ``refine``: the refiner node on the latest iteration's flagged facts, then the ``factscore`` graph on the
-   revised summary -> the next iteration, with its score change.
+4. ``refine``: the refiner node on the best accepted iteration's flagged facts, then the ``factscore`` graph
+   on the revised summary and the refine graph's guard (``nodes.guards``) -> the next iteration, accepted or
+   not (with the reason in its note), with its score change.
 
 After steps 3 and 4 the run record (``result.json``) and ``report.html`` are rewritten, so the run directory
 is a complete run like one made by ``storyjudge refine``. Progress events of the graphs are passed to the
@@ -14,7 +15,7 @@ caller as they stream.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 
@@ -53,10 +54,17 @@ def check_step(session: RunSession, step: str) -> None:
             raise StepRefused(
                 "Compute the factuality score first: refinement works from the judge's feedback."
             )
-        latest = max(iterations, key=lambda it: it["iteration"])
-        if latest["factscore"]["unsupported"] == 0:
-            raise StepRefused("The latest summary has no unsupported facts: there is nothing to refine.")
+        if refine_base(iterations)["factscore"]["unsupported"] == 0:
+            raise StepRefused("The best summary has no unsupported facts: there is nothing to refine.")
     require_models(session.context(), ROLES_OF[step])
+
+
+def refine_base(iterations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The iteration the next refinement revises: the best accepted one (the latest when none is accepted)."""
+    from nodes.loop import best_of
+
+    best = best_of(iterations)  # type: ignore[arg-type]
+    return dict(best) if best else max(iterations, key=lambda it: it["iteration"])
 
 
 def _stream(graph: Any, graph_input: dict[str, Any], ctx: Context, on_progress: ProgressFn) -> dict[str, Any]:
@@ -191,23 +199,45 @@ def _record(session: RunSession, iteration: dict[str, Any], ctx: Context) -> Non
 
 def compute_score(session: RunSession, on_progress: ProgressFn) -> None:
     """Step 3: NarrativeFactScore of the initial summary (iteration 0; later iterations are dropped)."""
+    from nodes.guards import guard_round
+
     ctx = session.context()
     summary = session.state["summary"]["text"]
     card = _score(session, summary, 0, ctx, on_progress)
-    _record(
-        session, {"iteration": 0, "summary": summary, "factscore": card, "accepted": True, "note": ""}, ctx
-    )
+    guard, _ = guard_round(summary, cast(Any, card), session.document(), revised=None, ctx=ctx)  # copy rate
+    iteration = {
+        "iteration": 0,
+        "summary": summary,
+        "factscore": card,
+        "guard": guard,
+        "accepted": True,
+        "note": "",
+    }
+    _record(session, iteration, ctx)
 
 
 def refine_summary(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 4: rewrite the latest summary from its flagged facts, then score the revision."""
+    """Step 4: revise the best accepted summary from its flagged facts, score the revision, apply the guard.
+
+    The same refiner node and the same guard (``nodes.guards``) as the refine graph decide, so a round that
+    drops supported facts, leaves its length budget or copies the narrative is recorded as not accepted, with
+    the reason in its note, and the next refinement revises the best summary again.
+    """
+    from nodes.guards import guard_round, revised_iteration
     from nodes.refine import refine
 
     ctx = session.context()
-    latest = max(session.state["iterations"], key=lambda it: it["iteration"])
+    iterations = list(session.state["iterations"])
+    latest = max(iterations, key=lambda it: it["iteration"])
     on_progress({"stage": "refine", "total": 1, "advance": 0})
     update = refine(
-        {"summary": latest["summary"], "factscore": latest["factscore"], "iteration": latest["iteration"]},
+        {
+            "summary": latest["summary"],
+            "factscore": latest["factscore"],
+            "iteration": latest["iteration"],
+            "iterations": iterations,
+            "scenes": session.state.get("scenes") or [],
+        },
         Runtime(context=ctx),
     )
     on_progress({"stage": "refine", "advance": 1})
@@ -216,10 +246,20 @@ def refine_summary(session: RunSession, on_progress: ProgressFn) -> None:
     number = int(update.get("iteration", latest["iteration"] + 1))
     summary = str(update["summary"])
     card = _score(session, summary, number, ctx, on_progress)
-    note = "; ".join(str(e.get("event", "")) for e in update.get("events") or [])
+    revised = revised_iteration(iterations, update.get("refined_from"))
+    guard, rejection = guard_round(summary, cast(Any, card), session.document(), revised=revised, ctx=ctx)
+    notes = [str(e.get("event", "")) for e in update.get("events") or []]
+    note = "; ".join(n for n in [*notes, rejection] if n)
     _record(
         session,
-        {"iteration": number, "summary": summary, "factscore": card, "accepted": True, "note": note},
+        {
+            "iteration": number,
+            "summary": summary,
+            "factscore": card,
+            "guard": guard,
+            "accepted": not rejection,
+            "note": note,
+        },
         ctx,
     )
 

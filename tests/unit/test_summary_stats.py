@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.summary_stats import summary_stats, trigrams, words
+from storyjudge.summary_stats import summary_stats, trigrams, words
 from storyjudge.tokens import count_tokens
 
 

@@ -1,0 +1,181 @@
+"""Refinement guards: a refined summary must not win NarrativeFactScore by deleting or by copying.
+
+NarrativeFactScore is a precision (supported / judged facts), so a refiner could raise it without making the
+summary better: drop every doubtful sentence (fewer facts, all of them safe), or paste the narrative's own
+sentences (which the judge will always find in the scenes). A refined summary is therefore accepted only if,
+compared with the summary it revises,
+
+1. it keeps the supported content: its count of supported facts falls by at most ``max_supported_loss`` of the
+   revised summary's supported facts (rounded down), which absorbs the judge's and decomposer's noise when a
+   summary is reworded but not a deletion;
+2. it stays within its length budget from below and from above: at least ``min_length_ratio`` of the revised
+   summary's words, and at most the words the refiner was asked for (``word_budget``);
+3. it does not copy the narrative: the share of its trigrams found verbatim in the narrative (the copy rate, one
+   minus BooookScore's novel-trigram share) rises by at most ``max_copy_increase`` (judged from
+   ``MIN_COPY_WORDS`` words on; shorter texts have too few trigrams for the share to mean anything).
+
+The functions here are pure: ``measure_round`` records what the guard saw for one round (the loop stores it in
+the Iteration as ``guard``), ``rejection_note`` says why a round is not accepted, or "" when it is. The refine
+graph's ``assess`` node and the web UI's refine step both call ``guard_round``, so they decide alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from state import GuardRecord, Iteration, ScoreCard
+from storyjudge.context import Context
+from storyjudge.segment import join_scenes
+from storyjudge.summary_stats import copy_rate, source_trigrams, words
+
+WORD_SLACK = 10
+"""Words the refiner may add beyond ``max_length_ratio`` times the revised summary (room for short summaries)."""
+
+
+MIN_COPY_WORDS = 20
+"""A refinement shorter than this is not judged for copying: a handful of trigrams, where one name ("of Gull
+Island") moves the share by a fifth, says nothing about copying (its copy rate is still recorded; the length
+limits judge such a summary)."""
+
+
+def word_budget(words_before: int, max_length_ratio: float) -> int:
+    """Most words a refinement of a ``words_before``-word summary may have; the refiner is asked for this."""
+    return int(words_before * max_length_ratio) + WORD_SLACK
+
+
+def min_words(words_before: int, min_length_ratio: float) -> int:
+    """Fewest words a refinement of a ``words_before``-word summary may have."""
+    return math.ceil(words_before * min_length_ratio - 1e-9)
+
+
+def allowed_loss(supported_before: int, max_supported_loss: float) -> int:
+    """Supported facts a refinement may lose: the share of the revised summary's, rounded down."""
+    return math.floor(supported_before * max_supported_loss + 1e-9)
+
+
+def narrative_text(state: Mapping[str, Any]) -> str:
+    """The narrative a run summarizes: its document, or its scenes joined when only scenes were given."""
+    document = state.get("document") or ""
+    return document if document.strip() else join_scenes(state.get("scenes") or [])
+
+
+def measure_round(
+    summary: str,
+    card: ScoreCard,
+    narrative: str | set[tuple[str, str, str]],
+    *,
+    revised_summary: str | None = None,
+    revised_card: ScoreCard | None = None,
+    revises: int | None = None,
+    ctx: Context,
+) -> GuardRecord:
+    """What the guard measures for one round; without a revised summary (round 0) only its own length and copy rate.
+
+    ``narrative`` is the narrative's text or its ``source_trigrams`` (to measure both summaries against one set).
+    """
+    known = source_trigrams(narrative) if isinstance(narrative, str) else narrative
+    n_words = len(words(summary))
+    rate = copy_rate(summary, known)
+    compared = revised_summary is not None and revised_card is not None
+    before_words = len(words(revised_summary)) if revised_summary is not None else 0
+    before_rate = copy_rate(revised_summary, known) if revised_summary is not None else None
+    before_supported = revised_card["supported"] if revised_card is not None else None
+    record = GuardRecord(
+        words=n_words,
+        copy_rate=_round(rate),
+        revises=revises,
+        supported_before=before_supported,
+        supported_after=card["supported"],
+        supported_loss_allowed=(
+            allowed_loss(before_supported, ctx.max_supported_loss) if before_supported is not None else None
+        ),
+        words_before=before_words if compared else None,
+        length_ratio=round(n_words / before_words, 4) if compared and before_words else None,
+        min_words=min_words(before_words, ctx.min_length_ratio) if compared else None,
+        max_words=word_budget(before_words, ctx.max_length_ratio) if compared else None,
+        copy_rate_before=_round(before_rate),
+        copy_increase=_round(rate - before_rate) if rate is not None and before_rate is not None else None,
+        reasons=[],
+    )
+    if compared:
+        record["reasons"] = rejection_reasons(record, ctx)
+    return record
+
+
+def rejection_reasons(record: GuardRecord, ctx: Context) -> list[str]:
+    """Why a measured refinement is not accepted ([] when it is, or when ``refine_guard`` is off)."""
+    if not ctx.refine_guard or record["supported_before"] is None:
+        return []
+    reasons = []
+    before, after = record["supported_before"], record["supported_after"] or 0
+    allowed = record["supported_loss_allowed"] or 0
+    if before - after > allowed:
+        reasons.append(
+            f"dropped supported facts ({before} -> {after}; at most {allowed} may be lost, "
+            f"max_supported_loss {ctx.max_supported_loss})"
+        )
+    n_words, low, high = record["words"], record["min_words"], record["max_words"]
+    if low is not None and n_words < low:
+        reasons.append(
+            f"too short ({n_words} words, {record['length_ratio'] or 0:.0%} of the revised summary's "
+            f"{record['words_before']}; at least {low}, min_length_ratio {ctx.min_length_ratio})"
+        )
+    if high is not None and n_words > high:
+        reasons.append(f"too long ({n_words} words; the refiner was asked for at most {high})")
+    rise = record["copy_increase"]
+    if rise is not None and rise > ctx.max_copy_increase + 1e-9 and n_words >= MIN_COPY_WORDS:
+        reasons.append(
+            f"copies the narrative ({record['copy_rate']:.0%} of its trigrams are the narrative's, up from "
+            f"{record['copy_rate_before']:.0%}; at most {100 * ctx.max_copy_increase:.0f} points more, "
+            "max_copy_increase)"
+        )
+    return reasons
+
+
+def rejection_note(record: GuardRecord) -> str:
+    """The Iteration note of a rejected refinement, or "" when it passed."""
+    if not record["reasons"]:
+        return ""
+    return "refinement guard: " + "; ".join(record["reasons"]) + "; not accepted as best"
+
+
+def guard_round(
+    summary: str,
+    card: ScoreCard,
+    narrative: str,
+    *,
+    revised: Iteration | None,
+    ctx: Context,
+) -> tuple[GuardRecord, str]:
+    """Measure one round against the Iteration it revised (None for round 0): the record and the rejection note.
+
+    The note is "" when the round is accepted; otherwise it starts with "refinement guard:" and names every
+    limit the round broke.
+    """
+    record = measure_round(
+        summary,
+        card,
+        narrative,
+        revised_summary=revised["summary"] if revised else None,
+        revised_card=revised["factscore"] if revised else None,
+        revises=revised["iteration"] if revised else None,
+        ctx=ctx,
+    )
+    return record, rejection_note(record)
+
+
+def revised_iteration(previous: list[Iteration], refined_from: int | None) -> Iteration | None:
+    """The earlier round whose summary this round revised (None in round 0: nothing was revised).
+
+    That is round ``refined_from`` when the refiner recorded it, else the latest earlier round.
+    """
+    if not previous:
+        return None
+    named = [it for it in previous if it["iteration"] == refined_from]
+    return named[0] if named else max(previous, key=lambda it: it["iteration"])
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
