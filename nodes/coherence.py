@@ -159,7 +159,7 @@ def sentence_messages(summary: str, sentence: str, index: int, prompt_dir: str =
 
 
 def read_answer(
-    text: str, finish_reason: str | None, summary: str = "", sentence: str = ""
+    text: str, finish_reason: str | None, summary: str = "", sentence: str = "", prompt_text: str = ""
 ) -> ConfusionAnswer:
     """The annotation in an answer; a cut-off answer is unreadable ("Questions: no c" is no question).
 
@@ -168,7 +168,8 @@ def read_answer(
     """
     if cut_off(finish_reason):
         return ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish_reason!r})")
-    return parse_confusion(text, prompt=(load("coherence").text, FORMAT_REMINDER), data=(summary, sentence))
+    fixed = prompt_text or load("coherence").text
+    return parse_confusion(text, prompt=(fixed, FORMAT_REMINDER), data=(summary, sentence))
 
 
 def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -180,14 +181,14 @@ def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[st
     max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
     answer = ask_text(ctx, ROLE, prompt, messages, max_tokens=max_tokens)
     usage: Usage = answer.usage
-    parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence)
+    parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence, prompt.text)
     attempts = 1
     while not parsed.parsed and attempts <= ctx.parse_retries:
         retry = [*messages, ("assistant", answer.text[:2000] or "(empty)"), ("user", FORMAT_REMINDER)]
         # a new sample number, so a deterministic cache or server does not hand back the same answer
         answer = ask_text(ctx, ROLE, prompt, retry, max_tokens=max_tokens, sample=attempts)
         usage = merge_usage(usage, answer.usage)
-        parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence)
+        parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence, prompt.text)
         attempts += 1
     annotation = SentenceAnnotation(
         run=task["run"],

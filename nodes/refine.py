@@ -163,7 +163,7 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     n_words = len(words(summary))
     summary_tokens = count_tokens(summary)
     max_tokens = max(ctx.max_output_tokens, int(summary_tokens * 1.5) + 64)
-    prompt = prompts.load("refine")
+    prompt = prompts.load("refine", ctx.prompt_dir)
     parts = {
         "min_words": min_words(n_words, ctx.min_length_ratio),
         "max_words": word_budget(n_words, ctx.max_length_ratio),

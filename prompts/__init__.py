@@ -27,9 +27,6 @@ POSITIONAL_FIELDS: dict[str, tuple[str, ...]] = {"coherence": ("summary", "sente
 (seed 000, appendix M.4: the summary, then the sentence). Such a template is given the raw texts, as the
 official code does, not storyjudge's delimited data blocks."""
 OFFICIAL_LABEL = "official"
-NOT_OVERRIDABLE = frozenset({"refine"})
-"""Prompts whose node does not read the prompt directory yet: a prompt directory may not hold them, so a run
-record never names an override that was not used."""
 
 
 @dataclass(frozen=True)

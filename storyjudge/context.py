@@ -18,7 +18,6 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from langgraph.runtime import Runtime
 
-from prompts import NOT_OVERRIDABLE
 from storyjudge import presets
 
 ENV_PREFIX = "STORYJUDGE_"
@@ -340,13 +339,6 @@ class Context:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"Invalid setting: {message}.")
-        if self.prompt_dir:
-            fixed = sorted(n for n in NOT_OVERRIDABLE if (Path(self.prompt_dir) / f"{n}.txt").exists())
-            if fixed:
-                raise ConfigError(
-                    f"Invalid setting: prompt_dir holds {', '.join(f + '.txt' for f in fixed)}, which cannot be "
-                    "replaced yet; remove it from the folder."
-                )
 
     def replace(self, **changes: Any) -> Context:
         """A copy with some fields changed (validated again); the preset's record keeps the values it still holds."""
