@@ -14,10 +14,10 @@ from typing import Any
 import prompts
 from eval.datasets import EvalItem
 from eval.grid import Cell, ExperimentConfig, cell_context, cells
-from storyjudge.context import Context
-from storyjudge.models import resolve_spec
-from storyjudge.tokens import count_tokens
-from storyjudge.usage import price
+from storyjudge.core.context import Context
+from storyjudge.core.models import resolve_spec
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import price
 
 # Assumptions of the estimate, printed with it. Output lengths are typical answers of each call kind.
 FACTS_PER_SENTENCE = 2.5
@@ -47,7 +47,7 @@ class _Tally:
 
 
 def _scenes_of(item: EvalItem, chunk_size: int) -> list[int]:
-    from storyjudge.segment import scenes_from_list, segment_document
+    from storyjudge.core.segmentation import scenes_from_list, segment_document
 
     if item.dataset == "storysumm":
         scenes = scenes_from_list([item.document], chunk_size)
@@ -162,6 +162,6 @@ def estimate(config: ExperimentConfig, *, max_cells: int | None = None) -> dict[
             "summary length min(max_summary_tokens, document/4)",
             "typical answer lengths per call kind: "
             + ", ".join(f"{k} {v}" for k, v in OUTPUT_TOKENS.items()),
-            "USD only for OpenAI models with a known price (storyjudge.usage.PRICES_PER_MTOK)",
+            "USD only for OpenAI models with a known price (storyjudge.core.usage.PRICES_PER_MTOK)",
         ],
     }

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from eval.datasets import Dataset, load
-from storyjudge.context import ConfigError, Context
-from storyjudge.rundir import slug
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.rundir import slug
 
 TASKS = ("refine", "score")
 METRICS = ("factscore", "coherence", "rouge", "bertscore", "stats")

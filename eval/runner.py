@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import prompts
 from eval.datasets import Dataset, EvalItem
 from eval.grid import Cell, DatasetSpec, ExperimentConfig, cell_context, cells
 from eval.storysumm import coherence_sentence_predictions, sentence_predictions, summary_prediction
-from storyjudge.context import ConfigError, Context
-from storyjudge.llm import ModelError
-from storyjudge.models import resolve_spec
-from storyjudge.results import prompt_versions
-from storyjudge.rundir import slug
-from storyjudge.summary_stats import summary_stats
-from storyjudge.tokens import count_tokens
-from storyjudge.usage import merge_usage, totals
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.llm import ModelError
+from storyjudge.core.models import resolve_spec
+from storyjudge.core.rundir import slug
+from storyjudge.core.summary_stats import summary_stats
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import merge_usage, totals
 
 GraphInvoker = Callable[[str, dict[str, Any], Context], dict[str, Any]]
 
@@ -208,7 +208,7 @@ class Experiment:
             "cells": [{"id": c.id, **c.params} for c in cells(self.config)],
             "context": self.config.context,
             "cache_dir": str(self.config.cache_path),
-            "prompts": prompt_versions(str(self.config.context.get("prompt_dir") or "")),
+            "prompts": prompts.versions(str(self.config.context.get("prompt_dir") or "")),
         }
         (self.out / "experiment.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
 
@@ -273,7 +273,7 @@ class Experiment:
             shared = _read_index(index_file)
             if not shared:
                 if item.dataset == "storysumm":  # each story is one scene set
-                    from storyjudge.segment import scenes_from_list
+                    from storyjudge.core.segmentation import scenes_from_list
 
                     graph_input["scenes"] = scenes_from_list([item.document], ctx.chunk_size)
                 else:

@@ -28,7 +28,7 @@ from eval.agreement import (
     roc_auc,
     threshold_sweep,
 )
-from storyjudge.textsplit import sentence_spans
+from storyjudge.core.textsplit import sentence_spans
 
 
 def dataset_spans(sentences: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:

@@ -1,5 +1,5 @@
-"""Re-export of ``storyjudge.summary_stats`` (the statistics moved into the core package; nodes use them)."""
+"""Re-export of ``storyjudge.core.summary_stats`` (the statistics moved into the core package; nodes use them)."""
 
-from storyjudge.summary_stats import summary_stats, trigrams, words
+from storyjudge.core.summary_stats import summary_stats, trigrams, words
 
 __all__ = ["summary_stats", "trigrams", "words"]

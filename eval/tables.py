@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.grid import ExperimentConfig, cells
-from storyjudge.usage import Usage, merge_usage, totals
+from storyjudge.core.usage import Usage, merge_usage, totals
 
 
 def _mean(values: Iterable[Any]) -> float | None:

@@ -16,12 +16,12 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.coherence import annotate_batch, annotate_sentence, prepare, route_annotations, score
+from nodes.annotate import annotate_batch, annotate_sentence, prepare, route_annotations, score
 from state import CoherenceInput, CoherenceOutput, CoherenceState
-from storyjudge.context import Context
+from storyjudge.core.context import Context
 
 # Threads LangGraph may use for the Send branches. The real bound on calls in flight is ctx.concurrency,
-# enforced in storyjudge.llm; LangGraph's default pool (cores + 4 threads) would cap it on small machines.
+# enforced in storyjudge.core.llm; LangGraph's default pool (cores + 4 threads) would cap it on small machines.
 BRANCH_THREADS = 64
 
 

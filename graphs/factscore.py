@@ -16,10 +16,10 @@ from langgraph.graph import END, START, StateGraph
 from graphs.index import build_graph as build_index_graph
 from nodes.decompose import collect_facts, decompose_sentence, route_sentences, split_summary
 from nodes.judge import judge, route_facts
+from nodes.nfs_score import score
 from nodes.retrieve import retrieve
-from nodes.score import score
 from state import FactScoreInput, FactScoreOutput, FactScoreState
-from storyjudge.context import Context
+from storyjudge.core.context import Context
 
 BRANCH_THREADS = 64
 
@@ -50,7 +50,7 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_edge("judge", "score")
     builder.add_edge("score", END)
     compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="factscore")
-    # LangGraph runs Send branches on a thread pool of cores + 4 by default; storyjudge.llm bounds calls in flight.
+    # LangGraph runs Send branches on a thread pool of cores + 4 by default; storyjudge.core.llm bounds calls in flight.
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 

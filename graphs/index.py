@@ -13,12 +13,12 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.ckg import build_ckg_node
+from nodes.build_ckg import build_ckg_node
 from nodes.extract import extract_scene, route_extraction
-from nodes.index import index_node
-from nodes.segment import segment
+from nodes.split_scenes import segment
+from nodes.store_index import index_node
 from state import IndexInput, IndexOutput, IndexState
-from storyjudge.context import Context
+from storyjudge.core.context import Context
 
 
 def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:

@@ -19,9 +19,9 @@ from graphs.index import build_graph as build_index_graph
 from graphs.summarize import build_graph as build_summarize_graph
 from nodes.finish import finish
 from nodes.loop import assess, route_guard, route_loop, route_summary
-from nodes.refine import refine
+from nodes.refiner import refine
 from state import RefineInput, RefineOutput, RefineState
-from storyjudge.context import Context
+from storyjudge.core.context import Context
 
 BRANCH_THREADS = 64
 

@@ -20,7 +20,7 @@ from nodes.chunk import prepare, route_strategy
 from nodes.hierarchical import gather_leaves, merge_level, route_level, summarize_leaf
 from nodes.incremental import incremental_step, route_step
 from state import SummarizeInput, SummarizeOutput, SummarizeWork
-from storyjudge.context import Context
+from storyjudge.core.context import Context
 
 
 def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:

@@ -19,14 +19,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.summarize import ROLE, clean_output, event, problem_of, prompt_cost
+from nodes.writer import ROLE, clean_output, event, problem_of, prompt_cost
 from prompts import data_block, load
 from state import SummarizeWork
-from storyjudge import llm
-from storyjudge.context import Context, context_of
-from storyjudge.progress import report
-from storyjudge.textsplit import sentences
-from storyjudge.tokens import count_tokens
+from storyjudge.core import llm, progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.textsplit import sentences
+from storyjudge.core.tokens import count_tokens
 
 MAX_LOST_SHARE = 0.10
 """Largest share of the original's content words the edit may lose."""
@@ -113,7 +112,7 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
                             tokens_after=count_tokens(edited),
                         )
                     )
-        report("summarize", advance=1)
+        progress.emit("summarize", advance=1)
     now = time.time()
     marks = state.get("summary_marks", {})
     return {

@@ -19,12 +19,13 @@ from langgraph.types import Send
 
 from nodes.hierarchical import fan_out_leaves, level_budgets, merge_overhead, merges_needed, render_leaf
 from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress, render_update
-from nodes.summarize import cost_of_tokens, fits, word_limit
-from state import Scene, SummarizeWork, SummaryChunk, SummaryPlan
-from storyjudge.context import ConfigError, Context, context_of
-from storyjudge.progress import report
-from storyjudge.textsplit import split_by_tokens
-from storyjudge.tokens import count_tokens
+from nodes.writer import cost_of_tokens, fits, word_limit
+from state import SummarizeWork, SummaryPlan
+from storyjudge.core import progress
+from storyjudge.core.context import ConfigError, Context, context_of
+from storyjudge.core.records import Scene, SummaryChunk
+from storyjudge.core.textsplit import split_by_tokens
+from storyjudge.core.tokens import count_tokens
 
 SCENE_JOINER = "\n\n"
 """Placed between two packed scenes not contiguous in the source (contiguous ones join with nothing)."""
@@ -183,7 +184,7 @@ def prepare(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     else:
         budgets, calls = [top], len(chunks)
     check_budgets(strategy, chunks, budgets, window, ctx.prompt_dir)
-    report("summarize", total=calls + (1 if ctx.artifact_removal else 0))
+    progress.emit("summarize", total=calls + (1 if ctx.artifact_removal else 0))
     plan = SummaryPlan(
         strategy=strategy,  # type: ignore[typeddict-item]
         chunk_size=chunk_size,

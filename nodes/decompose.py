@@ -14,11 +14,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
-from state import AtomicFacts, DecomposeTask, Fact, FactScoreState, FailedSentence
-from storyjudge.context import Context, context_of
-from storyjudge.llm import ask_structured
-from storyjudge.progress import report
-from storyjudge.textsplit import sentences
+from prompts.schemas import AtomicFacts
+from state import DecomposeTask, FactScoreState
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.llm import ask_structured
+from storyjudge.core.records import Fact, FailedSentence
+from storyjudge.core.textsplit import sentences
 
 
 def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -27,7 +29,7 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
     if not summary:
         raise ValueError("The summary to score is empty; give a summary with at least one sentence.")
     found = sentences(summary)
-    report("decompose", total=len(found))
+    progress.emit("decompose", total=len(found))
     return {"sentences": found, "iteration": state.get("iteration", 0)}
 
 
@@ -60,7 +62,7 @@ def decompose_sentence(task: DecomposeTask, runtime: Runtime[Context]) -> dict[s
         sentence=prompts.data_block("sentence", task["sentence"]),
     )
     answer = ask_structured(ctx, "decomposer", prompt, [("user", text)], AtomicFacts)
-    report("decompose", advance=1)
+    progress.emit("decompose", advance=1)
     facts = [
         Fact(
             id=f"i{task['iteration']}-s{task['sentence_index']}-f{n}",

@@ -1,7 +1,7 @@
 """CKG triple extraction (NarrativeFactScore stage 1): k samples per scene, fanned out with ``Send``.
 
 Each (scene, sample) is its own branch, so a remote model serves them concurrently (bounded by
-``ctx.concurrency`` inside ``storyjudge.llm``); sample ``i`` carries ``sample=i`` so the k answers are
+``ctx.concurrency`` inside ``storyjudge.core.llm``); sample ``i`` carries ``sample=i`` so the k answers are
 distinct cache entries. Branches are sent scene by scene, so an in-process model meets the same prompt k times
 in a row and reuses its prompt cache. A scene longer than the extractor's window is read in parts, each part a
 branch of its own; the CKG counts a triple once per (scene, sample) however many parts state it.
@@ -17,14 +17,16 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
-from state import ExtractTask, IndexState, Scene, SceneExtraction, SceneTriples
-from storyjudge.context import Context, context_of
-from storyjudge.llm import ask_structured, schema_instruction
-from storyjudge.models import LOCAL_MODELS, is_local, resolve_spec
-from storyjudge.progress import report
-from storyjudge.rundir import RunDir
-from storyjudge.textsplit import split_by_tokens
-from storyjudge.tokens import count_tokens
+from prompts.schemas import SceneTriples
+from state import ExtractTask, IndexState, SceneExtraction
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.llm import ask_structured, schema_instruction
+from storyjudge.core.models import LOCAL_MODELS, is_local, resolve_spec
+from storyjudge.core.records import Scene
+from storyjudge.core.rundir import RunDir
+from storyjudge.core.textsplit import split_by_tokens
+from storyjudge.core.tokens import count_tokens
 
 PROMPT = "extract_triples"
 TOKENIZER_MARGIN = 0.8
@@ -76,7 +78,7 @@ def route_extraction(state: IndexState, runtime: Runtime[Context]) -> list[Send]
     tasks = extraction_tasks(state.get("scenes") or [], ctx, state.get("run_dir", ""))
     if not tasks:
         return "build_ckg"
-    report("extract", total=len(tasks))
+    progress.emit("extract", total=len(tasks))
     return [Send("extract_scene", task) for task in tasks]
 
 
@@ -114,7 +116,7 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
         record["part"] = part
     if not answer.ok:
         record["error"] = answer.error or "no answer"
-    report("extract", advance=1)
+    progress.emit("extract", advance=1)
     return {
         "extractions": [record],
         "usage": answer.usage,

@@ -6,10 +6,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+import prompts
 from nodes.loop import fallback_of
 from state import RefineState
-from storyjudge.context import Context, context_of
-from storyjudge.results import build_result, write_result
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.runrecord import build_result, write_result
 
 
 def finish(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -20,5 +21,7 @@ def finish(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     summary = best["summary"] if best else state.get("summary", "")
     final = {**state, "summary": summary, "best_iteration": best["iteration"] if best else 0}
     if state.get("run_dir"):
-        write_result(state["run_dir"], build_result(final, ctx))
+        write_result(
+            state["run_dir"], build_result(final, ctx, prompt_versions=prompts.versions(ctx.prompt_dir))
+        )
     return {"summary": summary, "best_iteration": final["best_iteration"]}

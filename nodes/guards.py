@@ -25,10 +25,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from state import GuardRecord, Iteration, ScoreCard
-from storyjudge.context import Context
-from storyjudge.segment import join_scenes
-from storyjudge.summary_stats import copy_rate, source_trigrams, words
+from storyjudge.core.context import Context
+from storyjudge.core.records import GuardRecord, Iteration, ScoreCard
+from storyjudge.core.segmentation import join_scenes
+from storyjudge.core.summary_stats import copy_rate, source_trigrams, words
 
 WORD_SLACK = 10
 """Words the refiner may add beyond ``max_length_ratio`` times the revised summary (room for short summaries)."""

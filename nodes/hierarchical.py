@@ -21,7 +21,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from nodes.summarize import (
+from nodes.writer import (
     LEVEL_RATIO,
     MIN_BUDGET,
     PRIOR_CONTEXT_SHARE,
@@ -33,12 +33,13 @@ from nodes.summarize import (
     write,
 )
 from prompts import data_block, load
-from state import LeafResult, LeafTask, SummarizeWork, TreeSummary
-from storyjudge.context import Context, context_of
-from storyjudge.progress import report
-from storyjudge.textsplit import split_by_tokens
-from storyjudge.tokens import count_tokens
-from storyjudge.usage import Usage, merge_usage
+from state import LeafResult, LeafTask, SummarizeWork
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.records import TreeSummary
+from storyjudge.core.textsplit import split_by_tokens
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import Usage, merge_usage
 
 MAX_LEVELS = 64
 """A safety stop: merging at least halves the count, so 64 levels would take 2**64 chunks."""
@@ -139,7 +140,7 @@ def summarize_leaf(task: LeafTask, runtime: Runtime[Context]) -> dict[str, Any]:
         token_limit=budget,
         where={"level": 0, "index": chunk["index"]},
     )
-    report("summarize", advance=1)
+    progress.emit("summarize", advance=1)
     leaf = TreeSummary(
         level=0,
         index=chunk["index"],
@@ -290,7 +291,7 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
                 valid=written.valid,
             )
         )
-        report("summarize", advance=1)
+        progress.emit("summarize", advance=1)
         start = end
     tree = [
         *state.get("tree", []),
@@ -301,7 +302,7 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
         ahead = merges_needed(
             len(outputs), plan["budgets"][level:] or [top], window, merge_overhead(ctx.prompt_dir)
         )
-        report("summarize", total=done + sum(ahead) + (1 if ctx.artifact_removal else 0))
+        progress.emit("summarize", total=done + sum(ahead) + (1 if ctx.artifact_removal else 0))
     update: dict[str, Any] = {
         "tree": tree,
         "summary_level": outputs,

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.summarize import (
+from nodes.writer import (
     REGENERATION_TEMPERATURE,
     Written,
     chunk_info,
@@ -28,12 +28,13 @@ from nodes.summarize import (
     write,
 )
 from prompts import data_block, load
-from state import SummarizeWork, TreeSummary
-from storyjudge.context import Context, context_of
-from storyjudge.progress import report
-from storyjudge.textsplit import sentence_spans
-from storyjudge.tokens import count_tokens, decode, encode
-from storyjudge.usage import merge_usage
+from state import SummarizeWork
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.records import TreeSummary
+from storyjudge.core.textsplit import sentence_spans
+from storyjudge.core.tokens import count_tokens, decode, encode
+from storyjudge.core.usage import merge_usage
 
 MIN_STEP_WORDS = 40
 """The running summary is never asked to be shorter than this (a 2% share of 585 words would be 11)."""
@@ -183,7 +184,7 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
         "draft_tokens": tokens,
         "compressed": compressed,
     }
-    report("summarize", advance=1)
+    progress.emit("summarize", advance=1)
     return {
         "draft": text,
         "summary_step": step + 1,

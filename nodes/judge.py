@@ -13,10 +13,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
-from state import Evidence, FactScoreState, FactVerdict, JudgeTask, Verdict
-from storyjudge.context import Context, context_of
-from storyjudge.llm import ask_structured
-from storyjudge.progress import report
+from prompts.schemas import Verdict
+from state import FactScoreState, JudgeTask
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.llm import ask_structured
+from storyjudge.core.records import Evidence, FactVerdict
 
 
 def route_facts(state: FactScoreState) -> list[Send] | Literal["score"]:
@@ -25,7 +27,7 @@ def route_facts(state: FactScoreState) -> list[Send] | Literal["score"]:
     evidence = state.get("evidence") or {}
     if not facts:
         return "score"
-    report("judge", total=len(facts))
+    progress.emit("judge", total=len(facts))
     empty = Evidence(query="", scenes=[], ckg_lines=[])
     return [Send("judge", JudgeTask(fact=fact, evidence=evidence.get(fact["id"], empty))) for fact in facts]
 
@@ -59,7 +61,7 @@ def judge(task: JudgeTask, runtime: Runtime[Context]) -> dict[str, Any]:
     scenes, ckg = render_evidence(task["evidence"])
     text = prompt.render(scenes=scenes, ckg=ckg, fact=prompts.data_block("fact", task["fact"]["text"]))
     answer = ask_structured(ctx, "judge", prompt, [("user", text)], Verdict)
-    report("judge", advance=1)
+    progress.emit("judge", advance=1)
     verdict = answer.value
     record = FactVerdict(
         fact=task["fact"],

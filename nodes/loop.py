@@ -12,8 +12,9 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 from nodes.guards import guard_round, narrative_text, revised_iteration
-from state import Iteration, RefineState
-from storyjudge.context import Context, context_of
+from state import RefineState
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.records import Iteration
 
 
 def _score(it: Iteration) -> float:
@@ -22,7 +23,7 @@ def _score(it: Iteration) -> float:
 
 
 def is_reliable(it: Iteration) -> bool:
-    """Whether the round's score was judged on enough of its facts to count (see storyjudge.coverage)."""
+    """Whether the round's score was judged on enough of its facts to count (see storyjudge.core.coverage)."""
     card = it["factscore"]
     return bool(card.get("reliable", card["score"] is not None))
 

@@ -14,10 +14,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from state import Evidence, EvidenceScene, Fact, FactScoreState, IndexRef, Scene
-from storyjudge.context import Context, context_of
-from storyjudge.progress import report
-from storyjudge.tokens import count_tokens
+from state import FactScoreState
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.records import Evidence, EvidenceScene, Fact, IndexRef, Scene
+from storyjudge.core.tokens import count_tokens
 
 CKG_LINES_PER_FACT = 40
 PROMPT_OVERHEAD_TOKENS = 1200
@@ -31,7 +32,7 @@ def evidence_budget(ctx: Context) -> int:
 
 def expand_query(fact: str, ckg: dict[str, Any]) -> str:
     """The fact plus the aliases of the characters it mentions."""
-    from storyjudge.ckg import aliases, characters_in
+    from storyjudge.core.charactergraph import aliases, characters_in
 
     names = characters_in(ckg, fact) if ckg else []
     alias_map = aliases(ckg) if names else {}
@@ -75,14 +76,14 @@ def _search(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
 def _remembered_search(index_json: str, query: str, k: int) -> tuple[dict[str, Any], ...]:
     # Collections are named by a hash of their content (and the store is in the key), so the same index
     # reference always gives the same hits.
-    from storyjudge.sceneindex import search_scenes
+    from storyjudge.core.sceneindex import search_scenes
 
     return tuple(search_scenes(json.loads(index_json), query, k))
 
 
 def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Evidence for every fact of this iteration."""
-    from storyjudge.ckg import subgraph_lines
+    from storyjudge.core.charactergraph import subgraph_lines
 
     ctx = context_of(runtime)
     started = time.perf_counter()
@@ -90,10 +91,10 @@ def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]
     ckg = state.get("ckg") or {}
     scenes = {scene["id"]: scene for scene in state.get("scenes") or []}
     index = state.get("index")
-    report("retrieve", total=len(facts))
+    progress.emit("retrieve", total=len(facts))
     queries = {fact["id"]: expand_query(fact["text"], ckg) for fact in facts}
     if index:  # one batched forward pass for every query instead of one per search
-        from storyjudge.vectorstore import prepare_queries
+        from storyjudge.core.vectorstore import prepare_queries
 
         prepare_queries(str(index.get("embedder", "minilm")), list(queries.values()))
     evidence: dict[str, Evidence] = {}
@@ -105,5 +106,5 @@ def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]
             scenes=select_scenes(hits, scenes, evidence_budget(ctx)),
             ckg_lines=subgraph_lines(ckg, query, limit=CKG_LINES_PER_FACT) if ckg else [],
         )
-        report("retrieve", advance=1)
+        progress.emit("retrieve", advance=1)
     return {"evidence": evidence, "timings": {"retrieve": time.perf_counter() - started}}

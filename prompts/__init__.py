@@ -114,6 +114,17 @@ def known_names(prompt_dir: str | Path = "") -> list[str]:
     return sorted(names)
 
 
+def versions(prompt_dir: str | Path = "") -> dict[str, str]:
+    """Version ids of every prompt a run can use: bundled ones, and a prompt directory's files in their place."""
+    found = {}
+    for name in known_names(prompt_dir):
+        try:
+            found[name] = load(name, prompt_dir).version_id
+        except (ValueError, FileNotFoundError):
+            continue
+    return found
+
+
 @cache
 def load(name: str, prompt_dir: str | Path = "") -> Prompt:
     """The prompt ``<prompt_dir>/<name>.txt`` when that file exists, else the bundled ``prompts/<name>.txt``."""

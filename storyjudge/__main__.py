@@ -1,5 +1,5 @@
 """``python -m storyjudge``."""
 
-from storyjudge.cli import app
+from storyjudge.apps.cli import app
 
 app()

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from storyjudge.context import ENV_PREFIX, Context
-from tests.openai_server import OpenAIServer, Responder
+from storyjudge.apps.scripted_server import OpenAIServer, Responder
+from storyjudge.core.context import ENV_PREFIX, Context
 
 
 @pytest.fixture(autouse=True)

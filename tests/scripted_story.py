@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from tests.openai_server import all_text, last_user_text
+from storyjudge.apps.scripted_server import all_text, last_user_text
 
 STORY = """Chapter 1
 

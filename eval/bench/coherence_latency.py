@@ -19,11 +19,11 @@ import time
 from typing import Any
 
 from graphs.coherence import build_graph
-from storyjudge.context import Context
-from storyjudge.textsplit import sentences
-from storyjudge.tokens import count_tokens
-from storyjudge.usage import totals
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.context import Context
+from storyjudge.core.textsplit import sentences
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import totals
 
 NAMES = ("Mara", "Oren", "the clerk", "Ilsa", "the Guild", "her grandmother")
 ACTIONS = (

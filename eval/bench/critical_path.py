@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tests.openai_server import schema_name
+from storyjudge.apps.scripted_server import schema_name
 
 
 def request_kind(body: dict[str, Any]) -> str:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from prompts import Prompt
-from storyjudge.context import Context
-from storyjudge.llm import Message, ask_text
-from storyjudge.models import LOCAL_MODELS, local_model_path, local_threads
-from storyjudge.textsplit import split_by_tokens
+from storyjudge.core.context import Context
+from storyjudge.core.llm import Message, ask_text
+from storyjudge.core.models import LOCAL_MODELS, local_model_path, local_threads
+from storyjudge.core.textsplit import split_by_tokens
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "frankenstein.txt"
 PROMPT = Prompt(name="bench", version="1", text="benchmark")
@@ -70,7 +70,7 @@ class Clock:
 
 
 def bench_storyjudge(llama: Any, repeats: int) -> dict[str, Any]:
-    """Prompt and generation speed through ``storyjudge.llm.ask_text`` (fresh cache: every call is real)."""
+    """Prompt and generation speed through ``storyjudge.core.llm.ask_text`` (fresh cache: every call is real)."""
     with tempfile.TemporaryDirectory() as cache:
         ctx = Context(model="local:smollm2", cache_dir=cache, max_output_tokens=GENERATED_TOKENS)
         ask_text(ctx, "judge", PROMPT, [("user", "Warm up.")], max_tokens=1)  # loads the model
@@ -142,7 +142,7 @@ def bench_embedder(passages: int) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers.utils import logging as transformers_logging
 
-    from storyjudge.embeddings import get_embedder
+    from storyjudge.core.embeddings import get_embedder
 
     transformers_logging.set_verbosity_error()  # counting a whole novel's tokens is deliberate here
 
@@ -185,7 +185,7 @@ def main() -> None:
     local = LOCAL_MODELS["smollm2"]
     generation_threads, prompt_threads = local_threads()
     threads = {"generation": generation_threads, "prompt": prompt_threads}
-    llama = Llama(  # the settings storyjudge.models uses
+    llama = Llama(  # the settings storyjudge.core.models uses
         model_path=str(local_model_path("smollm2")),
         n_ctx=local.context_window,
         n_threads=threads["generation"],

@@ -23,8 +23,8 @@ from typing import Any
 from eval.bench import workload
 from eval.bench.critical_path import bound_seconds, stages, waves
 from eval.bench.server_process import ServerProcess
-from storyjudge.context import Context
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.context import Context
 
 Runner = Callable[[Context], dict[str, Any]]
 
@@ -46,7 +46,7 @@ def _context(
 def forget_searches() -> None:
     """Start each run as a new process would: no remembered query vectors or scene searches."""
     from nodes.retrieve import _remembered_search
-    from storyjudge import vectorstore
+    from storyjudge.core import vectorstore
 
     _remembered_search.cache_clear()
     with vectorstore._prepared_lock:
@@ -82,7 +82,7 @@ def measure(
 def warm_up(ctx: Context) -> None:
     """One call before timing: the HTTP client is created once per process and endpoint, not per run."""
     from prompts import Prompt
-    from storyjudge.llm import ask_text
+    from storyjudge.core.llm import ask_text
 
     ask_text(ctx, "judge", Prompt(name="warm-up", version="1", text=""), [("user", "Warm up.")])
 

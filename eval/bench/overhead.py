@@ -57,8 +57,8 @@ def measure(name: str) -> dict[str, Any]:
     """Index one document in this process; returns the row (call in a fresh process for peak memory)."""
     from eval.bench.server_process import ServerProcess
     from graphs.index import build_graph
-    from storyjudge.context import Context
-    from storyjudge.embeddings import get_embedder
+    from storyjudge.core.context import Context
+    from storyjudge.core.embeddings import get_embedder
 
     text, source = (frankenstein(), "Frankenstein") if name == "frankenstein" else novel()
     started = time.perf_counter()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.bench.workload import BenchResponder, NamesResponder
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

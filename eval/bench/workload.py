@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from tests.openai_server import all_text, last_user_text, schema_name
+from storyjudge.apps.scripted_server import all_text, last_user_text, schema_name
 
 CAST = ("Mara", "Oren", "Ilsa", "Tobin", "Vera", "Anselm", "Greta", "Piet")
 PLACES = ("harbour", "lighthouse", "market", "chapel", "mill", "bridge", "orchard", "quay", "tower", "inn")

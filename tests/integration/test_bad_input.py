@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from storyjudge.cli import app
-from storyjudge.rundir import document_hash
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.rundir import document_hash
 from tests.scripted_story import STORY, StoryResponder
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
@@ -274,7 +274,7 @@ def test_a_10_mb_single_line_is_read_and_segmented(tmp_path: Path) -> None:
 
 
 def test_document_at_the_size_limit_is_refused_before_reading(tmp_path: Path) -> None:
-    from storyjudge.cli.common import MAX_DOCUMENT_BYTES
+    from storyjudge.apps.cli.common import MAX_DOCUMENT_BYTES
 
     path = tmp_path / "huge.txt"
     with path.open("wb") as handle:

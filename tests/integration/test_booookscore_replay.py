@@ -33,9 +33,9 @@ import pytest
 from typer.testing import CliRunner
 
 from eval.datasets import SHARED_DATA
-from storyjudge.cli import app
-from storyjudge.textsplit import sentences as split_sentences
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.textsplit import sentences as split_sentences
 
 DATA = SHARED_DATA / "booookscore"
 SUMMARIES = DATA / "summaries-chatgpt-2048-inc.json"

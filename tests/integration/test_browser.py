@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from storyjudge.report import write_report
-from storyjudge.ui import UIServer, make_server
-from tests.openai_server import OpenAIServer, all_text, last_user_text
+from storyjudge.apps.report import write_report
+from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
+from storyjudge.apps.ui import UIServer, make_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -220,7 +220,7 @@ def test_ui_run_is_saved_and_steps_are_ordered(ui: UIServer, tmp_path: Path) -> 
 def test_ui_command_reports_bad_options_in_one_line(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from storyjudge.cli import app
+    from storyjudge.apps.cli import app
 
     runner = CliRunner()
     missing = runner.invoke(app, ["ui", "--squality", str(tmp_path / "nope.jsonl")])

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 from chromadb.api.client import SharedSystemClient
 
-from storyjudge.vectorstore import StoryjudgeEmbeddingFunction, chroma_client, collection, open_collection
+from storyjudge.core.vectorstore import (
+    StoryjudgeEmbeddingFunction,
+    chroma_client,
+    collection,
+    open_collection,
+)
 
 SCENES = {
     "s1": "Three witches meet on a heath in thunder and lightning and plan to meet Macbeth.",

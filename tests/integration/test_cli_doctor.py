@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from storyjudge.cli import app
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer
 
 VERDICT = json.dumps({"rationale": "The passage says Macbeth murders Duncan.", "supported": True})
 

@@ -10,11 +10,11 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 
 from graphs.coherence import build_graph, graph
-from storyjudge.context import Context
-from storyjudge.models import local_model_path
-from storyjudge.textsplit import sentences
-from storyjudge.usage import Usage, merge_usage
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.context import Context
+from storyjudge.core.models import local_model_path
+from storyjudge.core.textsplit import sentences
+from storyjudge.core.usage import Usage, merge_usage
 
 TYPES = ["entity omission", "event omission", "causal omission", "salience", "discontinuity", "duplication"]
 SUMMARY = " ".join(

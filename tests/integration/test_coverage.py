@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from storyjudge.cli import app
-from tests.openai_server import OpenAIServer, all_text
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer, all_text
 from tests.scripted_story import FIXED_SUMMARY, STORY, StoryResponder, schema_name
 
 INVENTED = " Bob sails home alone. Alice sells the treasure."

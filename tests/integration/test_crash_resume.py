@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from storyjudge.context import ENV_PREFIX
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.context import ENV_PREFIX
 from tests.scripted_story import STORY, StoryResponder
 
 pytestmark = pytest.mark.slow
@@ -175,6 +175,6 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it(
 
 
 def _hash(text: str) -> str:
-    from storyjudge.rundir import document_hash
+    from storyjudge.core.rundir import document_hash
 
     return document_hash(text)

@@ -8,11 +8,11 @@ import pytest
 from pydantic import BaseModel, Field
 
 from prompts import Prompt
-from storyjudge.context import Context
-from storyjudge.llm import ask_structured, ask_text, schema_instruction
-from storyjudge.models import chat_model, local_threads
-from storyjudge.tokens import count_tokens
-from storyjudge.usage import totals
+from storyjudge.core.context import Context
+from storyjudge.core.llm import ask_structured, ask_text, schema_instruction
+from storyjudge.core.models import chat_model, local_threads
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import totals
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from storyjudge.context import ConfigError
-from storyjudge.embeddings import WindowedEmbeddings, get_embedder
+from storyjudge.core.context import ConfigError
+from storyjudge.core.embeddings import WindowedEmbeddings, get_embedder
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
 from tests.scripted_story import STORY, StoryResponder
 
 pytestmark = pytest.mark.slow
@@ -47,7 +47,7 @@ def test_refine_grid_writes_rows_tables_and_plots(
         )
     )
     monkeypatch.chdir(tmp_path)
-    from storyjudge.cli import app
+    from storyjudge.apps.cli import app
 
     result = CliRunner().invoke(app, ["eval", str(config)])
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eval.datasets import STORYSUMM_VAL
-from tests.openai_server import OpenAIServer, all_text, last_user_text
+from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
 
 pytestmark = [
     pytest.mark.slow,
@@ -107,7 +107,7 @@ def test_eval_storysumm_end_to_end(
         "1",
         "--coherence",
     ]
-    from storyjudge.cli import app
+    from storyjudge.apps.cli import app
 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

@@ -20,9 +20,16 @@ import pytest
 from graphs.coherence import build_graph as build_coherence
 from graphs.index import build_graph as build_index
 from graphs.refine import build_graph as build_refine
-from storyjudge.context import Context
-from storyjudge.llm import ask_text
-from tests.openai_server import FAULT_KINDS, FaultPlan, OpenAIServer, Responder, mixed, schema_name
+from storyjudge.apps.scripted_server import (
+    FAULT_KINDS,
+    FaultPlan,
+    OpenAIServer,
+    Responder,
+    mixed,
+    schema_name,
+)
+from storyjudge.core.context import Context
+from storyjudge.core.llm import ask_text
 from tests.scripted_story import STORY, StoryResponder
 
 pytestmark = pytest.mark.slow
@@ -218,7 +225,7 @@ def test_transport_retries_are_not_multiplied(
     scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
 ) -> None:
     """max_retries=2: three attempts at a failing server, not nine (client retries x storyjudge retries)."""
-    from storyjudge.llm import ModelError
+    from storyjudge.core.llm import ModelError
 
     server = scripted_server(lambda body: {"status": 500, "error": "down"})
     with pytest.raises(ModelError, match="after 3 attempt"):

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from graphs.index import build_graph
-from storyjudge.context import Context
-from storyjudge.sceneindex import search_ckg, search_scenes
-from storyjudge.vectorstore import chroma_client, open_collection
-from tests.openai_server import last_user_text
+from storyjudge.apps.scripted_server import last_user_text
+from storyjudge.core.context import Context
+from storyjudge.core.sceneindex import search_ckg, search_scenes
+from storyjudge.core.vectorstore import chroma_client, open_collection
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CHARACTERS = [

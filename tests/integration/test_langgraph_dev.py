@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
 from tests.scripted_story import FIXED_SUMMARY, STORY, StoryResponder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,11 +10,11 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 from prompts import Prompt
-from storyjudge.context import Context
-from storyjudge.llm import ask_structured, ask_text
-from storyjudge.models import chat_model
-from storyjudge.usage import totals
-from tests.openai_server import FaultPlan, OpenAIServer, last_user_text
+from storyjudge.apps.scripted_server import FaultPlan, OpenAIServer, last_user_text
+from storyjudge.core.context import Context
+from storyjudge.core.llm import ask_structured, ask_text
+from storyjudge.core.models import chat_model
+from storyjudge.core.usage import totals
 
 PROMPT = Prompt(name="compat", version="1", text="Answer briefly.")
 

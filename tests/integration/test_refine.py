@@ -12,10 +12,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
 from graphs.refine import build_graph
-from storyjudge.cli import app
-from storyjudge.context import Context
-from storyjudge.llm import ModelError
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.context import Context
+from storyjudge.core.llm import ModelError
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, schema_name
 
 

@@ -17,11 +17,11 @@ from typing import Any
 from typer.testing import CliRunner
 
 from graphs.refine import build_graph
-from storyjudge.cli import app
-from storyjudge.context import Context
-from storyjudge.ui.session import RunStore
-from storyjudge.ui.steps import RUNNERS, STEPS
-from tests.openai_server import OpenAIServer, all_text
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer, all_text
+from storyjudge.apps.ui.session import RunStore
+from storyjudge.apps.ui.steps import RUNNERS, STEPS
+from storyjudge.core.context import Context
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 DELETED = "Alice finds the treasure on Gull Island."  # the flagged sentence and a supported one gone

@@ -22,8 +22,8 @@ import typer
 from typer.testing import CliRunner
 
 from prompts import DATA_TAGS
-from storyjudge.cli import app
-from tests.openai_server import OpenAIServer, all_text, schema_name
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer, all_text, schema_name
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 FAKE_KEY = "sk-storyjudge-fake-0123456789abcdefXYZ"
@@ -135,7 +135,7 @@ def test_the_ui_binds_loopback_by_default() -> None:
     command = typer.main.get_command(app).commands["ui"]  # type: ignore[attr-defined]
     host = next(param for param in command.params if param.name == "host")
     assert host.default == "127.0.0.1"
-    from storyjudge.ui import make_server
+    from storyjudge.apps.ui import make_server
 
     assert inspect.signature(make_server).parameters["host"].default == "127.0.0.1"
 

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from graphs.summarize import build_graph
-from storyjudge.cli import app
-from storyjudge.context import ConfigError, Context
-from storyjudge.tokens import count_tokens
-from tests.openai_server import all_text, last_user_text
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import all_text, last_user_text
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.tokens import count_tokens
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data"
 SQUALITY = DATA / "squality" / "dev.jsonl"
@@ -153,7 +153,7 @@ def test_embedded_model_summarizes_a_short_text(tmp_path: Path) -> None:
     """Hierarchical merging (level 0, one merge, the edit) on the embedded model; both strategies share the
     generation code that the scripted tests cover call by call."""
     pytest.importorskip("llama_cpp")
-    from storyjudge.models import local_model_path
+    from storyjudge.core.models import local_model_path
 
     try:
         local_model_path("smollm2")

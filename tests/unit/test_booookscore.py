@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from eval.booookscore import bootstrap, coherence_report, per_type_rates, summary_score, system_score
+from storyjudge.core.booookscore import (
+    bootstrap,
+    coherence_report,
+    per_type_rates,
+    summary_score,
+    system_score,
+)
 
 
 def ann(summary_id: str, index: int, confused: bool | None, *types: str) -> dict[str, object]:

@@ -9,11 +9,11 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from prompts import Prompt
-from storyjudge.callcache import CallCache, cache_for, request_key
-from storyjudge.context import Context
-from storyjudge.llm import ask_structured, ask_text
-from storyjudge.usage import totals
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.callcache import CallCache, cache_for, request_key
+from storyjudge.core.context import Context
+from storyjudge.core.llm import ask_structured, ask_text
+from storyjudge.core.usage import totals
 
 PROMPT_V1 = Prompt(name="story", version="1", text="Tell a story.")
 PROMPT_V2 = Prompt(name="story", version="2", text="Tell a story.")

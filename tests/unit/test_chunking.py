@@ -5,8 +5,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodes.chunk import SCENE_JOINER, chunk_document, chunk_scenes
-from state import Scene
-from storyjudge.tokens import count_tokens
+from storyjudge.core.records import Scene
+from storyjudge.core.tokens import count_tokens
 
 WORDS = st.sampled_from(
     [

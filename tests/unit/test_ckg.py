@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storyjudge.ckg import (
+from storyjudge.core.charactergraph import (
     aliases,
     build_ckg,
     build_name_graph,

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from graphs.coherence import build_graph, graph
 from prompts import load
-from storyjudge.cli import app
-from storyjudge.context import ConfigError, Context
-from tests.openai_server import OpenAIServer, last_user_text
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
+from storyjudge.core.context import ConfigError, Context
 
 CLEAN = "Questions: no confusion\nTypes: no confusion"
 SUMMARY = (

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from prompts import load
-from storyjudge.confusion import ERROR_TYPES, normalise_types, parse_confusion, says_no_confusion, type_of
+from storyjudge.core.confusion import (
+    ERROR_TYPES,
+    normalise_types,
+    parse_confusion,
+    says_no_confusion,
+    type_of,
+)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storyjudge.textsplit import sentence_spans, sentences
+from storyjudge.core.textsplit import sentence_spans, sentences
 
 
 @pytest.mark.parametrize(

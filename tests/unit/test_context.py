@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from storyjudge.context import ROLES, ConfigError, Context, as_context, context_of
+from storyjudge.core.context import ROLES, ConfigError, Context, as_context, context_of
 
 
 def test_defaults_are_usable_and_every_field_is_described() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.decompose import collect_facts
+from nodes.nfs_score import score_card
 from nodes.retrieve import select_scenes
-from nodes.score import score_card
 
 
 def fact(i: int, s: int, text: str, iteration: int = 0) -> Any:

@@ -17,10 +17,10 @@ from nodes.guards import (
     word_budget,
 )
 from nodes.loop import assess
-from nodes.refine import earlier_attempts, refine, refine_base, render_outline
-from storyjudge.context import ConfigError, Context
-from storyjudge.llm import TextAnswer
-from storyjudge.tokens import count_tokens
+from nodes.refiner import earlier_attempts, refine, refine_base, render_outline
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.llm import TextAnswer
+from storyjudge.core.tokens import count_tokens
 
 NARRATIVE = (
     "The old lighthouse keeper climbed the stairs every night to light the lamp above the bay. "
@@ -201,7 +201,7 @@ def test_refiner_prompt_names_the_rejection_and_stays_within_the_window(
         asked.append((messages[0][1], max_tokens, sample))
         return TextAnswer(text=BASE["summary"], finish_reason="stop", cached=False, usage={})
 
-    monkeypatch.setattr("nodes.refine.ask_text", fake_ask)
+    monkeypatch.setattr("nodes.refiner.ask_text", fake_ask)
     verdict = {
         "fact": {"id": "f", "iteration": 0, "sentence_index": 0, "text": "w1 is w2"},
         "status": "unsupported",

@@ -14,14 +14,14 @@ from typer.testing import CliRunner
 
 from graphs.index import build_graph
 from state import IndexOutput
-from storyjudge import embeddings
-from storyjudge.ckg import linearize
-from storyjudge.context import ConfigError
-from storyjudge.embeddings import WindowedEmbeddings
-from storyjudge.rundir import RunDirMismatch, document_hash
-from storyjudge.sceneindex import search_ckg, search_scenes
-from storyjudge.segment import join_scenes
-from tests.openai_server import last_user_text
+from storyjudge.apps.scripted_server import last_user_text
+from storyjudge.core import embeddings
+from storyjudge.core.charactergraph import linearize
+from storyjudge.core.context import ConfigError
+from storyjudge.core.embeddings import WindowedEmbeddings
+from storyjudge.core.rundir import RunDirMismatch, document_hash
+from storyjudge.core.sceneindex import search_ckg, search_scenes
+from storyjudge.core.segmentation import join_scenes
 
 PLAY = """# The Harbour
 
@@ -269,7 +269,7 @@ def test_samples_without_temperature_are_refused(scripted_server: Any, ctx_for: 
 
 
 def test_cli_index(scripted_server: Any, bow: BagOfWords, tmp_path: Path) -> None:
-    from storyjudge.cli import app
+    from storyjudge.apps.cli import app
 
     server = scripted_server(triples_responder)
     play = tmp_path / "harbour.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.loop import best_of, fallback_of, stale_rounds, stop_reason
-from storyjudge.context import Context
+from storyjudge.core.context import Context
 
 
 def it(

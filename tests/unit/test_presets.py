@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import prompts
 from graphs.coherence import graph as coherence_graph
 from graphs.summarize import build_graph as summarize_graph
 from prompts import load
-from storyjudge import presets
-from storyjudge.cli import app
-from storyjudge.context import ConfigError, Context, as_context
-from storyjudge.results import build_result
-from tests.openai_server import OpenAIServer, last_user_text
+from storyjudge.apps.cli import app
+from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
+from storyjudge.core import presets
+from storyjudge.core.context import ConfigError, Context, as_context
+from storyjudge.core.runrecord import build_result
 
 OFFICIAL = Path(__file__).parents[1] / "fixtures" / "official_prompts"
 CLEAN = "Questions: no confusion\nTypes: no confusion"
@@ -97,7 +98,7 @@ def test_replace_keeps_the_preset_record() -> None:
 
 def test_run_record_holds_the_preset_and_the_prompt_overrides() -> None:
     ctx = Context(preset="nfs-paper", prompt_dir=str(OFFICIAL))
-    result = build_result({}, ctx)
+    result = build_result({}, ctx, prompt_versions=prompts.versions(ctx.prompt_dir))
     assert result["context"]["preset"] == "nfs-paper"
     assert result["context"]["preset_applied"]["retrieval_k"] == 1
     assert result["context"]["prompt_dir"] == str(OFFICIAL)

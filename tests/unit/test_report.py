@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from storyjudge.cli import app
-from storyjudge.report import (
+from storyjudge.apps.cli import app
+from storyjudge.apps.report import (
     asset_text,
     ckg_graph,
     graph_view,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storyjudge.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash, slug
+from storyjudge.core.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash, slug
 
 
 def test_claim_marks_a_fresh_directory(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Experiment runner: resume without repeated LLM calls, budgets, failures, tables, plots, dry run, CLI.
 
-The graphs are replaced by a small stand-in that makes its LLM calls through ``storyjudge.llm`` against the
+The graphs are replaced by a small stand-in that makes its LLM calls through ``storyjudge.core.llm`` against the
 scripted HTTP server, so caching and request counting are real while the test stays fast and independent of
 the index/embedder stack.
 """
@@ -20,12 +20,12 @@ import prompts
 from eval.estimate import estimate, estimate_item
 from eval.grid import ExperimentConfig, cells, load_config
 from eval.runner import Experiment, RowLog, finish
-from state import AtomicFacts, SceneTriples, Verdict
-from storyjudge.context import ConfigError, Context
-from storyjudge.llm import ask_structured
-from storyjudge.textsplit import sentences
-from storyjudge.usage import Usage, merge_usage
-from tests.openai_server import OpenAIServer, last_user_text
+from prompts.schemas import AtomicFacts, SceneTriples, Verdict
+from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.llm import ask_structured
+from storyjudge.core.textsplit import sentences
+from storyjudge.core.usage import Usage, merge_usage
 
 STORIES = {
     "1": "Ann sails to the island. Ann finds a chest of gold.",
@@ -434,7 +434,7 @@ def test_torn_last_row_is_ignored(tmp_path: Path) -> None:
 
 
 def test_cli_accepts_config_as_first_argument(tmp_path: Path, data_file: Path) -> None:
-    from storyjudge.cli import app
+    from storyjudge.apps.cli import app
 
     config_path = tmp_path / "exp.yaml"
     config_path.write_text(
@@ -463,7 +463,7 @@ def test_cli_accepts_config_as_first_argument(tmp_path: Path, data_file: Path) -
 
 
 def test_cli_shortcuts_dry_run(tmp_path: Path, data_file: Path) -> None:
-    from storyjudge.cli import app
+    from storyjudge.apps.cli import app
 
     squality = tmp_path / "sq.jsonl"
     record = {

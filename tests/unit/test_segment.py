@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from storyjudge.segment import guess_title, join_scenes, normalize_scenes, segment_document
-from storyjudge.tokens import count_tokens
+from storyjudge.core.segmentation import guess_title, join_scenes, normalize_scenes, segment_document
+from storyjudge.core.tokens import count_tokens
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HUGE = 10**9  # a chunk size no scene reaches: one scene per heading

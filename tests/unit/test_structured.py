@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-import storyjudge.llm as llm
+import storyjudge.core.llm as llm
 from prompts import Prompt
-from storyjudge.context import Context
-from storyjudge.jsonparse import ParseFailure, parse_json_as, strip_thinking
-from storyjudge.llm import ModelError, ask_structured
-from storyjudge.usage import totals
-from tests.openai_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.context import Context
+from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
+from storyjudge.core.llm import ModelError, ask_structured
+from storyjudge.core.usage import totals
 
 PROMPT = Prompt(name="check", version="1", text="Decide whether the claim holds.")
 MESSAGES = [("system", "You check claims."), ("user", "Claim: Duncan dies.")]

@@ -19,7 +19,7 @@ from graphs.summarize import build_graph
 from nodes.artifacts import edit_damage
 from nodes.hierarchical import level_budgets, merge_overhead
 from nodes.incremental import keep_newest
-from nodes.summarize import (
+from nodes.writer import (
     LEVEL_RATIO,
     MAX_REGENERATIONS,
     clean_output,
@@ -28,12 +28,12 @@ from nodes.summarize import (
     tree_outline,
     trim_to_last_sentence,
 )
-from state import Scene, add_timings
-from storyjudge import llm
-from storyjudge.context import ConfigError, Context
-from storyjudge.llm import TextAnswer
-from storyjudge.tokens import count_tokens
-from storyjudge.usage import Usage, merge_usage, one_call
+from storyjudge.core import llm
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.llm import TextAnswer
+from storyjudge.core.records import Scene, add_timings
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import Usage, merge_usage, one_call
 
 OUTPUT_KEYS = {"summary", "tree", "events", "usage", "timings"}
 
@@ -64,7 +64,7 @@ Reply = Callable[[Call], "str | tuple[str, str]"]
 
 
 class FakeModel:
-    """Stands in for ``storyjudge.llm.ask_text``: records every call and answers with a script."""
+    """Stands in for ``storyjudge.core.llm.ask_text``: records every call and answers with a script."""
 
     def __init__(self, reply: Reply, delay: float = 0.0) -> None:
         self.reply = reply

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from storyjudge.summary_stats import summary_stats, trigrams, words
-from storyjudge.tokens import count_tokens
+from storyjudge.core.summary_stats import summary_stats, trigrams, words
+from storyjudge.core.tokens import count_tokens
 
 
 def test_words_are_lowercase_runs_with_inner_apostrophes() -> None:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storyjudge.textsplit import paragraphs, sentence_spans, sentences, split_by_tokens
-from storyjudge.tokens import count_tokens
+from storyjudge.core.textsplit import paragraphs, sentence_spans, sentences, split_by_tokens
+from storyjudge.core.tokens import count_tokens
 
 WORD = st.text(alphabet=st.characters(categories=["L", "N", "P", "S"]), min_size=1, max_size=12)
 SEPARATOR = st.sampled_from([" ", " ", " ", "\n", "\n\n", "\n \n\t", ". ", "! ", "... ", "\u3002", "\t"])

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-import storyjudge.llm as llm
+import storyjudge.core.llm as llm
 from prompts import data_block, load
-from state import AtomicFacts, BatchedConfusions, SceneTriples, Verdict
-from storyjudge.cli.doctor import DoctorAnswer
-from storyjudge.context import Context
-from storyjudge.llm import Message, ask_structured
-from storyjudge.usage import totals
-from tests.openai_server import OpenAIServer, last_user_text
+from prompts.schemas import AtomicFacts, BatchedConfusions, SceneTriples, Verdict
+from storyjudge.apps.cli.doctor import DoctorAnswer
+from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
+from storyjudge.core.context import Context
+from storyjudge.core.llm import Message, ask_structured
+from storyjudge.core.usage import totals
 
 SUMMARY = "Macbeth meets three witches on a heath. Macbeth murders King Duncan. Banquo suspects him."
 
@@ -282,7 +282,7 @@ class _CutOffLocalModel:
 
 
 def test_the_embedded_model_reports_its_finish_reason_on_the_message() -> None:
-    from storyjudge.models import _local_chat_class
+    from storyjudge.core.models import _local_chat_class
 
     model = _local_chat_class().model_construct()
     result = model._create_chat_result(  # type: ignore[attr-defined]
@@ -326,7 +326,7 @@ def test_an_unread_decomposition_is_a_decompose_failure_not_a_sentence_without_f
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from graphs.factscore import build_graph
-    from storyjudge import embeddings
+    from storyjudge.core import embeddings
     from tests.scripted_story import FIRST_SUMMARY, STORY, WRONG, StoryResponder
     from tests.unit.test_index_graph import BagOfWords
 

@@ -10,7 +10,7 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from storyjudge.usage import (
+from storyjudge.core.usage import (
     PRICES_PER_MTOK,
     Usage,
     empty_model_usage,

@@ -1,0 +1,298 @@
+"""BooookScore nodes: split summaries into sentences, annotate them concurrently, score.
+
+The paper's setting (``per-sentence``) asks the annotator once per sentence with the full summary and the
+target sentence, and reads the "Questions: ... / Types: ..." answer with :mod:`storyjudge.core.confusion`. The
+``batched`` setting (``ctx.batched_coherence``) asks about several sentences per call with a JSON answer:
+cheaper, but not what the paper validated, and every score it produces says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from prompts import data_block, load
+from prompts.schemas import BatchedConfusions
+from state import CoherenceState, CoherenceTask
+from storyjudge.core import progress
+from storyjudge.core.booookscore import coherence_report
+from storyjudge.core.confusion import ConfusionAnswer, normalise_types, parse_confusion, says_no_confusion
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.llm import Message, ask_structured, ask_text, cut_off
+from storyjudge.core.models import resolve_spec
+from storyjudge.core.records import SentenceAnnotation
+from storyjudge.core.textsplit import sentences as split_sentences
+from storyjudge.core.usage import Usage, failure, merge_usage
+
+ROLE = "coherence"
+PER_SENTENCE = "per-sentence"
+BATCHED = "batched"
+BATCH_SENTENCES = 8  # sentences per call in batched mode
+ANSWER_TOKENS = 256  # a per-sentence answer is two short lines; a cap keeps a rambling model cheap
+SINGLE_ID = "summary"  # id of the summary given as {"summary": ...}
+FORMAT_REMINDER = (
+    "That answer could not be read. Annotate the same sentence again and answer in exactly this form, "
+    'nothing else:\nQuestions: <your clarifying questions, or "no confusion">\n'
+    'Types: <the confusion types, separated by commas, or "no confusion">'
+)
+
+
+GIVEN = "given"  # the split recorded for a summary whose sentences came with the input
+
+
+def given_sentences(summary_id: str, value: Any) -> list[str]:
+    """A summary's own sentence list from the input (stripped, blanks dropped), validated."""
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise ValueError(
+            f"Summary {summary_id!r}: 'sentences' must be a list of strings (the summary split)."
+        )
+    found = [s.strip() for s in value if s.strip()]
+    if not found:
+        raise ValueError(f"Summary {summary_id!r}: 'sentences' holds no sentence; drop it or give them.")
+    return found
+
+
+def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
+    """The summaries to score as ``[{"id", "summary"}]`` (plus ``sentences`` when given), validated."""
+    single, many = state.get("summary"), state.get("summaries")
+    if single is not None and many is not None:
+        raise ValueError(
+            "Give either 'summary' (one text) or 'summaries' (a list of {id, summary}), not both"
+        )
+    if many is None:
+        if not isinstance(single, str) or not single.strip():
+            raise ValueError("No summary to score: pass {'summary': text} or {'summaries': [{id, summary}]}")
+        return [{"id": SINGLE_ID, "summary": single}]
+    if not isinstance(many, list) or not many:
+        raise ValueError("'summaries' must be a non-empty list of {'id': ..., 'summary': ...} objects.")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for position, item in enumerate(many):
+        if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
+            raise ValueError(f"summaries[{position}] must be an object with a 'summary' string.")
+        summary_id = str(item.get("id", position))
+        if summary_id in seen:
+            raise ValueError(f"Summary id {summary_id!r} appears twice; give every summary its own id.")
+        seen.add(summary_id)
+        if not item["summary"].strip():
+            raise ValueError(f"Summary {summary_id!r} is empty; remove it or give its text.")
+        entry: dict[str, Any] = {"id": summary_id, "summary": item["summary"]}
+        if item.get("sentences") is not None:
+            entry["sentences"] = given_sentences(summary_id, item["sentences"])
+        out.append(entry)
+    return out
+
+
+def prepare(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Normalise the input and split every summary into sentences (the paper's required preprocessing).
+
+    ``ctx.sentence_splitter`` splits each summary, unless the input gives its ``sentences`` (for instance the
+    official split of a released data set), which are then used as they are.
+    """
+    ctx = context_of(runtime)
+    summaries = input_summaries(state)
+    sentences: dict[str, list[str]] = {}
+    split: dict[str, str] = {}
+    for item in summaries:
+        if "sentences" in item:
+            sentences[item["id"]], split[item["id"]] = item["sentences"], GIVEN
+        else:
+            sentences[item["id"]] = split_sentences(item["summary"], ctx.sentence_splitter)
+            split[item["id"]] = ctx.sentence_splitter
+    progress.emit("coherence", total=sum(len(s) for s in sentences.values()))
+    return {
+        "summary": None,  # consumed: the next invocation on a checkpointed thread brings its own input
+        "summaries": None,
+        "to_score": [{"id": item["id"], "summary": item["summary"]} for item in summaries],
+        "sentences": sentences,
+        "split": split,
+        "run": uuid.uuid4().hex,
+        "mode": BATCHED if ctx.batched_coherence else PER_SENTENCE,
+        "started": time.time(),
+    }
+
+
+def tasks_for(state: CoherenceState) -> list[CoherenceTask]:
+    """One task per sentence, or per run of ``BATCH_SENTENCES`` consecutive sentences in batched mode."""
+    size = BATCH_SENTENCES if state.get("mode") == BATCHED else 1
+    tasks: list[CoherenceTask] = []
+    for item in state["to_score"]:
+        sents = state["sentences"][item["id"]]
+        for start in range(0, len(sents), size):
+            tasks.append(
+                CoherenceTask(
+                    run=state["run"],
+                    summary_id=item["id"],
+                    summary=item["summary"],
+                    sentence_indices=list(range(start, min(start + size, len(sents)))),
+                    targets=sents[start : start + size],
+                )
+            )
+    return tasks
+
+
+def route_annotations(state: CoherenceState) -> list[Send] | Literal["score"]:
+    """Fan the sentences out to the annotator of the chosen mode."""
+    tasks = tasks_for(state)
+    if not tasks:
+        return "score"
+    node = "annotate_batch" if state.get("mode") == BATCHED else "annotate_sentence"
+    return [Send(node, task) for task in tasks]
+
+
+def sentence_messages(summary: str, sentence: str, index: int, prompt_dir: str = "") -> list[Message]:
+    """The per-sentence request: fixed definitions and examples first, then the summary, then the sentence.
+
+    A prompt in the official BooookScore format (``{}`` placeholders) gets the raw summary and sentence, as the
+    official code gives them; storyjudge's own format gets them as delimited data blocks.
+    """
+    prompt = load("coherence", prompt_dir)
+    if prompt.positional:
+        return [("user", prompt.render(summary=summary, sentence=sentence))]
+    text = prompt.render(
+        summary=data_block("summary", summary), sentence=data_block("sentence", sentence, number=index + 1)
+    )
+    return [("user", text)]
+
+
+def read_answer(
+    text: str, finish_reason: str | None, summary: str = "", sentence: str = "", prompt_text: str = ""
+) -> ConfusionAnswer:
+    """The annotation in an answer; a cut-off answer is unreadable ("Questions: no c" is no question).
+
+    An answer that copies the prompt or the format reminder (rather than the summary or sentence it was given)
+    is unreadable too.
+    """
+    if cut_off(finish_reason):
+        return ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish_reason!r})")
+    fixed = prompt_text or load("coherence").text
+    return parse_confusion(text, prompt=(fixed, FORMAT_REMINDER), data=(summary, sentence))
+
+
+def annotate_sentence(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Ask whether one sentence causes confusion; an unreadable answer is re-asked, then kept as unparsed."""
+    ctx = context_of(runtime)
+    prompt = load("coherence", ctx.prompt_dir)
+    index, sentence = task["sentence_indices"][0], task["targets"][0]
+    messages = sentence_messages(task["summary"], sentence, index, ctx.prompt_dir)
+    max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
+    answer = ask_text(ctx, ROLE, prompt, messages, max_tokens=max_tokens)
+    usage: Usage = answer.usage
+    parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence, prompt.text)
+    attempts = 1
+    while not parsed.parsed and attempts <= ctx.parse_retries:
+        retry = [*messages, ("assistant", answer.text[:2000] or "(empty)"), ("user", FORMAT_REMINDER)]
+        # a new sample number, so a deterministic cache or server does not hand back the same answer
+        answer = ask_text(ctx, ROLE, prompt, retry, max_tokens=max_tokens, sample=attempts)
+        usage = merge_usage(usage, answer.usage)
+        parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence, prompt.text)
+        attempts += 1
+    annotation = SentenceAnnotation(
+        run=task["run"],
+        summary_id=task["summary_id"],
+        index=index,
+        sentence=sentence,
+        confused=parsed.confused,
+        types=parsed.types,
+        questions=parsed.questions,
+        raw=answer.text,
+        attempts=attempts,
+    )
+    if parsed.other_types:
+        annotation["other_types"] = parsed.other_types
+    if parsed.error:
+        annotation["error"] = parsed.error
+        usage = merge_usage(usage, failure(resolve_spec(ctx, ROLE)))
+    progress.emit("coherence", advance=1)
+    return {"annotations": [annotation], "usage": usage}
+
+
+def batch_messages(
+    summary: str, indices: list[int], targets: list[str], prompt_dir: str = ""
+) -> list[Message]:
+    """The batched request: fixed part, the summary, then the target sentences numbered as in the summary."""
+    prompt = load("coherence_batched", prompt_dir)
+    numbered = "\n".join(f"{i + 1}. {sentence}" for i, sentence in zip(indices, targets, strict=True))
+    text = prompt.render(summary=data_block("summary", summary), sentences=data_block("sentences", numbered))
+    return [("user", text)]
+
+
+def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Annotate several sentences in one structured call (not the paper's setting).
+
+    Sentences the answer does not list cause no confusion, as the prompt instructs; entries for numbers
+    outside the batch are ignored. A failed parse leaves every sentence of the batch unparsed.
+    """
+    ctx = context_of(runtime)
+    prompt = load("coherence_batched", ctx.prompt_dir)
+    indices, targets = task["sentence_indices"], task["targets"]
+    messages = batch_messages(task["summary"], indices, targets, ctx.prompt_dir)
+    answer = ask_structured(ctx, ROLE, prompt, messages, BatchedConfusions)
+    listed: dict[int, dict[str, list[str]]] = {}
+    if answer.value is not None:
+        for entry in answer.value.sentences:
+            slot = listed.setdefault(entry.index - 1, {"questions": [], "labels": []})
+            questions = [q.strip() for q in entry.questions if q.strip() and not says_no_confusion(q)]
+            slot["questions"].extend(questions)
+            slot["labels"].extend(entry.types)
+    annotations: list[SentenceAnnotation] = []
+    for index, sentence in zip(indices, targets, strict=True):
+        annotation = SentenceAnnotation(
+            run=task["run"],
+            summary_id=task["summary_id"],
+            index=index,
+            sentence=sentence,
+            confused=None,
+            types=[],
+            questions=[],
+            raw=answer.text,
+            attempts=answer.attempts,
+        )
+        if answer.value is None:
+            annotation["error"] = answer.error or "unparseable answer"
+        else:
+            found = listed.get(index, {"questions": [], "labels": []})
+            types, other = normalise_types(found["labels"])
+            annotation["confused"] = bool(found["questions"] or types or other)
+            annotation["types"], annotation["questions"] = types, found["questions"]
+            if other:
+                annotation["other_types"] = other
+            annotation["raw"] = json.dumps({"index": index + 1, **found}) if index in listed else ""
+        annotations.append(annotation)
+    progress.emit("coherence", advance=len(targets))
+    return {"annotations": annotations, "usage": answer.usage}
+
+
+def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """BooookScore per summary and for the set, from this invocation's annotations only."""
+    ctx = context_of(runtime)
+    run = state.get("run")
+    mine = [a for a in state.get("annotations", []) if a.get("run") == run]
+    mode = state.get("mode", PER_SENTENCE)
+    result = coherence_report(
+        state["sentences"],
+        mine,
+        mode=mode,
+        order=[s["id"] for s in state["to_score"]],
+        seed=ctx.seed,
+        coverage_floor=ctx.coverage_floor,
+    )
+    split = state.get("split", {})
+    for card in result["summaries"]:
+        card["split"] = split.get(card["id"], ctx.sentence_splitter)
+    result["sentence_splitter"] = ctx.sentence_splitter
+    result["sentences_given"] = sum(1 for card in result["summaries"] if card["split"] == GIVEN)
+    prompt = load("coherence_batched" if mode == BATCHED else "coherence", ctx.prompt_dir)
+    result["prompt"] = prompt.record
+    result["prompt_version"] = prompt.version_id
+    result["model"] = resolve_spec(ctx, ROLE)
+    if mode == BATCHED:
+        result["note"] = (
+            f"batched: {BATCH_SENTENCES} sentences per call; not the paper's per-sentence setting"
+        )
+    return {"coherence": result, "timings": {"coherence": round(time.time() - state["started"], 4)}}

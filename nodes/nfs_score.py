@@ -1,0 +1,90 @@
+"""NarrativeFactScore: the share of judged facts that are supported, per sentence and for the summary.
+
+The score is a precision over the facts that were judged, so it always travels with its coverage: facts whose
+verdict could not be read and sentences whose decomposition failed lower the coverage, and below the run's
+coverage floor the score is marked not reliable instead of quietly rising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from state import FactScoreState
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, nfs_coverage
+from storyjudge.core.records import FactVerdict, ScoreCard
+
+
+def score_card(
+    iteration: int,
+    sentences: list[str],
+    verdicts: list[FactVerdict],
+    decompose_failures: int,
+    *,
+    coverage_floor: float = DEFAULT_FLOOR,
+    failed_sentences: Collection[int] = (),
+) -> ScoreCard:
+    """Score of one summary from its verdicts (unjudged facts are reported and excluded from the denominator).
+
+    ``failed_sentences`` names the sentences whose decomposition failed, when known, so the per-sentence rows
+    say which sentences nobody judged; the count alone is ``decompose_failures``.
+    """
+    mine = sorted((v for v in verdicts if v["fact"]["iteration"] == iteration), key=lambda v: v["fact"]["id"])
+    mine.sort(key=lambda v: v["fact"]["sentence_index"])
+    supported = sum(v["status"] == "supported" for v in mine)
+    unsupported = sum(v["status"] == "unsupported" for v in mine)
+    judged = supported + unsupported
+    per_sentence = []
+    for index, sentence in enumerate(sentences):
+        own = [v for v in mine if v["fact"]["sentence_index"] == index]
+        s_sup = sum(v["status"] == "supported" for v in own)
+        s_judged = sum(v["status"] != "unjudged" for v in own)
+        per_sentence.append(
+            {
+                "index": index,
+                "sentence": sentence,
+                "facts": len(own),
+                "supported": s_sup,
+                "judged": s_judged,
+                "decomposed": index not in failed_sentences,
+                "score": (s_sup / s_judged) if s_judged else None,
+            }
+        )
+    value = (supported / judged) if judged else None
+    coverage = nfs_coverage(
+        facts=len(mine), judged=judged, sentences=len(sentences), decompose_failures=decompose_failures
+    )
+    return ScoreCard(
+        iteration=iteration,
+        score=value,
+        supported=supported,
+        unsupported=unsupported,
+        unjudged=len(mine) - judged,
+        facts=len(mine),
+        judged=judged,
+        sentences=len(sentences),
+        decompose_failures=decompose_failures,
+        coverage=round(coverage, 6),
+        coverage_floor=coverage_floor,
+        reliable=is_reliable(value, coverage, coverage_floor),
+        per_sentence=per_sentence,
+        verdicts=mine,
+    )
+
+
+def score(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Aggregate this iteration's verdicts into its score card."""
+    iteration = state.get("iteration", 0)
+    failed = {f["sentence_index"] for f in state.get("failed_sentences") or [] if f["iteration"] == iteration}
+    card = score_card(
+        iteration,
+        state.get("sentences") or [],
+        state.get("verdicts") or [],
+        len(failed),
+        coverage_floor=context_of(runtime).coverage_floor,
+        failed_sentences=failed,
+    )
+    return {"factscore": card}

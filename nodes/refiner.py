@@ -1,0 +1,214 @@
+"""The refiner (NarrativeFactScore stage 3): rewrite the summary from the judge's feedback and its evidence.
+
+The paper gives the refiner the whole narrative as global context; a book does not fit a prompt, so it gets an
+outline of the narrative (each scene's id, title and opening sentence, trimmed to fit a share of the room) and
+what the judge saw for the flagged facts (their scenes and the CKG lines of their characters), all within the
+context window: every block that goes into the prompt is counted.
+
+It revises the best accepted round, not simply the latest: after a round that a guard rejected (one that
+deleted supported facts or copied the narrative, see ``nodes/guards.py``) the next round starts again from the
+best summary, told why the earlier attempt was rejected, so a deletion never compounds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from nodes.guards import min_words, word_budget
+from nodes.loop import best_of
+from state import RefineState
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.llm import ask_text
+from storyjudge.core.records import FactVerdict, Iteration, Scene, ScoreCard
+from storyjudge.core.summary_stats import words
+from storyjudge.core.textsplit import sentences
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import merge_usage
+
+CHAT_OVERHEAD_TOKENS = 32
+"""Tokens of the chat framing around the one user message, and slack for tokens merging where blocks join."""
+OUTLINE_MAX_TOKENS = 1500
+"""The outline gets at most this many tokens, and at most a quarter of the room: the flagged facts' evidence
+comes first."""
+OUTLINE_WORDS = (30, 12, 0)
+"""Words of each scene's opening sentence in the outline, tried in turn until the outline fits."""
+
+
+def refine_base(state: RefineState) -> tuple[str, ScoreCard | None, int]:
+    """The summary to revise, its score card and its iteration: the best accepted round's (state's when none)."""
+    best = best_of(state.get("iterations") or [])
+    if best is None:
+        return state["summary"], state.get("factscore"), state.get("iteration", 0)
+    return best["summary"], best["factscore"], best["iteration"]
+
+
+def earlier_attempts(iterations: list[Iteration], base: int) -> list[Iteration]:
+    """Rounds that already revised iteration ``base`` (their guard record names it)."""
+    return [it for it in iterations if "guard" in it and it["guard"]["revises"] == base]
+
+
+def flagged_verdicts(card: ScoreCard | None) -> list[FactVerdict]:
+    """The unsupported facts of a score card."""
+    return [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
+
+
+def render_flagged(verdicts: list[FactVerdict]) -> str:
+    """Flagged facts with their feedback, as one data block."""
+    lines = []
+    for n, v in enumerate(verdicts, 1):
+        feedback = v["feedback"] or v["rationale"] or "not supported by the story"
+        lines.append(f"{n}. Fact: {v['fact']['text']}\n   Feedback: {feedback}")
+    return prompts.data_block("flagged_facts", "\n".join(lines))
+
+
+def render_evidence(verdicts: list[FactVerdict], budget: int) -> tuple[str, list[str]]:
+    """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget."""
+    blocks: list[str] = []
+    used_ids: list[str] = []
+    lines: list[str] = []
+    for verdict in verdicts:
+        for line in verdict["evidence"]["ckg_lines"]:
+            if line not in lines:
+                lines.append(line)
+    graph_block = prompts.data_block("graph", "\n".join(lines[:60]) or "(no relations)")
+    left = budget - count_tokens(graph_block)
+    scenes = sorted(
+        (scene for verdict in verdicts for scene in verdict["evidence"]["scenes"]), key=lambda s: -s["score"]
+    )
+    for scene in scenes:
+        if scene["id"] in used_ids:
+            continue
+        block = prompts.data_block("scene", scene["text"], id=scene["id"], title=scene["title"])
+        cost = count_tokens(block)
+        if cost > left:
+            continue
+        blocks.append(block)
+        used_ids.append(scene["id"])
+        left -= cost
+    return "\n\n".join([*blocks, graph_block]), used_ids
+
+
+def _opening(scene: Scene, limit: int) -> str:
+    """The scene's first sentence after its heading, cut to ``limit`` words ("" when limit is 0)."""
+    if limit <= 0:
+        return ""
+    head = scene["text"].lstrip()[:1500]
+    title = scene["title"].strip()
+    if title and head.startswith(title):
+        head = head[len(title) :]
+    first = next((s for s in sentences(head) if len(s.split()) > 1), "")
+    cut = first.split()
+    return " ".join(cut[:limit]) + (" ..." if len(cut) > limit else "")
+
+
+def _outline_line(scene: Scene, limit: int) -> str:
+    title = " ".join(scene["title"].split())
+    opening = _opening(scene, limit if title else max(limit, 8))
+    return " ".join(part for part in (scene["id"], title and f"[{title}]", opening) if part)
+
+
+def render_outline(scenes: list[Scene], budget: int) -> str:
+    """The narrative's shape: one line per scene (id, title, opening sentence), within ``budget`` tokens.
+
+    Openings are shortened, then dropped, until the outline fits; if titles alone do not fit, evenly spaced
+    scenes are kept and the block says how many. "" when there are no scenes or no room.
+    """
+    if not scenes or budget <= 0:
+        return ""
+    lines: list[str] = []
+    for limit in OUTLINE_WORDS:
+        lines = [_outline_line(scene, limit) for scene in scenes]
+        block = prompts.data_block("outline", "\n".join(lines), scenes=len(scenes))
+        if count_tokens(block) <= budget:
+            return block
+    keep = len(lines)
+    while keep > 1:
+        keep = max(1, min(keep - 1, keep * budget // max(count_tokens(block), 1)))
+        step = len(lines) / keep
+        picked = [lines[int(i * step)] for i in range(keep)]
+        block = prompts.data_block("outline", "\n".join(picked), scenes=len(scenes), shown=keep)
+        if count_tokens(block) <= budget:
+            return block
+    return ""
+
+
+def render_rejected(attempts: list[Iteration]) -> str:
+    """Why earlier revisions of the same summary were rejected, so the refiner does not repeat them ("" if none)."""
+    notes = [it["note"] for it in attempts if not it["accepted"] and it["note"]]
+    if not notes:
+        return ""
+    listed = "\n".join(f"- {note}" for note in notes)
+    return f"Earlier revisions of this summary were rejected; do not repeat their mistakes:\n{listed}"
+
+
+def _unusable(text: str, finish_reason: str | None) -> str:
+    """Why a revision cannot replace the summary ("empty", "cut-off"), or "" when it can."""
+    if not text.strip():
+        return "empty"
+    return "cut-off" if finish_reason == "length" else ""
+
+
+def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """A revised summary of the best accepted round that fixes its flagged facts and keeps the rest."""
+    ctx = context_of(runtime)
+    started = time.perf_counter()
+    summary, card, base = refine_base(state)
+    attempts_before = earlier_attempts(state.get("iterations") or [], base)
+    flagged = flagged_verdicts(card)
+    progress.emit("refine", total=1)
+    n_words = len(words(summary))
+    summary_tokens = count_tokens(summary)
+    max_tokens = max(ctx.max_output_tokens, int(summary_tokens * 1.5) + 64)
+    prompt = prompts.load("refine", ctx.prompt_dir)
+    parts = {
+        "min_words": min_words(n_words, ctx.min_length_ratio),
+        "max_words": word_budget(n_words, ctx.max_length_ratio),
+        "flagged": render_flagged(flagged),
+        "rejected": render_rejected(attempts_before),
+        "summary": prompts.data_block("summary", summary),
+    }
+    # everything but the story context, counted as rendered (instructions, flagged facts, summary, notes)
+    fixed = count_tokens(prompt.render(**parts, outline="", evidence=""))
+    room = max(0, ctx.context_window - max_tokens - fixed - CHAT_OVERHEAD_TOKENS)
+    outline = render_outline(state.get("scenes") or [], min(room // 4, OUTLINE_MAX_TOKENS))
+    evidence, scene_ids = render_evidence(flagged, max(0, room - count_tokens(outline)))
+    text = prompt.render(**parts, outline=outline, evidence=evidence)
+    first_sample = len(attempts_before) * (ctx.parse_retries + 1)
+    answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=first_sample)
+    usage = answer.usage
+    attempts = 1
+    # An empty or cut-off revision would replace the summary with nothing or half of it: ask again (a new
+    # sample, so neither the cache nor a deterministic server returns the same answer), then keep the summary.
+    # A summary revised again after an earlier round starts from fresh samples too.
+    while _unusable(answer.text, answer.finish_reason) and attempts <= ctx.parse_retries:
+        answer = ask_text(
+            ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=first_sample + attempts
+        )
+        usage = merge_usage(usage, answer.usage)
+        attempts += 1
+    revised = prompts.unwrap_data(answer.text)
+    events: list[dict[str, Any]] = []
+    problem = _unusable(revised, answer.finish_reason)
+    if problem:
+        revised = summary
+        events.append(
+            {
+                "stage": "refine",
+                "iteration": state.get("iteration", 0) + 1,
+                "event": f"{problem} refinement after {attempts} attempt(s); kept summary",
+            }
+        )
+    progress.emit("refine", advance=1)
+    return {
+        "summary": revised,
+        "iteration": state.get("iteration", 0) + 1,
+        "refined_from": base,
+        "events": events,
+        "usage": usage,
+        "timings": {"refine": time.perf_counter() - started},
+    }

@@ -1,0 +1,35 @@
+"""Index node: scenes (as embedder-sized passages) and linearized CKG lines into Chroma, once per content."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from state import IndexState
+from storyjudge.core import progress
+from storyjudge.core.charactergraph import linearize
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.rundir import RunDir
+from storyjudge.core.sceneindex import build_index
+
+
+def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Embed what is not embedded yet: an unchanged document reuses its complete collections at no cost."""
+    ctx = context_of(runtime)
+    started = time.perf_counter()
+    store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)
+    ref, built = build_index(
+        state.get("scenes") or [],
+        linearize(state.get("ckg") or {}),
+        store_dir=store_dir,
+        chroma_url=ctx.chroma_url,
+        embedder=ctx.embedder,
+        progress=lambda n: progress.emit("index", advance=n),
+        on_total=lambda n: progress.emit("index", total=n),
+    )
+    if not built:
+        progress.emit("index", message="reused")
+    return {"index": ref, "timings": {"index": time.perf_counter() - started}}

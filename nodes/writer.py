@@ -1,0 +1,267 @@
+"""What both book-summarization strategies share: token budgets, output checks, and regeneration.
+
+Budgets follow seed 000 (appendix A): a model with context window W reads chunks of C tokens; a summary at
+level l has a budget of G_l tokens and its prompt asks for ``WORDS_PER_TOKEN * G_l`` words. Every call keeps
+prompt + output within W, counting the prompt in cl100k_base tokens with a margin for the model's own
+tokenizer (the embedded SmolLM2 needs 1-5 % more tokens than cl100k_base for English prose) and its chat
+template.
+
+A summary that is over its budget, cut off (finish reason "length" or no final punctuation) or empty is
+regenerated at a higher temperature with a smaller word limit, a bounded number of times; then the best
+attempt is kept and an event says so. Nothing here is ever silently defaulted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import prompts
+from prompts import Prompt
+from storyjudge.core import llm
+from storyjudge.core.context import Context
+from storyjudge.core.records import SummaryChunk
+from storyjudge.core.textsplit import sentence_spans
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import Usage, merge_usage
+
+ROLE = "summarizer"
+WORDS_PER_TOKEN = 0.65
+"""Words asked for per token of budget (the seed's code uses 0.65: English prose is ~1.3 tokens a word)."""
+LEVEL_RATIO = 0.65
+"""G_l = LEVEL_RATIO * G_(l+1): each hierarchical level below the top gets a smaller budget (the seed's)."""
+MIN_BUDGET = 64
+"""No level's budget goes below this many tokens (a handful of sentences)."""
+MAX_REGENERATIONS = 3
+"""Extra attempts for a summary that is over budget, cut off or empty, before the best attempt is kept."""
+REGENERATION_TEMPERATURE = 1.0
+"""Temperature of regenerations (the seed regenerates at 1): the first answer was deterministic and wrong."""
+WORD_LIMIT_SHRINK = 0.1
+"""Each regeneration asks for this share fewer words than the first attempt (the seed: 10 % per attempt)."""
+TOKENIZER_SLACK = 0.06
+"""Prompts are counted in cl100k_base; the model's tokenizer may need this share more."""
+CHAT_OVERHEAD = 32
+"""Tokens of the chat template around one user message."""
+PRIOR_CONTEXT_SHARE = 0.2
+"""Largest share of a merge prompt's room that the prior context may take (as in the seed)."""
+
+_FINAL_PUNCTUATION = re.compile(r"""[.!?…]["'”’)\]»*_]*$|["'”’»)]$""")
+_PREAMBLE = re.compile(
+    r"^\s*(?:here\s+is|here's|sure|certainly|below\s+is|(?:the\s+)?(?:updated|condensed|edited|merged)?\s*summary)"
+    r"\b[^\n]{0,160}:\s*\n",
+    re.IGNORECASE,
+)
+
+
+def prompt_cost(text: str) -> int:
+    """Tokens a prompt may take in the model's tokenizer, chat template included (an upper estimate)."""
+    return cost_of_tokens(count_tokens(text))
+
+
+def cost_of_tokens(tokens: int) -> int:
+    """``prompt_cost`` for a prompt of ``tokens`` cl100k_base tokens."""
+    return math.ceil(tokens * (1 + TOKENIZER_SLACK)) + CHAT_OVERHEAD
+
+
+def fits(prompt_text: str, max_tokens: int, context_window: int) -> bool:
+    """Whether a prompt plus ``max_tokens`` of output fit in the context window."""
+    return prompt_cost(prompt_text) + max_tokens <= context_window
+
+
+def room_for_prompt(max_tokens: int, context_window: int) -> int:
+    """cl100k_base tokens a prompt may have when ``max_tokens`` of output must still fit."""
+    return max(0, math.floor((context_window - CHAT_OVERHEAD - max_tokens) / (1 + TOKENIZER_SLACK)))
+
+
+def word_limit(tokens: int) -> int:
+    """Words to ask for in a summary whose budget is ``tokens``."""
+    return max(1, round(tokens * WORDS_PER_TOKEN))
+
+
+def count_words(text: str) -> int:
+    """Words as the prompts count them: whitespace-separated."""
+    return len(text.split())
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether text ends with final punctuation (optionally followed by closing quotes or brackets)."""
+    return bool(_FINAL_PUNCTUATION.search(text.rstrip()))
+
+
+def clean_output(text: str) -> str:
+    """The summary without surrounding blank space and a chatty opening line ("Here is the summary:")."""
+    text = prompts.unwrap_data(text)
+    match = _PREAMBLE.match(text + "\n") if "\n" in text else None
+    if match and text[match.end() :].strip():
+        text = text[match.end() :].strip()
+    return text.strip().strip("-").strip()
+
+
+def problem_of(text: str, finish_reason: str | None, token_limit: int | None) -> str | None:
+    """Why an answer cannot be used as is: "empty", "cut_off", "over_length", or None when it can."""
+    if not text.strip():
+        return "empty"
+    if finish_reason == "length" or not ends_sentence(text):
+        return "cut_off"
+    if token_limit is not None and count_tokens(text) > token_limit:
+        return "over_length"
+    return None
+
+
+def trim_to_last_sentence(text: str) -> str:
+    """Text without a dangling last sentence (unchanged when nothing complete would remain)."""
+    spans = sentence_spans(text)
+    while spans and not ends_sentence(text[spans[-1][0] : spans[-1][1]]):
+        spans.pop()
+    return text[: spans[-1][1]].rstrip() if spans else text
+
+
+def chunk_info(chunk: SummaryChunk) -> dict[str, Any]:
+    """A chunk without its text, for the tree (the text is in the source)."""
+    return {key: value for key, value in chunk.items() if key != "text"}
+
+
+def event(kind: str, **details: Any) -> dict[str, Any]:
+    """An entry of the graph's ``events`` list, tagged with the stage that produced it."""
+    return {"stage": "summarize", "kind": kind, **details}
+
+
+@dataclass
+class Written:
+    """The summary a call (and its regenerations) produced, with what it cost and what went wrong."""
+
+    text: str
+    tokens: int
+    attempts: int
+    valid: bool
+    word_limit: int
+    usage: Usage = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def write(
+    ctx: Context,
+    prompt: Prompt,
+    render: Callable[[int], str],
+    *,
+    words: int,
+    max_tokens: int,
+    token_limit: int | None,
+    where: dict[str, Any],
+    temperature: float | None = None,
+) -> Written:
+    """Ask the summarizer for a summary, regenerating over-budget, cut-off or empty answers.
+
+    Args:
+        ctx: run settings.
+        prompt: the template (its version goes into the cache key).
+        render: builds the user message for a word limit.
+        words: word limit of the first attempt; regenerations ask for fewer.
+        max_tokens: output cap of every attempt.
+        token_limit: a longer answer is over budget (None: any length is fine).
+        where: what is being summarized (level, index, step), copied into events.
+        temperature: of the first attempt (default: the context's summarizer temperature).
+
+    Returns:
+        The first usable answer, else the best attempt (fewest problems, closest to the budget); a cut-off
+        best attempt loses its dangling last sentence. Each regeneration is an event, and so is keeping a
+        best attempt (with every attempt's problem).
+    """
+    attempts: list[tuple[tuple[int, int, int], str, int, int]] = []
+    usage: Usage = {}
+    events: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    first_temperature = ctx.summarizer_temperature if temperature is None else temperature
+    for attempt in range(MAX_REGENERATIONS + 1):
+        asked = max(1, round(words * (1 - WORD_LIMIT_SHRINK * attempt)))
+        answer = llm.ask_text(
+            ctx,
+            ROLE,
+            prompt,
+            [("user", render(asked))],
+            temperature=first_temperature
+            if attempt == 0
+            else max(first_temperature, REGENERATION_TEMPERATURE),
+            max_tokens=max_tokens,
+            sample=attempt,
+        )
+        usage = merge_usage(usage, answer.usage)
+        text = clean_output(answer.text)
+        tokens = count_tokens(text)
+        problem = problem_of(text, answer.finish_reason, token_limit)
+        if problem is None:
+            return Written(text, tokens, attempt + 1, True, asked, usage, events)
+        if attempt < MAX_REGENERATIONS:
+            events.append(
+                event(
+                    "regenerate",
+                    **where,
+                    attempt=attempt + 1,
+                    reason=problem,
+                    tokens=tokens,
+                    limit=token_limit,
+                    finish_reason=answer.finish_reason,
+                )
+            )
+        reasons.append(problem)
+        over = max(0, tokens - token_limit) if token_limit is not None else 0
+        rank = (int(problem == "empty"), int(problem == "cut_off"), over)
+        attempts.append((rank, text, tokens, asked))
+    rank, text, tokens, asked = min(attempts, key=lambda a: a[0])
+    trimmed = False
+    if rank[1] and not rank[0]:
+        shorter = trim_to_last_sentence(text)
+        trimmed = shorter != text
+        text, tokens = shorter, count_tokens(shorter)
+    events.append(
+        event(
+            "kept_best",
+            **where,
+            attempts=len(attempts),
+            reasons=reasons,
+            tokens=tokens,
+            limit=token_limit,
+            trimmed=trimmed,
+        )
+    )
+    return Written(text, tokens, len(attempts), False, asked, usage, events)
+
+
+PROMPT_NAMES = (
+    "summarize_chunk",
+    "merge",
+    "merge_context",
+    "incremental_init",
+    "incremental_update",
+    "compress",
+    "remove_artifacts",
+)
+"""Every prompt the summarizer may use (their versions go into run records)."""
+
+
+def tree_outline(tree: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The shape of a summarize run: chunks, levels or steps, and how often each event happened."""
+    counts: dict[str, int] = {}
+    for item in events or []:
+        if item.get("stage") == "summarize":
+            counts[item["kind"]] = counts.get(item["kind"], 0) + 1
+    if tree and "step" in tree[0]:
+        return {
+            "strategy": "incremental",
+            "chunks": len(tree),
+            "steps": len(tree),
+            "compressions": sum(1 for step in tree if step.get("compressed")),
+            "events": counts,
+        }
+    per_level = [len(level.get("summaries", [])) for level in tree]
+    return {
+        "strategy": "hierarchical",
+        "chunks": per_level[0] if per_level else 0,
+        "levels": len(per_level),
+        "summaries_per_level": per_level,
+        "budgets": [level.get("budget") for level in tree],
+        "events": counts,
+    }

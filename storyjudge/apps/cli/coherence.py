@@ -1,0 +1,229 @@
+"""``storyjudge coherence``: BooookScore of one summary (a text file) or of many (a JSONL file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from storyjudge.apps.cli import app
+from storyjudge.apps.cli.common import (
+    BaseUrlOpt,
+    ConcurrencyOpt,
+    CoverageFloorOpt,
+    ModelOpt,
+    PresetOpt,
+    PromptDirOpt,
+    console,
+    fail,
+    make_context,
+    out,
+    print_models,
+    read_text_file,
+    stream_graph,
+)
+from storyjudge.core.context import ConfigError
+from storyjudge.core.coverage import describe
+from storyjudge.core.llm import ModelError, require_models
+from storyjudge.core.usage import totals
+
+BatchedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--batched",
+        help="Annotate several sentences per call with a JSON answer: cheaper, but not the paper's setting.",
+    ),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Write scores and every sentence's annotation and raw answer as JSON."),
+]
+
+
+SplitterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sentence-splitter",
+        help="How summaries are split into sentences: 'punkt' (NLTK's Punkt, as the official BooookScore "
+        "code; default) or 'pysbd'. JSONL lines with a \"sentences\" list are not split.",
+    ),
+]
+
+
+LINE_FORM = '{"id": ..., "summary": ...}'
+
+
+def read_summaries(path: Path) -> dict[str, Any]:
+    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
+
+    A JSONL line may add ``"sentences"``: the summary already split, scored sentence by sentence as given.
+    """
+    text, _ = read_text_file(path, "summary")
+    first = text.lstrip()[:1]
+    if path.suffix.lower() != ".jsonl" and first != "{":
+        return {"summary": text}
+    summaries: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            fail(f"{path}:{number} is not valid JSON ({exc.msg}); each line must be {LINE_FORM}.")
+        if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
+            fail(f'{path}:{number} needs a "summary" string; each line must be {LINE_FORM}.')
+        entry: dict[str, Any] = {"id": str(item.get("id", number)), "summary": item["summary"]}
+        if "sentences" in item:
+            given = item["sentences"]
+            if not isinstance(given, list) or not all(isinstance(s, str) for s in given):
+                fail(f'{path}:{number} has "sentences" that is not a list of strings.')
+            entry["sentences"] = given
+        summaries.append(entry)
+    if not summaries:
+        fail(f"{path} holds no summaries; give one {LINE_FORM} object per line.")
+    return {"summaries": summaries}
+
+
+def record(final: dict[str, Any]) -> dict[str, Any]:
+    """The --out JSON: scores, per summary every sentence's annotation with its raw answer, usage."""
+    coherence = dict(final["coherence"])
+    by_summary: dict[str, list[dict[str, Any]]] = {}
+    for ann in sorted(final.get("annotations", []), key=lambda a: (a["summary_id"], a["index"])):
+        entry = {k: v for k, v in ann.items() if k not in ("run", "summary_id")}
+        by_summary.setdefault(ann["summary_id"], []).append(entry)
+    summaries = [{**s, "annotations": by_summary.get(s["id"], [])} for s in coherence.pop("summaries")]
+    return {
+        **coherence,
+        "summaries": summaries,
+        "usage": final.get("usage", {}),
+        "usage_totals": totals(final.get("usage")),
+        "timings": final.get("timings", {}),
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _prompt_line(result: dict[str, Any]) -> str:
+    prompt = result.get("prompt") or {}
+    mode = result["mode"] + (" (the paper's setting)" if result["mode"] == "per-sentence" else "")
+    used = f"prompt {prompt.get('name', '?')} v{prompt.get('version', '?')} sha256 {prompt.get('sha256', '')[:12]}"
+    return f"{mode}; {used}; model {result['model']}"
+
+
+def _print(result: dict[str, Any]) -> None:
+    given = result.get("sentences_given", 0)
+    split = result.get("sentence_splitter", "?") if not given else f"sentences given for {given}"
+    table = Table(title=f"BooookScore, split: {split}", caption=_prompt_line(result), header_style="bold")
+    for column in ("summary", "score", "coverage", "sentences", "confused", "unparsed"):
+        table.add_column(column)
+    for s in result["summaries"]:
+        table.add_row(
+            escape(s["id"]),
+            describe(s["score"], None, s.get("reliable")),
+            f"{s.get('coverage', 0.0):.0%}",
+            str(s["sentences"]),
+            str(s["confused"]),
+            str(s["unparsed"] + s.get("missing", 0)),
+        )
+    out.print(table)
+    floor = result.get("coverage_floor", 0.0)
+    if len(result["summaries"]) > 1:
+        boot = result["bootstrap"]
+        interval = (
+            f"bootstrap std {boot['std']:.4f}, 95% interval [{boot['ci95'][0]:.3f}, {boot['ci95'][1]:.3f}] "
+            f"({boot['resamples']} resamples, seed {boot['seed']})"
+            if boot["std"] is not None
+            else f"no bootstrap: {boot.get('note', '')}"
+        )
+        excluded = result.get("excluded_summaries", 0)
+        plural = "summary" if excluded == 1 else "summaries"
+        left_out = f"; {excluded} {plural} below the coverage floor left out" if excluded else ""
+        out.print(
+            f"System score {describe(result['system_score'], result.get('coverage'), result.get('reliable'))}"
+            f"{left_out}; {interval}"
+        )
+    if not result.get("reliable", True):
+        out.print(
+            f"[yellow]Not reliable: {result['scored']} of {result['sentences']} sentences got a readable answer "
+            f"(coverage {result.get('coverage', 0.0):.0%} < floor {floor:.0%}); no score is reported.[/]"
+        )
+    rates = [f"{name} {rate:.3f}" for name, rate in result["per_type_rates"].items() if rate]
+    out.print("Errors per sentence by type: " + (", ".join(rates) if rates else "none"))
+    flagged = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"]]
+    if flagged:
+        out.print("\n[bold]Flagged sentences[/]")
+    for summary_id, ann in flagged:
+        number = f"#{ann['index'] + 1}"
+        where = f"{summary_id} {number}" if len(result["summaries"]) > 1 else number
+        out.print(f"[bold]{escape(where)}[/] {escape(ann['sentence'])}")
+        out.print(f"    types: {', '.join(ann['types'] + ann.get('other_types', [])) or '-'}")
+        for question in ann["questions"]:
+            out.print(f"    ? {escape(question)}")
+    unparsed = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"] is None]
+    if unparsed:
+        out.print(f"\n[yellow]{len(unparsed)} sentence(s) got no readable answer (left out of the score):[/]")
+        for summary_id, ann in unparsed:
+            out.print(f"  {escape(summary_id)} #{ann['index'] + 1}: {escape(ann.get('error', ''))}")
+    usage = result["usage_totals"]
+    console.print(
+        f"{usage['calls']} calls ({usage['cache_hits']} cached), {usage['input_tokens']} prompt / "
+        f"{usage['output_tokens']} completion tokens, {result['timings'].get('coherence', 0.0):.1f}s"
+    )
+
+
+@app.command("coherence")
+def coherence_command(
+    input_path: Annotated[
+        Path, typer.Argument(help='A text file with one summary, or a JSONL file of {"id", "summary"} lines.')
+    ],
+    batched: BatchedOpt = False,
+    out_path: OutOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    coverage_floor: CoverageFloorOpt = None,
+    sentence_splitter: SplitterOpt = None,
+    preset: PresetOpt = None,
+    prompt_dir: PromptDirOpt = None,
+) -> None:
+    """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
+    graph_input = read_summaries(input_path)
+    ctx = make_context(
+        model=model,
+        base_url=base_url,
+        concurrency=concurrency,
+        batched_coherence=batched or None,
+        coverage_floor=coverage_floor,
+        sentence_splitter=sentence_splitter,
+        preset=preset,
+        prompt_dir=prompt_dir,
+    )
+    print_models(ctx, roles=("coherence",))
+    from graphs.coherence import graph
+
+    try:
+        require_models(ctx, ["coherence"])
+        final = stream_graph(graph, graph_input, ctx)
+    except (ModelError, ConfigError, ValueError) as exc:
+        fail(str(exc))
+    result = record(dict(final))
+    result["settings"] = {
+        "preset": ctx.preset,
+        "preset_applied": ctx.preset_applied,
+        "prompt_dir": ctx.prompt_dir,
+        "temperature": ctx.temperature,
+    }
+    _print(result)
+    if out_path is not None:
+        try:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as exc:
+            fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
+        console.print(f"Wrote {out_path}")

@@ -1,0 +1,353 @@
+"""``storyjudge eval``: experiment grids, agreement with STORYSUMM labels, ROUGE on SQuALITY.
+
+    storyjudge eval CONFIG.yaml            (same as: storyjudge eval run CONFIG.yaml)
+    storyjudge eval storysumm FILE         agreement of NarrativeFactScore with the human labels
+    storyjudge eval squality FILE          summarize + refine, ROUGE against the question-1 references
+
+Every command resumes: finished items are skipped and LLM calls are cached in the output directory.
+``--dry-run`` estimates calls, tokens and (for priced OpenAI models) dollars without calling a model.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from typer.core import TyperGroup
+
+from storyjudge.apps.cli import app
+from storyjudge.apps.cli.common import BaseUrlOpt, ModelOpt, console, fail, make_context, out, print_models
+from storyjudge.core.context import ConfigError
+from storyjudge.core.llm import require_models
+
+
+class _ConfigFirstGroup(TyperGroup):
+    """Lets ``storyjudge eval CONFIG.yaml`` stand for ``storyjudge eval run CONFIG.yaml``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(
+    name="eval",
+    cls=_ConfigFirstGroup,
+    help="Experiments and meta-evaluation: 'storyjudge eval CONFIG.yaml' (or 'eval run CONFIG.yaml'), "
+    "'eval storysumm FILE', 'eval squality FILE'.",
+    no_args_is_help=True,
+)
+app.add_typer(eval_app, name="eval")
+
+OutDirOpt = Annotated[
+    Path | None,
+    typer.Option("--out-dir", "-o", help="Experiment directory (rows, records, tables, plots, LLM cache)."),
+]
+LimitOpt = Annotated[
+    int | None, typer.Option("--limit", "-n", help="Use only the first N items of the file.")
+]
+ParallelOpt = Annotated[
+    int, typer.Option("--parallel", "-p", help="Items evaluated at once (LLM calls are bounded separately).")
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Estimate LLM calls, tokens and USD; call no model.")
+]
+CkgSamplesOpt = Annotated[int | None, typer.Option(help="CKG extraction samples per scene (default 3).")]
+RetrievalKOpt = Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _print_estimate(estimate: dict[str, Any]) -> None:
+    table = Table(title="Dry run: estimated LLM work", header_style="bold")
+    for column in ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD"):
+        table.add_column(column)
+    for row in estimate["cells"]:
+        table.add_row(
+            row["cell"],
+            row["resolved_model"],
+            str(row["items"]),
+            str(row["calls"]),
+            str(row["input_tokens"]),
+            str(row["output_tokens"]),
+            _fmt(row["usd"]) if row["usd"] is not None else "unknown price",
+        )
+    total = estimate["total"]
+    table.add_row(
+        "total",
+        "",
+        "",
+        str(total["calls"]),
+        str(total["input_tokens"]),
+        str(total["output_tokens"]),
+        _fmt(total["usd"]) if total["usd"] is not None else "unknown price",
+    )
+    out.print(table)
+    for line in estimate["assumptions"]:
+        out.print(f"  assumption: {line}")
+
+
+# The columns that fit a terminal; summary.md and summary.csv hold every column.
+SUMMARY_COLUMNS = {
+    "score": (
+        *("ok", "nfs", "nfs_coverage", "nfs_unreliable", "coherence", "coherence_unreliable"),
+        *("balanced_accuracy", "cohens_kappa", "calls", "wall_seconds"),
+    ),
+    "refine": (
+        *("ok", "nfs_initial", "nfs_best", "nfs_best_coverage", "nfs_best_unreliable"),
+        *("coherence_best", "rouge1_best", "calls", "wall_seconds"),
+    ),
+}
+
+
+def _print_summary(table_rows: list[dict[str, Any]]) -> None:
+    for n, line in enumerate(table_rows, start=1):
+        table = Table(title=f"Cell {n}: {line['cell']}", header_style="bold", show_header=False)
+        table.add_column("setting")
+        table.add_column("value")
+        table.add_row(
+            "settings",
+            f"{line['dataset']} | {line['model']} | {line['strategy']} | "
+            f"chunk {line['chunk_size']} | loop {line['loop']}",
+        )
+        for key in SUMMARY_COLUMNS.get(str(line.get("task")), ()):
+            if key in line:
+                table.add_row(key, _fmt(line[key]))
+        out.print(table)
+
+
+def _roles(config: Any) -> tuple[str, ...]:
+    """The model roles an experiment uses (each is checked before any work starts)."""
+    roles = ["extractor", "decomposer", "judge"]
+    if config.task == "refine":
+        roles += ["summarizer", "refiner"]
+    if "coherence" in config.metrics:
+        roles.append("coherence")
+    return tuple(roles)
+
+
+def _run(config: Any, *, dry_run: bool, print_agreement: bool = False) -> None:
+    from eval.estimate import estimate
+    from eval.grid import cell_context, cells
+    from eval.runner import Experiment, finish
+    from eval.tables import usage_of
+
+    first_ctx = cell_context(config, cells(config)[0], config.out_dir)
+    print_models(first_ctx)
+    if dry_run:
+        _print_estimate(estimate(config))
+        return
+    for cell in cells(config):
+        try:
+            require_models(cell_context(config, cell, config.out_dir), _roles(config))
+        except ConfigError as exc:
+            fail(str(exc))
+    experiment = Experiment(config)
+    planned = len(experiment.plan())
+    console.print(
+        f"Experiment {config.name}: {len(cells(config))} cell(s), {planned} item run(s) -> {config.out_dir}"
+    )
+
+    def on_row(row: dict[str, Any], done: int, total: int) -> None:
+        status = row["status"] if row["status"] == "ok" else f"[red]{row.get('error', 'error')}[/]"
+        usage = row["usage_totals"]
+        console.print(
+            f"[{done}/{total}] {row['cell']} {row['item']['id']}: {status} "
+            f"({usage['calls']} calls, {usage['cache_hits']} cached, {row['wall_seconds']:.1f}s)",
+            highlight=False,
+        )
+
+    try:
+        outcome = experiment.run(on_row=on_row)
+    except (ConfigError, ValueError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        console.print("\n[yellow]Stopped.[/] Finished items are saved; rerun the same command to resume.")
+        raise typer.Exit(130) from None
+    if outcome.stopped:
+        console.print(f"[yellow]Stopped early:[/] {outcome.stopped}. Rerun the same command to continue.")
+    result = finish(outcome, config)
+    _print_summary(result["table"])
+    if print_agreement:
+        for cell_id, report in result["agreements"].items():
+            _print_agreement(cell_id, report)
+    usage = usage_of(outcome.rows)
+    failed = sum(1 for r in outcome.rows if r.get("status") != "ok")
+    out.print(
+        f"Ran {outcome.ran} item(s), skipped {outcome.skipped} already done, {failed} failed; "
+        f"wall {outcome.wall_seconds:.1f}s this run."
+    )
+    out.print(
+        f"LLM usage over the whole experiment: {usage['calls']} calls (cache hits {usage['cache_hits']}, "
+        f"failures {usage['failures']}), tokens {usage['input_tokens']} in / {usage['output_tokens']} out, "
+        f"est. ${usage['cost_usd']:.4f}"
+    )
+    for note in result["plot_notes"]:
+        out.print(f"  plot not drawn: {note}")
+    out.print("Wrote: " + ", ".join(str(p) for p in result["files"]))
+
+
+def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
+    from eval.storysumm import table_lines
+
+    table = Table(title=f"Agreement with human labels ({cell_id})", header_style="bold")
+    table.add_column("level")
+    table.add_column("metric")
+    table.add_column("value [95% bootstrap CI]")
+    for level, metric, value in table_lines(report):
+        table.add_row(level, metric, value)
+    out.print(table)
+    summary_level = report.get("summary_level") or {}
+    boot = (summary_level.get("table") or {}).get("bootstrap") or {}
+    out.print(
+        f"Items: {report['items']}, scored {report['scored']}, failed {report['failed']}. Positive class: "
+        f"unfaithful. Bootstrap: {boot.get('resamples', '?')} resamples, seed {boot.get('seed', '?')} "
+        "(sentences resampled by summary)."
+    )
+    sweep = (summary_level.get("threshold_sweep") or {}).get("rows") or []
+    if sweep:
+        table = Table(
+            title="Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)", header_style="bold"
+        )
+        for column in ("t", "predicted unfaithful", "balanced accuracy", "kappa"):
+            table.add_column(column)
+        for row in sweep:
+            table.add_row(
+                f"{row['threshold']:.3f}",
+                str(row["predicted_unfaithful"]),
+                _fmt(row["balanced_accuracy"]),
+                _fmt(row["cohens_kappa"]),
+            )
+        out.print(table)
+        out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
+    for note in report.get("notes", []):
+        out.print(f"  note: {note}")
+
+
+@eval_app.command("run")
+def run_command(
+    config: Annotated[Path, typer.Argument(help="Experiment config (.yaml, .yml or .json).")],
+    dry_run: DryRunOpt = False,
+    parallel: Annotated[
+        int | None, typer.Option("--parallel", "-p", help="Override the config's concurrency.")
+    ] = None,
+) -> None:
+    """Run an experiment grid (datasets x models x strategies x chunk sizes x loops); resumes if rerun."""
+    from eval.grid import load_config
+
+    try:
+        experiment = load_config(config)
+    except (ConfigError, ValueError) as exc:
+        fail(str(exc))
+    if parallel is not None:
+        experiment.concurrency = max(1, parallel)
+    _run(experiment, dry_run=dry_run, print_agreement=True)
+
+
+def _shortcut(
+    kind: str, file: Path, options: dict[str, Any], metrics: list[str] | None, dry_run: bool
+) -> None:
+    from eval.datasets import load
+    from eval.grid import shortcut_config
+
+    if not file.is_file():
+        fail(f"{file} does not exist; give the path of a {kind} file.")
+    try:
+        dataset = load(kind, file)
+    except ValueError as exc:
+        fail(str(exc))
+    for note in dataset.notes:
+        console.print(f"[yellow]data note:[/] {note}", highlight=False)
+    context = {k: v for k, v in options.pop("context").items() if v is not None}
+    make_context(**context)  # a bad value fails here with one line
+    try:
+        config = shortcut_config(kind, file, metrics=metrics, context=context, **options)
+    except (ConfigError, ValueError) as exc:
+        fail(str(exc))
+    started = time.perf_counter()
+    _run(config, dry_run=dry_run, print_agreement=kind == "storysumm")
+    if not dry_run:
+        out.print(
+            f"Total wall time {time.perf_counter() - started:.1f}s. Rows: {config.out_dir / 'rows.jsonl'}"
+        )
+
+
+@eval_app.command("storysumm")
+def storysumm_command(
+    file: Annotated[
+        Path, typer.Argument(help="STORYSUMM-format JSON (e.g. ../shared/data/storysumm/val.json).")
+    ],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    out_dir: OutDirOpt = None,
+    limit: LimitOpt = None,
+    parallel: ParallelOpt = 1,
+    coherence: Annotated[
+        bool, typer.Option("--coherence/--no-coherence", help="Also run BooookScore on each summary.")
+    ] = False,
+    ckg_samples: CkgSamplesOpt = None,
+    retrieval_k: RetrievalKOpt = None,
+    dry_run: DryRunOpt = False,
+) -> None:
+    """Agreement of NarrativeFactScore with STORYSUMM's human labels (summary and sentence level)."""
+    metrics = ["factscore", "stats"] + (["coherence"] if coherence else [])
+    options = {
+        "model": model or "",
+        "base_url": base_url or "",
+        "out_dir": out_dir,
+        "limit": limit,
+        "concurrency": parallel,
+        "context": {"ckg_samples": ckg_samples, "retrieval_k": retrieval_k},
+    }
+    _shortcut("storysumm", file, options, metrics, dry_run)
+
+
+@eval_app.command("squality")
+def squality_command(
+    file: Annotated[
+        Path, typer.Argument(help="SQuALITY-format JSON lines (e.g. ../shared/data/squality/dev.jsonl).")
+    ],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    out_dir: OutDirOpt = None,
+    limit: LimitOpt = None,
+    parallel: ParallelOpt = 1,
+    strategy: Annotated[
+        str | None, typer.Option(help="'hierarchical' or 'incremental' (default hierarchical).")
+    ] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Refinement rounds at most (default 3).")] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Chunk size in tokens (default 2048).")] = None,
+    ckg_samples: CkgSamplesOpt = None,
+    retrieval_k: RetrievalKOpt = None,
+    bertscore: Annotated[
+        bool,
+        typer.Option("--bertscore", help="Also BERTScore (needs STORYJUDGE_BERTSCORE_MODEL, a local model)."),
+    ] = False,
+    dry_run: DryRunOpt = False,
+) -> None:
+    """Summarize and refine each story, then ROUGE-1/2/L against the question-1 reference plot summaries."""
+    metrics = ["factscore", "rouge", "stats"] + (["bertscore"] if bertscore else [])
+    options = {
+        "model": model or "",
+        "base_url": base_url or "",
+        "out_dir": out_dir,
+        "limit": limit,
+        "concurrency": parallel,
+        "context": {
+            "strategy": strategy,
+            "max_iterations": max_iterations,
+            "chunk_size": chunk_size,
+            "ckg_samples": ckg_samples,
+            "retrieval_k": retrieval_k,
+        },
+    }
+    _shortcut("squality", file, options, metrics, dry_run)

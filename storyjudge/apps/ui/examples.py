@@ -1,0 +1,115 @@
+"""The narratives the demo offers: the bundled public-domain examples and, when present, SQuALITY stories.
+
+Examples are found next to the package (``examples/`` in a checkout, ``storyjudge/examples`` in a wheel);
+SQuALITY's dev split is read from ``../shared/data/squality/dev.jsonl`` or a path the user gives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+BUNDLED = (
+    ("macbeth-act1", "macbeth-act1.md", "Macbeth, Act I (7 scenes, the quick demo)"),
+    ("macbeth", "macbeth.md", "Macbeth (5 acts, 28 scenes)"),
+    ("frankenstein", "frankenstein.txt", "Frankenstein (4 letters, 24 chapters)"),
+)
+SQUALITY_RELATIVE = Path("shared") / "data" / "squality" / "dev.jsonl"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One narrative the user can pick."""
+
+    id: str
+    title: str  # the run's name (becomes the run directory's prefix)
+    label: str  # what the picker shows
+    group: str
+    path: Path
+    line: int = -1  # JSONL line for SQuALITY stories, -1 for plain files
+
+    def text(self) -> str:
+        """The narrative's full text."""
+        if self.line < 0:
+            return self.path.read_text(encoding="utf-8")
+        with self.path.open(encoding="utf-8") as lines:
+            for n, raw in enumerate(lines):
+                if n == self.line:
+                    return str(json.loads(raw)["document"])
+        raise FileNotFoundError(f"{self.path} has no line {self.line}")
+
+
+def example_dirs() -> list[Path]:
+    """Where bundled examples may live: the checkout's ``examples/``, then a copy inside the package."""
+    return [REPO_ROOT / "examples", Path(__file__).resolve().parents[2] / "examples"]
+
+
+def default_squality() -> Path | None:
+    """SQuALITY's dev split next to the checkout or the working directory, if either has it."""
+    for base in (REPO_ROOT.parent, Path.cwd().parent, Path.cwd()):
+        candidate = base / SQUALITY_RELATIVE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+BOILERPLATE = ("produced by", "distributed proofreading", "***", "[transcriber")
+
+
+def _story_title(document: str, fallback: str) -> str:
+    """The story's title line, skipping e-text credits; shouted titles are put in title case."""
+    for raw in document.splitlines():
+        line = raw.strip()
+        if not line or line.lower().startswith(BOILERPLATE):
+            continue
+        if line.isupper():
+            line = " ".join(word.capitalize() for word in line.split())
+        return line[:80]
+    return fallback
+
+
+def squality_examples(path: Path) -> list[Example]:
+    """One example per story of a SQuALITY JSONL file (title from the story's first line)."""
+    found: list[Example] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as lines:
+        for n, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            record = json.loads(raw)
+            metadata = record.get("metadata") or {}
+            passage = str(metadata.get("passage_id") or n)
+            if passage in seen:
+                continue
+            seen.add(passage)
+            title = _story_title(str(record.get("document", "")), f"story {passage}")
+            words = len(str(record.get("document", "")).split())
+            found.append(
+                Example(
+                    id=f"squality-{passage}",
+                    title=title,
+                    label=f"{title} ({words:,} words)",
+                    group="SQuALITY stories (dev split)",
+                    path=path,
+                    line=n,
+                )
+            )
+    return found
+
+
+def list_examples(squality: Path | None = None) -> list[Example]:
+    """Every example available here, bundled ones first."""
+    found: list[Example] = []
+    for ident, filename, label in BUNDLED:
+        for folder in example_dirs():
+            if (folder / filename).is_file():
+                found.append(
+                    Example(ident, Path(filename).stem, label, "Bundled (public domain)", folder / filename)
+                )
+                break
+    source = squality or default_squality()
+    if source is not None and source.is_file():
+        found.extend(squality_examples(source))
+    return found

@@ -1,0 +1,178 @@
+"""BooookScore from sentence annotations: per summary, per system, with a bootstrap interval, per-type rates.
+
+Equation 1 of the paper: the share of a summary's sentences that cause no confusion. Each sentence counts
+once, however many questions it raised. Sentences whose annotation could not be parsed are left out of the
+denominator and reported, never counted as clean. The system score is the mean over summaries; appendix G's
+stability check resamples the summaries 1000 times with replacement; appendix H's error distribution divides
+each type's count by the number of sentences.
+
+Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
+not reliable and left out of the system score, which says how many summaries it excluded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from storyjudge.core.confusion import ERROR_TYPES
+from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, share
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+
+
+def summary_score(
+    summary_id: str,
+    n_sentences: int,
+    annotations: Iterable[Mapping[str, Any]],
+    coverage_floor: float = DEFAULT_FLOOR,
+) -> dict[str, Any]:
+    """Score one summary from its sentences' annotations.
+
+    Args:
+        summary_id: The summary's id.
+        n_sentences: How many sentences the summary was split into.
+        annotations: One record per annotated sentence with ``confused`` (True, False or None) and ``types``.
+        coverage_floor: Least share of sentences scored for the score to be reliable.
+
+    Returns:
+        ``{id, score, coverage, reliable, sentences, scored, clean, confused, unparsed, missing, per_type,
+        per_type_rates}``; ``score`` is None when no sentence could be scored. ``missing`` counts sentences
+        with no annotation at all (they are unscored too, like unparsed ones).
+    """
+    records = list(annotations)
+    confused = sum(1 for a in records if a.get("confused") is True)
+    clean = sum(1 for a in records if a.get("confused") is False)
+    unparsed = sum(1 for a in records if a.get("confused") is None)
+    scored = confused + clean
+    per_type = {name: 0 for name in ERROR_TYPES}
+    for record in records:
+        if record.get("confused") is True:
+            for name in record.get("types") or []:
+                if name in per_type:
+                    per_type[name] += 1
+    value = clean / scored if scored else None
+    coverage = share(scored, n_sentences)
+    return {
+        "id": summary_id,
+        "score": value,
+        "coverage": round(coverage, 6),
+        "reliable": is_reliable(value, coverage, coverage_floor),
+        "sentences": n_sentences,
+        "scored": scored,
+        "clean": clean,
+        "confused": confused,
+        "unparsed": unparsed,
+        "missing": max(0, n_sentences - len(records)),
+        "per_type": per_type,
+        "per_type_rates": {name: (count / scored if scored else None) for name, count in per_type.items()},
+    }
+
+
+def system_score(scores: Iterable[float | None]) -> float | None:
+    """Mean BooookScore over the summaries that have one (None when none has)."""
+    values = [s for s in scores if s is not None]
+    return float(np.mean(values)) if values else None
+
+
+def bootstrap(
+    scores: Sequence[float | None], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, Any]:
+    """Appendix G: resample the summaries with replacement and look at the spread of the mean.
+
+    Returns:
+        ``{std, ci95: [low, high], resamples, seed, n}``: the standard deviation of the resampled means and
+        their 2.5th/97.5th percentiles. With fewer than two scored summaries there is nothing to resample, so
+        ``std`` and ``ci95`` are None and ``note`` says why.
+    """
+    values = np.array([s for s in scores if s is not None], dtype=float)
+    result: dict[str, Any] = {
+        "std": None,
+        "ci95": None,
+        "resamples": resamples,
+        "seed": seed,
+        "n": int(values.size),
+    }
+    if values.size < 2:
+        result["note"] = "needs at least two scored summaries"
+        return result
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, values.size, size=(resamples, values.size))
+    means = values[picks].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    result["std"] = float(means.std(ddof=1))
+    result["ci95"] = [float(low), float(high)]
+    return result
+
+
+def per_type_rates(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Appendix H: each type's count over all summaries divided by all scored sentences."""
+    scored = sum(int(s["scored"]) for s in summaries)
+    return {
+        name: (sum(int(s["per_type"][name]) for s in summaries) / scored if scored else None)
+        for name in ERROR_TYPES
+    }
+
+
+def coherence_report(
+    sentences: Mapping[str, Sequence[str]],
+    annotations: Iterable[Mapping[str, Any]],
+    *,
+    mode: str,
+    order: Sequence[str] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    coverage_floor: float = DEFAULT_FLOOR,
+) -> dict[str, Any]:
+    """Everything the metric reports for a set of summaries.
+
+    Args:
+        sentences: Summary id -> its sentences.
+        annotations: Sentence annotations (``summary_id``, ``confused``, ``types``, ...), in any order.
+        mode: "per-sentence" (the paper's setting) or "batched".
+        order: Summary ids in input order (default: the order of ``sentences``).
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        coverage_floor: Least share of a summary's sentences scored for its score to count.
+
+    Returns:
+        ``{mode, score, coverage, reliable, coverage_floor, system_score, excluded_summaries, summaries,
+        bootstrap, per_type_rates, sentences, scored, unparsed}``. ``score`` is the single summary's score when
+        there is one summary, else the system score: the mean over the summaries whose score is reliable
+        (``excluded_summaries`` counts the others). ``coverage`` is the share of all sentences scored.
+    """
+    by_summary: dict[str, list[Mapping[str, Any]]] = {sid: [] for sid in sentences}
+    for record in annotations:
+        by_summary.setdefault(str(record["summary_id"]), []).append(record)
+    ids = list(order) if order is not None else list(sentences)
+    summaries = [
+        summary_score(sid, len(sentences.get(sid, [])), by_summary.get(sid, []), coverage_floor)
+        for sid in ids
+    ]
+    kept = [s["score"] for s in summaries if s["reliable"]]
+    system = system_score(kept)
+    total = sum(s["sentences"] for s in summaries)
+    scored = sum(s["scored"] for s in summaries)
+    coverage = share(scored, total)
+    if len(summaries) == 1:
+        score, reliable = summaries[0]["score"], bool(summaries[0]["reliable"])
+    else:
+        score, reliable = system, is_reliable(system, coverage, coverage_floor)
+    return {
+        "mode": mode,
+        "score": score,
+        "coverage": round(coverage, 6),
+        "reliable": reliable,
+        "coverage_floor": coverage_floor,
+        "system_score": system,
+        "excluded_summaries": len(summaries) - len(kept),
+        "summaries": summaries,
+        "bootstrap": bootstrap(kept, resamples, seed),
+        "per_type_rates": per_type_rates(summaries),
+        "sentences": total,
+        "scored": scored,
+        "unparsed": sum(s["unparsed"] + s["missing"] for s in summaries),
+    }

@@ -1,0 +1,468 @@
+"""The Character Knowledge Graph: name graph with alias merging, edge selection, linearization, lookup.
+
+Built from per-scene extractions (k samples each) in two steps, as NarrativeFactScore stage 1 describes:
+
+1. *Name graph*: every name variant is a node; undirected edges join variants of one character (the
+   extractor's alias lists, plus one conservative string rule: a given name that prefixes exactly one
+   fuller name, "Frodo" and "Frodo Baggins"; titles are never stripped, so "Lady Macbeth" stays apart from
+   "Macbeth"). Connected components are characters. A component that would join two names used as distinct
+   subject and object of one triple is cut (minimum weighted cut), so one bad alias cannot fuse two people.
+2. *Edges*: triples whose subject and object both resolve to characters; a triple with no object is a
+   self-loop recording a state. A predicate is kept when the number of (scene, sample) extractions that
+   state it, over every sample of every scene, reaches the minimum count: ``min_support`` when it is set
+   (the seed's threshold, a frequency that still selects with one sample), else ``threshold x samples``
+   (with one sample that keeps every predicate). The name graph never depends on the threshold, so a higher
+   threshold always gives a subgraph of a lower one's.
+
+Names are kept only when the scene text contains them (whole word, any case), which drops invented names and
+pronouns; the graph is stored as networkx node-link JSON, and the lookup functions read that JSON directly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import networkx as nx
+
+from storyjudge.core.records import CKGStats
+
+PRONOUNS = frozenset(
+    "i me my mine myself you your yours yourself he him his himself she her hers herself it its itself we us "
+    "our ours ourselves they them their theirs themselves thou thee thy thine ye who whom someone somebody "
+    "everyone everybody nobody none null unknown all both each other others man woman men women "
+    "people".split()
+)
+SCHEMA_WORDS = frozenset(
+    "name names character characters scene triple triples subject object predicate".split()
+)
+"""Words of the extraction schema that a weak model echoes as names; no character is called that."""
+TITLES = frozenset(
+    "lady lord sir dame king queen prince princess duke duchess earl count countess baron mr mrs ms miss "
+    "master mistress dr doctor captain general colonel major sergeant father mother brother sister uncle "
+    "aunt saint st madame monsieur young old first second third fourth".split()
+)
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+_EDGE_PUNCT = "\"'`*_.,;:!?()[]{}<>\u2018\u2019\u201c\u201d"
+_STATE_PREFIX = re.compile(r"^\s*(?:state|status)\s*[:=-]\s*", re.IGNORECASE)
+_IDENTITY = re.compile(
+    r"^(?:is|is also|(?:is )?(?:also )?(?:called|named|known as)|alias(?: of)?"
+    r"|(?:is )?(?:the )?same (?:person )?as)$"
+)
+_MAX_NAME_WORDS = 6
+_EPSILON = 1e-9
+
+
+# ------------------------------------------------------------------------------------------------------------
+# names
+
+
+def clean_name(raw: object) -> str:
+    """A name as written, without Markdown, quotes, a possessive or surrounding punctuation."""
+    if not isinstance(raw, str):
+        return ""
+    text = " ".join(raw.replace("\u2019", "'").split()).strip(_EDGE_PUNCT + " ")
+    text = re.sub(r"'s$", "", text).strip(_EDGE_PUNCT + " ")
+    return _ARTICLE.sub("", text)
+
+
+def name_key(name: str) -> str:
+    """The identity of a name variant: case, spacing, articles and possessives ignored."""
+    return clean_name(name).casefold()
+
+
+def is_name(name: str) -> bool:
+    """Whether a cleaned string can be a character's name (a capitalised proper noun, not a pronoun)."""
+    words = name.split()
+    if not words or len(words) > _MAX_NAME_WORDS or len(name) > 60:
+        return False
+    if len(name) < 2 or not any(ch.isalpha() for ch in name) or name.casefold() in PRONOUNS | SCHEMA_WORDS:
+        return False
+    first_letter = next(ch for ch in name if ch.isalpha())
+    return first_letter.isupper()
+
+
+def _name_pattern(name: str) -> str:
+    return r"(?<!\w)" + r"\s+".join(re.escape(word) for word in name.split()) + r"(?!\w)"
+
+
+@lru_cache(maxsize=65536)
+def _compiled(name: str) -> re.Pattern[str]:
+    return re.compile(_name_pattern(name), re.IGNORECASE)
+
+
+def occurs_in(name: str, text: str) -> bool:
+    """Whether ``name`` occurs in ``text`` as whole words, any case, any spacing."""
+    return bool(name) and _compiled(name).search(text) is not None
+
+
+def _display(forms: Counter[str]) -> str:
+    """The written form to show: the most used one that is not all capitals (plays shout speakers' names)."""
+    ranked = sorted(forms.items(), key=lambda item: (item[0].isupper(), -item[1], item[0]))
+    best = ranked[0][0]
+    if best.isupper():
+        best = " ".join(word.capitalize() for word in best.split())
+    return best
+
+
+@dataclass
+class NameGraph:
+    """Name variants, the edges that say two variants are one character, and the resulting characters."""
+
+    graph: nx.Graph
+    character_of: dict[str, str] = field(default_factory=dict)  # variant key -> canonical name
+    members: dict[str, list[str]] = field(default_factory=dict)  # canonical name -> variant keys
+    guard_cuts: int = 0  # edges removed by the over-merge guard
+
+    def resolve(self, raw: object) -> str | None:
+        """The canonical character a written name refers to, or None when it is not a known character."""
+        return self.character_of.get(name_key(clean_name(raw))) if isinstance(raw, str) else None
+
+    def aliases_of(self, canonical: str) -> list[str]:
+        """Written forms of a character's variants other than its canonical name."""
+        forms = [self.graph.nodes[key]["display"] for key in self.members.get(canonical, [])]
+        return sorted({form for form in forms if form != canonical}, key=str.casefold)
+
+
+def _add_variant(graph: nx.Graph, name: str, scene_id: str, *, as_name: bool) -> str:
+    key = name_key(name)
+    if key not in graph:
+        graph.add_node(key, forms=Counter(), mentions=0, alias_mentions=0, scenes=set())
+    data = graph.nodes[key]
+    data["forms"][name] += 1
+    data["mentions" if as_name else "alias_mentions"] += 1
+    data["scenes"].add(scene_id)
+    return key
+
+
+def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
+    if a == b:
+        return
+    if graph.has_edge(a, b):
+        graph.edges[a, b]["weight"] += 1
+        graph.edges[a, b]["reasons"].add(reason)
+    else:
+        graph.add_edge(a, b, weight=1, reasons={reason})
+
+
+def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:
+    """Merge name variants into characters (see the module docstring for the rules)."""
+    graph = nx.Graph()
+    conflicts: set[tuple[str, str]] = set()
+
+    def grounded(raw: object, scene_id: str) -> str:
+        name = clean_name(raw)
+        text = scene_texts.get(scene_id)
+        if not is_name(name) or (text is not None and not occurs_in(name, text)):
+            return ""
+        return name
+
+    for extraction in extractions:
+        if not extraction.get("ok"):
+            continue
+        scene_id = str(extraction.get("scene_id", ""))
+        for mention in extraction.get("characters") or []:
+            if not isinstance(mention, Mapping):
+                continue
+            name = grounded(mention.get("name"), scene_id)
+            keys = [_add_variant(graph, name, scene_id, as_name=True)] if name else []
+            for alias in mention.get("aliases") or []:
+                alias_name = grounded(alias, scene_id)
+                if alias_name:
+                    keys.append(_add_variant(graph, alias_name, scene_id, as_name=not keys))
+            for other in keys[1:]:
+                _link(graph, keys[0], other, "alias")
+        for triple in extraction.get("triples") or []:
+            if not isinstance(triple, Mapping):
+                continue
+            ends = [grounded(triple.get("subject"), scene_id), grounded(triple.get("object"), scene_id)]
+            keys = [_add_variant(graph, end, scene_id, as_name=True) for end in ends if end]
+            if len(keys) == 2 and keys[0] != keys[1]:
+                if is_identity(triple.get("predicate")):
+                    _link(graph, keys[0], keys[1], "identity")
+                else:
+                    conflicts.add((min(keys), max(keys)))
+    _link_given_names(graph)
+    names = NameGraph(graph)
+    names.guard_cuts = _guard(graph, conflicts)
+    _assign_characters(names, "\n".join(scene_texts.values()))
+    return names
+
+
+def _link_given_names(graph: nx.Graph) -> None:
+    """Join a given name to the one fuller name it starts ("Frodo" -> "Frodo Baggins"); titles never count."""
+    by_first: dict[str, list[list[str]]] = defaultdict(list)
+    for key in graph.nodes:
+        by_first[key.split()[0]].append(key.split())
+    for short in list(graph.nodes):
+        short_tokens = short.split()
+        if short_tokens[0] in TITLES:
+            continue
+        longer = [
+            " ".join(words)
+            for words in by_first[short_tokens[0]]
+            if len(words) > len(short_tokens) and words[: len(short_tokens)] == short_tokens
+        ]
+        if len(longer) == 1:
+            _link(graph, short, longer[0], "given-name")
+
+
+def _guard(graph: nx.Graph, conflicts: set[tuple[str, str]]) -> int:
+    """Cut the lightest set of variant edges between two names that a triple shows to be different people."""
+    cuts = 0
+    for a, b in sorted(conflicts):
+        if not nx.has_path(graph, a, b):
+            continue
+        component = graph.subgraph(nx.node_connected_component(graph, a))
+        _, (side_a, side_b) = nx.minimum_cut(component, a, b, capacity="weight")
+        crossing = [(u, v) for u, v in component.edges if (u in side_a) != (v in side_a)]
+        graph.remove_edges_from(crossing)
+        cuts += len(crossing)
+    return cuts
+
+
+def _assign_characters(names: NameGraph, narrative: str) -> None:
+    """Name each component after the variant the extractor used most, then the one the narrative uses most."""
+    graph = names.graph
+    for key in graph.nodes:
+        graph.nodes[key]["display"] = _display(graph.nodes[key]["forms"])
+    for component in nx.connected_components(graph):
+        in_text = {
+            k: len(_compiled(graph.nodes[k]["display"]).findall(narrative)) if len(component) > 1 else 0
+            for k in component
+        }
+        ranked = sorted(
+            component,
+            key=lambda k: (
+                -graph.nodes[k]["mentions"],
+                -in_text[k],
+                -graph.nodes[k]["alias_mentions"],
+                -len(k.split()),
+                graph.nodes[k]["display"].casefold(),
+            ),
+        )
+        canonical = graph.nodes[ranked[0]]["display"]
+        names.members[canonical] = sorted(component)
+        for key in component:
+            names.character_of[key] = canonical
+
+
+# ------------------------------------------------------------------------------------------------------------
+# edges
+
+
+def normalize_predicate(raw: object) -> str:
+    """A predicate in one canonical spelling: lower case, single spaces, no ``state:`` prefix."""
+    if not isinstance(raw, str):
+        return ""
+    text = _STATE_PREFIX.sub("", " ".join(raw.split())).strip(_EDGE_PUNCT + " ")
+    return text.lower()
+
+
+def is_identity(predicate: object) -> bool:
+    """Whether a predicate says subject and object are one person ("is also called"): an alias, no edge."""
+    return bool(_IDENTITY.match(normalize_predicate(predicate)))
+
+
+def _is_null(value: object) -> bool:
+    return value is None or (
+        isinstance(value, str) and value.strip().casefold() in ("", "null", "none", "n/a")
+    )
+
+
+def count_triples(
+    extractions: Iterable[Mapping[str, Any]], names: NameGraph
+) -> dict[tuple[str, str, str], set[tuple[str, int]]]:
+    """For each (subject, object, predicate) between characters, the (scene, sample) pairs that state it."""
+    support: dict[tuple[str, str, str], set[tuple[str, int]]] = defaultdict(set)
+    for extraction in extractions:
+        if not extraction.get("ok"):
+            continue
+        where = (str(extraction.get("scene_id", "")), int(extraction.get("sample", 0)))
+        for triple in extraction.get("triples") or []:
+            if not isinstance(triple, Mapping):
+                continue
+            predicate = normalize_predicate(triple.get("predicate"))
+            subject = names.resolve(triple.get("subject"))
+            if not predicate or subject is None or is_identity(predicate):
+                continue
+            obj = subject if _is_null(triple.get("object")) else names.resolve(triple.get("object"))
+            if obj is None:
+                continue  # the object is a thing or an unnamed person: not a character edge
+            support[(subject, obj, predicate)].add(where)
+    return support
+
+
+def min_count(samples: int, threshold: float, min_support: int = 0) -> int:
+    """Smallest support a predicate needs: ``min_support`` when set, else ``ceil(threshold x samples)``, >= 1.
+
+    Support counts (scene, sample) extractions, so ``min_support=2`` with one sample keeps the predicates
+    stated in at least two scenes, and with three samples those stated at least twice anywhere.
+    """
+    if min_support > 0:
+        return min_support
+    return max(1, math.ceil(threshold * samples - _EPSILON))
+
+
+def build_ckg(
+    extractions: Sequence[Mapping[str, Any]],
+    scenes: Sequence[Mapping[str, Any]],
+    *,
+    samples: int,
+    threshold: float,
+    min_support: int = 0,
+) -> nx.MultiDiGraph:
+    """The CKG: characters as nodes (with aliases), selected predicates as keyed directed edges."""
+    scene_texts = {str(scene["id"]): str(scene["text"]) for scene in scenes}
+    latest = _latest_per_sample(extractions)
+    names = build_name_graph(latest, scene_texts)
+    support = count_triples(latest, names)
+    needed = min_count(samples, threshold, min_support)
+    ckg = nx.MultiDiGraph(
+        samples=samples,
+        threshold=threshold,
+        min_count=needed,
+        threshold_rule="count over samples and scenes" if min_support > 0 else "threshold x samples",
+        scenes=len(scene_texts),
+        extractions=len(latest),
+        failed_extractions=sum(1 for e in latest if not e.get("ok")),
+        candidate_edges=len(support),
+        guard_cuts=names.guard_cuts,
+    )
+    for canonical, keys in sorted(names.members.items()):
+        nodes = [names.graph.nodes[key] for key in keys]
+        ckg.add_node(
+            canonical,
+            aliases=names.aliases_of(canonical),
+            mentions=sum(n["mentions"] + n["alias_mentions"] for n in nodes),
+            scenes=sorted(set().union(*(n["scenes"] for n in nodes))),
+        )
+    for (subject, obj, predicate), where in sorted(support.items()):
+        if len(where) >= needed:
+            ckg.add_edge(
+                subject, obj, key=predicate, predicate=predicate, count=len(where),
+                scenes=sorted({scene_id for scene_id, _ in where}),
+            )  # fmt: skip
+    return ckg
+
+
+def _latest_per_sample(extractions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One extraction per (scene, part, sample): a repeated run of the same sample replaces, never adds."""
+    latest: dict[tuple[str, int, int], Mapping[str, Any]] = {}
+    for extraction in extractions:
+        where = (
+            str(extraction.get("scene_id", "")),
+            int(extraction.get("part", 0)),
+            int(extraction.get("sample", 0)),
+        )
+        latest[where] = extraction
+    return list(latest.values())
+
+
+# ------------------------------------------------------------------------------------------------------------
+# node-link JSON and lookups
+
+
+def to_json(ckg: nx.MultiDiGraph) -> dict[str, Any]:
+    """Node-link JSON (``edges`` key) for state, files and the report."""
+    return dict(nx.node_link_data(ckg, edges="edges"))
+
+
+def from_json(data: Mapping[str, Any]) -> nx.MultiDiGraph:
+    """The networkx graph back from node-link JSON (either ``edges`` or the older ``links`` key)."""
+    key = "edges" if "edges" in data else "links"
+    graph: nx.MultiDiGraph = nx.node_link_graph(dict(data), directed=True, multigraph=True, edges=key)
+    return graph
+
+
+def _edges(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(ckg.get("edges", ckg.get("links", [])) or [])
+
+
+def _nodes(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(ckg.get("nodes", []) or [])
+
+
+def stats(ckg: Mapping[str, Any]) -> CKGStats:
+    """Scenes, characters, edges and self-loops of a CKG."""
+    edges = _edges(ckg)
+    return CKGStats(
+        scenes=int((ckg.get("graph") or {}).get("scenes", 0)),
+        characters=len(_nodes(ckg)),
+        edges=len(edges),
+        self_loops=sum(1 for e in edges if e.get("source") == e.get("target")),
+    )
+
+
+def edge_line(edge: Mapping[str, Any]) -> str:
+    """``Macbeth -[murders]-> Duncan`` or, for a self-loop, ``Banquo -[state: dead]``."""
+    predicate = edge.get("predicate") or edge.get("key") or ""
+    if edge.get("source") == edge.get("target"):
+        return f"{edge.get('source')} -[state: {predicate}]"
+    return f"{edge.get('source')} -[{predicate}]-> {edge.get('target')}"
+
+
+def _ranked(edges: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(edges, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
+
+
+def linearize(ckg: Mapping[str, Any]) -> list[str]:
+    """One line per edge, most supported first."""
+    return [edge_line(edge) for edge in _ranked(_edges(ckg))]
+
+
+def aliases(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Canonical character name -> the other names the narrative uses for it."""
+    return {str(node["id"]): list(node.get("aliases") or []) for node in _nodes(ckg)}
+
+
+def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
+    """Characters a text mentions through any of their names (whole words, any case), in order of mention.
+
+    Longer names win where names overlap, so "Lady Macbeth" does not also mention "Macbeth".
+    """
+    lookup: dict[str, str] = {}
+    for canonical, others in aliases(ckg).items():
+        for name in (canonical, *others):
+            key = name_key(name)
+            if key:
+                lookup.setdefault(key, canonical)
+    if not lookup or not text:
+        return []
+    found: list[str] = []
+    for match in _any_name(tuple(sorted(lookup, key=lambda name: (-len(name), name)))).finditer(text):
+        hit = lookup.get(name_key(match.group(0)))
+        if hit and hit not in found:
+            found.append(hit)
+    return found
+
+
+@lru_cache(maxsize=64)
+def _any_name(names: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for all names, longest first so the longest name wins where names overlap."""
+    return re.compile("|".join(_name_pattern(name) for name in names), re.IGNORECASE)
+
+
+def subgraph_lines(ckg: Mapping[str, Any], text: str, limit: int | None = None) -> list[str]:
+    """Lines of the edges touching the characters a text mentions, most supported first.
+
+    Among equally supported edges, those joining two mentioned characters come first.
+    """
+    mentioned = set(characters_in(ckg, text))
+    if not mentioned:
+        return []
+    touching = [e for e in _edges(ckg) if e.get("source") in mentioned or e.get("target") in mentioned]
+    touching.sort(
+        key=lambda e: (
+            -int(e.get("count", 0)),
+            -((e.get("source") in mentioned) + (e.get("target") in mentioned)),
+            edge_line(e),
+        )
+    )
+    lines = [edge_line(edge) for edge in touching]
+    return lines if limit is None else lines[: max(0, limit)]

@@ -1,0 +1,316 @@
+"""Reading a BooookScore annotator's answer: "Questions: ... / Types: ..." or "no confusion".
+
+The annotation prompt asks for the paper's two-line form, but models vary it: markdown bold labels,
+"Question(s):", one type per bullet, "Entity-Omission", a sentence of prose instead of "no confusion", a
+second made-up example after the answer. This module accepts those variations and nothing it cannot read: an
+answer that names no confusion and does not say "no confusion", or that says both, is *unparsed*
+(``confused`` None). The metric counts those and leaves them out of the score, so a model that babbles
+never looks coherent.
+
+"No confusion" counts only when it is the answer: the whole answer, its Questions or Types field, or the
+opening statement of a short prose answer. It does not count when quoted as an option ('... or "no
+confusion"'), as the instructions quote it, nor in passing inside longer prose. An answer that repeats the
+prompt (a run of its instructions, definitions or examples; the definitions' list of most of the eight types)
+is unparsed whatever words it contains.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from storyjudge.core.echo import copied_span, words
+from storyjudge.core.jsonparse import strip_thinking
+
+ERROR_TYPES: tuple[str, ...] = (
+    "entity omission",
+    "event omission",
+    "causal omission",
+    "salience",
+    "discontinuity",
+    "duplication",
+    "inconsistency",
+    "language",
+)
+"""The eight confusion types of the paper's taxonomy, in its order (appendix M.4)."""
+
+# Word stems that identify a type when a model paraphrases it ("causal", "repetition", "grammar").
+_TYPE_KEYWORDS: tuple[tuple[str, str], ...] = (
+    ("entit", "entity omission"),
+    ("character", "entity omission"),
+    ("event", "event omission"),
+    ("causal", "causal omission"),
+    ("cause", "causal omission"),
+    ("motivation", "causal omission"),
+    ("salien", "salience"),
+    ("trivial", "salience"),
+    ("irrelevan", "salience"),
+    ("discontinu", "discontinuity"),
+    ("transition", "discontinuity"),
+    ("flow", "discontinuity"),
+    ("duplicat", "duplication"),
+    ("repeti", "duplication"),
+    ("redundan", "duplication"),
+    ("inconsisten", "inconsistency"),
+    ("contradict", "inconsistency"),
+    ("language", "language"),
+    ("grammar", "language"),
+    ("grammatical", "language"),
+    ("wording", "language"),
+    ("phrasing", "language"),
+)
+
+# A label starts a line (after markdown bullets, quotes or numbering) or follows whitespace mid-line.
+_LABEL = r"(?:^[ \t>*#_\-]*(?:\d+[.)]\s*)?|(?<=\s))[*_]*\s*(?<![A-Za-z])"
+_QUESTIONS_LABEL = re.compile(
+    _LABEL + r"(?:clarifying\s+)?questions?(?:\s*\(s\))?\s*[*_]*\s*[:：]\s*[*_]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+_TYPES_LABEL = re.compile(
+    _LABEL + r"(?:(?:confusion|error)\s+)?types?(?:\s*\(s\))?(?:\s+of\s+confusion)?\s*[*_]*\s*[:：]\s*[*_]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+_BRACKET_HEADER = re.compile(r"^\s*\[[^\]\n]{1,40}\]\s*$", re.MULTILINE)
+_LEADING_NOISE = re.compile(r"^\s*(?:(?:answer|response|annotation)\s*[:：]\s*)", re.IGNORECASE)
+_NO_CONFUSION_PHRASE = re.compile(
+    r"\bno\s+confusion\b"
+    r"|\b(?:does\s+not|doesn'?t|do\s+not|don'?t|did\s+not|will\s+not|won'?t|cannot|can'?t)\s+"
+    r"(?:cause|involve|create|contain|have|raise|introduce)\s+(?:any\s+)?confusion\b"
+    r"|\bnot\s+confusing\b|\bis\s+(?:clear|coherent)\s+and\s+(?:does|causes)\s+not\b",
+    re.IGNORECASE,
+)
+# "no confusion" quoted as one of the options, as instructions put it: '<questions>, or "no confusion"'.
+_OPTION_PHRASE = re.compile(
+    r"""\bor\s*[*_"'`“”‘’(]*\s*no\s+confusion\b|\bsay\s*:?\s*["'`“‘]\s*no\s+confusion\b""", re.IGNORECASE
+)
+# '<your clarifying questions, ...>', '<the confusion types, ...>': a format line's placeholder, copied
+_PLACEHOLDER = re.compile(r"<\s*(?:your|the|list|questions?|types?)\b[^<>\n]{0,200}>", re.IGNORECASE)
+MOST_TYPES = 6
+"""An answer naming this many of the eight types is the definition list, not an annotation."""
+PROSE_WORDS = 100
+"""An answer without the labels and longer than this is not a plausible annotation."""
+CLEAN_PROSE_WORDS = 40
+"""A prose "no confusion" counts only in an answer this short (a statement, not an essay that mentions it)."""
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+_EMPTY_SECTION = {
+    "no confusion",
+    "none",
+    "n a",
+    "na",
+    "no",
+    "nothing",
+    "no questions",
+    "no question",
+    "no types",
+    "no type",
+    "not applicable",
+    "no confusion types",
+    "none no confusion",
+}
+_BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)])\s*")
+_TYPE_SEPARATORS = re.compile(r"[,;/&|\n]|\band\b|\bplus\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ConfusionAnswer:
+    """One parsed annotation.
+
+    Attributes:
+        confused: True when the sentence causes confusion, False when the answer says "no confusion", None
+            when the answer could not be read (empty, garbage, or contradicting itself).
+        questions: The clarifying questions the model asked.
+        types: Confusion types among the eight, in taxonomy order, without repeats.
+        other_types: Type labels the model gave that are not among the eight (kept for inspection).
+        error: Why ``confused`` is None.
+    """
+
+    confused: bool | None
+    questions: list[str] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    other_types: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the answer could be read."""
+        return self.confused is not None
+
+
+def _normalise(text: str) -> str:
+    lowered = text.lower().replace("-", " ").replace("_", " ")
+    lowered = re.sub(r"[^a-z0-9 ]+", " ", lowered)
+    return re.sub(r"\s+", " ", lowered).strip()
+
+
+def says_no_confusion(text: str) -> bool:
+    """Whether a whole answer field says there is nothing to report ("no confusion", "None", "N/A")."""
+    normal = _normalise(text)
+    return normal in _EMPTY_SECTION or bool(
+        re.fullmatch(r"(?:there is |there s )?no confusion(?: here)?", normal)
+    )
+
+
+def type_of(label: str) -> str | None:
+    """The taxonomy type a label names ("Entity-Omission", "causal", "repetition"), or None."""
+    normal = _normalise(label)
+    if not normal:
+        return None
+    for name in ERROR_TYPES:
+        if normal == name or normal == name.replace(" ", ""):
+            return name
+    for name in ERROR_TYPES:
+        if name in normal:
+            return name
+    for stem, name in _TYPE_KEYWORDS:
+        if stem in normal:
+            return name
+    return None
+
+
+def normalise_types(labels: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Split free-form type labels into (taxonomy types in taxonomy order, labels outside the taxonomy)."""
+    known: set[str] = set()
+    other: list[str] = []
+    for label in labels:
+        if says_no_confusion(label):
+            continue
+        for piece in _TYPE_SEPARATORS.split(label):
+            piece = _BULLET.sub("", piece).strip().strip("*_.'\"`").strip()
+            if not piece or says_no_confusion(piece):
+                continue
+            found = type_of(piece)
+            if found:
+                known.add(found)
+            elif _normalise(piece) not in (_normalise(o) for o in other):
+                other.append(piece)
+    return [name for name in ERROR_TYPES if name in known], other
+
+
+def _split_questions(text: str) -> list[str]:
+    """Questions in a section: each '?'-terminated span, else each non-empty line."""
+    questions = [q.strip() for q in re.findall(r"[^?\n]*\?", text)]
+    questions = [_BULLET.sub("", q).strip() for q in questions]
+    questions = [q for q in questions if len(q) > 1]
+    if questions:
+        return questions
+    lines = [_BULLET.sub("", line).strip() for line in text.splitlines()]
+    return [line for line in lines if line and not says_no_confusion(line)]
+
+
+def _answer_body(text: str) -> str:
+    """The first answer in the text: no thinking, no leading headers, nothing from the next header on."""
+    body = strip_thinking(text)
+    while True:
+        stripped = body.lstrip()
+        header = _BRACKET_HEADER.match(stripped)
+        if not header:
+            break
+        body = stripped[header.end() :]
+    body = _LEADING_NOISE.sub("", body.lstrip())
+    nxt = _BRACKET_HEADER.search(body)
+    if nxt:
+        body = body[: nxt.start()]
+    return body.strip()
+
+
+def _sections(body: str) -> tuple[str | None, str | None]:
+    """The Questions and Types sections' text (None when the label is absent)."""
+    marks: list[tuple[int, int, str]] = []
+    for kind, pattern in (("questions", _QUESTIONS_LABEL), ("types", _TYPES_LABEL)):
+        match = pattern.search(body)
+        if match:
+            marks.append((match.start(), match.end(), kind))
+    marks.sort()
+    found: dict[str, str] = {}
+    for i, (_, end, kind) in enumerate(marks):
+        stop = marks[i + 1][0] if i + 1 < len(marks) else len(body)
+        found[kind] = body[end:stop].strip()
+    return found.get("questions"), found.get("types")
+
+
+def _named_types(text: str) -> list[str]:
+    """The taxonomy types a text names in full ("entity omission", "Event-omission"), in taxonomy order."""
+    return [
+        name for name in ERROR_TYPES if re.search(rf"\b{name.replace(' ', '[ -]')}\b", text, re.IGNORECASE)
+    ]
+
+
+def _not_an_answer(body: str, prompt: Iterable[str], data: Iterable[str]) -> str | None:
+    """Why a body repeats the prompt instead of answering it, or None."""
+    copied = copied_span(body, prompt, data)
+    if copied:
+        return f"the answer copies the prompt ({copied!r}...)"
+    if _OPTION_PHRASE.search(body):
+        return "'no confusion' appears only as a quoted option, as in the instructions"
+    if _PLACEHOLDER.search(body):
+        return "the answer holds a '<...>' placeholder of the answer format"
+    if len(_named_types(body)) >= MOST_TYPES:
+        return f"the answer lists {len(_named_types(body))} of the 8 confusion types, as the definitions do"
+    return None
+
+
+def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str] = ()) -> ConfusionAnswer:
+    """Read one per-sentence answer; never guesses "no confusion" for text it cannot read.
+
+    Args:
+        text: The model's answer.
+        prompt: The fixed texts the model was shown (the template, a format reminder): an answer that copies a
+            run of them is unparsed.
+        data: The summary and sentence the request carried; quoting those is no copy.
+    """
+    body = _answer_body(text or "")
+    if not body:
+        return ConfusionAnswer(None, error="empty answer")
+    echo = _not_an_answer(body, prompt, data)
+    if echo:
+        return ConfusionAnswer(None, error=echo)
+    questions_text, types_text = _sections(body)
+    if questions_text is None and types_text is None:
+        return _parse_unlabelled(body)
+    questions = (
+        []
+        if questions_text is None or says_no_confusion(questions_text)
+        else _split_questions(questions_text)
+    )
+    types, other = ([], []) if types_text is None else normalise_types([types_text])
+    says_clean_questions = questions_text is not None and says_no_confusion(questions_text)
+    says_clean_types = types_text is not None and says_no_confusion(types_text)
+    if (questions and says_clean_types) or ((types or other) and says_clean_questions):
+        return ConfusionAnswer(
+            None, questions, types, other, error="contradictory: questions or types given, and 'no confusion'"
+        )
+    if questions or types or other:
+        return ConfusionAnswer(True, questions, types, other)
+    if says_clean_questions or says_clean_types:
+        return ConfusionAnswer(False)
+    return ConfusionAnswer(None, error="labels present but no questions, types or 'no confusion'")
+
+
+def _parse_unlabelled(body: str) -> ConfusionAnswer:
+    """An answer without the labels: prose "no confusion", or questions with type names.
+
+    "No confusion" counts when a short answer opens with it; mentioned later or in a long text it is no verdict.
+    """
+    if len(words(body)) > PROSE_WORDS:
+        return ConfusionAnswer(
+            None,
+            error=f"no 'Questions:'/'Types:' lines and longer than {PROSE_WORDS} words: not an annotation",
+        )
+    first = _SENTENCE_END.split(body.strip(), maxsplit=1)[0]
+    mentions_clean = bool(_NO_CONFUSION_PHRASE.search(body))
+    says_clean = bool(_NO_CONFUSION_PHRASE.search(first)) and len(words(body)) <= CLEAN_PROSE_WORDS
+    questions = [q for q in (q.strip() for q in re.findall(r"[^?\n.!]*\?", body)) if len(q) > 1]
+    named = _named_types(body)
+    if mentions_clean and not says_clean and not questions and not named:
+        return ConfusionAnswer(None, error="'no confusion' only in passing, not as the answer")
+    says_clean = says_clean or mentions_clean
+    if says_clean and not questions and not named:
+        return ConfusionAnswer(False)
+    if says_clean:
+        return ConfusionAnswer(
+            None, questions, named, error="contradictory: 'no confusion' alongside questions or types"
+        )
+    if questions or named:
+        return ConfusionAnswer(True, [_BULLET.sub("", q).strip() for q in questions], named)
+    return ConfusionAnswer(None, error="no 'Questions:'/'Types:' lines and no 'no confusion'")

@@ -1,0 +1,454 @@
+"""Every LLM call in storyjudge goes through here: cached, bounded, retried, accounted, never silently wrong.
+
+``ask_text`` returns text; ``ask_structured`` returns a pydantic object or an explicit failure that callers count
+(a judge answer that cannot be parsed is *unjudged*, never "supported"). Structured output uses the strongest
+strategy the model supports: a JSON-schema response format (llama.cpp grammar-constrained decoding for the
+embedded model), falling back to JSON mode, then to plain text, always with tolerant parsing and bounded retries
+that show the model its unparseable answer. An answer counts only when it was read whole: one cut off at
+``max_tokens`` (finish reason "length") or one that copies the prompt is a failure even if it parses, and a
+cut-off answer is never stored in the call cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel
+
+from storyjudge.core.callcache import cache_for, request_key
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.echo import copied_span, request_data
+from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
+from storyjudge.core.models import LOCAL_LOCK, chat_model, is_local, resolve_spec
+from storyjudge.core.tokens import count_tokens
+from storyjudge.core.usage import Usage, failure, merge_usage, one_call
+
+log = logging.getLogger(__name__)
+
+
+class Prompt(Protocol):
+    """What the gateway needs of a prompt (``prompts.Prompt`` is one): its text and its version id.
+
+    A protocol, so the core never imports the method layer that owns the prompt files.
+    """
+
+    @property
+    def text(self) -> str: ...  # noqa: D102
+
+    @property
+    def version_id(self) -> str: ...  # noqa: D102
+
+
+T = TypeVar("T", bound=BaseModel)
+Message = tuple[Literal["system", "user", "assistant"], str]
+Method = Literal["json_schema", "json_mode", "text"]
+
+
+CUT_OFF = frozenset({"length", "content_filter"})
+"""Finish reasons of an answer the model did not finish: never a valid answer, never cached."""
+
+
+def cut_off(finish_reason: str | None) -> bool:
+    """Whether an answer ended because of the token limit (or a content filter), not because it was done."""
+    return finish_reason in CUT_OFF
+
+
+_KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
+
+
+def redact(text: str) -> str:
+    """Text without the OpenAI key in use or anything shaped like a key (servers may echo the key back)."""
+    key = os.environ.get("OPENAI_API_KEY", "")
+    if len(key) >= 8:
+        text = text.replace(key, "[redacted]")
+    return _KEY_LIKE.sub("[redacted]", text)
+
+
+class ModelError(RuntimeError):
+    """A model call failed for a reason retrying will not fix (bad key, unknown model, unreachable server).
+
+    Its message never carries an API key, even when the server's error message echoes it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+@dataclass
+class Answer(Generic[T]):
+    """What one logical call produced: the parsed value or the reason there is none, plus its cost."""
+
+    value: T | None
+    text: str
+    error: str | None = None
+    finish_reason: str | None = None
+    attempts: int = 1
+    cached: bool = False
+    usage: Usage = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether a value came back."""
+        return self.value is not None
+
+
+@dataclass
+class TextAnswer:
+    """A text completion with its finish reason and cost."""
+
+    text: str
+    finish_reason: str | None
+    cached: bool
+    usage: Usage
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bounded concurrency
+_semaphores: dict[int, threading.BoundedSemaphore] = {}
+_semaphores_lock = threading.Lock()
+
+
+def _slot(concurrency: int) -> threading.BoundedSemaphore:
+    with _semaphores_lock:
+        if concurrency not in _semaphores:
+            _semaphores[concurrency] = threading.BoundedSemaphore(concurrency)
+        return _semaphores[concurrency]
+
+
+# Structured-output strategy that worked, per (spec, base_url): later calls skip strategies a server rejected.
+_methods: dict[tuple[str, str], Method] = {}
+
+
+def _to_messages(messages: Sequence[Message]) -> list[AnyMessage]:
+    out: list[AnyMessage] = []
+    for role, content in messages:
+        if role == "system":
+            out.append(SystemMessage(content))
+        elif role == "user":
+            out.append(HumanMessage(content))
+        else:
+            out.append(AIMessage(content))
+    return out
+
+
+def _cache_dir(ctx: Context) -> Path:
+    if ctx.cache_dir:
+        return Path(ctx.cache_dir)
+    if ctx.run_dir:
+        return Path(ctx.run_dir) / "cache"
+    return Path(".storyjudge") / "cache"
+
+
+_RETRYABLE_NAMES = {
+    "APIConnectionError",
+    "APITimeoutError",
+    "RateLimitError",
+    "InternalServerError",
+    "APIResponseValidationError",
+    "JSONDecodeError",
+    "ReadTimeout",
+    "ConnectError",
+    "RemoteProtocolError",
+}
+# Base classes of every API error (400 and 401 included): retried only when raised as themselves.
+_RETRYABLE_EXACT_NAMES = {"APIError", "APIStatusError"}
+_CUT_OFF_NAMES = {"LengthFinishReasonError", "ContentFilterFinishReasonError"}
+_FATAL_NAMES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError"}
+
+
+def _kinds(exc: BaseException) -> set[str]:
+    """Class names of an exception and its bases.
+
+    langchain-openai re-raises the SDK's errors as subclasses
+    (``OpenAIInvalidRequestError(BadRequestError)``), so classifying by the exact class name would miss them.
+    """
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _retried_by_client(exc: BaseException) -> bool:
+    """Whether the OpenAI client already retried this error ``max_retries`` times, honouring Retry-After.
+
+    It retries connection errors, timeouts, 408, 409, 429 and 5xx itself; retrying those again here would
+    multiply the attempts (25 instead of 5 by default) and make an unreachable server take minutes to report.
+    """
+    if _kinds(exc) & {"APIConnectionError", "APITimeoutError"}:
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+def _is_unsupported_format(exc: Exception) -> bool:
+    return bool(_kinds(exc) & {"BadRequestError", "UnprocessableEntityError"}) and any(
+        word in str(exc).lower() for word in ("response_format", "json_schema", "json_object", "schema")
+    )
+
+
+def _raw_call(
+    spec: str, ctx: Context, messages: Sequence[Message], params: dict[str, Any]
+) -> tuple[str, str | None, int, int]:
+    """One uncached call with transport retries; returns (text, finish_reason, input tokens, output tokens)."""
+    model = chat_model(spec, ctx)
+    lc_messages = _to_messages(messages)
+    delay = 0.5
+    for attempt in range(ctx.max_retries + 1):
+        try:
+            if is_local(spec):
+                with LOCAL_LOCK:
+                    message = model.invoke(lc_messages, **params)
+            else:
+                with _slot(ctx.concurrency):
+                    message = model.invoke(lc_messages, **params)
+            break
+        except Exception as exc:  # noqa: BLE001 - classified below
+            name = type(exc).__name__
+            kinds = _kinds(exc)
+            if kinds & _CUT_OFF_NAMES:  # the SDK refuses to parse a cut-off structured answer; it is one
+                cut = "length" if "LengthFinishReasonError" in kinds else "content_filter"
+                return "", cut, count_tokens(str(messages)), 0
+            if kinds & _FATAL_NAMES:
+                raise ModelError(
+                    f"{spec} refused the request ({name}): {exc}. Check the model name and key."
+                ) from None
+            if _is_unsupported_format(exc):
+                raise
+            transient = (
+                bool(kinds & _RETRYABLE_NAMES)
+                or name in _RETRYABLE_EXACT_NAMES
+                or isinstance(exc, (TimeoutError, ConnectionError, ValueError))
+            )
+            exhausted = attempt == ctx.max_retries or (not is_local(spec) and _retried_by_client(exc))
+            if not transient or exhausted:
+                if kinds & {"APIConnectionError", "ConnectError"} and not kinds & {"APITimeoutError"}:
+                    raise ModelError(
+                        f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: "
+                        f"{str(exc).rstrip('.')}. "
+                        "Check --base-url and that the server is running."
+                    ) from None
+                tries = ctx.max_retries + 1 if _retried_by_client(exc) and not is_local(spec) else attempt + 1
+                raise ModelError(f"{spec} failed after {tries} attempt(s): {name}: {exc}") from None
+            log.warning("%s: %s (%s); retrying in %.1fs", spec, name, redact(str(exc)), delay)
+            time.sleep(delay + random.uniform(0, delay / 2))
+            delay = min(delay * 2, 8.0)
+    if not isinstance(message, AIMessage):
+        raise ModelError(f"{spec} returned {type(message).__name__}, not a chat message")
+    text = strip_thinking(message.text)
+    meta = message.response_metadata or {}
+    finish = meta.get("finish_reason")
+    usage: dict[str, Any] = dict(message.usage_metadata or {})
+    prompt_text = "\n".join(content for _, content in messages)
+    input_tokens = int(usage.get("input_tokens") or count_tokens(prompt_text))
+    output_tokens = int(usage.get("output_tokens") or count_tokens(text))
+    return text, finish, input_tokens, output_tokens
+
+
+def _complete(
+    ctx: Context,
+    spec: str,
+    prompt_version: str,
+    messages: Sequence[Message],
+    *,
+    temperature: float,
+    max_tokens: int,
+    method: Method,
+    schema: type[BaseModel] | None,
+    sample: int,
+    attempt: int = 0,
+) -> TextAnswer:
+    """A cached completion: identical requests are answered from the cache at no cost.
+
+    ``attempt`` numbers parse retries: a retry whose conversation repeats the previous one must reach the
+    model again instead of replaying the cached unusable answer.
+    """
+    schema_json = json_schema(schema) if schema is not None else None
+    request = {
+        "messages": list(messages),
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "method": method if schema is not None else "text",
+        "schema": schema_json,
+        "sample": sample,
+        "seed": ctx.seed,
+    }
+    if attempt:
+        request["attempt"] = attempt
+    cache = cache_for(_cache_dir(ctx))
+    key = request_key(spec, prompt_version, request)
+    hit = cache.get(key)
+    if hit is not None and not cut_off(hit.get("finish_reason")):  # older caches may hold cut-off answers
+        return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
+    params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+    if is_local(spec):
+        params["seed"] = ctx.seed + sample
+        if schema_json is not None and method == "json_schema":
+            params["response_format"] = {"type": "json_object", "schema": copy.deepcopy(schema_json)}
+    else:
+        if ctx.seed or sample:
+            params["seed"] = ctx.seed + sample
+        if schema_json is not None and method == "json_schema":
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema.__name__ if schema else "Answer",
+                    "schema": copy.deepcopy(schema_json),  # the cached schema stays as built
+                },
+            }
+        elif schema_json is not None and method == "json_mode":
+            params["response_format"] = {"type": "json_object"}
+    text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
+    # an empty or cut-off answer is a fault to retry later, not a result to replay
+    if text.strip() and not cut_off(finish):
+        cache.put(key, spec, prompt_version, {"text": text, "finish_reason": finish, "usage": [n_in, n_out]})
+    return TextAnswer(text, finish, False, one_call(spec, n_in, n_out, cached=False))
+
+
+def ask_text(
+    ctx: Context,
+    role: str,
+    prompt: Prompt,
+    messages: Sequence[Message],
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    sample: int = 0,
+) -> TextAnswer:
+    """A free-text answer from the role's model (cached, retried on transport errors)."""
+    spec = resolve_spec(ctx, role)
+    return _complete(
+        ctx,
+        spec,
+        prompt.version_id,
+        messages,
+        temperature=ctx.temperature if temperature is None else temperature,
+        max_tokens=max_tokens or ctx.max_output_tokens,
+        method="text",
+        schema=None,
+        sample=sample,
+    )
+
+
+@cache
+def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema, built once: pydantic rebuilds it on every call (about 2 ms, twice per request).
+
+    Callers must not change the returned dict.
+    """
+    return schema.model_json_schema()
+
+
+def schema_instruction(schema: type[BaseModel]) -> str:
+    """The format instruction appended after the data, so the long fixed prompt stays a cacheable prefix."""
+    return (
+        "Answer with one JSON object and nothing else. It must validate against this JSON schema:\n"
+        + json.dumps(json_schema(schema), separators=(",", ":"))
+    )
+
+
+def ask_structured(
+    ctx: Context,
+    role: str,
+    prompt: Prompt,
+    messages: Sequence[Message],
+    schema: type[T],
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    sample: int = 0,
+) -> Answer[T]:
+    """A pydantic object from the role's model, or an Answer whose ``error`` says why there is none.
+
+    Transport failures that retries cannot fix raise ModelError; answers that do not parse are retried
+    ``ctx.parse_retries`` times with the failed answer shown to the model, then returned as a failure.
+    """
+    spec = resolve_spec(ctx, role)
+    temp = ctx.temperature if temperature is None else temperature
+    limit = max_tokens or ctx.max_output_tokens
+    base = [*messages]
+    if base and base[-1][0] == "user":
+        base[-1] = ("user", base[-1][1] + "\n\n" + schema_instruction(schema))
+    else:
+        base.append(("user", schema_instruction(schema)))
+    method_key = (spec, "" if is_local(spec) else ctx.base_url)
+    method: Method = _methods.get(method_key, "json_schema")
+    usage: Usage = {}
+    conversation = list(base)
+    text, error, finish, cached = "", "not attempted", None, False
+    attempts = 0
+    while attempts <= ctx.parse_retries:
+        try:
+            reply = _complete(
+                ctx,
+                spec,
+                prompt.version_id,
+                conversation,
+                temperature=temp,
+                max_tokens=limit,
+                method=method,
+                schema=schema,
+                sample=sample,
+                attempt=attempts,
+            )
+        except Exception as exc:
+            if _is_unsupported_format(exc) and method != "text":
+                method = "json_mode" if method == "json_schema" else "text"
+                _methods[method_key] = method
+                log.info("%s rejected the response format; falling back to %s", spec, method)
+                continue
+            raise
+        attempts += 1
+        usage = merge_usage(usage, reply.usage)
+        text, finish, cached = reply.text, reply.finish_reason, reply.cached
+        try:
+            value = parse_json_as(text, schema)
+            problem = _unread(text, finish, prompt, base, schema)
+            if problem:
+                raise ParseFailure(problem)
+        except ParseFailure as exc:
+            error = str(exc)
+            if cut_off(finish) and "cut off" not in error:
+                error += f" (output cut off: finish_reason {finish!r})"
+            conversation = [
+                *base,
+                ("assistant", text[:2000]),
+                ("user", f"That answer could not be used: {error}. {schema_instruction(schema)}"),
+            ]
+            continue
+        return Answer(value, text, None, finish, attempts, cached, usage)
+    return Answer(None, text, error, finish, attempts, cached, merge_usage(usage, failure(spec)))
+
+
+def _unread(
+    text: str, finish: str | None, prompt: Prompt, messages: Sequence[Message], schema: type[BaseModel]
+) -> str | None:
+    """Why a parsed answer still cannot count: cut off, or a copy of the prompt; None when it can."""
+    if cut_off(finish):
+        return f"output cut off (finish_reason {finish!r}); a partial answer is no answer"
+    fixed = [prompt.text, schema_instruction(schema)]
+    copied = copied_span(text, fixed, request_data([content for _, content in messages], fixed))
+    if copied:
+        return f"the answer copies the prompt ({copied!r}...), it does not answer it"
+    return None
+
+
+def require_models(ctx: Context, roles: Sequence[str]) -> None:
+    """Check every role's spec before any work starts, so a bad spec fails in a second, not mid-run."""
+    from storyjudge.core.models import check_spec
+
+    for role in roles:
+        spec = resolve_spec(ctx, role)
+        try:
+            check_spec(spec, ctx)
+        except ConfigError as exc:
+            raise ConfigError(f"{role} model: {exc}") from None

@@ -1,0 +1,193 @@
+"""Records that every layer reads: scenes, the index reference, facts, verdicts, score cards, rounds, and reducers.
+
+They are what a run's outputs are made of (``result.json``, the report, the UI), so they live in the core: the
+method's graph states (``state.py``) are built from them, and the apps read them without importing the method.
+Items that accumulate across refinement rounds carry their iteration, so one round never leaks into another.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
+
+
+def add_timings(left: dict[str, float] | None, right: dict[str, float] | None) -> dict[str, float]:
+    """Reducer: seconds per stage, summed (a stage that runs every iteration accumulates)."""
+    merged = dict(left or {})
+    for stage, seconds in (right or {}).items():
+        merged[stage] = round(merged.get(stage, 0.0) + seconds, 4)
+    return merged
+
+
+class Scene(TypedDict):
+    """One scene (or chapter, or chunk) of a narrative with its place in the source."""
+
+    id: str  # stable: "S001", "S002", ... in document order; split parts get "S003.2"
+    index: int
+    title: str  # heading ("ACT I, SCENE II. A camp near Forres") or "" for plain chunks
+    text: str
+    start: int  # character offsets into the source document, [start, end)
+    end: int
+
+
+class IndexRef(TypedDict):
+    """Where a document's index lives, so later graphs can query it without re-embedding."""
+
+    store_dir: str  # embedded Chroma directory ("" when chroma_url is used)
+    chroma_url: str
+    embedder: str
+    scenes_collection: str
+    ckg_collection: str
+    passages: int
+
+
+class CKGStats(TypedDict):
+    """Size of a character knowledge graph."""
+
+    scenes: int
+    characters: int
+    edges: int
+    self_loops: int
+
+
+class Fact(TypedDict):
+    """An atomic fact with its provenance."""
+
+    id: str  # "i<iteration>-s<sentence>-f<n>"
+    iteration: int
+    sentence_index: int
+    text: str
+
+
+class EvidenceScene(TypedDict):
+    """A retrieved scene as the judge saw it: whole, or only its best passage when the budget was short."""
+
+    id: str
+    title: str
+    text: str
+    score: float
+    excerpt: bool  # True: only the best-matching passage was shown (the scene did not fit the budget)
+
+
+class Evidence(TypedDict):
+    """What the judge saw for a fact."""
+
+    query: str
+    scenes: list[EvidenceScene]
+    ckg_lines: list[str]
+
+
+class FactVerdict(TypedDict):
+    """A judged (or unjudged) fact."""
+
+    fact: Fact
+    status: Literal["supported", "unsupported", "unjudged"]
+    rationale: str
+    feedback: str
+    evidence: Evidence
+    raw: str
+    error: NotRequired[str]
+
+
+class ScoreCard(TypedDict):
+    """NarrativeFactScore of one summary, with how much of it was judged."""
+
+    iteration: int
+    score: float | None  # supported / judged; None when nothing could be judged
+    supported: int
+    unsupported: int
+    unjudged: int
+    facts: int
+    judged: int  # supported + unsupported
+    sentences: int
+    decompose_failures: int  # sentences whose facts nobody saw
+    coverage: float  # judged / facts the summary is estimated to hold (storyjudge.core.coverage.nfs_coverage)
+    coverage_floor: float
+    reliable: bool  # a score exists and coverage >= coverage_floor
+    per_sentence: list[dict[str, Any]]  # {index, sentence, score, supported, judged, decomposed}
+    verdicts: list[FactVerdict]
+
+
+class SummaryChunk(TypedDict):
+    """A piece of the narrative the book summarizer reads at once (at most ``chunk_size`` tokens)."""
+
+    index: int
+    text: str
+    tokens: int  # cl100k_base
+    start: int  # character offsets into the document (or the scenes' offsets), [start, end)
+    end: int
+    scene_ids: list[str]  # scenes packed into this chunk ([] for a plain document)
+
+
+class TreeSummary(TypedDict):
+    """One intermediate summary: a level-0 chunk summary, a merge, or an incremental step."""
+
+    level: int  # hierarchical level (0 = chunk summaries); the step number for incremental updating
+    index: int  # position within its level
+    sources: list[int]  # indices of what it summarizes: chunks (level 0, steps) or summaries one level down
+    prior: int | None  # index of the same-level summary given as prior context, if any
+    text: str
+    tokens: int
+    budget: int  # token budget G_l (incremental: G_n)
+    word_limit: int  # words asked for in the prompt of the kept attempt
+    attempts: int
+    valid: bool  # False when every attempt was over budget or cut off and the best one was kept
+
+
+class FailedSentence(TypedDict):
+    """A summary sentence whose decomposition failed: its facts were never judged (it lowers coverage)."""
+
+    iteration: int
+    sentence_index: int
+    error: str
+
+
+class SentenceAnnotation(TypedDict):
+    """BooookScore annotation of one sentence."""
+
+    run: str
+    summary_id: str
+    index: int  # 0-based position in the summary
+    sentence: str
+    confused: bool | None  # None: the answer could not be parsed (counted, not scored as clean)
+    types: list[str]  # among the eight of the taxonomy
+    questions: list[str]
+    raw: str
+    other_types: NotRequired[list[str]]  # labels the model gave outside the taxonomy
+    error: NotRequired[str]  # why confused is None
+    attempts: NotRequired[int]
+
+
+class GuardRecord(TypedDict):
+    """What the refinement guard measured for one round (``nodes/guards.py``); comparisons are None in round 0.
+
+    Lengths are words of ``storyjudge.core.summary_stats``; copy rates are the share of the summary's trigrams found
+    verbatim in the narrative.
+    """
+
+    words: int
+    copy_rate: float | None
+    revises: int | None  # the iteration whose summary this round revised
+    supported_before: int | None
+    supported_after: int | None
+    supported_loss_allowed: int | None
+    words_before: int | None
+    length_ratio: float | None  # words / words_before
+    min_words: int | None
+    max_words: int | None  # what the refiner was asked for at most
+    copy_rate_before: float | None
+    copy_increase: float | None
+    reasons: list[str]  # why it was rejected; [] when it passed (or the guard is off)
+
+
+class Iteration(TypedDict):
+    """One round of the refinement loop: the summary and everything its score rests on."""
+
+    iteration: int
+    summary: str
+    factscore: ScoreCard
+    coherence: NotRequired[dict[str, Any]]
+    guard: NotRequired[GuardRecord]
+    accepted: bool  # False when a guard (refinement or coherence) rejected it as a new best
+    note: str

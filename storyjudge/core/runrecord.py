@@ -1,0 +1,110 @@
+"""The run record (``result.json``): everything a score rests on, reproducible and free of secrets.
+
+It holds the document's hash, the context with every model spec and prompt version, the CKG statistics, every
+iteration with its per-fact verdicts and evidence, the best summary, usage with estimated cost, and timings.
+API keys are never part of a Context; URLs are stripped of credentials before they are written.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from storyjudge import __version__
+from storyjudge.core.context import ROLES, Context
+from storyjudge.core.models import resolve_spec
+from storyjudge.core.rundir import RunDir
+from storyjudge.core.usage import totals
+
+PROMPTS_USED = ("extract_triples", "decompose", "judge", "refine", "coherence")
+_SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
+
+
+def scrub(value: str) -> str:
+    """Remove credentials from a URL or string."""
+    parts = urlsplit(value)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        value = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return _SECRET.sub("[redacted]", value)
+
+
+def context_record(ctx: Context) -> dict[str, Any]:
+    """The settings of the run with resolved model specs per role."""
+    record = ctx.public_dict()
+    record["base_url"] = scrub(record.get("base_url", ""))
+    record["chroma_url"] = scrub(record.get("chroma_url", ""))
+    record["resolved_models"] = {role: resolve_spec(ctx, role) for role in ROLES}
+    record["preset_applied"] = ctx.preset_applied
+    return record
+
+
+def build_result(
+    state: dict[str, Any],
+    ctx: Context,
+    *,
+    kind: str = "refine",
+    prompt_versions: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The run record of a finished (or scored) run.
+
+    ``prompt_versions`` (name -> version id, from ``prompts.versions``) is passed in by the caller, which knows
+    the prompts the run used; the core does not read prompt files.
+    """
+    iterations = state.get("iterations") or []
+    best_iteration = state.get("best_iteration")
+    best = next((it for it in iterations if it["iteration"] == best_iteration), None)
+    return {
+        "kind": kind,
+        "storyjudge_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "document": {
+            "title": state.get("title", ""),
+            "hash": state.get("doc_hash", ""),
+            "segmentation": state.get("segmentation", ""),
+            "scenes": len(state.get("scenes") or []),
+        },
+        "run_dir": state.get("run_dir", ""),
+        "context": context_record(ctx),
+        "prompts": dict(prompt_versions or {}),
+        "ckg_stats": state.get("ckg_stats") or {},
+        "initial_summary_events": state.get("events") or [],
+        "iterations": iterations,
+        "scores": [
+            {
+                "iteration": it["iteration"],
+                "nfs": it["factscore"]["score"],
+                "nfs_coverage": it["factscore"].get("coverage"),
+                "nfs_reliable": it["factscore"].get("reliable"),
+                "accepted": it["accepted"],
+                "coherence": (it.get("coherence") or {}).get("score"),
+                "coherence_coverage": (it.get("coherence") or {}).get("coverage"),
+                "coherence_reliable": (it.get("coherence") or {}).get("reliable"),
+                "note": it.get("note", ""),
+            }
+            for it in iterations
+        ],
+        "best_iteration": best_iteration,
+        "best_summary": best["summary"] if best else state.get("summary", ""),
+        # False: no round was judged on enough of its facts; the best summary is then the unrefined one
+        "best_reliable": bool(
+            best and best["factscore"].get("reliable", best["factscore"]["score"] is not None)
+        ),
+        "stop_reason": state.get("stop_reason", ""),
+        "usage": {"by_model": state.get("usage") or {}, "total": totals(state.get("usage"))},
+        "timings": state.get("timings") or {},
+    }
+
+
+def write_result(run_dir: str | Path, result: dict[str, Any]) -> Path:
+    """Write result.json atomically into the run directory."""
+    rd = RunDir(Path(run_dir))
+    rd.root.mkdir(parents=True, exist_ok=True)
+    rd.write_json(rd.result, result)
+    return rd.result

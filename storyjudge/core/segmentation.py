@@ -1,0 +1,272 @@
+"""Segmentation of a narrative into scenes with stable ids and character offsets.
+
+The first structural rule that finds at least two headings wins: screenplay scene headings
+(``INT.``/``EXT.``), play markers (``ACT I`` / ``SCENE II``, plain or Markdown), then novel chapters and
+letters. A document with none of them is cut into token-bounded chunks at paragraph, then sentence boundaries.
+Every rule is lossless: the scenes are contiguous slices of the document, so
+``"".join(s["text"] for s in scenes) == text``, and a scene over the chunk size is split the same way into
+parts ``S003.1``, ``S003.2``, ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from storyjudge.core.records import Scene
+from storyjudge.core.textsplit import split_by_tokens
+from storyjudge.core.tokens import count_tokens
+
+JSON_JOINER = "\n\n"
+"""Separator placed between the scenes of a JSON scene list; their offsets refer to the joined text."""
+
+OPENING_MERGE_TOKENS = 256
+"""Text before the first heading shorter than this (a title, a list of contents) joins the first scene."""
+
+_HASHES = r"(?:\#{1,6}[ \t]*)?"
+_ROMAN = r"[IVXLCDM]+"
+_NUMBER_WORD = (
+    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+    r"seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+    r"(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?"
+)
+_NUMBER = rf"(?:{_ROMAN}|\d+|(?i:{_NUMBER_WORD}))"
+
+_SCREENPLAY = re.compile(
+    r"^[ \t]*(?:\d+[A-Z]?[ \t.]+)?(?:INT\.?/EXT\.?|EXT\.?/INT\.?|I/E\.?|INT\.|EXT\.)[ \t]+\S[^\n]*$",
+    re.MULTILINE,
+)
+_ACT = re.compile(
+    rf"^[ \t]*{_HASHES}(?:\*\*)?(?:ACT|Act)[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,80}}?)"
+    rf"(?:\*\*)?[ \t]*$",
+    re.MULTILINE,
+)
+_SCENE = re.compile(
+    rf"^[ \t]*{_HASHES}(?:\*\*)?(?:SCENE|Scene)[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,120}}?)"
+    rf"(?:\*\*)?[ \t]*$",
+    re.MULTILINE,
+)
+_CHAPTER = re.compile(
+    rf"^[ \t]*{_HASHES}(?:\*\*)?(?P<kind>CHAPTER|Chapter|LETTER|Letter)[ \t]+(?P<num>{_NUMBER})\b"
+    rf"(?:[ \t]*[.:\-\u2013\u2014][ \t]*(?P<rest>[^\n]{{0,100}}?))?(?:\*\*)?[ \t]*$",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class _Heading:
+    """A place where a scene starts, and the title it gives the scene."""
+
+    start: int  # offset where the scene's text starts (the heading line, or an act heading just before it)
+    title: str
+
+
+def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], str]:
+    """Scenes of a document and the name of the rule that produced them.
+
+    Args:
+        text: The whole narrative, or a JSON list of scenes (strings or objects with ``text`` and ``title``).
+        chunk_size: Largest scene in cl100k_base tokens; longer scenes are split into parts.
+
+    Returns:
+        ``(scenes, rule)`` where rule is one of ``json``, ``screenplay``, ``play``, ``chapters``,
+        ``token-chunks`` (``empty`` for a blank document).
+    """
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be >= 1 token")
+    if not text.strip():
+        return [], "empty"
+    items = _json_scene_list(text)
+    if items is not None:
+        return scenes_from_list(items, chunk_size), "json"
+    for rule, finder in (
+        ("screenplay", _screenplay_headings),
+        ("play", _play_headings),
+        ("chapters", _chapters),
+    ):
+        headings = finder(text)
+        if len(headings) >= 2:
+            return _cut(text, headings, chunk_size), rule
+    return _number_groups([[chunk] for chunk in _split_piece(text, 0, "", chunk_size)]), "token-chunks"
+
+
+def scenes_from_list(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene]:
+    """Scenes from a list of strings or objects with ``text`` (and optional ``title``), in list order.
+
+    Offsets refer to the texts joined with a blank line (``JSON_JOINER``), so each scene still has a place in
+    one document. Scenes over the chunk size are split into parts; blank entries are dropped.
+    """
+    raw: list[tuple[str, str]] = []
+    for position, item in enumerate(items):
+        if isinstance(item, str):
+            raw.append(("", item))
+        elif isinstance(item, dict) and isinstance(item.get("text"), str):
+            raw.append((str(item.get("title") or ""), item["text"]))
+        else:
+            raise ValueError(
+                f"scene {position + 1} of the list is neither a string nor an object with a 'text' string; "
+                'give a JSON list like ["scene text", {"title": "...", "text": "..."}].'
+            )
+    groups: list[list[Scene]] = []
+    offset = 0
+    for title, body in raw:
+        if body.strip():
+            groups.append(_split_piece(body, offset, title, chunk_size))
+        offset += len(body) + len(JSON_JOINER)
+    if not groups:
+        raise ValueError("the scene list holds no text; give at least one non-blank scene.")
+    return _number_groups(groups)
+
+
+def join_scenes(scenes: Iterable[Scene]) -> str:
+    """The document a list of scenes forms (what a JSON scene list's offsets refer to)."""
+    return JSON_JOINER.join(scene["text"] for scene in scenes)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# headings of each rule
+
+
+def _json_scene_list(text: str) -> list[Any] | None:
+    stripped = text.strip()
+    if not stripped.startswith("["):
+        return None
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _screenplay_headings(text: str) -> list[_Heading]:
+    return [_Heading(m.start(), " ".join(m.group(0).split())) for m in _SCREENPLAY.finditer(text)]
+
+
+def _clean_place(rest: str | None) -> str:
+    return (rest or "").strip().strip("*_ ").rstrip(".").strip()
+
+
+def _play_headings(text: str) -> list[_Heading]:
+    """Scene starts of a play; an act heading right before a scene heading opens that scene's text."""
+    acts = [(m.start(), m.group("num").upper(), _clean_place(m.group("rest"))) for m in _ACT.finditer(text)]
+    scenes = list(_SCENE.finditer(text))
+    if len(scenes) < 2:  # a play divided only into acts: each act is a scene
+        return [_Heading(start, f"ACT {num}" + (f". {rest}" if rest else "")) for start, num, rest in acts]
+    headings: list[_Heading] = []
+    act_index = -1
+    for match in scenes:
+        while act_index + 1 < len(acts) and acts[act_index + 1][0] < match.start():
+            act_index += 1
+        place = _clean_place(match.group("rest"))
+        label = f"SCENE {match.group('num').upper()}" + (f". {place}" if place else "")
+        start = match.start()
+        if act_index >= 0:
+            act_start, act_num, _ = acts[act_index]
+            label = f"ACT {act_num}, {label}"
+            previous_end = headings[-1].start if headings else -1
+            if act_start > previous_end and not text[act_start:start].strip().splitlines()[1:]:
+                start = act_start  # "## ACT II" directly above "### SCENE I" belongs to that scene
+        headings.append(_Heading(start, label))
+    return headings
+
+
+def _chapters(text: str) -> list[_Heading]:
+    headings = []
+    for match in _CHAPTER.finditer(text):
+        title = f"{match.group('kind').title()} {match.group('num')}"
+        rest = _clean_place(match.group("rest"))
+        headings.append(_Heading(match.start(), f"{title}. {rest}" if rest else title))
+    return headings
+
+
+# ------------------------------------------------------------------------------------------------------------
+# cutting
+
+
+def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
+    """Slices from each heading to the next; empty sections (a contents list) join the section after them."""
+    sections: list[tuple[int, int, str]] = []
+    for i, heading in enumerate(headings):
+        end = headings[i + 1].start if i + 1 < len(headings) else len(text)
+        sections.append((heading.start, end, heading.title))
+    merged: list[tuple[int, int, str]] = []
+    pending_start: int | None = None
+    for start, end, title in sections:
+        body = text[start:end].split("\n", 1)[1] if "\n" in text[start:end] else ""
+        if not body.strip() and end < len(text):
+            pending_start = start if pending_start is None else pending_start
+            continue
+        merged.append((pending_start if pending_start is not None else start, end, title))
+        pending_start = None
+    first_start = merged[0][0]
+    opening = text[:first_start]
+    if opening.strip() and count_tokens(opening) >= OPENING_MERGE_TOKENS:
+        merged.insert(0, (0, first_start, "Opening"))
+    else:
+        merged[0] = (0, merged[0][1], merged[0][2])  # a title line or a contents list is not a scene
+    groups = [_split_piece(text[start:end], start, title, chunk_size) for start, end, title in merged]
+    return _number_groups(groups)
+
+
+def _split_piece(piece: str, offset: int, title: str, chunk_size: int) -> list[Scene]:
+    """One section as one scene, or as consecutive parts when it is over the chunk size."""
+    parts = _balanced_parts(piece, chunk_size)
+    if len(parts) > 1 and not parts[-1].strip() and count_tokens(parts[-2] + parts[-1]) <= chunk_size:
+        parts[-2] += parts.pop()  # trailing blank lines stay with the text before them
+    scenes: list[Scene] = []
+    cursor = offset
+    for n, part in enumerate(parts, start=1):
+        part_title = title if len(parts) == 1 else (f"{title} (part {n}/{len(parts)})" if title else "")
+        scenes.append(
+            Scene(id="", index=0, title=part_title, text=part, start=cursor, end=cursor + len(part))
+        )
+        cursor += len(part)
+    return scenes
+
+
+def _balanced_parts(piece: str, chunk_size: int) -> list[str]:
+    """Split into as few parts as the chunk size needs, of similar sizes (no 2,040 + 30 token split)."""
+    total = count_tokens(piece)
+    if total <= chunk_size:
+        return [piece]
+    wanted = math.ceil(total / chunk_size)
+    even = min(chunk_size, math.ceil(total / wanted * 1.1))
+    parts = split_by_tokens(piece, even)
+    return parts if len(parts) <= wanted else split_by_tokens(piece, chunk_size)
+
+
+def _number_groups(groups: list[list[Scene]]) -> list[Scene]:
+    """Ids ``S001``... per section; parts of a split section get ``S003.1``, ``S003.2``, ..."""
+    scenes: list[Scene] = []
+    width = max(3, len(str(len(groups))))
+    for number, group in enumerate(groups, start=1):
+        base = f"S{number:0{width}d}"
+        for part_number, scene in enumerate(group, start=1):
+            scene_id = base if len(group) == 1 else f"{base}.{part_number}"
+            scenes.append(Scene(**{**scene, "id": scene_id, "index": len(scenes)}))
+    return scenes
+
+
+def normalize_scenes(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene]:
+    """Scenes given by a caller: complete Scene records are kept as they are, anything else is segmented."""
+    keys = tuple(Scene.__annotations__)
+    if items and all(isinstance(item, dict) and set(keys) <= item.keys() for item in items):
+        return [Scene(**{key: item[key] for key in keys}) for item in items]  # type: ignore[typeddict-item]
+    return scenes_from_list(items, chunk_size)
+
+
+def guess_title(text: str) -> str:
+    """A short title: the document's first Markdown heading, else its first short line, else "document"."""
+    head = text[:4000]
+    for line in head.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip(" #*_") or "document"
+    for line in head.splitlines():
+        cleaned = line.strip().strip("#*_;:,.").strip()
+        if cleaned:
+            return cleaned if len(cleaned) <= 80 else "document"
+    return "document"

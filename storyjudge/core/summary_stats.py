@@ -1,0 +1,79 @@
+"""Summary statistics of seed 000's table 2: length, % novel trigrams, % repeated trigrams.
+
+Definitions (stated here because the seed does not spell them out):
+
+- **length**: tokens of the summary in tiktoken ``cl100k_base`` (``storyjudge.core.tokens``).
+- **words**: the text lowercased, then every maximal run of letters or digits, with apostrophes inside a word
+  kept (``don't``, ``victor's``); punctuation and whitespace separate words and are dropped. Unicode letters
+  count as letters.
+- **trigrams**: every three consecutive words of the whole text (sentence breaks do not interrupt them),
+  counted with multiplicity.
+- **% novel trigrams**: the share of the summary's trigram occurrences that never occur in the source; a
+  measure of abstraction (copying gives 0).
+- **% repeated trigrams**: the share of the summary's trigram occurrences that repeat an earlier occurrence in
+  the same summary, i.e. ``sum(count - 1) / total``; a measure of redundancy (no repetition gives 0).
+
+- **copy rate**: the share of the summary's trigram occurrences that do occur in the source, in 0..1 and not
+  rounded (``1 - novel share``); the refinement guards of ``nodes/guards.py`` compare it between rounds.
+
+Both percentages (and the copy rate) are None when the summary has fewer than three words (no trigram to
+measure).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from storyjudge.core.tokens import count_tokens
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+
+
+def words(text: str) -> list[str]:
+    """Lowercase words of ``text`` as defined in the module docstring."""
+    return _WORD.findall(text.lower().replace("’", "'"))
+
+
+def trigrams(tokens: list[str]) -> list[tuple[str, str, str]]:
+    """Every three consecutive words."""
+    return list(zip(tokens, tokens[1:], tokens[2:], strict=False))
+
+
+def source_trigrams(source: str) -> set[tuple[str, str, str]]:
+    """The distinct trigrams of a source text, to measure several summaries against it."""
+    return set(trigrams(words(source)))
+
+
+def copy_rate(summary: str, source: str | set[tuple[str, str, str]]) -> float | None:
+    """Share (0..1) of the summary's trigram occurrences found in the source (text or ``source_trigrams``)."""
+    summary_trigrams = trigrams(words(summary))
+    if not summary_trigrams:
+        return None
+    known = source_trigrams(source) if isinstance(source, str) else source
+    return sum(1 for t in summary_trigrams if t in known) / len(summary_trigrams)
+
+
+def summary_stats(summary: str, source: str) -> dict[str, Any]:
+    """Length and trigram statistics of a summary against its source.
+
+    Returns:
+        ``{"length_tokens", "words", "trigrams", "novel_trigrams_pct", "repeated_trigrams_pct"}``; the
+        percentages are in 0..100, rounded to two decimals, or None when the summary has no trigram.
+    """
+    summary_trigrams = trigrams(words(summary))
+    total = len(summary_trigrams)
+    novel: float | None = None
+    repeated: float | None = None
+    if total:
+        source_trigrams = set(trigrams(words(source)))
+        novel = round(100 * sum(1 for t in summary_trigrams if t not in source_trigrams) / total, 2)
+        repeated = round(100 * sum(n - 1 for n in Counter(summary_trigrams).values()) / total, 2)
+    return {
+        "length_tokens": count_tokens(summary),
+        "words": len(words(summary)),
+        "trigrams": total,
+        "novel_trigrams_pct": novel,
+        "repeated_trigrams_pct": repeated,
+    }

