@@ -8,23 +8,31 @@ they carry are in ``storyjudge.core.records``; the LLM answer schemas are in ``p
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
 from storyjudge.core.records import (
+    CharacterRecord,
     CKGStats,
+    CoherenceReport,
+    Event,
     Evidence,
     Fact,
     FactVerdict,
     FailedSentence,
     IndexRef,
     Iteration,
+    NodeLinkGraph,
     Scene,
     ScoreCard,
     SentenceAnnotation,
     SummaryChunk,
+    SummaryItem,
+    TreeLevel,
+    TreeStep,
     TreeSummary,
+    TripleRecord,
     add_timings,
 )
 from storyjudge.core.usage import Usage, merge_usage
@@ -53,8 +61,8 @@ class SceneExtraction(TypedDict):
     scene_id: str
     sample: int
     ok: bool
-    characters: list[dict[str, Any]]
-    triples: list[dict[str, Any]]
+    characters: list[CharacterRecord]
+    triples: list[TripleRecord]
     error: NotRequired[str]
     part: NotRequired[int]
 
@@ -69,7 +77,7 @@ class IndexState(TypedDict, total=False):
     scenes: list[Scene]
     segmentation: str  # which rule produced the scenes
     extractions: Annotated[list[SceneExtraction], operator.add]
-    ckg: dict[str, Any]  # node-link JSON
+    ckg: NodeLinkGraph
     ckg_stats: CKGStats
     index: IndexRef
     usage: Annotated[Usage, merge_usage]
@@ -84,7 +92,7 @@ class IndexOutput(TypedDict, total=False):
     run_dir: str
     scenes: list[Scene]
     segmentation: str
-    ckg: dict[str, Any]
+    ckg: NodeLinkGraph
     ckg_stats: CKGStats
     index: IndexRef
     usage: Annotated[Usage, merge_usage]
@@ -136,8 +144,8 @@ class SummarizeState(TypedDict, total=False):
     chunk_size: int
     max_summary_tokens: int
     chunks: list[SummaryChunk]
-    tree: list[dict[str, Any]]  # per level (hierarchical) or per step (incremental) intermediate summaries
-    events: Annotated[list[dict[str, Any]], operator.add]  # regenerations, compressions, fallbacks
+    tree: list[TreeLevel | TreeStep]  # per level (hierarchical) or per step (incremental)
+    events: Annotated[list[Event], operator.add]  # regenerations, compressions, fallbacks
     draft: str
     summary: str
     usage: Annotated[Usage, merge_usage]
@@ -158,8 +166,8 @@ class SummarizeOutput(TypedDict, total=False):
     """What the summarize graph returns (and hands back to the refine graph)."""
 
     summary: str
-    tree: list[dict[str, Any]]
-    events: list[dict[str, Any]]
+    tree: list[TreeLevel | TreeStep]
+    events: list[Event]
     usage: Usage
     timings: dict[str, float]
 
@@ -171,7 +179,7 @@ class FactScoreInput(TypedDict, total=False):
     document: str
     title: str
     scenes: list[Scene]
-    ckg: dict[str, Any]
+    ckg: NodeLinkGraph
     index: IndexRef
     iteration: int
 
@@ -207,27 +215,17 @@ class FactScoreState(IndexState, total=False):
     factscore: ScoreCard
 
 
-class FactScoreOutput(TypedDict, total=False):
-    """What the factscore graph returns (and hands back to the refine graph)."""
+class FactScoreOutput(IndexOutput, total=False):
+    """What the factscore graph returns (and hands back to the refine graph): its index, and the score card."""
 
     factscore: ScoreCard
-    doc_hash: str
-    title: str
-    run_dir: str
-    scenes: list[Scene]
-    segmentation: str
-    ckg: dict[str, Any]
-    ckg_stats: CKGStats
-    index: IndexRef
-    usage: Usage
-    timings: dict[str, float]
 
 
 class CoherenceInput(TypedDict, total=False):
     """Input of the coherence graph: one summary, or many with ids."""
 
     summary: str
-    summaries: list[dict[str, Any]]  # {"id", "summary"} and optionally "sentences": the summary already split
+    summaries: list[SummaryItem]
 
 
 class CoherenceTask(TypedDict):
@@ -244,15 +242,15 @@ class CoherenceState(TypedDict, total=False):
     """State of the coherence graph."""
 
     summary: str | None  # input; the prepare node consumes it (sets None) so a thread can be reused
-    summaries: list[dict[str, Any]] | None  # input, consumed likewise
-    to_score: list[dict[str, str]]  # this invocation's summaries as {"id", "summary"}, in input order
+    summaries: list[SummaryItem] | None  # input, consumed likewise
+    to_score: list[SummaryItem]  # this invocation's summaries, in input order
     run: str
     mode: Literal["per-sentence", "batched"]
     started: float  # wall-clock start (time.time()) of this invocation
     sentences: dict[str, list[str]]  # summary id -> sentences
     split: dict[str, str]  # summary id -> the splitter that made its sentences, or "given" with the input
     annotations: Annotated[list[SentenceAnnotation], operator.add]
-    coherence: dict[str, Any]  # per-summary scores, system score, bootstrap, per-type rates, mode
+    coherence: CoherenceReport
     usage: Annotated[Usage, merge_usage]
     timings: Annotated[dict[str, float], add_timings]
 
@@ -260,7 +258,7 @@ class CoherenceState(TypedDict, total=False):
 class CoherenceOutput(TypedDict, total=False):
     """What the coherence graph returns (and hands back to the refine graph's coherence guard)."""
 
-    coherence: dict[str, Any]
+    coherence: CoherenceReport
     annotations: list[SentenceAnnotation]
     usage: Usage
     timings: dict[str, float]
@@ -282,7 +280,7 @@ class RefineState(FactScoreState, SummarizeState, total=False):
     refined_from: int  # the iteration whose summary the latest refinement revised
     best_iteration: int
     stop_reason: str
-    coherence: dict[str, Any]
+    coherence: CoherenceReport
 
 
 class RefineOutput(TypedDict, total=False):

@@ -23,7 +23,7 @@ from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import ask_structured, schema_instruction
 from storyjudge.core.models import LOCAL_MODELS, is_local, resolve_spec
-from storyjudge.core.records import Scene
+from storyjudge.core.records import CharacterRecord, Scene, TripleRecord
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
@@ -109,8 +109,15 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
         scene_id=scene["id"],
         sample=sample,
         ok=answer.ok,
-        characters=[c.model_dump() for c in answer.value.characters] if answer.value else [],
-        triples=[t.model_dump() for t in answer.value.triples] if answer.value else [],
+        characters=[CharacterRecord(name=c.name, aliases=list(c.aliases)) for c in answer.value.characters]
+        if answer.value
+        else [],
+        triples=[
+            TripleRecord(subject=t.subject, predicate=t.predicate, object=t.object)
+            for t in answer.value.triples
+        ]
+        if answer.value
+        else [],
     )
     if part:
         record["part"] = part

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -36,7 +36,7 @@ from prompts import data_block, load
 from state import LeafResult, LeafTask, SummarizeWork
 from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.records import TreeSummary
+from storyjudge.core.records import TreeLevel, TreeStep, TreeSummary
 from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage
@@ -293,12 +293,12 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
         )
         progress.emit("summarize", advance=1)
         start = end
-    tree = [
+    tree: list[TreeLevel | TreeStep] = [
         *state.get("tree", []),
-        {"level": level, "budget": budget, "word_limit": words, "summaries": outputs},
+        TreeLevel(level=level, budget=budget, word_limit=words, summaries=outputs),
     ]
     if len(outputs) > 1:
-        done = sum(len(entry["summaries"]) for entry in tree)
+        done = sum(len(cast(TreeLevel, entry).get("summaries", [])) for entry in tree)
         ahead = merges_needed(
             len(outputs), plan["budgets"][level:] or [top], window, merge_overhead(ctx.prompt_dir)
         )

@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 from state import FactScoreState
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, nfs_coverage
-from storyjudge.core.records import FactVerdict, ScoreCard
+from storyjudge.core.records import FactVerdict, ScoreCard, SentenceScore
 
 
 def score_card(
@@ -37,21 +37,21 @@ def score_card(
     supported = sum(v["status"] == "supported" for v in mine)
     unsupported = sum(v["status"] == "unsupported" for v in mine)
     judged = supported + unsupported
-    per_sentence = []
+    per_sentence: list[SentenceScore] = []
     for index, sentence in enumerate(sentences):
         own = [v for v in mine if v["fact"]["sentence_index"] == index]
         s_sup = sum(v["status"] == "supported" for v in own)
         s_judged = sum(v["status"] != "unjudged" for v in own)
         per_sentence.append(
-            {
-                "index": index,
-                "sentence": sentence,
-                "facts": len(own),
-                "supported": s_sup,
-                "judged": s_judged,
-                "decomposed": index not in failed_sentences,
-                "score": (s_sup / s_judged) if s_judged else None,
-            }
+            SentenceScore(
+                index=index,
+                sentence=sentence,
+                facts=len(own),
+                supported=s_sup,
+                judged=s_judged,
+                decomposed=index not in failed_sentences,
+                score=(s_sup / s_judged) if s_judged else None,
+            )
         )
     value = (supported / judged) if judged else None
     coverage = nfs_coverage(

@@ -11,6 +11,112 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
+NodeLinkGraph = dict[str, Any]
+"""A character knowledge graph as networkx node-link JSON (``directed``, ``graph``, ``nodes``, ``edges``)."""
+
+Event = dict[str, Any]
+"""Something a stage wants on the record that is not a result: a regeneration, a compression, a fallback.
+Always has ``stage`` and ``kind`` (or ``event``), then the stage's own details."""
+
+
+class CharacterRecord(TypedDict):
+    """A character as one extraction named it (``prompts.schemas.CharacterMention``, dumped)."""
+
+    name: str
+    aliases: list[str]
+
+
+class TripleRecord(TypedDict):
+    """A relation or state as one extraction gave it (``prompts.schemas.Triple``, dumped)."""
+
+    subject: str
+    predicate: str
+    object: str | None
+
+
+class SummaryItem(TypedDict):
+    """One summary for the coherence graph: its id, its text, and optionally its sentences already split."""
+
+    id: str
+    summary: str
+    sentences: NotRequired[list[str]]
+
+
+class SentenceScore(TypedDict):
+    """NarrativeFactScore of one summary sentence."""
+
+    index: int
+    sentence: str
+    facts: int
+    supported: int
+    judged: int
+    decomposed: bool  # False: its decomposition failed, so its facts were never judged
+    score: float | None
+
+
+class TreeLevel(TypedDict, total=False):
+    """Hierarchical merging: one level of summaries (level 0 summarizes chunks)."""
+
+    level: int
+    budget: int
+    word_limit: int
+    chunks: list[dict[str, Any]]  # level 0: the chunks read, without their text
+    summaries: list[TreeSummary]
+
+
+class TreeStep(TypedDict, total=False):
+    """Incremental updating: the running summary after one chunk."""
+
+    step: int
+    chunk: dict[str, Any]  # the chunk read, without its text
+    budget: int
+    word_limit: int
+    draft_tokens: int
+    compressed: bool
+    summary: str
+
+
+class SummaryCoherence(TypedDict, total=False):
+    """BooookScore of one summary (``storyjudge.core.booookscore.summary_score``)."""
+
+    id: str
+    score: float | None
+    coverage: float
+    reliable: bool
+    sentences: int
+    scored: int
+    clean: int
+    confused: int
+    unparsed: int
+    missing: int
+    per_type: dict[str, int]
+    per_type_rates: dict[str, float | None]
+    split: str
+
+
+class CoherenceReport(TypedDict, total=False):
+    """Everything BooookScore reports for a set of summaries (``storyjudge.core.booookscore.coherence_report``)."""
+
+    mode: str
+    score: float | None
+    coverage: float
+    reliable: bool
+    coverage_floor: float
+    system_score: float | None
+    excluded_summaries: int
+    summaries: list[SummaryCoherence]
+    bootstrap: dict[str, Any]
+    per_type_rates: dict[str, float | None]
+    sentences: int
+    scored: int
+    unparsed: int
+    prompt: dict[str, str]
+    prompt_version: str
+    model: str
+    note: str
+    sentence_splitter: str
+    sentences_given: int
+
 
 def add_timings(left: dict[str, float] | None, right: dict[str, float] | None) -> dict[str, float]:
     """Reducer: seconds per stage, summed (a stage that runs every iteration accumulates)."""
@@ -105,7 +211,7 @@ class ScoreCard(TypedDict):
     coverage: float  # judged / facts the summary is estimated to hold (storyjudge.core.coverage.nfs_coverage)
     coverage_floor: float
     reliable: bool  # a score exists and coverage >= coverage_floor
-    per_sentence: list[dict[str, Any]]  # {index, sentence, score, supported, judged, decomposed}
+    per_sentence: list[SentenceScore]
     verdicts: list[FactVerdict]
 
 
@@ -187,7 +293,7 @@ class Iteration(TypedDict):
     iteration: int
     summary: str
     factscore: ScoreCard
-    coherence: NotRequired[dict[str, Any]]
+    coherence: NotRequired[CoherenceReport]
     guard: NotRequired[GuardRecord]
     accepted: bool  # False when a guard (refinement or coherence) rejected it as a new best
     note: str

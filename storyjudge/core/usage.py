@@ -6,7 +6,9 @@ the run and sums correctly across ``Send`` branches and resumed runs.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict
 
 # USD per million tokens (input, output) for known OpenAI models; other models report no cost.
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
