@@ -9,6 +9,7 @@ refine graph, which reuses this graph once per iteration.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -29,8 +30,10 @@ def needs_index(state: FactScoreState) -> Literal["index", "split_summary"]:
     return "split_summary" if state.get("index") and state.get("scenes") else "index"
 
 
-def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
-    """Compile the factscore graph (pass a checkpointer for resumable runs)."""
+def build_graph(
+    checkpointer: Any = None, cache: Any = None, interrupt_before: Sequence[str] | None = None
+) -> Any:
+    """Compile the factscore graph (pass a checkpointer for resumable runs; ``interrupt_before`` as in refine)."""
     builder = StateGraph(
         FactScoreState, input_schema=FactScoreInput, output_schema=FactScoreOutput, context_schema=Context
     )
@@ -49,7 +52,12 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_conditional_edges("retrieve", route_facts, ["judge", "score"])
     builder.add_edge("judge", "score")
     builder.add_edge("score", END)
-    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="factscore")
+    compiled = builder.compile(
+        checkpointer=checkpointer,
+        cache=cache,
+        interrupt_before=list(interrupt_before) if interrupt_before else None,
+        name="factscore",
+    )
     # LangGraph runs Send branches on a thread pool of cores + 4 by default; storyjudge.core.llm bounds calls in flight.
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 

@@ -9,6 +9,7 @@ fresh channels and tags its facts with the iteration, so verdicts never leak fro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -26,8 +27,14 @@ from storyjudge.core.context import Context
 BRANCH_THREADS = 64
 
 
-def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
-    """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs)."""
+def build_graph(
+    checkpointer: Any = None, cache: Any = None, interrupt_before: Sequence[str] | None = None
+) -> Any:
+    """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs).
+
+    ``interrupt_before`` names nodes to pause before (it needs a checkpointer): the web UI pauses before
+    ``summarize``, ``factscore`` and ``refine`` and resumes the thread one step at a time.
+    """
     builder = StateGraph(
         RefineState, input_schema=RefineInput, output_schema=RefineOutput, context_schema=Context
     )
@@ -46,7 +53,12 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_conditional_edges("assess", route_loop, ["refine", "finish"])
     builder.add_edge("refine", "factscore")
     builder.add_edge("finish", END)
-    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="refine")
+    compiled = builder.compile(
+        checkpointer=checkpointer,
+        cache=cache,
+        interrupt_before=list(interrupt_before) if interrupt_before else None,
+        name="refine",
+    )
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 

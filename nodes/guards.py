@@ -16,7 +16,7 @@ compared with the summary it revises,
 
 The functions here are pure: ``measure_round`` records what the guard saw for one round (the loop stores it in
 the Iteration as ``guard``), ``rejection_note`` says why a round is not accepted, or "" when it is. The refine
-graph's ``assess`` node and the web UI's refine step both call ``guard_round``, so they decide alike.
+graph's ``assess`` node calls ``guard_round``; the web UI drives the refine graph, so its rounds pass it too.
 """
 
 from __future__ import annotations

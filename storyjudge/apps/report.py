@@ -728,18 +728,23 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     )
 
 
-def write_report(run_dir: str | Path) -> Path:
+def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> Path:
     """Render ``report.html`` from a run directory's ``result.json`` and CKG; returns its path.
 
+    ``result`` renders that record instead of ``result.json`` (the web UI's view of a run that is paused, and
+    so has no ``result.json`` yet).
+
     Raises:
-        FileNotFoundError: the directory has no ``result.json`` (nothing has been scored there yet).
+        FileNotFoundError: no ``result`` given and the directory has no ``result.json`` (nothing has been
+            scored there yet).
     """
     rd = RunDir(Path(run_dir))
-    if not rd.result.is_file():
-        raise FileNotFoundError(
-            f"{rd.root} has no result.json; run 'storyjudge refine' or 'score' into it first."
-        )
-    result = json.loads(rd.result.read_text(encoding="utf-8"))
+    if result is None:
+        if not rd.result.is_file():
+            raise FileNotFoundError(
+                f"{rd.root} has no result.json; run 'storyjudge refine' or 'score' into it first."
+            )
+        result = json.loads(rd.result.read_text(encoding="utf-8"))
     ckg = json.loads(rd.ckg.read_text(encoding="utf-8")) if rd.ckg.is_file() else None
     html = render_report(result, ckg)
     tmp = rd.report.with_suffix(".html.tmp")

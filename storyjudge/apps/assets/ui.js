@@ -109,12 +109,15 @@
     if (view.best_iteration !== null) { text += "; best: iteration " + view.best_iteration; }
     line.textContent = text;
     if (last.accepted === false) {
-      line.textContent += ". Iteration " + last.iteration + " was not accepted (" + last.note +
-        "); the next refinement revises the best summary again.";
+      line.textContent += ". Iteration " + last.iteration + " was not accepted (" + last.note + ")" +
+        (view.refinable ? "; the next refinement revises the best summary again." : ".");
     } else if (last.unsupported === 0) {
       line.textContent += last.score === null
         ? ". Nothing could be judged (see the facts' errors), so there is nothing to refine."
         : ". No unsupported facts left: nothing to refine.";
+    }
+    if (view.stop_reason && !(last.accepted !== false && last.unsupported === 0)) {
+      line.textContent += " The refinement loop stopped: " + view.stop_reason + ".";
     }
     row.scrollLeft = row.scrollWidth;
   }

@@ -25,7 +25,7 @@ from storyjudge.apps.report import ckg_html, environment, inline_asset, iteratio
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.jobs import Busy, JobRunner
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
-from storyjudge.apps.ui.steps import StepRefused, refine_base
+from storyjudge.apps.ui.steps import StepRefused, refinable
 from storyjudge.core.context import ConfigError
 from storyjudge.core.models import describe_models
 from storyjudge.core.rundir import RunDirMismatch
@@ -194,7 +194,8 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "summary": {"text": summary["text"], "events": len(summary.get("events") or [])} if summary else None,
         "iterations": shown,
         "best_iteration": best["iteration"] if best else None,
-        "refinable": bool(iterations) and refine_base(iterations)["factscore"].get("unsupported", 0) > 0,
+        "refinable": refinable(state),
+        "stop_reason": state.get("stop_reason") or "",
         "usage": totals(state.get("usage")),
         "report": session.rd.report.is_file(),
         "job": job.view() if job else state.get("last_job"),

@@ -1,10 +1,11 @@
 """UI runs on disk: one run directory per document, with everything the page shows saved after every step.
 
 A run directory of the UI is an ordinary run directory (``meta.json``, the LLM cache, Chroma, ``ckg.json``,
-``result.json``, ``report.html``) plus ``document.txt`` (the narrative) and ``ui.json`` (the demo's state:
-scenes, settings, the initial summary, every scored iteration, usage). Reloading the page, or restarting the
-server, reads it back, so nothing done is lost. The same document always lands in the same directory, so its
-LLM cache makes repeated steps free.
+the refine graph's checkpoints, ``result.json`` once the loop stops, ``report.html``) plus ``document.txt``
+(the narrative) and ``ui.json`` (the demo's state: settings, the refine graph's thread, and a copy of the
+thread's state after each step: scenes, the initial summary, every scored iteration, usage; see
+``steps.py``). Reloading the page, or restarting the server, reads it back, so nothing done is lost. The same
+document always lands in the same directory, so its LLM cache makes repeated steps free.
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ def new_state(title: str, source: str, doc_hash: str, text: str, settings: dict[
         "ckg_stats": {},
         "summary": None,
         "iterations": [],
+        "thread": None,  # the refine graph's checkpoint thread (see steps.py)
+        "next": [],  # the nodes the thread is paused before ([] when it has not started or has stopped)
+        "stop_reason": "",
         "usage": {},
         "timings": {},
         "last_job": None,

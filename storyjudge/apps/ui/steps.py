@@ -1,40 +1,63 @@
-"""The demo's four steps, each a call of the project's graphs, saved into the run when it ends.
+"""The demo's four steps drive one ``refine`` graph (``graphs/refine.py``) on a checkpointed thread.
 
-1. ``graph``: the ``index`` graph (segmentation, CKG extraction, Chroma index) -> ``ckg.json``.
-2. ``summary``: the ``summarize`` graph on the scenes -> the initial summary.
-3. ``score``: the ``factscore`` graph with the index already in its input -> iteration 0 with its verdicts.
-4. ``refine``: the refiner node on the best accepted iteration's flagged facts, then the ``factscore`` graph
-   on the revised summary and the refine graph's guard (``nodes.guards``) -> the next iteration, accepted or
-   not (with the reason in its note), with its score change.
+The UI compiles the refine graph with a SQLite checkpointer in the run directory (``checkpoints.sqlite``, as
+``storyjudge refine`` does) and ``interrupt_before=["summarize", "factscore", "refine"]``. The run's thread id
+is kept in ``ui.json``; each button runs the thread on to its next stop:
 
-After steps 3 and 4 the run record (``result.json``) and ``report.html`` are rewritten, so the run directory
-is a complete run like one made by ``storyjudge refine``. Progress events of the graphs are passed to the
-caller as they stream.
+1. ``graph``: a new thread from the narrative: the ``index`` node (segmentation, CKG, Chroma index, ``ckg.json``),
+   paused before ``summarize``.
+2. ``summary``: ``summarize``, paused before ``factscore``.
+3. ``score``: ``factscore`` then ``assess``, which records iteration 0 (with its guard record) and applies the
+   stop rules: paused before ``refine``, or on to ``finish``.
+4. ``refine``: past the pause: ``refine``, ``factscore`` and ``assess`` on the revision, so a round passes the
+   graph's own guards (``nodes.guards``) and stop rules; paused before the next ``refine``, or finished.
+
+Pressing ``summary`` or ``score`` again forks the thread from its checkpoint before ``summarize`` (before the
+first ``factscore``), so a new summary, or a new score, starts the iterations afresh; ``graph`` starts a new
+thread. ``refine`` is refused once the loop has stopped, with the graph's stop reason.
+
+``result.json`` has one writer, the graph's ``finish`` node, when the loop stops; ``report.html`` is then
+rendered from it. While the thread is paused nothing has finished: a ``result.json`` of an earlier thread or
+branch is removed, and ``report.html`` renders the record ``build_result`` makes of the checkpoint's state
+(written nowhere else). After every step the checkpoint's state (scenes, index, initial summary, iterations,
+usage, where the thread is paused, the stop reason) is copied into ``ui.json`` for the page. The nodes' progress
+events (``storyjudge.core.progress``, the custom stream) are passed to the caller as they stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal, cast
-
-from langgraph.runtime import Runtime
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
 
 import prompts
 from storyjudge.apps.ui.session import RunSession
 from storyjudge.core.context import Context
 from storyjudge.core.llm import require_models
-from storyjudge.core.records import add_timings
-from storyjudge.core.runrecord import build_result, write_result
-from storyjudge.core.usage import merge_usage
+from storyjudge.core.runrecord import build_result
 
 Step = Literal["graph", "summary", "score", "refine"]
 STEPS: tuple[Step, ...] = ("graph", "summary", "score", "refine")
 ROLES_OF: dict[str, tuple[str, ...]] = {
     "graph": ("extractor",),
     "summary": ("summarizer",),
-    "score": ("extractor", "decomposer", "judge"),
+    "score": ("decomposer", "judge"),
     "refine": ("refiner", "decomposer", "judge"),
 }
+PAUSES = ("summarize", "factscore", "refine")
+"""The refine graph's nodes the UI pauses before: the boundaries of its steps."""
+STOPS: dict[str, frozenset[str]] = {
+    "graph": frozenset({"summarize"}),
+    "summary": frozenset({"factscore"}),
+    "score": frozenset({"refine"}),
+    "refine": frozenset({"refine"}),
+}
+"""Where each step leaves the thread (or at the graph's end)."""
+PAUSED = "paused in the web UI before the next refinement"
+"""The stop reason shown in the report of a paused thread (it has no result.json: the loop has not stopped)."""
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
@@ -50,220 +73,180 @@ def check_step(session: RunSession, step: str) -> None:
     if step == "score" and not (state.get("summary") or {}).get("text"):
         raise StepRefused("Generate the initial summary first.")
     if step == "refine":
-        iterations = state.get("iterations") or []
-        if not iterations:
+        if not state.get("iterations"):
             raise StepRefused(
                 "Compute the factuality score first: refinement works from the judge's feedback."
             )
-        if refine_base(iterations)["factscore"]["unsupported"] == 0:
-            raise StepRefused("The best summary has no unsupported facts: there is nothing to refine.")
-    require_models(session.context(), ROLES_OF[step])
+        if not refinable(state):
+            reason = state.get("stop_reason") or "the run has no refinement to continue"
+            raise StepRefused(
+                f"The refinement loop has stopped: {reason}. Generate the summary or compute the score "
+                "again to start over."
+            )
+    roles = ROLES_OF[step]
+    if step == "summary" and not state.get("index"):
+        roles = ("extractor", *roles)  # the thread starts with the index node
+    require_models(session.context(), roles)
 
 
-def refine_base(iterations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The iteration the next refinement revises: the best accepted one (the latest when none is accepted)."""
-    from nodes.loop import best_of
-
-    best = best_of(iterations)  # type: ignore[arg-type]
-    return dict(best) if best else max(iterations, key=lambda it: it["iteration"])
+def refinable(state: dict[str, Any]) -> bool:
+    """Whether the run's thread is scored and waits for (or was cut off in) a refinement round."""
+    return bool(state.get("iterations")) and bool(state.get("next"))
 
 
-def _stream(graph: Any, graph_input: dict[str, Any], ctx: Context, on_progress: ProgressFn) -> dict[str, Any]:
-    """Run a compiled graph, forwarding its progress events; returns its final output."""
-    final: dict[str, Any] = {}
-    config = {"max_concurrency": max(ctx.concurrency, 1) * 2}
-    for mode, chunk in graph.stream(
-        graph_input, config=config, context=ctx, stream_mode=["custom", "values"]
-    ):
-        if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
-            on_progress(chunk["progress"])
-        elif mode == "values" and isinstance(chunk, dict):
-            final = chunk
-    return dict(final)
+@contextmanager
+def _refine_graph(session: RunSession) -> Iterator[Any]:
+    """The refine graph, checkpointed in the run directory and paused at the UI's step boundaries."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graphs.refine import build_graph
+
+    conn = sqlite3.connect(session.rd.checkpoints, check_same_thread=False)
+    try:
+        yield build_graph(checkpointer=SqliteSaver(conn), interrupt_before=PAUSES)
+    finally:
+        conn.close()
 
 
-def _account(session: RunSession, output: dict[str, Any]) -> None:
-    state = session.state
-    state["usage"] = merge_usage(state.get("usage"), output.get("usage"))
-    state["timings"] = add_timings(state.get("timings"), output.get("timings"))
+def _thread_config(thread: str, ctx: Context) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}, "max_concurrency": max(ctx.concurrency, 1) * 2}
 
 
-def _keep_index(session: RunSession, output: dict[str, Any]) -> None:
-    """Remember what the index graph produced (scenes, CKG, Chroma reference), wherever it ran."""
-    state = session.state
-    if output.get("index"):
-        state["index"] = output["index"]
-    if output.get("scenes"):
-        state["scenes"] = output["scenes"]
-    if output.get("segmentation"):
-        state["segmentation"] = output["segmentation"]
-    if output.get("ckg_stats"):
-        state["ckg_stats"] = output["ckg_stats"]
-    if output.get("ckg") is not None and output.get("index"):
-        session.rd.write_json(session.rd.ckg, output["ckg"])
+def _new_thread(session: RunSession) -> str:
+    thread = f"ui-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    with session.lock:
+        session.state["thread"] = thread
+        session.save()
+    return thread
+
+
+def _checkpoint_before(graph: Any, config: dict[str, Any], node: str) -> Any:
+    """The thread's newest checkpoint paused before ``node`` with no scored iteration yet (None: none)."""
+    for snapshot in graph.get_state_history(config):
+        if snapshot.next == (node,) and not snapshot.values.get("iterations"):
+            return snapshot
+    return None
+
+
+def _advance(
+    graph: Any,
+    graph_input: dict[str, Any] | None,
+    start: dict[str, Any],
+    config: dict[str, Any],
+    ctx: Context,
+    stops: frozenset[str],
+    on_progress: ProgressFn,
+) -> None:
+    """Run the thread from ``start`` until it pauses before one of ``stops`` or ends, forwarding progress."""
+    while True:
+        # subgraphs=True: the nodes that emit progress run inside the index, summarize and factscore graphs
+        for _, chunk in graph.stream(
+            graph_input, config=start, context=ctx, stream_mode="custom", subgraphs=True
+        ):
+            if isinstance(chunk, dict) and "progress" in chunk:
+                on_progress(chunk["progress"])
+        following = graph.get_state(config).next
+        if not following or stops & set(following):
+            return
+        graph_input, start = None, config
+
+
+def _initial_summary(
+    values: dict[str, Any], iterations: list[dict[str, Any]], ctx: Context
+) -> dict[str, Any] | None:
+    """The summary the loop started from: iteration 0's, or the thread's summary before it is scored."""
+    text = str(iterations[0]["summary"] if iterations else values.get("summary") or "").strip()
+    if not text:
+        return None
+    events = [e for e in values.get("events") or [] if e.get("stage") != "refine"]
+    return {"text": text, "events": events, "strategy": ctx.strategy}
+
+
+def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Context) -> None:
+    """Copy the thread's state into ``ui.json`` for the page; refresh (or clear) result.json's report."""
+    from storyjudge.apps.report import write_report
+
+    snapshot = graph.get_state(config)
+    values: dict[str, Any] = dict(snapshot.values)
+    iterations = sorted(values.get("iterations") or [], key=lambda it: it["iteration"])
+    finished = snapshot.created_at is not None and not snapshot.next
+    rd = session.rd
+    with session.lock:
+        state = session.state
+        for key in ("scenes", "segmentation"):
+            if values.get(key):
+                state[key] = values[key]
+        state["index"] = values.get("index")
+        state["ckg_stats"] = values.get("ckg_stats") or {}
+        state["summary"] = _initial_summary(values, iterations, ctx)
+        state["iterations"] = iterations
+        state["best_iteration"] = values.get("best_iteration") if iterations else None
+        state["next"] = list(snapshot.next)
+        state["stop_reason"] = values.get("stop_reason", "") if finished else ""
+        state["usage"] = values.get("usage") or {}
+        state["timings"] = values.get("timings") or {}
+        session.save()
+        if finished and rd.result.is_file():
+            write_report(rd.root)  # the finish node wrote result.json
+            return
+        rd.result.unlink(missing_ok=True)  # an earlier thread's or branch's record: this one has not stopped
+        if iterations:
+            record = build_result(
+                {**values, "iterations": iterations, "stop_reason": PAUSED},
+                ctx,
+                prompt_versions=prompts.versions(ctx.prompt_dir),
+            )
+            write_report(rd.root, record)
+        else:
+            rd.report.unlink(missing_ok=True)
+
+
+def _run_step(session: RunSession, step: str, on_progress: ProgressFn) -> None:
+    """Run the thread on through one step, from where that step starts (see the module docstring)."""
+    ctx = session.context()
+    with _refine_graph(session) as graph:
+        thread = session.state.get("thread")
+        start: Any = None
+        if thread and step == "refine":
+            start = graph.get_state(_thread_config(thread, ctx))
+        elif thread and step in ("summary", "score"):
+            start = _checkpoint_before(
+                graph, _thread_config(thread, ctx), "summarize" if step == "summary" else "factscore"
+            )
+        if step == "refine" and (start is None or not start.next):
+            raise StepRefused("No refinement loop to continue: compute the factuality score again.")
+        graph_input: dict[str, Any] | None = None
+        if start is None:  # a new thread from the narrative (the LLM cache makes repeated calls free)
+            thread = _new_thread(session)
+            graph_input = {"document": session.document(), "title": session.state["title"]}
+        config = _thread_config(str(thread), ctx)
+        begin = {**config, "configurable": dict(start.config["configurable"])} if start else config
+        try:
+            _advance(graph, graph_input, begin, config, ctx, STOPS[step], on_progress)
+        finally:
+            _mirror(session, graph, config, ctx)
+    if step == "summary" and not (session.state.get("summary") or {}).get("text"):
+        raise ValueError("The summarizer returned an empty summary; try again or choose another model.")
 
 
 def build_knowledge_graph(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 1: segment, extract the CKG and index the scenes."""
-    from graphs.index import graph
-
-    ctx = session.context()
-    output = _stream(
-        graph, {"document": session.document(), "title": session.state["title"]}, ctx, on_progress
-    )
-    with session.lock:
-        _keep_index(session, output)
-        _account(session, output)
-        session.save()
+    """Step 1: a new thread: segment, extract the CKG and index the scenes; paused before ``summarize``."""
+    _run_step(session, "graph", on_progress)
 
 
 def generate_summary(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 2: the initial summary; a new one starts the iterations afresh (they judged the old one)."""
-    from graphs.summarize import graph
-
-    ctx = session.context()
-    graph_input: dict[str, Any] = {"document": session.document()}
-    if session.state.get("scenes"):
-        graph_input["scenes"] = session.state["scenes"]
-    output = _stream(graph, graph_input, ctx, on_progress)
-    text = str(output.get("summary") or "").strip()
-    if not text:
-        raise ValueError("The summarizer returned an empty summary; try again or choose another model.")
-    with session.lock:
-        previous = (session.state.get("summary") or {}).get("text")
-        session.state["summary"] = {
-            "text": text,
-            "events": output.get("events") or [],
-            "strategy": ctx.strategy,
-        }
-        if previous != text:
-            session.state["iterations"] = []
-        _account(session, output)
-        session.save()
-
-
-def _score(
-    session: RunSession, summary: str, iteration: int, ctx: Context, on_progress: ProgressFn
-) -> dict[str, Any]:
-    from graphs.factscore import graph
-
-    state = session.state
-    graph_input: dict[str, Any] = {
-        "summary": summary,
-        "document": session.document(),
-        "title": state["title"],
-        "iteration": iteration,
-    }
-    ckg = session.ckg()
-    if state.get("index") and state.get("scenes") and ckg is not None:
-        graph_input.update(scenes=state["scenes"], index=state["index"], ckg=ckg)
-    output = _stream(graph, graph_input, ctx, on_progress)
-    with session.lock:
-        _keep_index(session, output)
-        _account(session, output)
-    card: dict[str, Any] = output["factscore"]
-    return card
-
-
-def _record(session: RunSession, iteration: dict[str, Any], ctx: Context) -> None:
-    """Add an iteration, then rewrite result.json and report.html from the whole run."""
-    from nodes.loop import best_of
-    from storyjudge.apps.report import write_report
-
-    with session.lock:
-        state = session.state
-        kept = [it for it in state.get("iterations") or [] if it["iteration"] < iteration["iteration"]]
-        state["iterations"] = [*kept, iteration]
-        session.save()
-        best = best_of(state["iterations"])
-        record = build_result(
-            {
-                "title": state["title"],
-                "doc_hash": state["doc_hash"],
-                "segmentation": state.get("segmentation", ""),
-                "scenes": state.get("scenes") or [],
-                "run_dir": str(session.rd.root),
-                "ckg_stats": state.get("ckg_stats") or {},
-                "events": (state.get("summary") or {}).get("events") or [],
-                "iterations": state["iterations"],
-                "best_iteration": best["iteration"] if best else None,
-                "stop_reason": "interactive run in the web UI",
-                "usage": state.get("usage") or {},
-                "timings": state.get("timings") or {},
-            },
-            ctx,
-            kind="ui",
-            prompt_versions=prompts.versions(ctx.prompt_dir),
-        )
-        write_result(session.rd.root, record)
-        write_report(session.rd.root)
+    """Step 2: the initial summary (again: from the checkpoint before ``summarize``, iterations afresh)."""
+    _run_step(session, "summary", on_progress)
 
 
 def compute_score(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 3: NarrativeFactScore of the initial summary (iteration 0; later iterations are dropped)."""
-    from nodes.guards import guard_round
-
-    ctx = session.context()
-    summary = session.state["summary"]["text"]
-    card = _score(session, summary, 0, ctx, on_progress)
-    guard, _ = guard_round(summary, cast(Any, card), session.document(), revised=None, ctx=ctx)  # copy rate
-    iteration = {
-        "iteration": 0,
-        "summary": summary,
-        "factscore": card,
-        "guard": guard,
-        "accepted": True,
-        "note": "",
-    }
-    _record(session, iteration, ctx)
+    """Step 3: NarrativeFactScore of the initial summary, iteration 0, and the loop's first decision."""
+    _run_step(session, "score", on_progress)
 
 
 def refine_summary(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 4: revise the best accepted summary from its flagged facts, score the revision, apply the guard.
-
-    The same refiner node and the same guard (``nodes.guards``) as the refine graph decide, so a round that
-    drops supported facts, leaves its length budget or copies the narrative is recorded as not accepted, with
-    the reason in its note, and the next refinement revises the best summary again.
-    """
-    from nodes.guards import guard_round, revised_iteration
-    from nodes.refiner import refine
-
-    ctx = session.context()
-    iterations = list(session.state["iterations"])
-    latest = max(iterations, key=lambda it: it["iteration"])
-    on_progress({"stage": "refine", "total": 1, "advance": 0})
-    update = refine(
-        {
-            "summary": latest["summary"],
-            "factscore": latest["factscore"],
-            "iteration": latest["iteration"],
-            "iterations": iterations,
-            "scenes": session.state.get("scenes") or [],
-        },
-        Runtime(context=ctx),
-    )
-    on_progress({"stage": "refine", "advance": 1})
-    with session.lock:
-        _account(session, update)
-    number = int(update.get("iteration", latest["iteration"] + 1))
-    summary = str(update["summary"])
-    card = _score(session, summary, number, ctx, on_progress)
-    revised = revised_iteration(iterations, update.get("refined_from"))
-    guard, rejection = guard_round(summary, cast(Any, card), session.document(), revised=revised, ctx=ctx)
-    notes = [str(e.get("event", "")) for e in update.get("events") or []]
-    note = "; ".join(n for n in [*notes, rejection] if n)
-    _record(
-        session,
-        {
-            "iteration": number,
-            "summary": summary,
-            "factscore": card,
-            "guard": guard,
-            "accepted": not rejection,
-            "note": note,
-        },
-        ctx,
-    )
+    """Step 4: one refinement round of the refine graph: refiner, score, guards, stop rules."""
+    _run_step(session, "refine", on_progress)
 
 
 RUNNERS: dict[str, Callable[[RunSession, ProgressFn], None]] = {
