@@ -19,9 +19,8 @@ from nodes.judge import judge, route_facts
 from nodes.nfs_score import score
 from nodes.retrieve import retrieve
 from state import FactScoreInput, FactScoreOutput, FactScoreState
+from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
-
-BRANCH_THREADS = 64
 
 
 def needs_index(state: FactScoreState) -> Literal["index", "split_summary"]:
@@ -29,7 +28,7 @@ def needs_index(state: FactScoreState) -> Literal["index", "split_summary"]:
     return "split_summary" if state.get("index") and state.get("scenes") else "index"
 
 
-def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
+def build_graph(checkpointer: Any = None) -> Any:
     """Compile the factscore graph (pass a checkpointer for resumable runs)."""
     builder = StateGraph(
         FactScoreState, input_schema=FactScoreInput, output_schema=FactScoreOutput, context_schema=Context
@@ -49,8 +48,7 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_conditional_edges("retrieve", route_facts, ["judge", "score"])
     builder.add_edge("judge", "score")
     builder.add_edge("score", END)
-    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="factscore")
-    # LangGraph runs Send branches on a thread pool of cores + 4 by default; storyjudge.core.llm bounds calls in flight.
+    compiled = builder.compile(checkpointer=checkpointer, name="factscore")
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 

@@ -21,12 +21,11 @@ from nodes.finish import finish
 from nodes.loop import assess, route_guard, route_loop, route_summary
 from nodes.refiner import refine
 from state import RefineInput, RefineOutput, RefineState
+from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
 
-BRANCH_THREADS = 64
 
-
-def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
+def build_graph(checkpointer: Any = None) -> Any:
     """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs)."""
     builder = StateGraph(
         RefineState, input_schema=RefineInput, output_schema=RefineOutput, context_schema=Context
@@ -46,7 +45,7 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_conditional_edges("assess", route_loop, ["refine", "finish"])
     builder.add_edge("refine", "factscore")
     builder.add_edge("finish", END)
-    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="refine")
+    compiled = builder.compile(checkpointer=checkpointer, name="refine")
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 

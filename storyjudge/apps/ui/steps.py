@@ -21,6 +21,7 @@ from langgraph.runtime import Runtime
 
 import prompts
 from storyjudge.apps.ui.session import RunSession
+from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
 from storyjudge.core.llm import require_models
 from storyjudge.core.records import add_timings
@@ -71,7 +72,7 @@ def refine_base(iterations: list[dict[str, Any]]) -> dict[str, Any]:
 def _stream(graph: Any, graph_input: dict[str, Any], ctx: Context, on_progress: ProgressFn) -> dict[str, Any]:
     """Run a compiled graph, forwarding its progress events; returns its final output."""
     final: dict[str, Any] = {}
-    config = {"max_concurrency": max(ctx.concurrency, 1) * 2}
+    config = graph_config(ctx)
     for mode, chunk in graph.stream(
         graph_input, config=config, context=ctx, stream_mode=["custom", "values"]
     ):
