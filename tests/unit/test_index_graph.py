@@ -99,7 +99,7 @@ def triples_responder(body: dict[str, Any]) -> str:
     """Names found in the scene, 'meets' between consecutive ones, and one predicate only sample 0 states."""
     scene = scene_of(body)
     found = [name for name in NAMES if name.lower() in scene.lower()]
-    triples = [
+    triples: list[dict[str, str | None]] = [
         {"subject": a, "predicate": "meets", "object": b} for a, b in zip(found, found[1:], strict=False)
     ]
     if "falls asleep" in scene:

@@ -182,7 +182,7 @@ def chunk_number(call: Call) -> int:
     return int(re.search(r"Chunk (\d+) begins", blocks(call.text, "excerpt")[0]).group(1))  # type: ignore[union-attr]
 
 
-SMALL = {"context_window": 2048, "chunk_size": 256, "max_summary_tokens": 300}
+SMALL: dict[str, Any] = {"context_window": 2048, "chunk_size": 256, "max_summary_tokens": 300}
 
 
 def run(graph_input: dict[str, Any], **context: Any) -> dict[str, Any]:
@@ -608,9 +608,8 @@ def test_as_a_subgraph_only_the_output_keys_reach_the_parent(fake: Callable[...,
     builder.add_node("summarize", build_graph())
     builder.add_edge(START, "summarize")
     builder.add_edge("summarize", END)
-    out = builder.compile().invoke(
-        {"document": document(4), "events": [{"stage": "earlier"}]}, context=Context(**SMALL)
-    )
+    parent: Parent = {"document": document(4), "events": [{"stage": "earlier"}]}
+    out = builder.compile().invoke(parent, context=Context(**SMALL))
     assert out["summary"] and out["tree"]
     assert out["events"][0] == {"stage": "earlier"}
     assert "summary_plan" not in out and "chunks" not in out
