@@ -27,11 +27,13 @@ DEMO_FLAGS ?= --max-iterations 2 --ckg-samples 1 --evidence-tokens 1000 --max-su
 demo: install
 	$(BIN)/storyjudge refine $(EXAMPLE) $(DEMO_FLAGS)
 
-test: install browser-deps
+# The whole check, as CI runs it (.ci/run): lint and types first, then every test, the slow ones included.
+test: install browser-deps lint
 	$(BIN)/python -m pytest -q
 
+# The inner loop: every test not marked slow (pytest.mark.slow: embedded model, browsers, subprocess runs, ...).
 test-fast: install
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -m "not slow"
 
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
@@ -40,7 +42,7 @@ browser-deps:
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy state.py graphs nodes prompts eval storyjudge
+	$(BIN)/mypy state.py graphs nodes prompts eval storyjudge tests
 
 format: install
 	$(BIN)/ruff format .

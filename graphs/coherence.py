@@ -18,14 +18,11 @@ from langgraph.graph import END, START, StateGraph
 
 from nodes.annotate import annotate_batch, annotate_sentence, prepare, route_annotations, score
 from state import CoherenceInput, CoherenceOutput, CoherenceState
+from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
 
-# Threads LangGraph may use for the Send branches. The real bound on calls in flight is ctx.concurrency,
-# enforced in storyjudge.core.llm; LangGraph's default pool (cores + 4 threads) would cap it on small machines.
-BRANCH_THREADS = 64
 
-
-def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
+def build_graph(checkpointer: Any = None) -> Any:
     """Compile the coherence graph (a checkpointer makes a long scoring run resumable)."""
     builder = StateGraph(
         CoherenceState, input_schema=CoherenceInput, output_schema=CoherenceOutput, context_schema=Context
@@ -42,7 +39,7 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_edge("annotate_sentence", "score")
     builder.add_edge("annotate_batch", "score")
     builder.add_edge("score", END)
-    compiled = builder.compile(checkpointer=checkpointer, cache=cache, name="coherence")
+    compiled = builder.compile(checkpointer=checkpointer, name="coherence")
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 

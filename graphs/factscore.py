@@ -20,9 +20,8 @@ from nodes.judge import judge, route_facts
 from nodes.nfs_score import score
 from nodes.retrieve import retrieve
 from state import FactScoreInput, FactScoreOutput, FactScoreState
+from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
-
-BRANCH_THREADS = 64
 
 
 def needs_index(state: FactScoreState) -> Literal["index", "split_summary"]:
@@ -30,9 +29,7 @@ def needs_index(state: FactScoreState) -> Literal["index", "split_summary"]:
     return "split_summary" if state.get("index") and state.get("scenes") else "index"
 
 
-def build_graph(
-    checkpointer: Any = None, cache: Any = None, interrupt_before: Sequence[str] | None = None
-) -> Any:
+def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None = None) -> Any:
     """Compile the factscore graph (pass a checkpointer for resumable runs; ``interrupt_before`` as in refine)."""
     builder = StateGraph(
         FactScoreState, input_schema=FactScoreInput, output_schema=FactScoreOutput, context_schema=Context
@@ -54,11 +51,9 @@ def build_graph(
     builder.add_edge("score", END)
     compiled = builder.compile(
         checkpointer=checkpointer,
-        cache=cache,
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name="factscore",
     )
-    # LangGraph runs Send branches on a thread pool of cores + 4 by default; storyjudge.core.llm bounds calls in flight.
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 

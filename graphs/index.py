@@ -18,10 +18,11 @@ from nodes.extract import extract_scene, route_extraction
 from nodes.split_scenes import segment
 from nodes.store_index import index_node
 from state import IndexInput, IndexOutput, IndexState
+from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
 
 
-def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
+def build_graph(checkpointer: Any = None) -> Any:
     """Compile the index graph (pass a checkpointer for resumable runs)."""
     builder = StateGraph(
         IndexState, input_schema=IndexInput, output_schema=IndexOutput, context_schema=Context
@@ -36,7 +37,8 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_edge("extract_scene", "build_ckg")
     builder.add_edge("build_ckg", "index")
     builder.add_edge("index", END)
-    return builder.compile(checkpointer=checkpointer, cache=cache, name="index")
+    compiled = builder.compile(checkpointer=checkpointer, name="index")
+    return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 
 graph = build_graph()

@@ -22,14 +22,11 @@ from nodes.finish import finish
 from nodes.loop import assess, route_guard, route_loop, route_summary
 from nodes.refiner import refine
 from state import RefineInput, RefineOutput, RefineState
+from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
 
-BRANCH_THREADS = 64
 
-
-def build_graph(
-    checkpointer: Any = None, cache: Any = None, interrupt_before: Sequence[str] | None = None
-) -> Any:
+def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None = None) -> Any:
     """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs).
 
     ``interrupt_before`` names nodes to pause before (it needs a checkpointer): the web UI pauses before
@@ -55,7 +52,6 @@ def build_graph(
     builder.add_edge("finish", END)
     compiled = builder.compile(
         checkpointer=checkpointer,
-        cache=cache,
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name="refine",
     )

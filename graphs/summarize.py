@@ -20,11 +20,12 @@ from nodes.chunk import prepare, route_strategy
 from nodes.hierarchical import gather_leaves, merge_level, route_level, summarize_leaf
 from nodes.incremental import incremental_step, route_step
 from state import SummarizeInput, SummarizeOutput, SummarizeWork
+from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
 
 
-def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
-    """Compile the summarize graph (pass a checkpointer for resumable runs, a cache for node caching)."""
+def build_graph(checkpointer: Any = None) -> Any:
+    """Compile the summarize graph (pass a checkpointer for resumable runs)."""
     builder = StateGraph(
         SummarizeWork, input_schema=SummarizeInput, output_schema=SummarizeOutput, context_schema=Context
     )
@@ -41,7 +42,8 @@ def build_graph(checkpointer: Any = None, cache: Any = None) -> Any:
     builder.add_conditional_edges("merge_level", route_level)
     builder.add_conditional_edges("incremental_step", route_step)
     builder.add_edge("remove_artifacts", END)
-    return builder.compile(checkpointer=checkpointer, cache=cache, name="summarize")
+    compiled = builder.compile(checkpointer=checkpointer, name="summarize")
+    return compiled.with_config(max_concurrency=BRANCH_THREADS)
 
 
 graph = build_graph()

@@ -1,4 +1,4 @@
-"""Index node: scenes (as embedder-sized passages) and linearized CKG lines into Chroma, once per content."""
+"""Index node: scenes, as embedder-sized passages, into Chroma once per content (the CKG stays a graph)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,18 @@ from langgraph.runtime import Runtime
 
 from state import IndexState
 from storyjudge.core import progress
-from storyjudge.core.charactergraph import linearize
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.sceneindex import build_index
 
 
 def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Embed what is not embedded yet: an unchanged document reuses its complete collections at no cost."""
+    """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost."""
     ctx = context_of(runtime)
     started = time.perf_counter()
     store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)
     ref, built = build_index(
         state.get("scenes") or [],
-        linearize(state.get("ckg") or {}),
         store_dir=store_dir,
         chroma_url=ctx.chroma_url,
         embedder=ctx.embedder,

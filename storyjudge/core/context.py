@@ -14,7 +14,7 @@ import os
 import types
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from langgraph.runtime import Runtime
 
@@ -22,7 +22,6 @@ from storyjudge.core import presets
 
 ENV_PREFIX = "STORYJUDGE_"
 ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
-Role = Literal["extractor", "summarizer", "decomposer", "judge", "refiner", "coherence"]
 
 
 class ConfigError(ValueError):
@@ -350,10 +349,6 @@ class Context:
     def public_dict(self) -> dict[str, Any]:
         """Every field, for run records. Holds no secrets: keys are read from the environment, never stored."""
         return dataclasses.asdict(self)
-
-    def run_path(self) -> Path | None:
-        """The run directory when one was set."""
-        return Path(self.run_dir) if self.run_dir else None
 
 
 def _target_type(hint: Any) -> Any:

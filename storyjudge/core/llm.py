@@ -17,7 +17,6 @@ import logging
 import os
 import random
 import re
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from pydantic import BaseModel
 
 from storyjudge.core.callcache import cache_for, request_key
+from storyjudge.core.concurrency import llm_slots
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
@@ -115,19 +115,6 @@ class TextAnswer:
     usage: Usage
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# bounded concurrency
-_semaphores: dict[int, threading.BoundedSemaphore] = {}
-_semaphores_lock = threading.Lock()
-
-
-def _slot(concurrency: int) -> threading.BoundedSemaphore:
-    with _semaphores_lock:
-        if concurrency not in _semaphores:
-            _semaphores[concurrency] = threading.BoundedSemaphore(concurrency)
-        return _semaphores[concurrency]
-
-
 # Structured-output strategy that worked, per (spec, base_url): later calls skip strategies a server rejected.
 _methods: dict[tuple[str, str], Method] = {}
 
@@ -209,7 +196,7 @@ def _raw_call(
                 with LOCAL_LOCK:
                     message = model.invoke(lc_messages, **params)
             else:
-                with _slot(ctx.concurrency):
+                with llm_slots(ctx):  # the run's budget (storyjudge.core.concurrency)
                     message = model.invoke(lc_messages, **params)
             break
         except Exception as exc:  # noqa: BLE001 - classified below

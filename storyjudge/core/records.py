@@ -144,8 +144,8 @@ class IndexRef(TypedDict):
     chroma_url: str
     embedder: str
     scenes_collection: str
-    ckg_collection: str
     passages: int
+    # Indexes built before the CKG stopped being embedded also carry ``ckg_collection``; nothing reads it.
 
 
 class CKGStats(TypedDict):

@@ -20,7 +20,6 @@ from storyjudge.core.models import resolve_spec
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.usage import totals
 
-PROMPTS_USED = ("extract_triples", "decompose", "judge", "refine", "coherence")
 _SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
 
 

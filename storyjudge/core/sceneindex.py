@@ -1,10 +1,11 @@
-"""The searchable index of a document: scenes as embedder-sized passages, and the linearized CKG, in Chroma.
+"""The searchable index of a document: its scenes as embedder-sized passages, in Chroma.
 
 A scene is never embedded as one truncated vector: it is cut (by ``textsplit``, with the embedder's own
 tokenizer) into passages that fit the embedder's window, each pointing back to its scene, and a query ranks
 scenes by their best passage. Collections are named by a hash of exactly what they hold (texts, passage
 size, embedder), and marked complete only after the last batch, so indexing an unchanged document again
-costs nothing, and a run that crashed halfway is rebuilt rather than trusted.
+costs nothing, and a run that crashed halfway is rebuilt rather than trusted. The CKG is not embedded:
+retrieval takes a fact's CKG lines from the graph by character name (``nodes/retrieve.py``).
 
 Passages are ranked by dense similarity and BM25 over the same passages, each scaled to [0, 1] over the
 candidates and averaged. Measured on Macbeth with the default MiniLM embedder and 128-token passages (72
@@ -129,31 +130,19 @@ def _ensure_collection(
     return True
 
 
-def plan(scenes: Sequence[Scene], ckg_lines: Sequence[str], embedder: str) -> dict[str, Any]:
-    """What an index of these scenes and lines consists of: passages, lines, and the collection names."""
+def plan(scenes: Sequence[Scene], embedder: str) -> dict[str, Any]:
+    """What an index of these scenes consists of: its passages and the collection's name."""
     model = get_embedder(embedder)
     window = passage_tokens(model.window_tokens)  # leaves room for the model's [CLS]/[SEP]
     passages = passages_of(scenes, window, model.count_tokens)
-    lines = [
-        {"id": f"L{number:05d}", "text": line, "metadata": {"line": number}}
-        for number, line in enumerate(dict.fromkeys(ckg_lines), start=1)
-        if line.strip()
-    ]
     scene_key = _digest(
         [PASSAGE_SCHEME, embedder, window, [(p["id"], p["text"], p["metadata"]) for p in passages]]
     )
-    ckg_key = _digest([PASSAGE_SCHEME, embedder, [line["text"] for line in lines]])
-    return {
-        "passages": passages,
-        "lines": lines,
-        "scenes_collection": f"sj-scenes-{scene_key[:32]}",
-        "ckg_collection": f"sj-ckg-{ckg_key[:32]}",
-    }
+    return {"passages": passages, "scenes_collection": f"sj-scenes-{scene_key[:32]}"}
 
 
 def build_index(
     scenes: Sequence[Scene],
-    ckg_lines: Sequence[str],
     *,
     store_dir: str | Path,
     chroma_url: str = "",
@@ -161,28 +150,24 @@ def build_index(
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> tuple[IndexRef, bool]:
-    """Index scenes and CKG lines, reusing complete collections; returns the reference and whether it worked.
+    """Index scenes, reusing a complete collection; returns the reference and whether it embedded anything.
 
-    ``on_total`` hears the number of items to embed before any work; ``progress`` hears each batch's size.
+    ``on_total`` hears the number of passages to embed before any work; ``progress`` hears each batch's size.
     """
-    layout = plan(scenes, ckg_lines, embedder)
+    layout = plan(scenes, embedder)
     store = "" if chroma_url else str(store_dir)
     client = _client(store, chroma_url)
     if on_total:
-        on_total(len(layout["passages"]) + len(layout["lines"]))
-    built_scenes = _ensure_collection(
-        client, layout["scenes_collection"], embedder, layout["passages"], progress
-    )
-    built_ckg = _ensure_collection(client, layout["ckg_collection"], embedder, layout["lines"], progress)
+        on_total(len(layout["passages"]))
+    built = _ensure_collection(client, layout["scenes_collection"], embedder, layout["passages"], progress)
     ref = IndexRef(
         store_dir=store,
         chroma_url=chroma_url,
         embedder=embedder,
         scenes_collection=layout["scenes_collection"],
-        ckg_collection=layout["ckg_collection"],
         passages=len(layout["passages"]),
     )
-    return ref, built_scenes or built_ckg
+    return ref, built
 
 
 def _open(index: Mapping[str, Any], name: str) -> Any:
@@ -298,15 +283,3 @@ def _lexical(index: Mapping[str, Any], collection: Any) -> LexicalIndex:
             stored = collection.get(include=["documents", "metadatas"])
             _lexical_indexes[key] = LexicalIndex(stored["ids"], stored["documents"], stored["metadatas"])
         return _lexical_indexes[key]
-
-
-def search_ckg(index: IndexRef, query: str, k: int) -> list[str]:
-    """The ``k`` linearized CKG lines nearest the query, best first."""
-    if k < 1 or not query.strip() or not index.get("ckg_collection"):
-        return []
-    collection = _open(index, index["ckg_collection"])
-    total = collection.count()
-    if total == 0:
-        return []
-    result = collection.query(query_texts=[query], n_results=min(k, total), include=["documents"])
-    return [str(text) for text in result["documents"][0]]

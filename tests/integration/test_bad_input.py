@@ -23,7 +23,7 @@ UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
 GOOD = "Alice meets Bob at the harbour. Bob gives Alice a map. They sail to the island together."
 
 
-def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
+def invoke(*args: str | Path, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(app, [str(a) for a in args], env={"OPENAI_API_KEY": "", **(env or {})})
 
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from prompts import Prompt
 from storyjudge.core.context import Context
-from storyjudge.core.llm import ask_structured, ask_text, schema_instruction
+from storyjudge.core.llm import Message, ask_structured, ask_text, schema_instruction
 from storyjudge.core.models import chat_model, local_threads
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import totals
@@ -17,7 +17,9 @@ from storyjudge.core.usage import totals
 pytestmark = pytest.mark.slow
 
 PROMPT = Prompt(name="embedded", version="1", text="Read the sentence and answer.")
-MESSAGES = [("user", "Sentence: Macbeth, a Scottish general, kills King Duncan.\nWho kills the king?")]
+MESSAGES: list[Message] = [
+    ("user", "Sentence: Macbeth, a Scottish general, kills King Duncan.\nWho kills the king?")
+]
 
 
 class Killer(BaseModel):

@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from storyjudge.apps.scripted_server import OpenAIServer
 from tests.scripted_story import FIXED_SUMMARY, STORY, StoryResponder
 
 ROOT = Path(__file__).resolve().parents[2]
-LANGGRAPH = Path(os.sys.executable).parent / "langgraph"
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
 pytestmark = [
     pytest.mark.slow,

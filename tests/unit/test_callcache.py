@@ -12,12 +12,12 @@ from prompts import Prompt
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.callcache import CallCache, cache_for, request_key
 from storyjudge.core.context import Context
-from storyjudge.core.llm import ask_structured, ask_text
+from storyjudge.core.llm import Message, ask_structured, ask_text
 from storyjudge.core.usage import totals
 
 PROMPT_V1 = Prompt(name="story", version="1", text="Tell a story.")
 PROMPT_V2 = Prompt(name="story", version="2", text="Tell a story.")
-MESSAGES = [("user", "Once upon a time")]
+MESSAGES: list[Message] = [("user", "Once upon a time")]
 
 
 class Verdict(BaseModel):

@@ -19,8 +19,9 @@ from storyjudge.core.charactergraph import (
     subgraph_lines,
     to_json,
 )
+from storyjudge.core.records import Scene
 
-SCENES = [
+SCENES: list[Scene] = [
     {
         "id": "S1",
         "index": 0,

@@ -128,7 +128,12 @@ def test_round_zero_records_its_length_and_copy_rate_only() -> None:
 
 
 def test_settings_are_validated() -> None:
-    for bad in ({"max_supported_loss": 1.5}, {"min_length_ratio": -0.1}, {"max_length_ratio": 0.9}):
+    bad_settings: list[dict[str, Any]] = [
+        {"max_supported_loss": 1.5},
+        {"min_length_ratio": -0.1},
+        {"max_length_ratio": 0.9},
+    ]
+    for bad in bad_settings:
         with pytest.raises(ConfigError, match=next(iter(bad))):
             Context(**bad)
 

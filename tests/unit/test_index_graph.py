@@ -20,8 +20,9 @@ from storyjudge.core.charactergraph import linearize
 from storyjudge.core.context import ConfigError
 from storyjudge.core.embeddings import WindowedEmbeddings
 from storyjudge.core.rundir import RunDirMismatch, document_hash
-from storyjudge.core.sceneindex import search_ckg, search_scenes
+from storyjudge.core.sceneindex import search_scenes
 from storyjudge.core.segmentation import join_scenes
+from storyjudge.core.vectorstore import chroma_client
 
 PLAY = """# The Harbour
 
@@ -98,7 +99,7 @@ def triples_responder(body: dict[str, Any]) -> str:
     """Names found in the scene, 'meets' between consecutive ones, and one predicate only sample 0 states."""
     scene = scene_of(body)
     found = [name for name in NAMES if name.lower() in scene.lower()]
-    triples = [
+    triples: list[dict[str, str | None]] = [
         {"subject": a, "predicate": "meets", "object": b} for a, b in zip(found, found[1:], strict=False)
     ]
     if "falls asleep" in scene:
@@ -139,7 +140,9 @@ def test_index_graph_end_to_end(scripted_server: Any, ctx_for: Any, bow: BagOfWo
     assert len({hit["id"] for hit in hits}) == len(hits) == 3
     assert hits[0]["title"] == "ACT I, SCENE II. A boat" and "storm" in hits[0]["passage"]
     assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
-    assert search_ckg(index, "Captain Reed asleep", 1) == ["Captain Reed -[state: asleep]"]
+    assert "ckg_collection" not in index  # the CKG is read from the graph, never embedded
+    stored = chroma_client(index["store_dir"]).list_collections()
+    assert [c.name for c in stored] == [index["scenes_collection"]]
 
 
 def test_samples_are_distinct_requests_at_the_extraction_temperature(

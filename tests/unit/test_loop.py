@@ -11,7 +11,7 @@ from storyjudge.core.context import Context
 def it(
     n: int, score: float | None, *, unsupported: int = 1, accepted: bool = True, reliable: bool | None = None
 ) -> Any:
-    card = {
+    card: dict[str, Any] = {
         "score": score,
         "reliable": score is not None if reliable is None else reliable,
         "unsupported": unsupported,

@@ -14,11 +14,11 @@ from prompts import Prompt
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
-from storyjudge.core.llm import ModelError, ask_structured
+from storyjudge.core.llm import Message, ModelError, ask_structured
 from storyjudge.core.usage import totals
 
 PROMPT = Prompt(name="check", version="1", text="Decide whether the claim holds.")
-MESSAGES = [("system", "You check claims."), ("user", "Claim: Duncan dies.")]
+MESSAGES: list[Message] = [("system", "You check claims."), ("user", "Claim: Duncan dies.")]
 VALID = '{"rationale": "The passage says Macbeth kills him.", "supported": true}'
 
 

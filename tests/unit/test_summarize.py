@@ -6,9 +6,9 @@ import itertools
 import operator
 import re
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -22,18 +22,19 @@ from nodes.incremental import keep_newest
 from nodes.writer import (
     LEVEL_RATIO,
     MAX_REGENERATIONS,
+    PROMPT_NAMES,
     clean_output,
     ends_sentence,
     prompt_cost,
     tree_outline,
     trim_to_last_sentence,
 )
-from storyjudge.core import llm
-from storyjudge.core.context import ConfigError, Context
-from storyjudge.core.llm import TextAnswer
+from prompts import load
+from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
+from storyjudge.core.context import ENV_PREFIX, ConfigError, Context
 from storyjudge.core.records import Scene, add_timings
 from storyjudge.core.tokens import count_tokens
-from storyjudge.core.usage import Usage, merge_usage, one_call
+from storyjudge.core.usage import Usage, merge_usage
 
 OUTPUT_KEYS = {"summary", "tree", "events", "usage", "timings"}
 
@@ -63,67 +64,83 @@ class Call:
 Reply = Callable[[Call], "str | tuple[str, str]"]
 
 
+SUMMARIZER = "openai:summarizer"
+"""The summarizer's model spec in these tests: the scripted server sees the model name of every request."""
+
+
+def prompt_of(text: str) -> str:
+    """The summarizer prompt a user message was rendered from: the one whose fixed opening it starts with."""
+    openings = {name: load(name).text.split("{{")[0].strip() for name in PROMPT_NAMES}
+    matching = [name for name, opening in openings.items() if opening and text.startswith(opening)]
+    assert matching, f"no summarizer prompt opens {text[:80]!r}"
+    return max(matching, key=lambda name: len(openings[name]))
+
+
 class FakeModel:
-    """Stands in for ``storyjudge.core.llm.ask_text``: records every call and answers with a script."""
+    """A script for the scripted HTTP server: records every summarizer request as a Call and answers it."""
 
-    def __init__(self, reply: Reply, delay: float = 0.0) -> None:
+    def __init__(self, reply: Reply) -> None:
         self.reply = reply
-        self.delay = delay
         self.calls: list[Call] = []
+        self.other_models: list[str] = []
         self.lock = threading.Lock()
-        self.in_flight = 0
-        self.max_in_flight = 0
+        self.server: OpenAIServer | None = None
 
-    def __call__(
-        self,
-        ctx: Context,
-        role: str,
-        prompt: Any,
-        messages: list[tuple[str, str]],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        sample: int = 0,
-    ) -> TextAnswer:
-        assert role == "summarizer"
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("model") != SUMMARIZER.split(":", 1)[1]:
+            with self.lock:
+                self.other_models.append(str(body.get("model")))
+        text = last_user_text(body)
         call = Call(
-            prompt.name,
-            messages[-1][1],
-            max_tokens or 0,
-            ctx.temperature if temperature is None else temperature,
-            sample,
+            prompt_of(text),
+            text,
+            int(body.get("max_tokens") or body.get("max_completion_tokens") or 0),
+            float(body.get("temperature", 0.0)),
+            int(body.get("seed", 0)),  # seed 0 + sample i; the client sends no seed for sample 0
         )
         with self.lock:
             self.calls.append(call)
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if self.delay:
-                time.sleep(self.delay)
-            out = self.reply(call)
-        finally:
-            with self.lock:
-                self.in_flight -= 1
+        out = self.reply(call)
         text, finish = (out, "stop") if isinstance(out, str) else out
-        return TextAnswer(
-            text,
-            finish,
-            False,
-            one_call("fake:model", count_tokens(call.text), count_tokens(text), cached=False),
-        )
+        return {"content": text, "finish_reason": finish}
+
+    @property
+    def max_in_flight(self) -> int:
+        return self.server.max_in_flight if self.server else 0
 
     def named(self, name: str) -> list[Call]:
         return [c for c in self.calls if c.prompt == name]
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeModel]:
+def fake(
+    scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Callable[..., FakeModel]]:
+    """``fake(reply, delay=0)``: a scripted HTTP server answering as ``reply`` says.
+
+    Every Context the test builds, the module graph's default one included, sends the summarizer to it
+    through ``STORYJUDGE_*`` settings (the other roles to a model name the test fails on).
+    """
+    models: list[FakeModel] = []
+
     def install(reply: Reply, delay: float = 0.0) -> FakeModel:
-        model = FakeModel(reply, delay)
-        monkeypatch.setattr(llm, "ask_text", model)
+        model = FakeModel(reply)
+        model.server = scripted_server(model, latency=delay)
+        settings = {
+            "MODEL": "openai:not-the-summarizer",
+            "SUMMARIZER_MODEL": SUMMARIZER,
+            "BASE_URL": model.server.base_url,
+            "CACHE_DIR": str(tmp_path / "cache"),
+            "MAX_RETRIES": "0",
+        }
+        for name, value in settings.items():
+            monkeypatch.setenv(ENV_PREFIX + name, value)
+        models.append(model)
         return model
 
-    return install
+    yield install
+    for model in models:
+        assert model.other_models == [], "only the summarizer is asked"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -165,7 +182,7 @@ def chunk_number(call: Call) -> int:
     return int(re.search(r"Chunk (\d+) begins", blocks(call.text, "excerpt")[0]).group(1))  # type: ignore[union-attr]
 
 
-SMALL = {"context_window": 2048, "chunk_size": 256, "max_summary_tokens": 300}
+SMALL: dict[str, Any] = {"context_window": 2048, "chunk_size": 256, "max_summary_tokens": 300}
 
 
 def run(graph_input: dict[str, Any], **context: Any) -> dict[str, Any]:
@@ -180,10 +197,14 @@ def echo_edit(call: Call) -> str:
 # hierarchical merging
 
 
+SERIAL = itertools.count(1)
+"""Numbers the scripted summaries, so no two merge requests are equal (the call cache would answer a repeat)."""
+
+
 def padded_reply(call: Call) -> str:
     if call.prompt == "remove_artifacts":
         return echo_edit(call)
-    return padded("Summary", asked_words(call.text))
+    return padded(f"Summary {next(SERIAL)}", asked_words(call.text))
 
 
 @pytest.mark.parametrize("chunks", [1, 2, 200])
@@ -212,7 +233,7 @@ def test_merging_terminates_and_never_overfills_the_window(
         assert len(counts) >= 3  # several merge levels were needed
         budgets = [level["budget"] for level in out["tree"]]
         assert budgets == sorted(budgets) and budgets[0] < budgets[-1]
-    usage = out["usage"]["fake:model"]
+    usage = out["usage"][SUMMARIZER]
     assert usage["calls"] == len(model.calls)
 
 
@@ -587,10 +608,9 @@ def test_as_a_subgraph_only_the_output_keys_reach_the_parent(fake: Callable[...,
     builder.add_node("summarize", build_graph())
     builder.add_edge(START, "summarize")
     builder.add_edge("summarize", END)
-    out = builder.compile().invoke(
-        {"document": document(4), "events": [{"stage": "earlier"}]}, context=Context(**SMALL)
-    )
+    parent: Parent = {"document": document(4), "events": [{"stage": "earlier"}]}
+    out = builder.compile().invoke(parent, context=Context(**SMALL))
     assert out["summary"] and out["tree"]
     assert out["events"][0] == {"stage": "earlier"}
     assert "summary_plan" not in out and "chunks" not in out
-    assert out["usage"]["fake:model"]["calls"] == 4 + 1 + 1  # leaves, one merge, the edit
+    assert out["usage"][SUMMARIZER]["calls"] == 4 + 1 + 1  # leaves, one merge, the edit

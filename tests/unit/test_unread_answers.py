@@ -172,7 +172,7 @@ def test_a_valid_answer_still_passes_in_every_form(
         f"Here is my answer: {case.valid} I hope it helps.",
         f"<think>Maybe {case.wrong_key}.</think>\n{case.valid}",
     ]
-    server = scripted_server(lambda body: forms[len(server.completions) - 1])
+    server: OpenAIServer = scripted_server(lambda body: forms[len(server.completions) - 1])
     ctx = ctx_for(server)
     for number, form in enumerate(forms):
         messages = [*case.messages, ("user", f"Form {number}.")]
@@ -206,7 +206,7 @@ def test_a_cut_off_answer_is_not_cached_and_a_whole_one_is(
 ) -> None:
     case = CASES[1]
     replies: list[str | dict[str, Any]] = [{"content": case.valid, "finish_reason": "length"}, case.valid]
-    server = scripted_server(lambda body: replies[min(len(server.completions), 2) - 1])
+    server: OpenAIServer = scripted_server(lambda body: replies[min(len(server.completions), 2) - 1])
     ctx = ctx_for(server, parse_retries=0)
     first = ask_structured(ctx, "judge", load(case.prompt), case.messages, case.schema)
     assert not first.ok and first.finish_reason == "length"

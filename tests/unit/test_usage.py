@@ -73,7 +73,8 @@ def test_totals_over_many_branches() -> None:
     branches = [one_call("openai:gpt-4o-mini", 1000, 100, cached=False) for _ in range(10)]
     branches += [one_call("openai:gpt-4o-mini", 1000, 100, cached=True) for _ in range(5)]
     branches += [failure("local:smollm2"), one_call("local:smollm2", 40, 4, cached=False)]
-    total = totals(reduce(merge_usage, branches, {}))
+    nothing: Usage = {}
+    total = totals(reduce(merge_usage, branches, nothing))
     assert total["calls"] == 11
     assert total["cache_hits"] == 5
     assert total["failures"] == 1

@@ -28,6 +28,7 @@ from storyjudge.apps.cli.common import (
     read_text_file,
     stream_graph,
 )
+from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import ModelError, require_models
 from storyjudge.core.models import is_local, resolve_spec
@@ -127,7 +128,7 @@ def index_command(
     # An in-process model serves one call at a time: running branches (nearly) in order lets each scene's k
     # samples follow each other and reuse the model's prompt cache. Not 1: while streaming, LangGraph's queue
     # waiter takes one of the slots, and with a single slot the run would wait forever.
-    parallel = 2 if is_local(resolve_spec(ctx, "extractor")) else max(ctx.concurrency, 1) * 2
+    parallel = branch_threads(ctx, local=is_local(resolve_spec(ctx, "extractor")))
     try:
         final = stream_graph(
             build_graph(), {"document": text, "title": name}, ctx, {"max_concurrency": parallel}

@@ -31,6 +31,7 @@ from storyjudge.apps.cli.common import (
     read_text_file,
     stream_graph,
 )
+from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.coverage import describe
 from storyjudge.core.llm import ModelError, require_models
@@ -95,7 +96,7 @@ def _run(kind: str, graph_input: dict[str, Any], ctx: Context, rd: RunDir, resum
     try:
         graph = build_graph(checkpointer=SqliteSaver(conn))
         thread, resuming = _thread(rd, kind, resume)
-        config = {"configurable": {"thread_id": thread}, "max_concurrency": max(ctx.concurrency, 1) * 2}
+        config = graph_config(ctx, configurable={"thread_id": thread})
         if resuming:
             snapshot = graph.get_state(config)
             if snapshot.created_at is None:  # stopped before its first checkpoint: nothing to continue

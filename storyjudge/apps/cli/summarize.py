@@ -31,6 +31,7 @@ from storyjudge.apps.cli.common import (
     read_text_file,
     stream_graph,
 )
+from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import ModelError, require_models
 from storyjudge.core.models import resolve_spec
@@ -141,9 +142,7 @@ def summarize_command(
     from graphs.summarize import build_graph
 
     try:
-        final = stream_graph(
-            build_graph(), graph_input, ctx, {"max_concurrency": max(ctx.concurrency, 1) * 2}
-        )
+        final = stream_graph(build_graph(), graph_input, ctx, graph_config(ctx))
     except (ModelError, ConfigError, ValueError) as exc:
         fail(str(exc))
     seconds = time.perf_counter() - started

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import prompts
 from storyjudge.apps.ui.session import RunSession
+from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
 from storyjudge.core.llm import require_models
 from storyjudge.core.runrecord import build_result
@@ -109,7 +110,7 @@ def _refine_graph(session: RunSession) -> Iterator[Any]:
 
 
 def _thread_config(thread: str, ctx: Context) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}, "max_concurrency": max(ctx.concurrency, 1) * 2}
+    return graph_config(ctx, configurable={"thread_id": thread})
 
 
 def _new_thread(session: RunSession) -> str:

@@ -1,0 +1,66 @@
+"""How many things run at once, decided in one place: graph branch threads and LLM calls in flight.
+
+Two bounds, one owner each:
+
+- **Branch threads** (LangGraph's ``max_concurrency``): how many ``Send`` branches LangGraph runs at once. Every
+  graph is compiled with ``BRANCH_THREADS`` (LangGraph's default pool, cores + 4 threads, would otherwise cap
+  calls in flight on a small machine); callers that run a graph pass ``graph_config(ctx)``, which narrows it to
+  twice the run's LLM budget (a branch waiting for a slot costs a thread, not a call), or to 2 when an
+  in-process model serves the roles that fan out (it answers one call at a time; running branches nearly in
+  order lets a scene's samples reuse its prompt cache; not 1, since a streaming run's queue waiter holds one).
+- **LLM slots** (``llm_slots(ctx)``): the real bound, ``ctx.concurrency`` HTTP calls in flight, taken around
+  every remote call in ``storyjudge.core.llm``. Slots belong to a run: a budget is keyed by the run's
+  directory, its cache directory, the server's base URL and the concurrency, so two runs in one process (the
+  web UI, an evaluation grid, tests) each get their own ``concurrency`` slots even when their numbers are
+  equal, while every node and subgraph of one run, which all see the same settings, share one budget. Runs
+  that set neither a run directory nor a cache directory are one run as far as slots go (they also share the
+  default cache). A server that must be protected across runs needs its own limit; storyjudge's is per run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from storyjudge.core.context import Context
+
+BRANCH_THREADS = 64
+"""Threads a compiled graph may use for its ``Send`` branches; the real bound is the run's LLM slots."""
+
+LOCAL_BRANCH_THREADS = 2
+"""Branch threads when an in-process model serves the fanned-out roles (see the module docstring)."""
+
+
+def branch_threads(ctx: Context, *, local: bool = False) -> int:
+    """Branch threads for a run: twice its LLM budget, or ``LOCAL_BRANCH_THREADS`` for an in-process model."""
+    if local:
+        return LOCAL_BRANCH_THREADS
+    return max(ctx.concurrency, 1) * 2
+
+
+def graph_config(ctx: Context, *, local: bool = False, **config: Any) -> dict[str, Any]:
+    """A LangGraph run config (``configurable`` etc. from ``config``) with the run's branch threads."""
+    return {**config, "max_concurrency": branch_threads(ctx, local=local)}
+
+
+def _path(value: str) -> str:
+    return os.path.abspath(value) if value else ""
+
+
+def run_key(ctx: Context) -> tuple[str, str, str, int]:
+    """What identifies a run's LLM budget: run directory, cache directory, base URL, concurrency."""
+    return (_path(ctx.run_dir), _path(ctx.cache_dir), ctx.base_url.rstrip("/"), ctx.concurrency)
+
+
+_budgets: dict[tuple[str, str, str, int], threading.BoundedSemaphore] = {}
+_budgets_lock = threading.Lock()
+
+
+def llm_slots(ctx: Context) -> threading.BoundedSemaphore:
+    """The run's semaphore of ``ctx.concurrency`` LLM calls in flight; hold one around each remote call."""
+    key = run_key(ctx)
+    with _budgets_lock:
+        if key not in _budgets:
+            _budgets[key] = threading.BoundedSemaphore(max(ctx.concurrency, 1))
+        return _budgets[key]

@@ -1,0 +1,100 @@
+"""LLM slots belong to a run: two runs in one process never share them, the calls of one run always do."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphs import coherence, factscore, index, refine, summarize
+from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core import concurrency
+from storyjudge.core.context import Context
+from storyjudge.core.llm import ask_text
+
+
+@dataclass(frozen=True)
+class Plain:
+    text: str = "Answer."
+    version_id: str = "plain@1"
+
+
+def ask_in_threads(calls: list[tuple[Context, str]]) -> list[str]:
+    """Ask every (context, question) at once, each from its own thread; returns the answers in order."""
+    answers = [""] * len(calls)
+
+    def one(i: int, ctx: Context, question: str) -> None:
+        answers[i] = ask_text(ctx, "summarizer", Plain(), [("user", question)]).text
+
+    threads = [threading.Thread(target=one, args=(i, *call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def meeting(parties: int, wait: float) -> Callable[[dict[str, Any]], str]:
+    """A responder that answers once ``parties`` requests are in flight together, "alone" after ``wait`` s."""
+    barrier = threading.Barrier(parties, timeout=wait)
+
+    def respond(body: dict[str, Any]) -> str:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return "alone"
+        return "together"
+
+    return respond
+
+
+def test_two_runs_with_the_same_concurrency_do_not_share_slots(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    server = scripted_server(meeting(2, wait=30))  # generous: it only bounds how long a failure takes
+    runs = [
+        Context(
+            model="openai:scripted",
+            base_url=server.base_url,
+            run_dir=str(tmp_path / name),
+            concurrency=1,
+            max_retries=0,
+        )
+        for name in ("first", "second")
+    ]
+    # one slot each: the second run's call is in flight while the first run's holds its slot
+    assert ask_in_threads([(runs[0], "one"), (runs[1], "two")]) == ["together", "together"]
+    assert server.max_in_flight == 2
+
+
+def test_the_calls_of_one_run_share_its_slots(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(meeting(2, wait=1))  # the slot forbids a meeting however long it waits
+    ctx = ctx_for(server, concurrency=1)
+    same_run = Context(**{**ctx.public_dict()})  # the settings rebuilt, as a node given a dict context does
+    assert ask_in_threads([(ctx, "one"), (same_run, "two")]) == ["alone", "alone"]
+    assert server.max_in_flight == 1
+
+
+def test_a_budget_is_keyed_by_run_directory_cache_server_and_concurrency(tmp_path: Path) -> None:
+    base = Context(run_dir=str(tmp_path / "run"), base_url="http://127.0.0.1:1/v1", concurrency=3)
+    assert concurrency.llm_slots(base) is concurrency.llm_slots(base.replace())
+    for changed in (
+        base.replace(run_dir=str(tmp_path / "other")),
+        base.replace(cache_dir=str(tmp_path / "cache")),
+        base.replace(base_url="http://127.0.0.1:2/v1"),
+        base.replace(concurrency=4),
+    ):
+        assert concurrency.llm_slots(changed) is not concurrency.llm_slots(base)
+
+
+def test_branch_threads_follow_the_run_budget() -> None:
+    assert concurrency.graph_config(Context(concurrency=5)) == {"max_concurrency": 10}
+    assert concurrency.graph_config(Context(concurrency=5), local=True) == {"max_concurrency": 2}
+    config = concurrency.graph_config(Context(), configurable={"thread_id": "t"})
+    assert config == {"configurable": {"thread_id": "t"}, "max_concurrency": 8}
+    for module in (coherence, factscore, index, refine, summarize):
+        assert module.graph.config["max_concurrency"] == concurrency.BRANCH_THREADS
