@@ -271,11 +271,13 @@ class RefineInput(TypedDict, total=False):
     scenes: list[Scene]
     title: str
     summary: str
+    started_at: float  # when the caller started the run (time.time()); result.json then records wall_seconds
 
 
 class RefineState(FactScoreState, SummarizeState, total=False):
     """State of the refine graph (shares channels with the graphs it composes)."""
 
+    started_at: float
     iterations: Annotated[list[Iteration], operator.add]
     refined_from: int  # the iteration whose summary the latest refinement revised
     best_iteration: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -14,14 +15,19 @@ from storyjudge.core.runrecord import build_result, write_result
 
 
 def finish(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """The best summary becomes the output's ``summary``; result.json is written when there is a run directory."""
+    """The best summary becomes the output's ``summary``; result.json is written when there is a run directory.
+
+    This is the one writer of a refine run's result.json. Given a start mark (``started_at``), it records the
+    run's wall time there too.
+    """
     ctx = context_of(runtime)
     iterations = state.get("iterations") or []
     best = fallback_of(iterations)
     summary = best["summary"] if best else state.get("summary", "")
     final = {**state, "summary": summary, "best_iteration": best["iteration"] if best else 0}
     if state.get("run_dir"):
-        write_result(
-            state["run_dir"], build_result(final, ctx, prompt_versions=prompts.versions(ctx.prompt_dir))
-        )
+        result = build_result(final, ctx, prompt_versions=prompts.versions(ctx.prompt_dir))
+        if "started_at" in state:  # a resumed run counts from its first start, the pause included
+            result["wall_seconds"] = round(time.time() - state["started_at"], 2)
+        write_result(state["run_dir"], result)
     return {"summary": summary, "best_iteration": final["best_iteration"]}

@@ -45,22 +45,48 @@ class Context:
             "OPENAI_API_KEY is set, else local:smollm2."
         ),
     )
-    extractor_model: str = field(default="", metadata=_describe("Model spec for CKG triple extraction."))
-    summarizer_model: str = field(default="", metadata=_describe("Model spec for the book summarizer."))
-    decomposer_model: str = field(default="", metadata=_describe("Model spec for atomic-fact decomposition."))
-    judge_model: str = field(default="", metadata=_describe("Model spec for the factuality judge."))
-    refiner_model: str = field(default="", metadata=_describe("Model spec for the summary refiner."))
-    coherence_model: str = field(default="", metadata=_describe("Model spec for BooookScore annotation."))
+    extractor_model: str = field(
+        default="",
+        metadata=_describe(
+            "Model that extracts who does what to whom in each scene. Empty: the model setting."
+        ),
+    )
+    summarizer_model: str = field(
+        default="", metadata=_describe("Model that writes the book summary. Empty: the model setting.")
+    )
+    decomposer_model: str = field(
+        default="",
+        metadata=_describe("Model that splits a summary into atomic facts. Empty: the model setting."),
+    )
+    judge_model: str = field(
+        default="",
+        metadata=_describe("Model that judges each fact against the narrative. Empty: the model setting."),
+    )
+    refiner_model: str = field(
+        default="", metadata=_describe("Model that revises the summary. Empty: the model setting.")
+    )
+    coherence_model: str = field(
+        default="",
+        metadata=_describe(
+            "Model that marks confusing summary sentences (BooookScore). Empty: the model setting."
+        ),
+    )
     base_url: str = field(
         default="",
-        metadata=_describe("Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio)."),
+        metadata=_describe(
+            "Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). "
+            "Empty: OpenAI's own API."
+        ),
     )
     temperature: float = field(
         default=0.0, metadata=_describe("Sampling temperature of every role but extraction.")
     )
     max_output_tokens: int = field(default=1024, metadata=_describe("Cap on tokens generated per LLM call."))
     context_window: int = field(
-        default=8192, metadata=_describe("Model context window W in tokens (hierarchical merging budget).")
+        default=8192,
+        metadata=_describe(
+            "The model's context window in tokens; hierarchical merging fits each of its prompts into it."
+        ),
     )
     request_timeout: float = field(
         default=120.0, metadata=_describe("Seconds before an LLM request is abandoned.")
@@ -73,7 +99,10 @@ class Context:
         default=2, metadata=_describe("Extra attempts when a structured answer cannot be parsed.")
     )
     seed: int = field(
-        default=0, metadata=_describe("Base sampling seed (sample i of a scene uses seed + i).")
+        default=0,
+        metadata=_describe(
+            "Sampling seed; the extraction samples of a scene use this seed, the next one and so on."
+        ),
     )
     # --- embeddings and storage ----------------------------------------------------------------------------
     embedder: str = field(
@@ -85,24 +114,39 @@ class Context:
     )
     chroma_url: str = field(
         default="",
-        metadata=_describe("URL of a Chroma server; empty uses an embedded store in the run directory."),
+        metadata=_describe("URL of a Chroma server. Empty: an embedded store in the run directory."),
     )
-    run_dir: str = field(default="", metadata=_describe("Run directory; empty: runs/<document name>-<hash>."))
+    run_dir: str = field(
+        default="",
+        metadata=_describe("Folder for everything a run writes. Empty: runs/<document name>-<hash>."),
+    )
     cache_dir: str = field(
-        default="", metadata=_describe("LLM call cache directory; empty: <run_dir>/cache.")
+        default="",
+        metadata=_describe("Folder of the LLM call cache. Empty: the run directory's cache folder."),
     )
     concurrency: int = field(default=4, metadata=_describe("Maximum LLM calls in flight at once."))
     # --- segmentation, CKG, retrieval ----------------------------------------------------------------------
-    chunk_size: int = field(default=2048, metadata=_describe("Chunk/scene size limit in cl100k_base tokens."))
-    ckg_samples: int = field(default=3, metadata=_describe("Extraction samples per scene (k)."))
+    chunk_size: int = field(
+        default=2048,
+        metadata=_describe("Largest chunk or scene, in tokens (as OpenAI's cl100k_base counts them)."),
+    )
+    ckg_samples: int = field(
+        default=3,
+        metadata=_describe(
+            "How many times each scene's relations are extracted for the character knowledge graph."
+        ),
+    )
     extraction_temperature: float = field(
-        default=0.7, metadata=_describe("Temperature of the k extraction samples (must be > 0 when k > 1).")
+        default=0.7,
+        metadata=_describe(
+            "Temperature of the extraction samples (must be above 0 with more than one sample)."
+        ),
     )
     predicate_threshold: float = field(
         default=0.5,
         metadata=_describe(
-            "Keep a predicate when its count across samples and scenes is >= threshold x samples per scene "
-            "(0..1; higher = more consistent, lower = more diverse)."
+            "Keep a relation when the extractions that state it, over all samples and scenes, number at least "
+            "this share of the samples per scene (0..1; higher = more consistent, lower = more diverse)."
         ),
     )
     retrieval_k: int = field(default=3, metadata=_describe("Scenes retrieved as evidence per atomic fact."))
@@ -120,17 +164,26 @@ class Context:
     )
     max_summary_tokens: int = field(
         default=900,
-        metadata=_describe("Summary budget G_n in tokens (incremental compression, final length)."),
+        metadata=_describe(
+            "Length budget of the summary in tokens (incremental updating also compresses to it)."
+        ),
     )
     artifact_removal: bool = field(
-        default=True, metadata=_describe("Run BooookScore's artifact-removal step.")
+        default=True,
+        metadata=_describe(
+            "Clean phrases such as 'in this segment' out of the final summary (BooookScore's artifact removal)."
+        ),
     )
     # --- refinement loop -----------------------------------------------------------------------------------
-    target_score: float = field(default=1.0, metadata=_describe("Stop when NarrativeFactScore reaches this."))
+    target_score: float = field(
+        default=1.0, metadata=_describe("Stop refining when NarrativeFactScore reaches this (0..1).")
+    )
     min_delta: float = field(
         default=0.01, metadata=_describe("Smallest gain over the best score that counts.")
     )
-    patience: int = field(default=1, metadata=_describe("Rounds without such a gain before stopping."))
+    patience: int = field(
+        default=1, metadata=_describe("Refinement rounds without such a gain before stopping.")
+    )
     max_iterations: int = field(default=3, metadata=_describe("Refinement rounds at most."))
     coverage_floor: float = field(
         default=0.9,
@@ -201,7 +254,7 @@ class Context:
         default="",
         metadata=_describe(
             "Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are "
-            "in storyjudge/core/presets.py). Only settings you did not give yourself are changed; empty: "
+            "in storyjudge/core/presets.py). Only settings you did not give yourself are changed. Empty: "
             "storyjudge's defaults."
         ),
     )
@@ -215,7 +268,7 @@ class Context:
         default=0,
         metadata=_describe(
             "Keep a relation only when at least this many extractions state it, counting every sample of "
-            "every scene (works with one sample too); 0 uses predicate_threshold x samples instead."
+            "every scene (works with one sample too); 0 uses the predicate threshold instead."
         ),
     )
     bge_m3_path: str = field(

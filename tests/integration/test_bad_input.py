@@ -180,7 +180,7 @@ def test_a_new_run_in_a_directory_of_another_document(good: Path, tmp_path: Path
     [
         (["--retrieval-k", "-1"], {}, ("retrieval_k", ">= 1")),
         (["--predicate-threshold", "1.5"], {}, ("predicate_threshold", "between 0 and 1")),
-        (["--target", "2"], {}, ("target_score", "between 0 and 1")),
+        (["--target-score", "2"], {}, ("target_score", "between 0 and 1")),
         (["--ckg-samples", "0"], {}, ("ckg_samples", ">= 1")),
         (["--evidence-tokens", "10"], {}, ("evidence_tokens", ">= 64")),
         (["--concurrency", "0"], {}, ("concurrency", ">= 1")),
@@ -212,7 +212,13 @@ def test_option_given_on_the_command_line_wins_over_a_bad_environment_value(
 ) -> None:
     """A bad STORYJUDGE_RETRIEVAL_K does not matter when --retrieval-k sets it; the next problem shows."""
     result = refine(
-        good, tmp_path / "run", "--retrieval-k", "2", "--target", "5", env={"STORYJUDGE_RETRIEVAL_K": "-2"}
+        good,
+        tmp_path / "run",
+        "--retrieval-k",
+        "2",
+        "--target-score",
+        "5",
+        env={"STORYJUDGE_RETRIEVAL_K": "-2"},
     )
     assert_one_line_error(result, "target_score")
 
@@ -283,3 +289,58 @@ def test_document_at_the_size_limit_is_refused_before_reading(tmp_path: Path) ->
     assert "huge.txt" in line
     assert not (tmp_path / "run").exists()
     os.remove(path)
+
+
+# --- settings are checked before a run directory is claimed ---
+
+
+@pytest.mark.parametrize(
+    ("command", "options", "words"),
+    [
+        (["index"], ["--ckg-samples", "0"], ("ckg_samples", ">= 1")),
+        (["index"], ["--predicate-threshold", "2"], ("predicate_threshold", "between 0 and 1")),
+        (["summarize"], ["--max-summary-tokens", "1"], ("max_summary_tokens", ">= 16")),
+        (["summarize"], ["--set", "strategy=magic"], ("strategy", "hierarchical")),
+        (["refine"], ["--set", "patience=0"], ("patience", ">= 1")),
+        (["score", "--summary", "SUMMARY"], ["--retrieval-k", "0"], ("retrieval_k", ">= 1")),
+    ],
+)
+def test_a_bad_setting_leaves_no_run_directory(
+    command: list[str], options: list[str], words: tuple[str, ...], good: Path, tmp_path: Path
+) -> None:
+    summary = tmp_path / "summary.txt"
+    summary.write_text("Alice sails to the island.")
+    args = [str(summary) if a == "SUMMARY" else a for a in command]
+    run_dir = tmp_path / "run"
+    result = invoke(
+        *args, good, "--model", "openai:scripted", "--base-url", UNREACHABLE, "--run-dir", run_dir, *options
+    )
+    assert_one_line_error(result, "invalid setting", *words)
+    assert not run_dir.exists()
+
+
+def test_a_bad_model_spec_leaves_no_run_directory(good: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = invoke("index", good, "--extractor-model", "bogus", "--run-dir", run_dir)
+    assert_one_line_error(result)
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("pair", "words"),
+    [
+        ("ckg_sample=2", ("no setting of that name", "ckg_samples")),
+        ("temprature=0.3", ("no setting", "temperature")),
+        ("retrieval_k", ("FIELD=VALUE",)),
+        ("retrieval_k=many", ("retrieval_k", "not a valid int")),
+    ],
+)
+def test_a_bad_set_pair_is_one_line(pair: str, words: tuple[str, ...], good: Path, tmp_path: Path) -> None:
+    result = refine(good, tmp_path / "run", "--set", pair)
+    assert_one_line_error(result, *words)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_setting_given_twice_is_refused(good: Path, tmp_path: Path) -> None:
+    result = refine(good, tmp_path / "run", "--ckg-samples", "1", "--set", "ckg-samples=2")
+    assert_one_line_error(result, "ckg_samples is given twice")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,47 @@ def test_resume_after_judge_failure_repeats_no_finished_judge(
     assert len(resumed) == 1 + 2
     assert "treasure" in resumed[0].split("<fact>")[-1]
     assert out["stop_reason"].startswith("target reached")
+
+
+def test_the_finish_node_records_wall_time_from_the_start_mark(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    """result.json has one writer, the finish node; given when the run started, it records the wall time."""
+    server = scripted_server(StoryResponder())
+    started = time.time() - 100
+    build_graph().invoke({"document": STORY, "started_at": started}, context=_ctx(server, tmp_path))
+    record = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert record["wall_seconds"] >= 100 and record["best_summary"] == FIXED_SUMMARY
+
+
+def test_cli_refine_result_is_the_finish_nodes(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refine command writes no result.json of its own: every write comes from the finish node."""
+    import nodes.finish
+    import storyjudge.apps.cli.refine
+
+    writers: list[str] = []
+    real = nodes.finish.write_result
+
+    def counting(who: str) -> Callable[[Any, dict[str, Any]], Path]:
+        def write(run_dir: Any, result: dict[str, Any]) -> Path:
+            writers.append(who)
+            return real(run_dir, result)
+
+        return write
+
+    monkeypatch.setattr(nodes.finish, "write_result", counting("finish"))
+    monkeypatch.setattr(storyjudge.apps.cli.refine, "write_result", counting("cli"))
+    server = scripted_server(StoryResponder())
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url]
+        + ["--run-dir", str(run_dir), "--ckg-samples", "1"],
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads((run_dir / "result.json").read_text())
+    assert writers == ["finish"] and record["wall_seconds"] >= 0

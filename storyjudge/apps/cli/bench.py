@@ -33,18 +33,19 @@ def _checkout_root() -> Path:
 
 @app.command("bench")
 def bench_command(
-    latency: Annotated[float, typer.Option(help="Seconds the scripted server waits per call (L).")] = 0.3,
+    latency: Annotated[float, typer.Option(help="Seconds the scripted server waits per call.")] = 0.3,
     slots: Annotated[
-        int, typer.Option(help="Serving slots K of the scripted server, and the concurrency.")
+        int, typer.Option(help="Calls the scripted server serves at once, and the concurrency.")
     ] = 16,
     quick: Annotated[
-        bool, typer.Option("--quick", help="A tenth of the coherence workload and one novel.")
+        bool, typer.Option("--quick", help="A tenth of the coherence workload and one novel. Default: off.")
     ] = False,
     skip: Annotated[
         str, typer.Option(help="Comma-separated parts to skip: latency, overhead, embedded.")
     ] = "",
     out_path: Annotated[
-        Path | None, typer.Option("--out", help="Markdown file to write (default eval/bench/RESULTS.md).")
+        Path | None,
+        typer.Option("--out", help="Markdown file to write. Default: eval/bench/RESULTS.md."),
     ] = None,
 ) -> None:
     """Benchmark against the critical-path bound, cached reruns, indexing overhead and the embedded model."""

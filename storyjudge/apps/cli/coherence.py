@@ -10,46 +10,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import (
-    BaseUrlOpt,
-    ConcurrencyOpt,
-    CoverageFloorOpt,
-    ModelOpt,
-    PresetOpt,
-    PromptDirOpt,
-    console,
-    fail,
-    make_context,
-    out,
-    print_models,
-    read_text_file,
-    stream_graph,
-)
-from storyjudge.core.context import ConfigError
+from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.options import run_settings
+from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import describe
-from storyjudge.core.llm import ModelError, require_models
 from storyjudge.core.usage import totals
 
-BatchedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--batched",
-        help="Annotate several sentences per call with a JSON answer: cheaper, but not the paper's setting.",
-    ),
-]
 OutOpt = Annotated[
     Path | None,
-    typer.Option("--out", "-o", help="Write scores and every sentence's annotation and raw answer as JSON."),
-]
-
-
-SplitterOpt = Annotated[
-    str | None,
     typer.Option(
-        "--sentence-splitter",
-        help="How summaries are split into sentences: 'punkt' (NLTK's Punkt, as the official BooookScore "
-        "code; default) or 'pysbd'. JSONL lines with a \"sentences\" list are not split.",
+        "--out",
+        "-o",
+        help="Write scores and every sentence's annotation and raw answer to this JSON file. Default: none.",
     ),
 ]
 
@@ -177,42 +149,19 @@ def _print(result: dict[str, Any]) -> None:
     )
 
 
-@app.command("coherence")
-def coherence_command(
+def _read(
     input_path: Annotated[
         Path, typer.Argument(help='A text file with one summary, or a JSONL file of {"id", "summary"} lines.')
     ],
-    batched: BatchedOpt = False,
     out_path: OutOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    coverage_floor: CoverageFloorOpt = None,
-    sentence_splitter: SplitterOpt = None,
-    preset: PresetOpt = None,
-    prompt_dir: PromptDirOpt = None,
-) -> None:
+) -> Job:
     """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
-    graph_input = read_summaries(input_path)
-    ctx = make_context(
-        model=model,
-        base_url=base_url,
-        concurrency=concurrency,
-        batched_coherence=batched or None,
-        coverage_floor=coverage_floor,
-        sentence_splitter=sentence_splitter,
-        preset=preset,
-        prompt_dir=prompt_dir,
-    )
-    print_models(ctx, roles=("coherence",))
-    from graphs.coherence import graph
+    return Job(read_summaries(input_path), extra={"out": out_path})
 
-    try:
-        require_models(ctx, ["coherence"])
-        final = stream_graph(graph, graph_input, ctx)
-    except (ModelError, ConfigError, ValueError) as exc:
-        fail(str(exc))
-    result = record(dict(final))
+
+def _write(run: Run) -> None:
+    result = record(run.final)
+    ctx = run.ctx
     result["settings"] = {
         "preset": ctx.preset,
         "preset_applied": ctx.preset_applied,
@@ -220,6 +169,7 @@ def coherence_command(
         "temperature": ctx.temperature,
     }
     _print(result)
+    out_path: Path | None = run.job.extra["out"]
     if out_path is not None:
         try:
             out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -227,3 +177,9 @@ def coherence_command(
         except OSError as exc:
             fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
         console.print(f"Wrote {out_path}")
+
+
+SETTINGS = (*run_settings("coherence"), "batched_coherence", "sentence_splitter", "coverage_floor")
+
+
+add_graph_command(GraphCommand("coherence", ("coherence",), SETTINGS, _read, _write, run_dir=False))

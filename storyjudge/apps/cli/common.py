@@ -1,4 +1,4 @@
-"""What every CLI command shares: the common options, context building, safe input reading, errors, progress."""
+"""What every CLI command shares: context building, safe input reading, errors, progress, graph streaming."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -23,47 +23,6 @@ from storyjudge.core.models import describe_models, is_local
 
 console = Console(stderr=True)
 out = Console()
-
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", "-m", help="Model spec for all roles: 'openai:<name>' or 'local:smollm2'."),
-]
-BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option("--base-url", help="OpenAI-compatible server URL (vLLM, llama.cpp, Ollama, ...)."),
-]
-RunDirOpt = Annotated[
-    Path | None, typer.Option("--run-dir", help="Run directory (default runs/<document>-<hash>).")
-]
-ConcurrencyOpt = Annotated[
-    int | None, typer.Option("--concurrency", "-j", help="LLM calls in flight at most.")
-]
-PresetOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--preset",
-        help="A paper's own settings: 'booookscore-paper' or 'nfs-paper'. Options you give yourself win.",
-    ),
-]
-PromptDirOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--prompt-dir",
-        help="Folder of prompt files replacing the bundled ones by name (coherence.txt accepts the official "
-        "BooookScore file as it is).",
-    ),
-]
-
-
-def field_help(name: str) -> str:
-    """An option's help text from the Context field it sets: its description and its default."""
-    field = next(f for f in fields(Context) if f.name == name)
-    return f"{field.metadata['description']} Default {field.default}."
-
-
-CoverageFloorOpt = Annotated[
-    float | None, typer.Option("--coverage-floor", help=field_help("coverage_floor"))
-]
 
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
 _ENCODINGS = ("utf-8", "utf-16", "cp1252", "latin-1")
@@ -80,27 +39,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def make_context(
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    run_dir: Path | None = None,
-    concurrency: int | None = None,
-    **overrides: Any,
-) -> Context:
-    """A Context from CLI options: options given on the command line win over env vars and defaults."""
-    values: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
-    if model:
-        values["model"] = model
-    if base_url:
-        values["base_url"] = base_url
-    if run_dir is not None:
-        values["run_dir"] = str(run_dir)
-    if concurrency is not None:
-        values["concurrency"] = concurrency
-    known = {f.name for f in fields(Context)}
+def make_context(**given: Any) -> Context:
+    """A Context from CLI settings (None: not given): given ones win over env vars and defaults."""
+    values = {name: value for name, value in given.items() if value is not None}
     try:
-        return Context(**{k: v for k, v in values.items() if k in known})
+        return Context(**values)
     except ConfigError as exc:
         fail(str(exc) + _env_source(str(exc), set(values)))
 

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-import typer
 from pydantic import BaseModel, Field
 
 from prompts import load
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import (
-    BaseUrlOpt,
-    ConcurrencyOpt,
-    ModelOpt,
-    RunDirOpt,
-    console,
-    fail,
-    make_context,
-    print_models,
-)
+from storyjudge.apps.cli.common import console, fail, print_models
+from storyjudge.apps.cli.options import Settings, model_settings, with_settings
 from storyjudge.core.context import ROLES, ConfigError
 from storyjudge.core.llm import ModelError, ask_structured, require_models
 from storyjudge.core.models import resolve_spec
@@ -34,21 +24,10 @@ class DoctorAnswer(BaseModel):
 
 
 @app.command()
-def doctor(
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    run_dir: RunDirOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    embedder: str = typer.Option(None, help="Embedder spec: 'minilm' or 'bge-m3:<local path>'."),
-) -> None:
+@with_settings(*model_settings(*ROLES), "run_dir", "concurrency", "embedder")
+def doctor(*, settings: Settings) -> None:
     """Check the set-up: print the models in use, make one structured LLM call and one embedding."""
-    ctx = make_context(
-        model=model,
-        base_url=base_url,
-        run_dir=run_dir or Path(".storyjudge/doctor"),
-        concurrency=concurrency,
-        embedder=embedder,
-    )
+    ctx = settings.context(run_dir=".storyjudge/doctor")
     try:  # a spec that cannot work fails here, before a table that would describe it as usable
         require_models(ctx, ROLES)
     except ConfigError as exc:

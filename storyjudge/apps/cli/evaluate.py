@@ -11,6 +11,7 @@ Every command resumes: finished items are skipped and LLM calls are cached in th
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,7 +20,8 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import BaseUrlOpt, ModelOpt, console, fail, make_context, out, print_models
+from storyjudge.apps.cli.common import console, fail, out, print_models
+from storyjudge.apps.cli.options import Settings, assemble, model_settings, parameter
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
 
@@ -44,19 +46,28 @@ app.add_typer(eval_app, name="eval")
 
 OutDirOpt = Annotated[
     Path | None,
-    typer.Option("--out-dir", "-o", help="Experiment directory (rows, records, tables, plots, LLM cache)."),
+    typer.Option(
+        "--out-dir",
+        help="Experiment directory (rows, records, tables, plots, LLM cache). "
+        "Default: runs/eval-<file>-<hash>-<model>.",
+    ),
 ]
 LimitOpt = Annotated[
-    int | None, typer.Option("--limit", "-n", help="Use only the first N items of the file.")
+    int | None,
+    typer.Option("--limit", "-n", help="Use only the first N items of the file. Default: all."),
 ]
-ParallelOpt = Annotated[
-    int, typer.Option("--parallel", "-p", help="Items evaluated at once (LLM calls are bounded separately).")
+ParallelItemsOpt = Annotated[
+    int,
+    typer.Option(
+        "--parallel-items",
+        help="Items evaluated at once (the LLM calls in flight are bounded by --concurrency).",
+    ),
 ]
 DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Estimate LLM calls, tokens and USD; call no model.")
+    bool, typer.Option("--dry-run", help="Estimate LLM calls, tokens and USD; call no model. Default: off.")
 ]
-CkgSamplesOpt = Annotated[int | None, typer.Option(help="CKG extraction samples per scene (default 3).")]
-RetrievalKOpt = Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")]
+# the settings of every item's run that the shortcuts take as options (any other: --set)
+SCORING = ("concurrency", "ckg_samples", "retrieval_k", "evidence_tokens", "coverage_floor", "preset")
 
 
 def _fmt(value: Any) -> str:
@@ -237,8 +248,12 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
 def run_command(
     config: Annotated[Path, typer.Argument(help="Experiment config (.yaml, .yml or .json).")],
     dry_run: DryRunOpt = False,
-    parallel: Annotated[
-        int | None, typer.Option("--parallel", "-p", help="Override the config's concurrency.")
+    parallel_items: Annotated[
+        int | None,
+        typer.Option(
+            "--parallel-items",
+            help="Items evaluated at once. Default: the config's concurrency (1 when it has none).",
+        ),
     ] = None,
 ) -> None:
     """Run an experiment grid (datasets x models x strategies x chunk sizes x loops); resumes if rerun."""
@@ -248,13 +263,18 @@ def run_command(
         experiment = load_config(config)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
-    if parallel is not None:
-        experiment.concurrency = max(1, parallel)
+    if parallel_items is not None:
+        experiment.concurrency = max(1, parallel_items)
     _run(experiment, dry_run=dry_run, print_agreement=True)
 
 
 def _shortcut(
-    kind: str, file: Path, options: dict[str, Any], metrics: list[str] | None, dry_run: bool
+    kind: str,
+    file: Path,
+    settings: Settings,
+    options: dict[str, Any],
+    metrics: list[str],
+    dry_run: bool,
 ) -> None:
     from eval.datasets import load
     from eval.grid import shortcut_config
@@ -267,10 +287,13 @@ def _shortcut(
         fail(str(exc))
     for note in dataset.notes:
         console.print(f"[yellow]data note:[/] {note}", highlight=False)
-    context = {k: v for k, v in options.pop("context").items() if v is not None}
-    make_context(**context)  # a bad value fails here with one line
+    settings.context()  # a bad value fails here with one line
+    context = settings.values()
+    model, base_url = str(context.pop("model", "")), str(context.pop("base_url", ""))
     try:
-        config = shortcut_config(kind, file, metrics=metrics, context=context, **options)
+        config = shortcut_config(
+            kind, file, model=model, base_url=base_url, metrics=metrics, context=context, **options
+        )
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     started = time.perf_counter()
@@ -281,73 +304,68 @@ def _shortcut(
         )
 
 
-@eval_app.command("storysumm")
-def storysumm_command(
+def _storysumm(
     file: Annotated[
         Path, typer.Argument(help="STORYSUMM-format JSON (e.g. ../shared/data/storysumm/val.json).")
     ],
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    out_dir: OutDirOpt = None,
-    limit: LimitOpt = None,
-    parallel: ParallelOpt = 1,
     coherence: Annotated[
-        bool, typer.Option("--coherence/--no-coherence", help="Also run BooookScore on each summary.")
+        bool,
+        typer.Option("--coherence/--no-coherence", help="Also run BooookScore on each summary."),
     ] = False,
-    ckg_samples: CkgSamplesOpt = None,
-    retrieval_k: RetrievalKOpt = None,
-    dry_run: DryRunOpt = False,
-) -> None:
+) -> list[str]:
     """Agreement of NarrativeFactScore with STORYSUMM's human labels (summary and sentence level)."""
-    metrics = ["factscore", "stats"] + (["coherence"] if coherence else [])
-    options = {
-        "model": model or "",
-        "base_url": base_url or "",
-        "out_dir": out_dir,
-        "limit": limit,
-        "concurrency": parallel,
-        "context": {"ckg_samples": ckg_samples, "retrieval_k": retrieval_k},
-    }
-    _shortcut("storysumm", file, options, metrics, dry_run)
+    return ["factscore", "stats"] + (["coherence"] if coherence else [])
 
 
-@eval_app.command("squality")
-def squality_command(
+def _squality(
     file: Annotated[
         Path, typer.Argument(help="SQuALITY-format JSON lines (e.g. ../shared/data/squality/dev.jsonl).")
     ],
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    out_dir: OutDirOpt = None,
-    limit: LimitOpt = None,
-    parallel: ParallelOpt = 1,
-    strategy: Annotated[
-        str | None, typer.Option(help="'hierarchical' or 'incremental' (default hierarchical).")
-    ] = None,
-    max_iterations: Annotated[int | None, typer.Option(help="Refinement rounds at most (default 3).")] = None,
-    chunk_size: Annotated[int | None, typer.Option(help="Chunk size in tokens (default 2048).")] = None,
-    ckg_samples: CkgSamplesOpt = None,
-    retrieval_k: RetrievalKOpt = None,
     bertscore: Annotated[
         bool,
-        typer.Option("--bertscore", help="Also BERTScore (needs STORYJUDGE_BERTSCORE_MODEL, a local model)."),
+        typer.Option(
+            "--bertscore",
+            help="Also BERTScore (needs STORYJUDGE_BERTSCORE_MODEL, a local model). Default: off.",
+        ),
     ] = False,
-    dry_run: DryRunOpt = False,
-) -> None:
+) -> list[str]:
     """Summarize and refine each story, then ROUGE-1/2/L against the question-1 reference plot summaries."""
-    metrics = ["factscore", "rouge", "stats"] + (["bertscore"] if bertscore else [])
-    options = {
-        "model": model or "",
-        "base_url": base_url or "",
-        "out_dir": out_dir,
-        "limit": limit,
-        "concurrency": parallel,
-        "context": {
-            "strategy": strategy,
-            "max_iterations": max_iterations,
-            "chunk_size": chunk_size,
-            "ckg_samples": ckg_samples,
-            "retrieval_k": retrieval_k,
-        },
-    }
-    _shortcut("squality", file, options, metrics, dry_run)
+    return ["factscore", "rouge", "stats"] + (["bertscore"] if bertscore else [])
+
+
+def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str, ...]) -> None:
+    """Register ``eval KIND``: the metrics function's arguments, the options every shortcut shares, the settings."""
+    shared = [
+        parameter("out_dir", OutDirOpt, None),
+        parameter("limit", LimitOpt, None),
+        parameter("parallel_items", ParallelItemsOpt, 1),
+        parameter("dry_run", DryRunOpt, False),
+    ]
+
+    def body(
+        *,
+        settings: Settings,
+        out_dir: Path | None,
+        limit: int | None,
+        parallel_items: int,
+        dry_run: bool,
+        **given: Any,
+    ) -> None:
+        options = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
+        _shortcut(kind, given["file"], settings, options, metrics(**given), dry_run)
+
+    eval_app.command(kind)(assemble(metrics, shared, names, body, f"{kind}_command"))
+
+
+_add_shortcut(
+    "storysumm", _storysumm, (*model_settings("extractor", "decomposer", "judge", "coherence"), *SCORING)
+)
+_add_shortcut(
+    "squality",
+    _squality,
+    (
+        *model_settings("extractor", "summarizer", "decomposer", "judge", "refiner"),
+        *SCORING,
+        *("strategy", "chunk_size", "max_summary_tokens", "max_iterations"),
+    ),
+)

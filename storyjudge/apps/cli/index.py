@@ -6,33 +6,17 @@ line. Running it again on an unchanged document reuses the cached LLM answers an
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import (
-    BaseUrlOpt,
-    ConcurrencyOpt,
-    ModelOpt,
-    PresetOpt,
-    PromptDirOpt,
-    RunDirOpt,
-    console,
-    fail,
-    make_context,
-    out,
-    print_models,
-    read_text_file,
-    stream_graph,
-)
+from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.options import run_settings
+from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.concurrency import branch_threads
-from storyjudge.core.context import ConfigError
-from storyjudge.core.llm import ModelError, require_models
+from storyjudge.core.context import Context
 from storyjudge.core.models import is_local, resolve_spec
-from storyjudge.core.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
 from storyjudge.core.usage import totals
 
 
@@ -54,90 +38,44 @@ def stats_line(final: dict[str, Any], seconds: float) -> str:
     )
 
 
-@app.command("index")
-def index_command(
+def _read(
     file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
-    ckg_samples: Annotated[
-        int | None, typer.Option("--ckg-samples", "-k", help="Extraction samples per scene (default 3).")
-    ] = None,
-    threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--threshold",
-            help="Keep a predicate seen in at least threshold x samples extractions (0..1, default 0.5).",
-        ),
-    ] = None,
-    predicate_min_count: Annotated[
-        int | None,
-        typer.Option(
-            help="Keep a predicate stated in at least this many extractions over all samples and scenes "
-            "(the paper's frequency threshold; default 0: use the threshold x samples)."
-        ),
-    ] = None,
-    chunk_size: Annotated[
-        int | None, typer.Option("--chunk-size", help="Largest scene in cl100k tokens (default 2048).")
-    ] = None,
-    embedder: Annotated[
-        str | None, typer.Option("--embedder", help="'minilm' (default) or 'bge-m3:<local path>'.")
-    ] = None,
-    chroma_url: Annotated[
-        str | None,
-        typer.Option("--chroma-url", help="Chroma server URL (default: embedded store in the run dir)."),
-    ] = None,
     title: Annotated[
-        str | None, typer.Option("--title", help="Document title (default: the file name).")
+        str | None,
+        typer.Option("--title", help="Document title. Default: the file name."),
     ] = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    run_dir: RunDirOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    preset: PresetOpt = None,
-    prompt_dir: PromptDirOpt = None,
-) -> None:
+) -> Job:
     """Build the scenes, the Character Knowledge Graph and the scene index of a narrative."""
-    started = time.perf_counter()
     text, _ = read_text_file(file)
-    doc_hash = document_hash(text)
     name = title or file.stem
-    rd = RunDir(run_dir or default_run_dir(name, doc_hash))
-    try:
-        rd.claim(doc_hash, str(file))
-    except RunDirMismatch as exc:
-        fail(str(exc))
-    ctx = make_context(
-        model=model,
-        base_url=base_url,
-        run_dir=rd.root,
-        concurrency=concurrency,
-        ckg_samples=ckg_samples,
-        predicate_threshold=threshold,
-        predicate_min_count=predicate_min_count,
-        chunk_size=chunk_size,
-        embedder=embedder,
-        chroma_url=chroma_url,
-        preset=preset,
-        prompt_dir=prompt_dir,
-    )
-    try:
-        require_models(ctx, ("extractor",))
-    except ConfigError as exc:
-        fail(str(exc))
-    print_models(ctx, ("extractor",))
-    from graphs.index import build_graph
+    return Job({"document": text, "title": name}, source=file, text=text, title=name)
 
-    # An in-process model serves one call at a time: running branches (nearly) in order lets each scene's k
-    # samples follow each other and reuse the model's prompt cache. Not 1: while streaming, LangGraph's queue
-    # waiter takes one of the slots, and with a single slot the run would wait forever.
-    parallel = branch_threads(ctx, local=is_local(resolve_spec(ctx, "extractor")))
-    try:
-        final = stream_graph(
-            build_graph(), {"document": text, "title": name}, ctx, {"max_concurrency": parallel}
-        )
-    except (ModelError, ConfigError, ValueError) as exc:
-        fail(str(exc))
-    if not final or "ckg_stats" not in final:
+
+def _branches(ctx: Context) -> int:
+    """Graph branches in flight.
+
+    An in-process model serves one call at a time: running branches (nearly) in order lets each scene's samples
+    follow each other and reuse the model's prompt cache. Not 1: while streaming, LangGraph's queue waiter takes
+    one of the slots, and with a single slot the run would wait forever.
+    """
+    return branch_threads(ctx, local=is_local(resolve_spec(ctx, "extractor")))
+
+
+def _write(run: Run) -> None:
+    final = run.final
+    if "ckg_stats" not in final:
         fail("Indexing stopped before it finished; run the same command again to continue from the cache.")
-    out.print(f"{name}: {stats_line(final, time.perf_counter() - started)}", highlight=False, soft_wrap=True)
-    console.print(
-        f"CKG: {rd.ckg}\nIndex: {final['index'].get('store_dir') or final['index'].get('chroma_url')}"
-    )
+    out.print(f"{run.job.title}: {stats_line(final, run.seconds)}", highlight=False, soft_wrap=True)
+    assert run.rd is not None
+    index = final["index"]
+    console.print(f"CKG: {run.rd.ckg}\nIndex: {index.get('store_dir') or index.get('chroma_url')}")
+
+
+SETTINGS = (
+    *run_settings("extractor"),
+    *("run_dir", "chunk_size", "ckg_samples", "extraction_temperature", "predicate_threshold"),
+    *("predicate_min_count", "embedder", "chroma_url"),
+)
+add_graph_command(
+    GraphCommand("index", ("extractor",), SETTINGS, read=_read, write=_write, max_concurrency=_branches)
+)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
-import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,38 +11,23 @@ from rich.panel import Panel
 from rich.table import Table
 
 import prompts
-from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import (
-    BaseUrlOpt,
-    ConcurrencyOpt,
-    CoverageFloorOpt,
-    ModelOpt,
-    PresetOpt,
-    PromptDirOpt,
-    RunDirOpt,
-    console,
-    fail,
-    make_context,
-    out,
-    print_models,
-    read_text_file,
-    stream_graph,
-)
-from storyjudge.core.concurrency import graph_config
-from storyjudge.core.context import ConfigError, Context
+from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.options import run_settings
+from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
+from storyjudge.core.context import Context
 from storyjudge.core.coverage import describe
-from storyjudge.core.llm import ModelError, require_models
-from storyjudge.core.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
+from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import build_result, write_result
 from storyjudge.core.usage import totals
 
-StrategyOpt = Annotated[
-    str | None,
-    typer.Option("--strategy", help="Initial summary: 'hierarchical' merging or 'incremental' updating."),
-]
-ResumeOpt = Annotated[
-    bool, typer.Option("--resume", help="Continue the interrupted run in --run-dir (checkpoint + LLM cache).")
-]
+FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
+# what the narrative's judging uses, in both commands
+JUDGING = (
+    *("run_dir", "chunk_size", "ckg_samples", "predicate_threshold", "predicate_min_count", "embedder"),
+    *("retrieval_k", "evidence_tokens", "coverage_floor"),
+)
+JUDGE_ROLES = ("extractor", "decomposer", "judge")
+REFINE_ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
 
 
 def _read_document(path: Path) -> str:
@@ -55,67 +37,39 @@ def _read_document(path: Path) -> str:
     return text
 
 
-def _claim(path: Path, text: str, ctx: Context, resume: bool) -> tuple[Context, RunDir]:
-    """The run directory, claimed for this document only once every setting has been checked."""
-    doc_hash = document_hash(text)
-    rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(path.stem, doc_hash))
-    try:
-        rd.claim(doc_hash, str(path), resume=resume)
-    except RunDirMismatch as exc:
-        fail(str(exc))
-    return ctx.replace(run_dir=str(rd.root)), rd
+def _read_refine(
+    file: FileArg,
+    summary: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start from this summary instead of generating one. Default: generate one.",
+        ),
+    ] = None,
+) -> Job:
+    """Summarize a narrative, then judge every atomic fact and refine until the score saturates."""
+    text = _read_document(file)
+    graph_input: dict[str, Any] = {"document": text, "title": file.stem, "started_at": time.time()}
+    if summary is not None:
+        graph_input["summary"] = read_text_file(summary, "summary")[0]
+    return Job(graph_input, source=file, text=text, title=file.stem)
 
 
-def _check_models(ctx: Context, roles: tuple[str, ...]) -> None:
-    try:
-        require_models(ctx, roles)
-    except ConfigError as exc:
-        fail(str(exc))
+def _read_score(
+    file: FileArg, summary: Annotated[Path, typer.Option(help="The summary to score (text file).")]
+) -> Job:
+    """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
+    summary_text, _ = read_text_file(summary, "summary")
+    text = _read_document(file)
+    return Job(
+        {"document": text, "title": file.stem, "summary": summary_text},
+        source=file,
+        text=text,
+        title=file.stem,
+    )
 
 
-def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
-    """The checkpoint thread of this run: the last one on --resume, a new one otherwise."""
-    meta = json.loads(rd.meta.read_text())
-    key = f"{kind}_thread"
-    if resume and meta.get(key):
-        return meta[key], True
-    thread = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    meta[key] = thread
-    rd.write_json(rd.meta, meta)
-    return thread, False
-
-
-def _run(kind: str, graph_input: dict[str, Any], ctx: Context, rd: RunDir, resume: bool) -> dict[str, Any]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    if kind == "refine":
-        from graphs.refine import build_graph
-    else:
-        from graphs.factscore import build_graph
-    conn = sqlite3.connect(rd.checkpoints, check_same_thread=False)
-    try:
-        graph = build_graph(checkpointer=SqliteSaver(conn))
-        thread, resuming = _thread(rd, kind, resume)
-        config = graph_config(ctx, configurable={"thread_id": thread})
-        if resuming:
-            snapshot = graph.get_state(config)
-            if snapshot.created_at is None:  # stopped before its first checkpoint: nothing to continue
-                console.print(f"Nothing was checkpointed in {thread}; starting it (cached answers count).")
-                return dict(stream_graph(graph, graph_input, ctx, config))
-            if not snapshot.next and not snapshot.tasks:
-                console.print(f"[green]The run in {rd.root} already finished;[/] showing its result.")
-                return dict(snapshot.values)
-            # tasks that finished before the stop have saved their writes; the stream applies them and goes on
-            pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
-            console.print(f"Resuming {thread} at {', '.join(pending)}")
-            return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
-        return dict(stream_graph(graph, graph_input, ctx, config))
-    except (ModelError, ConfigError) as exc:
-        fail(str(exc))
-    except ValueError as exc:
-        fail(str(exc))
-    finally:
-        conn.close()
+def _refine_roles(ctx: Context) -> tuple[str, ...]:
+    return REFINE_ROLES if ctx.coherence_guard else REFINE_ROLES[:-1]
 
 
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
@@ -154,90 +108,11 @@ def _nfs_line(card: dict[str, Any]) -> str:
     )
 
 
-@app.command("refine")
-def refine_command(
-    file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    run_dir: RunDirOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    strategy: StrategyOpt = None,
-    max_iterations: Annotated[int | None, typer.Option(help="Refinement rounds at most (default 3).")] = None,
-    target: Annotated[float | None, typer.Option(help="Stop when NFS reaches this (default 1.0).")] = None,
-    min_delta: Annotated[float | None, typer.Option(help="Smallest gain that counts (default 0.01).")] = None,
-    patience: Annotated[
-        int | None, typer.Option(help="Rounds without gain before stopping (default 1).")
-    ] = None,
-    ckg_samples: Annotated[int | None, typer.Option(help="Extraction samples per scene (default 3).")] = None,
-    retrieval_k: Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")] = None,
-    evidence_tokens: Annotated[
-        int | None, typer.Option(help="Tokens of scene text per judge prompt (default 4000).")
-    ] = None,
-    predicate_threshold: Annotated[
-        float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
-    ] = None,
-    predicate_min_count: Annotated[
-        int | None,
-        typer.Option(
-            help="Keep a predicate stated in at least this many extractions over all samples and scenes "
-            "(the paper's frequency threshold; default 0: use the threshold x samples)."
-        ),
-    ] = None,
-    chunk_size: Annotated[int | None, typer.Option(help="Chunk size in tokens (default 2048).")] = None,
-    max_summary_tokens: Annotated[
-        int | None, typer.Option(help="Summary budget in tokens (default 900).")
-    ] = None,
-    coherence_guard: Annotated[
-        bool | None,
-        typer.Option(
-            "--coherence-guard/--no-coherence-guard", help="Reject refinements that lose coherence."
-        ),
-    ] = None,
-    summary: Annotated[
-        Path | None, typer.Option(help="Start from this summary instead of generating one.")
-    ] = None,
-    coverage_floor: CoverageFloorOpt = None,
-    resume: ResumeOpt = False,
-    preset: PresetOpt = None,
-    prompt_dir: PromptDirOpt = None,
-) -> None:
-    """Summarize a narrative, then judge every atomic fact and refine until the score saturates."""
-    started = time.perf_counter()
-    text = _read_document(file)
-    summary_text = read_text_file(summary, "summary")[0] if summary is not None else None
-    ctx = make_context(
-        model=model,
-        base_url=base_url,
-        run_dir=run_dir,
-        concurrency=concurrency,
-        strategy=strategy,
-        max_iterations=max_iterations,
-        target_score=target,
-        min_delta=min_delta,
-        patience=patience,
-        ckg_samples=ckg_samples,
-        retrieval_k=retrieval_k,
-        evidence_tokens=evidence_tokens,
-        predicate_threshold=predicate_threshold,
-        predicate_min_count=predicate_min_count,
-        chunk_size=chunk_size,
-        max_summary_tokens=max_summary_tokens,
-        coherence_guard=coherence_guard,
-        coverage_floor=coverage_floor,
-        preset=preset,
-        prompt_dir=prompt_dir,
-    )
-    _check_models(ctx, ("extractor", "summarizer", "decomposer", "judge", "refiner"))
-    ctx, rd = _claim(file, text, ctx, resume)
-    print_models(ctx)
-    graph_input: dict[str, Any] = {"document": text, "title": file.stem}
-    if summary_text is not None:
-        graph_input["summary"] = summary_text
-    final = _run("refine", graph_input, ctx, rd, resume)
-    result = build_result(final, ctx, prompt_versions=prompts.versions(ctx.prompt_dir))
-    result["wall_seconds"] = round(time.perf_counter() - started, 2)
-    write_result(rd.root, result)
-    _write_report(rd)
+def _write_refine(run: Run) -> None:
+    """Print what the finish node recorded in result.json (it writes the record; this command does not)."""
+    assert run.rd is not None
+    _write_report(run.rd)
+    final = run.final
     iterations = final.get("iterations") or []
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         card = it["factscore"]
@@ -249,72 +124,26 @@ def refine_command(
     out.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
         f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. ${usage['cost_usd']:.4f}; "
-        f"wall {result['wall_seconds']}s"
+        f"wall {run.seconds:.2f}s"
     )
-    out.print(f"Run record: {rd.result}")
+    out.print(f"Run record: {run.rd.result}")
 
 
-@app.command("score")
-def score_command(
-    file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
-    summary: Annotated[Path, typer.Option(help="The summary to score (text file).")],
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    run_dir: RunDirOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    ckg_samples: Annotated[int | None, typer.Option(help="Extraction samples per scene (default 3).")] = None,
-    retrieval_k: Annotated[int | None, typer.Option(help="Evidence scenes per fact (default 3).")] = None,
-    evidence_tokens: Annotated[
-        int | None, typer.Option(help="Tokens of scene text per judge prompt (default 4000).")
-    ] = None,
-    predicate_threshold: Annotated[
-        float | None, typer.Option(help="CKG predicate threshold, 0..1 (default 0.5).")
-    ] = None,
-    coverage_floor: CoverageFloorOpt = None,
-    predicate_min_count: Annotated[
-        int | None,
-        typer.Option(
-            help="Keep a predicate stated in at least this many extractions over all samples and scenes "
-            "(the paper's frequency threshold; default 0: use the threshold x samples)."
-        ),
-    ] = None,
-    resume: ResumeOpt = False,
-    preset: PresetOpt = None,
-    prompt_dir: PromptDirOpt = None,
-) -> None:
-    """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
-    started = time.perf_counter()
-    summary_text, _ = read_text_file(summary, "summary")
-    text = _read_document(file)
-    ctx = make_context(
-        model=model,
-        base_url=base_url,
-        run_dir=run_dir,
-        concurrency=concurrency,
-        ckg_samples=ckg_samples,
-        retrieval_k=retrieval_k,
-        evidence_tokens=evidence_tokens,
-        predicate_threshold=predicate_threshold,
-        coverage_floor=coverage_floor,
-        predicate_min_count=predicate_min_count,
-        preset=preset,
-        prompt_dir=prompt_dir,
-    )
-    _check_models(ctx, ("extractor", "decomposer", "judge"))
-    ctx, rd = _claim(file, text, ctx, resume)
-    print_models(ctx, ("extractor", "decomposer", "judge"))
-    final = _run("score", {"document": text, "title": file.stem, "summary": summary_text}, ctx, rd, resume)
+def _write_score(run: Run) -> None:
+    """The score's run record (the factscore graph has no finish node, so this is its one writer)."""
+    assert run.rd is not None
+    final, summary_text = run.final, run.job.graph_input["summary"]
     card = final["factscore"]
     iteration = {"iteration": 0, "summary": summary_text, "factscore": card, "accepted": True, "note": ""}
     result = build_result(
         {**final, "iterations": [iteration], "best_iteration": 0},
-        ctx,
+        run.ctx,
         kind="score",
-        prompt_versions=prompts.versions(ctx.prompt_dir),
+        prompt_versions=prompts.versions(run.ctx.prompt_dir),
     )
-    result["wall_seconds"] = round(time.perf_counter() - started, 2)
-    write_result(rd.root, result)
-    _write_report(rd)
+    result["wall_seconds"] = round(run.seconds, 2)
+    write_result(run.rd.root, result)
+    _write_report(run.rd)
     table = Table(title="Atomic facts", header_style="bold", show_lines=False)
     table.add_column("fact")
     table.add_column("verdict")
@@ -324,7 +153,24 @@ def score_command(
             verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", "")
         )
     out.print(table)
-    out.print(f"{_nfs_line(card)}. Run record: {rd.result}")
+    out.print(f"{_nfs_line(card)}. Run record: {run.rd.result}")
+
+
+REFINING = (
+    *run_settings(*REFINE_ROLES),
+    *JUDGING,
+    *("strategy", "max_summary_tokens", "max_iterations", "target_score", "min_delta", "patience"),
+    *("refine_guard", "coherence_guard", "coherence_margin"),
+)
+add_graph_command(
+    GraphCommand("refine", _refine_roles, REFINING, _read_refine, _write_refine, checkpointed=True)
+)
+SCORING = (*run_settings(*JUDGE_ROLES), *JUDGING)
+add_graph_command(
+    GraphCommand(
+        "score", JUDGE_ROLES, SCORING, _read_score, _write_score, graph="factscore", checkpointed=True
+    )
+)
 
 
 def _write_report(rd: RunDir) -> None:

@@ -1,12 +1,12 @@
 """``storyjudge summarize``: a book-length summary by hierarchical merging or incremental updating.
 
-Prints the summary and its statistics (seed 000's table 2) and writes every intermediate summary, event, cost
+Prints the summary and its statistics and writes every intermediate summary, event, cost
 and timing to ``summary_tree.json`` in the run directory.
 """
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,43 +15,36 @@ from rich.table import Table
 
 from nodes.writer import PROMPT_NAMES, tree_outline
 from prompts import load
-from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import (
-    BaseUrlOpt,
-    ConcurrencyOpt,
-    ModelOpt,
-    PresetOpt,
-    PromptDirOpt,
-    RunDirOpt,
-    console,
-    fail,
-    make_context,
-    out,
-    print_models,
-    read_text_file,
-    stream_graph,
-)
-from storyjudge.core.concurrency import graph_config
-from storyjudge.core.context import ConfigError
-from storyjudge.core.llm import ModelError, require_models
+from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.options import run_settings
+from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
+from storyjudge.core.context import Context
 from storyjudge.core.models import resolve_spec
-from storyjudge.core.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
 from storyjudge.core.summary_stats import summary_stats
 from storyjudge.core.usage import totals
 
 
-def _graph_input(text: str, chunk_size: int) -> tuple[dict[str, Any], str]:
-    """The graph input and the source text for the statistics (a JSON scene list becomes scenes)."""
-    if text.lstrip().startswith("["):
-        from storyjudge.core.segmentation import join_scenes, segment_document
+def _read(
+    file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
+) -> Job:
+    """Summarize a book-length narrative by hierarchical merging or incremental updating."""
+    text, _ = read_text_file(file)
+    return Job({"document": text}, source=file, text=text, title=file.stem, extra={"source_text": text})
 
-        try:
-            scenes, rule = segment_document(text, chunk_size)
-        except ValueError as exc:
-            fail(str(exc))
-        if rule == "json":
-            return {"scenes": scenes}, join_scenes(scenes)
-    return {"document": text}, text
+
+def _scenes(job: Job, ctx: Context) -> Job:
+    """A JSON list of scenes becomes the graph's scenes (cut at the chunk size), joined for the statistics."""
+    if not job.text.lstrip().startswith("["):
+        return job
+    from storyjudge.core.segmentation import join_scenes, segment_document
+
+    try:
+        scenes, rule = segment_document(job.text, ctx.chunk_size)
+    except ValueError as exc:
+        fail(str(exc))
+    if rule != "json":
+        return job
+    return replace(job, graph_input={"scenes": scenes}, extra={"source_text": join_scenes(scenes)})
 
 
 def _stats_table(
@@ -80,81 +73,18 @@ def _stats_table(
     return table
 
 
-@app.command("summarize")
-def summarize_command(
-    file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
-    strategy: Annotated[
-        str | None,
-        typer.Option("--strategy", help="'hierarchical' merging (default) or 'incremental' updating."),
-    ] = None,
-    chunk_size: Annotated[
-        int | None, typer.Option("--chunk-size", help="Chunk size C in cl100k tokens (default 2048).")
-    ] = None,
-    max_summary_tokens: Annotated[
-        int | None, typer.Option("--max-summary-tokens", help="Summary budget G_n in tokens (default 900).")
-    ] = None,
-    context_window: Annotated[
-        int | None,
-        typer.Option("--context-window", help="The model's context window W in tokens (default 8192)."),
-    ] = None,
-    artifact_removal: Annotated[
-        bool | None,
-        typer.Option(
-            "--artifact-removal/--no-artifact-removal",
-            help="Clean 'in this segment'-style phrases (default on).",
-        ),
-    ] = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    run_dir: RunDirOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    preset: PresetOpt = None,
-    prompt_dir: PromptDirOpt = None,
-) -> None:
-    """Summarize a book-length narrative (seed 000's hierarchical merging or incremental updating)."""
-    started = time.perf_counter()
-    text, _ = read_text_file(file)
-    doc_hash = document_hash(text)
-    rd = RunDir(run_dir or default_run_dir(file.stem, doc_hash))
-    try:
-        rd.claim(doc_hash, str(file))
-    except RunDirMismatch as exc:
-        fail(str(exc))
-    ctx = make_context(
-        model=model,
-        base_url=base_url,
-        run_dir=rd.root,
-        concurrency=concurrency,
-        strategy=strategy,
-        chunk_size=chunk_size,
-        max_summary_tokens=max_summary_tokens,
-        context_window=context_window,
-        artifact_removal=artifact_removal,
-        preset=preset,
-        prompt_dir=prompt_dir,
-    )
-    try:
-        require_models(ctx, ("summarizer",))
-    except ConfigError as exc:
-        fail(str(exc))
-    print_models(ctx, ("summarizer",))
-    graph_input, source = _graph_input(text, ctx.chunk_size)
-    from graphs.summarize import build_graph
-
-    try:
-        final = stream_graph(build_graph(), graph_input, ctx, graph_config(ctx))
-    except (ModelError, ConfigError, ValueError) as exc:
-        fail(str(exc))
-    seconds = time.perf_counter() - started
-    summary = (final or {}).get("summary", "")
+def _write(run: Run) -> None:
+    final, ctx, rd, seconds = run.final, run.ctx, run.rd, run.seconds
+    assert rd is not None
+    summary = final.get("summary", "")
     if not summary.strip():
         fail(f"The summarizer produced no text (see the events in {rd.summary_tree}); try another model.")
-    stats = summary_stats(summary, source)
+    stats = summary_stats(summary, run.job.extra["source_text"])
     shape = tree_outline(final.get("tree", []), final.get("events", []))
     usage = totals(final.get("usage"))
     record = {
-        "source": str(file),
-        "document_hash": doc_hash,
+        "source": str(run.job.source),
+        "document_hash": run.job.doc_hash,
         "settings": {
             "strategy": ctx.strategy,
             "chunk_size": ctx.chunk_size,
@@ -182,3 +112,13 @@ def summarize_command(
     out.print(summary, markup=False, highlight=False)
     out.print(_stats_table(stats, shape, usage, seconds))
     console.print(f"Intermediate summaries: {rd.summary_tree}")
+
+
+SETTINGS = (
+    *run_settings("summarizer"),
+    *("run_dir", "strategy", "chunk_size", "max_summary_tokens", "context_window", "artifact_removal"),
+    *("summary_temperature",),
+)
+add_graph_command(
+    GraphCommand("summarize", ("summarizer",), SETTINGS, read=_read, write=_write, prepare=_scenes)
+)

@@ -1,4 +1,4 @@
-"""``storyjudge ui``: the seed-001 demo in a browser, served from this machine."""
+"""``storyjudge ui``: the demo in a browser, served from this machine."""
 
 from __future__ import annotations
 
@@ -8,35 +8,44 @@ from typing import Annotated
 import typer
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import BaseUrlOpt, ModelOpt, console, fail
+from storyjudge.apps.cli.common import console, fail
+from storyjudge.apps.cli.options import Settings, with_settings
 from storyjudge.core.context import ConfigError
 
 
 @app.command("ui")
+@with_settings("model", "base_url", "ckg_samples", other_settings=False)
 def ui_command(
     host: Annotated[
         str, typer.Option(help="Address to bind; the default is reachable from this machine only.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8765,
     runs_dir: Annotated[
-        Path, typer.Option("--runs-dir", help="Where the UI keeps its run directories.")
+        Path, typer.Option("--runs-dir", help="The folder in which the UI makes a run directory per run.")
     ] = Path("runs"),
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    ckg_samples: Annotated[
-        int | None, typer.Option(help="Default CKG extraction samples per scene (the page can change it).")
-    ] = None,
     squality: Annotated[
-        Path | None, typer.Option(help="SQuALITY JSONL to offer stories from (default: ../shared/data/...).")
+        Path | None,
+        typer.Option(
+            help="SQuALITY JSONL to offer stories from. Default: ../shared/data/squality/dev.jsonl when present.",
+        ),
     ] = None,
+    *,
+    settings: Settings,
 ) -> None:
-    """Serve the demo: pick a narrative, build its knowledge graph, summarize, score and refine it."""
-    from storyjudge.apps.ui import Settings, make_server
+    """Serve the demo: pick a narrative, build its knowledge graph, summarize, score and refine it.
+
+    The model and ckg-samples options set the defaults of new runs; the page can change them.
+    """
+    from storyjudge.apps.ui import Settings as RunDefaults
+    from storyjudge.apps.ui import make_server
     from storyjudge.apps.ui.server import is_loopback
 
     if squality is not None and not squality.is_file():
         fail(f"{squality} does not exist; give the path of SQuALITY's dev.jsonl or leave --squality out.")
-    defaults = Settings(model=model or "", base_url=base_url or "", ckg_samples=ckg_samples)
+    given = settings.options
+    defaults = RunDefaults(
+        model=given["model"] or "", base_url=given["base_url"] or "", ckg_samples=given["ckg_samples"]
+    )
     try:
         server = make_server(host, port, runs_dir=runs_dir, defaults=defaults, squality=squality)
     except ConfigError as exc:

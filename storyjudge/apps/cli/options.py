@@ -1,0 +1,202 @@
+"""Command-line options made from the ``Context`` fields they set: one flag per field, the same in every command.
+
+A field's option is named after it (``predicate_threshold`` -> ``--predicate-threshold``), takes its help text
+from the field's description and shows the field's default. ``@with_settings("ckg_samples", ...)`` adds such
+options to a command, plus ``--set FIELD=VALUE`` for every other field, and hands the command one
+``Settings`` value instead of a parameter per option::
+
+    @app.command("index")
+    @with_settings(*model_settings("extractor"), "run_dir", "ckg_samples")
+    def index_command(file: Path, *, settings: Settings) -> None:
+        ctx = settings.context()
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, get_type_hints
+
+import typer
+
+from storyjudge.core.context import Context
+
+FIELDS = {f.name: f for f in fields(Context)}
+_TYPES = get_type_hints(Context)
+# short aliases, only where a letter cannot be mistaken for another setting
+SHORT = {"model": "-m", "concurrency": "-j"}
+SET_PARAM = "set_values"
+
+
+def flag(name: str) -> str:
+    """The option that sets a Context field: its name with dashes."""
+    return "--" + name.replace("_", "-")
+
+
+def _default_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def field_help(name: str) -> str:
+    """An option's help text from the Context field it sets: what the setting means, then its default.
+
+    A field whose default is empty says in its description what empty means, so that is its default's text.
+    """
+    field = FIELDS[name]
+    description = str(field.metadata["description"])
+    if field.default == "":
+        return description
+    return f"{description} Default: {_default_text(field.default)}."
+
+
+def setting_option(name: str) -> Any:
+    """``Annotated[<type> | None, typer.Option(...)]`` for a Context field (None: not given on the command line)."""
+    hint = _TYPES[name]
+    decls = [f"{flag(name)}/--no-{flag(name)[2:]}" if hint is bool else flag(name)]
+    if name in SHORT:
+        decls.append(SHORT[name])
+    return Annotated[hint | None, typer.Option(*decls, help=field_help(name))]
+
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="FIELD=VALUE",
+        help="Any other setting by its name, e.g. --set temperature=0.2 or --set judge_model=openai:gpt-4o "
+        "(repeatable; the names are those of the STORYJUDGE_<FIELD> environment variables, in lower case). "
+        "Default: none.",
+    ),
+]
+
+
+def model_settings(*roles: str) -> tuple[str, ...]:
+    """The settings that choose the models: one for every role, one per role used, the server."""
+    return ("model", *(f"{role}_model" for role in roles), "base_url")
+
+
+def run_settings(*roles: str) -> tuple[str, ...]:
+    """What every graph command takes: the models of its roles, the server, concurrency, preset, prompts."""
+    return (*model_settings(*roles), "concurrency", "preset", "prompt_dir")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings a command was given: its own options (None where not given) and its ``--set`` pairs."""
+
+    options: dict[str, Any]
+    pairs: tuple[str, ...] = ()
+
+    def values(self) -> dict[str, Any]:
+        """Field -> value of everything given; a bad --set pair or a field given twice fails in one line."""
+        from storyjudge.apps.cli.common import fail
+
+        values = {name: value for name, value in self.options.items() if value is not None}
+        from_set: set[str] = set()
+        for pair in self.pairs:
+            raw_name, sep, value = pair.partition("=")
+            name = raw_name.strip().replace("-", "_")
+            if not sep or not name:
+                fail(f"--set {pair!r} is not FIELD=VALUE; write it like --set temperature=0.2.")
+            if name not in FIELDS:
+                close = difflib.get_close_matches(name, FIELDS, n=3, cutoff=0.6)
+                hint = f"did you mean {', '.join(close)}?" if close else "see the options in --help."
+                fail(f"--set {raw_name.strip()}: there is no setting of that name; {hint}")
+            if name in values:
+                given = "--set" if name in from_set else flag(name)
+                fail(f"{name} is given twice ({given} and --set {name}); give it once.")
+            values[name] = value  # a string: the Context converts it to the field's type, or says why not
+            from_set.add(name)
+        return values
+
+    def context(self, **defaults: Any) -> Context:
+        """The run's Context: given settings win over ``defaults``, which win over env vars and field defaults."""
+        from storyjudge.apps.cli.common import make_context
+
+        return make_context(**{**defaults, **self.values()})
+
+
+def with_settings(
+    *names: str, other_settings: bool = True
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Add an option per Context field in ``names`` and ``--set`` to a command; it gets them as ``settings``.
+
+    ``other_settings=False`` leaves ``--set`` out, for a command that takes only the settings it names.
+
+    The command declares a keyword-only ``settings: Settings`` parameter; typer sees, in its place, one
+    keyword-only option per field, so the signature stays free of ``**kwargs``.
+    """
+    unknown = [name for name in names if name not in FIELDS]
+    if unknown:
+        raise ValueError(f"not Context fields: {unknown}")
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "settings"]
+        clash = {p.name for p in own} & {*names, SET_PARAM}
+        if clash:
+            raise ValueError(f"{command.__name__} already has parameters {sorted(clash)}")
+        added = [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, annotation=setting_option(name), default=None
+            )
+            for name in names
+        ]
+        if other_settings:
+            added.append(
+                inspect.Parameter(SET_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=SetOpt, default=None)
+            )
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            options = {name: kwargs.pop(name, None) for name in names}
+            pairs = tuple(kwargs.pop(SET_PARAM, None) or ())
+            command(*args, settings=Settings(options, pairs), **kwargs)
+
+        parameters = [*own, *added]
+        wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        return wrapper
+
+    return decorate
+
+
+def parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    """A keyword parameter of a command, for ``assemble``."""
+    return inspect.Parameter(
+        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation, default=default
+    )
+
+
+def assemble(
+    head: Callable[..., Any],
+    extra: list[inspect.Parameter],
+    names: tuple[str, ...],
+    body: Callable[..., None],
+    name: str,
+) -> Callable[..., None]:
+    """A command made of parts, for typer.
+
+    Its parameters are ``head``'s (typer-annotated; its docstring is the help), then ``extra``, then an option
+    per setting in ``names`` and --set. Calling it calls ``body(settings=..., **the other parameters)``.
+    """
+    signature = inspect.signature(head, eval_str=True)
+
+    def command(**arguments: Any) -> None:
+        body(**arguments)
+
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[
+            *signature.parameters.values(),
+            *extra,
+            inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY),
+        ]
+    )
+    command.__name__ = name
+    command.__doc__ = head.__doc__
+    return with_settings(*names)(command)

@@ -1,0 +1,198 @@
+"""The one way a command runs a graph.
+
+A command is a ``GraphCommand``: which graph, which model roles, which settings it takes as options, how its
+input is read (the reader's parameters are the command's arguments) and how its outputs are written.
+``add_graph_command`` makes it a command; ``run_graph`` then does, for every command, in this order:
+
+1. read and check the input (the command's ``read``);
+2. build the Context and check every setting and model spec (``prepare`` may check input that depends on a
+   setting), so that nothing is written when one is wrong;
+3. claim the run directory for the document (commands that have one);
+4. print the models of the roles it uses;
+5. stream the graph with progress bars, from its checkpoint when resuming (commands with ``checkpointed``);
+6. write the outputs (the command's ``write``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from storyjudge.apps.cli import app
+from storyjudge.apps.cli.common import console, fail, print_models, stream_graph
+from storyjudge.apps.cli.options import Settings, assemble, parameter
+from storyjudge.core.concurrency import branch_threads
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.llm import ModelError, require_models
+from storyjudge.core.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
+
+
+@dataclass(frozen=True)
+class Job:
+    """A command's input, read and checked: the graph's input and what the output writer needs besides."""
+
+    graph_input: dict[str, Any]
+    source: Path | None = None  # the narrative's file
+    text: str = ""  # the narrative: its hash names the default run directory and guards it
+    title: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def doc_hash(self) -> str:
+        """The narrative's content hash."""
+        return document_hash(self.text)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What an output writer gets: the job, the settings it ran with, its run directory and final state."""
+
+    job: Job
+    ctx: Context
+    rd: RunDir | None
+    final: dict[str, Any]
+    seconds: float  # wall time of the command so far
+
+
+def _twice_the_concurrency(ctx: Context) -> int | None:
+    """Graph branches in flight, as ``storyjudge.core.concurrency`` sets them for every run."""
+    return branch_threads(ctx)
+
+
+@dataclass(frozen=True)
+class GraphCommand:
+    """A command that runs one graph: its description, from which ``run_graph`` does the rest."""
+
+    name: str  # the command's name and, unless ``graph`` says otherwise, its graph's (a module of graphs/)
+    roles: tuple[str, ...] | Callable[[Context], tuple[str, ...]]  # the model roles it calls, checked first
+    settings: tuple[str, ...]  # the Context fields it takes as options (any other through --set)
+    read: Callable[..., Job]  # its typer-annotated parameters are the command's; its docstring, the help
+    write: Callable[[Run], None]
+    graph: str = ""
+    prepare: Callable[[Job, Context], Job] | None = None  # input checks that depend on a setting
+    run_dir: bool = True  # claims a run directory for the document
+    checkpointed: bool = False  # checkpoints in the run directory; --resume continues them
+    max_concurrency: Callable[[Context], int | None] = _twice_the_concurrency
+
+
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the interrupted run in --run-dir (checkpoints and LLM cache). Default: off.",
+    ),
+]
+
+
+def add_graph_command(command: GraphCommand) -> None:
+    """Register a command: the reader's parameters, --resume when checkpointed, then the settings' options."""
+    extra = [parameter("resume", ResumeOpt, False)] if command.checkpointed else []
+
+    def body(*, settings: Settings, resume: bool = False, **arguments: Any) -> None:
+        run_graph(command, settings, resume=resume, **arguments)
+
+    app.command(command.name)(
+        assemble(command.read, extra, command.settings, body, f"{command.name}_command")
+    )
+
+
+def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False, **arguments: Any) -> None:
+    """Run a command's graph: read, check every setting, claim, print models, stream, write."""
+    started = time.perf_counter()
+    job = command.read(**arguments)
+    ctx = settings.context()
+    roles = command.roles(ctx) if callable(command.roles) else command.roles
+    try:
+        require_models(ctx, roles)
+    except ConfigError as exc:
+        fail(str(exc))
+    if command.prepare is not None:
+        job = command.prepare(job, ctx)
+    rd: RunDir | None = None
+    if command.run_dir:
+        rd = _claim(job, ctx, resume)
+        ctx = ctx.replace(run_dir=str(rd.root))
+    print_models(ctx, roles)
+    try:
+        final = _stream(command, job, ctx, rd, resume)
+    except (ModelError, ConfigError, ValueError) as exc:
+        fail(str(exc))
+    command.write(Run(job, ctx, rd, final, time.perf_counter() - started))
+
+
+def _claim(job: Job, ctx: Context, resume: bool) -> RunDir:
+    """The run directory, claimed for this document only (every setting has been checked by now)."""
+    rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
+    try:
+        rd.claim(job.doc_hash, str(job.source), resume=resume)
+    except RunDirMismatch as exc:
+        fail(str(exc))
+    return rd
+
+
+def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
+    graph = command.graph or command.name
+    if graph == "index":
+        from graphs.index import build_graph
+    elif graph == "summarize":
+        from graphs.summarize import build_graph
+    elif graph == "refine":
+        from graphs.refine import build_graph
+    elif graph == "factscore":
+        from graphs.factscore import build_graph
+    elif graph == "coherence":
+        from graphs.coherence import build_graph
+    else:
+        raise ValueError(f"no graph named {graph!r}")
+    return build_graph(checkpointer=checkpointer)
+
+
+def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, resume: bool) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    limit = command.max_concurrency(ctx)
+    if limit is not None:
+        config["max_concurrency"] = limit
+    if not command.checkpointed or rd is None:
+        return dict(stream_graph(_build(command), job.graph_input, ctx, config) or {})
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(rd.checkpoints, check_same_thread=False)
+    try:
+        graph = _build(command, SqliteSaver(conn))
+        thread, resuming = _thread(rd, command.name, resume)
+        config["configurable"] = {"thread_id": thread}
+        if resuming:
+            snapshot = graph.get_state(config)
+            if snapshot.created_at is None:  # stopped before its first checkpoint: nothing to continue
+                console.print(f"Nothing was checkpointed in {thread}; starting it (cached answers count).")
+            elif not snapshot.next and not snapshot.tasks:
+                console.print(f"[green]The run in {rd.root} already finished;[/] showing its result.")
+                return dict(snapshot.values)
+            else:
+                # tasks that finished before the stop have saved their writes; the stream applies them, goes on
+                pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
+                console.print(f"Resuming {thread} at {', '.join(pending)}")
+                return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
+        return dict(stream_graph(graph, job.graph_input, ctx, config))
+    finally:
+        conn.close()
+
+
+def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
+    """The checkpoint thread of this run: the last one on --resume, a new one otherwise."""
+    meta = json.loads(rd.meta.read_text())
+    key = f"{kind}_thread"
+    if resume and meta.get(key):
+        return meta[key], True
+    thread = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    meta[key] = thread
+    rd.write_json(rd.meta, meta)
+    return thread, False
