@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,8 +19,8 @@ from nodes.guards import (
 )
 from nodes.loop import assess
 from nodes.refiner import earlier_attempts, refine, refine_base, render_outline
+from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import ConfigError, Context
-from storyjudge.core.llm import TextAnswer
 from storyjudge.core.tokens import count_tokens
 
 NARRATIVE = (
@@ -198,15 +199,9 @@ def test_after_a_rejected_round_the_refiner_revises_the_best_again() -> None:
 
 
 def test_refiner_prompt_names_the_rejection_and_stays_within_the_window(
-    monkeypatch: pytest.MonkeyPatch,
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
 ) -> None:
-    asked: list[tuple[str, int, int]] = []
-
-    def fake_ask(ctx: Any, role: str, prompt: Any, messages: Any, *, max_tokens: int, sample: int = 0) -> Any:
-        asked.append((messages[0][1], max_tokens, sample))
-        return TextAnswer(text=BASE["summary"], finish_reason="stop", cached=False, usage={})
-
-    monkeypatch.setattr("nodes.refiner.ask_text", fake_ask)
+    server = scripted_server(lambda body: BASE["summary"])
     verdict = {
         "fact": {"id": "f", "iteration": 0, "sentence_index": 0, "text": "w1 is w2"},
         "status": "unsupported",
@@ -242,13 +237,19 @@ def test_refiner_prompt_names_the_rejection_and_stays_within_the_window(
         "iterations": [base, rejected],
         "scenes": scenes,
     }
-    ctx = Context(context_window=8192)
+    ctx = ctx_for(server, context_window=8192)
     out = refine(state, Runtime(context=ctx))
     assert out["refined_from"] == 0 and out["iteration"] == 2
-    [(prompt, max_tokens, sample)] = asked
+    [request] = server.completions
+    prompt, max_tokens = request["messages"][0]["content"], request["max_completion_tokens"]
     assert count_tokens(prompt) + max_tokens <= ctx.context_window
     assert "refinement guard: too short" in prompt and "between 80 and 120 words" in prompt
-    assert "<outline " in prompt and "S001 [Chapter 1]" in prompt and sample == ctx.parse_retries + 1
+    # a new sample (seed) per earlier rejected attempt, so neither cache nor server repeats the rejected answer
+    assert (
+        "<outline " in prompt
+        and "S001 [Chapter 1]" in prompt
+        and request["seed"] == ctx.seed + ctx.parse_retries + 1
+    )
     assert BASE["summary"] in prompt and rejected["summary"] not in prompt
 
 
