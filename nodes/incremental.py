@@ -122,13 +122,20 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     if step == 0:
         prompt = load("incremental_init", ctx.prompt_dir)
 
-        def render(asked: int) -> str:
+        def build(asked: int) -> str:
             return render_init(chunk["text"], asked, ctx.prompt_dir)
     else:
         prompt = load("incremental_update", ctx.prompt_dir)
 
-        def render(asked: int) -> str:
+        def build(asked: int) -> str:
             return render_update(chunk["text"], running, asked, ctx.prompt_dir)
+
+    rendered: dict[int, str] = {}
+
+    def render(asked: int) -> str:  # the allowance below and the first attempt use the same prompt
+        if asked not in rendered:
+            rendered[asked] = build(asked)
+        return rendered[asked]
 
     allowance = max(1, min(UPDATE_OUTPUT_FACTOR * top, window - prompt_cost(render(words))))
     written = write(
@@ -170,7 +177,7 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
         sources=[chunk["index"]],
         prior=step - 1 if step else None,
         text=text,
-        tokens=count_tokens(text),
+        tokens=tokens if not compressed else count_tokens(text),
         budget=top,
         word_limit=written.word_limit,
         attempts=written.attempts,

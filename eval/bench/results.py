@@ -80,6 +80,7 @@ def render(
     embedded: dict[str, Any] | None,
     settings: dict[str, Any],
     started: dict[str, str],
+    summarize_rows: list[dict[str, Any]] | None = None,
 ) -> str:
     """The whole RESULTS.md."""
     lines = [
@@ -142,6 +143,7 @@ def render(
             "",
         ]
     )
+    lines += _summarize_section(summarize_rows or [], latency)
     by_name: dict[str, dict[int, dict[str, Any]]] = {}
     for row in live:
         by_name.setdefault(_name(row["workload"]), {})[row["concurrency"]] = row
@@ -251,6 +253,35 @@ def render(
         lines += ["", COMMON_CAUSE]
     lines.append("")
     return "\n".join(lines)
+
+
+def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
+    if not rows:
+        return []
+    return [
+        f"## Summarizers against their critical-path bound (L = {latency * 1000:.0f} ms, Frankenstein)",
+        "",
+        "Incremental updating is one chain of dependent calls: its bound is L x calls. Hierarchical merging",
+        "summarizes the chunks in parallel and merges level by level, each merge after the previous one of",
+        "its level: its bound is L x the longest chain of dependent calls in its tree. `graph` times the",
+        "summarize graph in the benchmark's process (client made beforehand); `process` times",
+        "`python -m storyjudge summarize` from its start to its exit (imports and client set-up included).",
+        "",
+        *_table(
+            ["workload", "LLM calls", "bound s", "measured s", "ratio"],
+            [
+                [
+                    r["workload"],
+                    r["calls"],
+                    f"{r['bound_s']:.2f}",
+                    f"{r['wall_s']:.2f}",
+                    f"{r['ratio']:.2f}" if r["ratio"] else "",
+                ]
+                for r in rows
+            ],
+        ),  # fmt: skip
+        "",
+    ]
 
 
 def _embedded_section(embedded: dict[str, Any]) -> list[str]:

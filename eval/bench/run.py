@@ -2,7 +2,7 @@
 
 Latency against the critical-path bound, cached reruns, indexing overhead, and the embedded model's speed:
 
-    python -m eval.bench [--latency 0.3] [--slots 16] [--quick] [--skip overhead,embedded] [--out PATH]
+    python -m eval.bench [--latency 0.3] [--slots 16] [--quick] [--skip summarize,overhead,embedded] [--out PATH]
 
 A full run takes about 20 minutes on 2 cores (the concurrency-1 BooookScore run alone is 2,000 calls x 0.3 s);
 ``--quick`` scales the coherence workload to a tenth and indexes Frankenstein only.
@@ -22,10 +22,11 @@ from typing import Any
 from eval.bench import latency as latency_bench
 from eval.bench import overhead as overhead_bench
 from eval.bench import results
+from eval.bench import sequential as sequential_bench
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-PARTS = ("latency", "overhead", "embedded")
+PARTS = ("latency", "summarize", "overhead", "embedded")
 
 
 def embedded_speed() -> dict[str, Any] | None:
@@ -62,10 +63,15 @@ def run(
     latency_rows: list[dict[str, Any]] = []
     overhead_rows: list[dict[str, Any]] = []
     embedded: dict[str, Any] | None = None
+    summarize_rows: list[dict[str, Any]] = []
     if "latency" not in skip:
         print("latency benchmarks ...", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             latency_rows = latency_bench.run_all(latency, slots, 0.1 if quick else 1.0, Path(tmp))
+    if "summarize" not in skip:
+        print("summarizers ...", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            summarize_rows = sequential_bench.run_all(latency, slots, Path(tmp))
     if "overhead" not in skip:
         print("indexing overhead ...", flush=True)
         documents = ("frankenstein",) if quick else ("frankenstein", "novel")
@@ -75,10 +81,20 @@ def run(
         embedded = embedded_speed()
     path = out or HERE / "RESULTS.md"
     text = results.render(
-        latency_rows, overhead_rows, embedded, {"latency": latency, "slots": slots}, started
+        latency_rows,
+        overhead_rows,
+        embedded,
+        {"latency": latency, "slots": slots},
+        started,
+        summarize_rows,
     )
     path.write_text(text, encoding="utf-8")
-    raw = {"latency": latency_rows, "overhead": overhead_rows, "embedded": embedded}
+    raw = {
+        "latency": latency_rows,
+        "summarize": summarize_rows,
+        "overhead": overhead_rows,
+        "embedded": embedded,
+    }
     path.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
     return path
 

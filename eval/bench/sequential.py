@@ -1,0 +1,186 @@
+"""The summarizers against their critical-path bound: incremental updating and hierarchical merging.
+
+Incremental updating is one chain of dependent calls (each step needs the summary so far), so its bound is
+``L x calls``. Hierarchical merging summarizes the chunks in parallel, then merges level by level; merges
+within a level are sequential (each takes the previous merge as prior context), so its bound is the longest
+chain of dependent calls in the tree (attempts included), or the calls over the concurrency when that is
+more. Artifact removal is one more call after either.
+
+Each strategy is measured twice on ``examples/frankenstein.txt`` against the scripted server in its own
+process: the graph alone in this process (its HTTP client already made, as in :mod:`eval.bench.latency`), and
+``python -m storyjudge summarize`` as a user runs it, process start, imports and client set-up included.
+
+    python -m eval.bench.sequential [--latency 0.3] [--slots 16] [--strategies incremental,hierarchical]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from eval.bench.server_process import ServerProcess
+from storyjudge.core.context import Context
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENT = ROOT / "examples" / "frankenstein.txt"
+STRATEGIES = ("incremental", "hierarchical")
+
+
+def tree_waves(tree: list[dict[str, Any]], concurrency: int) -> tuple[int, int]:
+    """(waves on the critical path, summarizer calls) of a summarize tree.
+
+    A summary can start once its sources (one level down) and its prior (same level) are done; its attempts
+    run one after the other.
+    """
+    if tree and "step" in tree[0]:  # incremental: every step waits for the one before
+        calls = sum(int(step["summary"]["attempts"]) + int(bool(step.get("compressed"))) for step in tree)
+        return calls, calls
+    done: dict[tuple[int, int], int] = {}
+    calls = 0
+    longest = 0
+    for level in tree:
+        for summary in level.get("summaries", []):
+            lvl, idx = int(summary["level"]), int(summary["index"])
+            ready = max((done.get((lvl - 1, s), 0) for s in summary["sources"]), default=0) if lvl else 0
+            if summary.get("prior") is not None:
+                ready = max(ready, done.get((lvl, int(summary["prior"])), 0))
+            done[(lvl, idx)] = ready + int(summary["attempts"])
+            calls += int(summary["attempts"])
+            longest = max(longest, done[(lvl, idx)])
+    return max(longest, math.ceil(calls / max(concurrency, 1))), calls
+
+
+def bound(out: dict[str, Any], calls: int, concurrency: int, latency: float) -> float:
+    """L x (the tree's critical path + the calls after it: artifact removal)."""
+    waves, tree_calls = tree_waves(out.get("tree", []), concurrency)
+    return latency * (waves + max(0, calls - tree_calls))
+
+
+def in_process(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> dict[str, Any]:
+    """The summarize graph alone, on a fresh LLM cache."""
+    from graphs.summarize import build_graph
+
+    ctx = Context(
+        model="openai:scripted",
+        base_url=server.base_url,
+        cache_dir=str(tmp / f"cache-{strategy}"),
+        run_dir=str(tmp / f"run-{strategy}"),
+        concurrency=slots,
+        max_retries=0,
+        strategy=strategy,
+    )
+    begin = len(server.completions)
+    started = time.perf_counter()
+    out = dict(
+        build_graph().invoke(
+            {"document": DOCUMENT.read_text(encoding="utf-8")},
+            config={"max_concurrency": 2 * slots},
+            context=ctx,
+        )
+    )
+    wall = time.perf_counter() - started
+    return {"wall_s": wall, "calls": len(server.completions) - begin, "out": out}
+
+
+def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> dict[str, Any]:
+    """``python -m storyjudge summarize`` in a fresh process, timed from its start to its exit."""
+    run_dir = tmp / f"cli-{strategy}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    begin = len(server.completions)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "storyjudge",
+            "summarize",
+            str(DOCUMENT),
+            "--strategy",
+            strategy,
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            server.base_url,
+            "--run-dir",
+            str(run_dir),
+            "--concurrency",
+            str(slots),
+        ],  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"storyjudge summarize failed: {done.stderr[-2000:]}")
+    record = json.loads((run_dir / "summary_tree.json").read_text(encoding="utf-8"))
+    return {"wall_s": wall, "calls": len(server.completions) - begin, "out": record}
+
+
+def run_all(
+    latency: float, slots: int, tmp: Path, strategies: tuple[str, ...] = STRATEGIES
+) -> list[dict[str, Any]]:
+    """Every strategy, in this process and as a user runs it; one row each."""
+    from eval.bench.latency import warm_up
+
+    rows: list[dict[str, Any]] = []
+    with ServerProcess(latency, slots, tmp / "requests.jsonl") as server:
+        warm_up(
+            Context(
+                model="openai:scripted",
+                base_url=server.base_url,
+                cache_dir=str(tmp / "warm-up"),
+                concurrency=slots,
+                max_retries=0,
+            )
+        )
+        for strategy in strategies:
+            for where, measure in (("graph", in_process), ("process", as_a_user)):
+                got = measure(server, strategy, slots, tmp)
+                limit = bound(got["out"], got["calls"], slots, latency)
+                rows.append(
+                    {
+                        "workload": f"summarize {strategy} ({where})",
+                        "concurrency": slots,
+                        "calls": got["calls"],
+                        "bound_s": round(limit, 2),
+                        "wall_s": round(got["wall_s"], 2),
+                        "ratio": round(got["wall_s"] / limit, 3) if limit else None,
+                    }
+                )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run and print the rows (optionally save them as JSON)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds the server waits per call (L)")
+    parser.add_argument("--slots", type=int, default=16, help="serving slots K, also the concurrency")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated strategies")
+    parser.add_argument("--json", dest="json_path", default="", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = run_all(args.latency, args.slots, Path(tmp), strategies)
+    for row in rows:
+        print(
+            f"{row['workload']:<36} calls {row['calls']:>4} bound {row['bound_s']:>6.2f}s "
+            f"wall {row['wall_s']:>6.2f}s ratio {row['ratio']}"
+        )
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
