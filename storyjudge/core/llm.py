@@ -32,7 +32,7 @@ from storyjudge.core.callcache import cache_for, request_key
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
-from storyjudge.core.models import LOCAL_LOCK, chat_model, is_local, resolve_spec
+from storyjudge.core.models import LOCAL_LOCK, SERVER_KEY_ENV, chat_model, is_local, resolve_spec
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, failure, merge_usage, one_call
 
@@ -70,10 +70,11 @@ _KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
 
 
 def redact(text: str) -> str:
-    """Text without the OpenAI key in use or anything shaped like a key (servers may echo the key back)."""
-    key = os.environ.get("OPENAI_API_KEY", "")
-    if len(key) >= 8:
-        text = text.replace(key, "[redacted]")
+    """Text without the API keys in use or anything shaped like a key (servers may echo the key back)."""
+    for name in ("OPENAI_API_KEY", SERVER_KEY_ENV):
+        key = os.environ.get(name, "")
+        if len(key) >= 8:
+            text = text.replace(key, "[redacted]")
     return _KEY_LIKE.sub("[redacted]", text)
 
 
