@@ -13,7 +13,10 @@ import inspect
 import json
 import logging
 import re
+import threading
 import unicodedata
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +184,40 @@ def test_report_keeps_the_story_s_script_as_text(attack_run: AttackRun) -> None:
     assert SCRIPT not in html and 'alert("storyjudge")</script>' not in html
     assert "&lt;script&gt;alert(" in html  # the text is there, escaped
     assert "&lt;/scene&gt;" in html or "&amp;lt;/scene&gt;" in html
+
+
+def test_the_ui_sends_a_content_security_policy_header_with_every_answer(tmp_path: Path) -> None:
+    """The page's policy comes as a header too (a meta tag cannot forbid framing); reports and JSON get one."""
+    from storyjudge.apps.ui import make_server
+    from storyjudge.apps.ui.server import PAGE_CSP
+
+    ui = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
+    threading.Thread(target=ui.serve_forever, daemon=True).start()
+    try:
+        session = ui.store.create("the story", STORY, "pasted text", {})
+        session.rd.report.write_text("<!doctype html><title>report</title>")
+
+        def policy(path: str) -> tuple[str, str]:
+            try:
+                with urllib.request.urlopen(ui.url.rstrip("/") + path, timeout=30) as response:
+                    return response.headers.get("Content-Security-Policy", ""), response.read().decode()
+            except urllib.error.HTTPError as error:
+                return error.headers.get("Content-Security-Policy", ""), error.read().decode()
+
+        page_policy, page = policy("/")
+        assert page_policy == PAGE_CSP + "; frame-ancestors 'none'"
+        assert f'content="{PAGE_CSP}"' in html.unescape(page)  # the meta tag says the same
+        report_policy, _ = policy(f"/runs/{session.name}/report.html")
+        assert report_policy.startswith("default-src 'none';") and "connect-src" not in report_policy
+        assert "frame-ancestors 'none'" in report_policy
+        for path in ("/api/runs", "/api/nothing-here"):
+            assert (
+                policy(path)[0]
+                == "default-src 'none'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+            )
+    finally:
+        ui.shutdown()
+        ui.server_close()
 
 
 # --- prompts carry narrative and summaries only as fenced data ---
