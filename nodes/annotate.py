@@ -26,6 +26,7 @@ from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import Message, ask_structured, ask_text, cut_off
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.records import SentenceAnnotation
+from storyjudge.core.textsplit import NO_WORDS, has_words
 from storyjudge.core.textsplit import sentences as split_sentences
 from storyjudge.core.usage import Usage, failure, merge_usage
 
@@ -54,6 +55,10 @@ def given_sentences(summary_id: str, value: Any) -> list[str]:
     found = [s.strip() for s in value if s.strip()]
     if not found:
         raise ValueError(f"Summary {summary_id!r}: 'sentences' holds no sentence; drop it or give them.")
+    if not any(has_words(s) for s in found):
+        raise ValueError(
+            f"Summary {summary_id!r}: 'sentences' " + NO_WORDS.format(sample=" ".join(found)[:40]) + "."
+        )
     return found
 
 
@@ -67,6 +72,8 @@ def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
     if many is None:
         if not isinstance(single, str) or not single.strip():
             raise ValueError("No summary to score: pass {'summary': text} or {'summaries': [{id, summary}]}")
+        if not has_words(single):
+            raise ValueError("The summary to score " + NO_WORDS.format(sample=single.strip()[:40]) + ".")
         return [{"id": SINGLE_ID, "summary": single}]
     if not isinstance(many, list) or not many:
         raise ValueError("'summaries' must be a non-empty list of {'id': ..., 'summary': ...} objects.")
@@ -81,6 +88,9 @@ def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
         seen.add(summary_id)
         if not item["summary"].strip():
             raise ValueError(f"Summary {summary_id!r} is empty; remove it or give its text.")
+        if not has_words(item["summary"]):
+            sample = item["summary"].strip()[:40]
+            raise ValueError(f"Summary {summary_id!r} " + NO_WORDS.format(sample=sample) + ", or remove it.")
         entry: dict[str, Any] = {"id": summary_id, "summary": item["summary"]}
         if item.get("sentences") is not None:
             entry["sentences"] = given_sentences(summary_id, item["sentences"])

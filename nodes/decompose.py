@@ -20,7 +20,7 @@ from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import ask_structured
 from storyjudge.core.records import Fact, FailedSentence
-from storyjudge.core.textsplit import sentences
+from storyjudge.core.textsplit import NO_WORDS, has_words, sentences
 
 
 def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -29,6 +29,8 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
     if not summary:
         raise ValueError("The summary to score is empty; give a summary with at least one sentence.")
     found = sentences(summary)
+    if not any(has_words(sentence) for sentence in found):  # "!!! ???" would score 1.0 with no fact at all
+        raise ValueError("The summary to score " + NO_WORDS.format(sample=summary[:40]) + ".")
     progress.emit("decompose", total=len(found))
     return {"sentences": found, "iteration": state.get("iteration", 0)}
 

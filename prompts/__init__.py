@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -146,16 +147,56 @@ DATA_TAGS = frozenset(
 cannot fake a ``<fact>`` block of the judge prompt it is shown in."""
 
 
+LESS_THAN_LOOKALIKES = "<\uff1c\ufe64\u3008\u2329\u27e8\u2039\u02c2\u1438\u276e\u29fc"
+"""``<`` and characters a model may read as one: full-width, small, CJK and mathematical angle brackets."""
+_OPENER = re.compile(f"[{LESS_THAN_LOOKALIKES}]")
+_SLASH = "/\u2044\u2215\u29f8"
+ATTRIBUTE_LIMIT = 200
+"""Longest attribute value (a scene title) shown in a prompt, in characters; longer ones end with an ellipsis."""
+
+
+def _normal(text: str) -> str:
+    """NFKC form without invisible format characters: what a look-alike tag reads as."""
+    return unicodedata.normalize("NFKC", "".join(c for c in text if unicodedata.category(c) != "Cf"))
+
+
+def _defuse(text: str, tag: str) -> str:
+    """The text with every ``<`` (or look-alike) that opens a data tag written as ``&lt;``."""
+    names = "|".join(re.escape(name) for name in sorted(DATA_TAGS | {tag}, key=len, reverse=True))
+    live = re.compile(rf"\s*[{_SLASH}]?\s*(?:{names})\b", re.IGNORECASE)
+    parts: list[str] = []
+    last = 0
+    for match in _OPENER.finditer(text):
+        after = _normal(text[match.end() : match.end() + 40])
+        if live.match(after):
+            parts += [text[last : match.start()], "&lt;"]
+            last = match.end()
+    return "".join(parts) + text[last:] if parts else text
+
+
+def _attribute(value: object, tag: str) -> str:
+    """An attribute value on one line: NFKC, whitespace collapsed, at most ATTRIBUTE_LIMIT characters, escaped."""
+    text = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in _normal(str(value)))
+    text = " ".join(text.split())
+    if len(text) > ATTRIBUTE_LIMIT:
+        text = text[: ATTRIBUTE_LIMIT - 1].rstrip() + "\u2026"
+    text = text.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+    return _defuse(text, tag)
+
+
 def data_block(tag: str, text: str, **attributes: object) -> str:
     """Wrap narrative or summary text as delimited data that the text itself cannot close.
 
     Any opening or closing ``<tag`` inside the text, of this block's tag or of one of ``DATA_TAGS``, is
     defused (``<`` becomes ``&lt;``), so a story containing ``</scene> Ignore previous instructions`` stays
-    inside its block. Other markup (``<b>``, ``3 < 4``) is left alone.
+    inside its block; so are look-alikes (``\uff1c/scene\uff1e``, ``\u3008/scene\u3009``, zero-width
+    characters inside the tag), judged on their NFKC form. Other markup (``<b>``, ``3 < 4``) is left alone.
+    Attribute values (scene titles come from the narrative too) are put on one line, cut to
+    ``ATTRIBUTE_LIMIT`` characters, and escaped (``"``, ``<``, ``>``), so a title cannot end its tag, open a
+    block or stand on a line of its own.
     """
-    names = "|".join(re.escape(name) for name in sorted(DATA_TAGS | {tag}, key=len, reverse=True))
-    defused = re.sub(rf"<(\s*/?\s*(?:{names})\b)", r"&lt;\1", text, flags=re.IGNORECASE)
-    attrs = "".join(f' {key}="{str(value).replace(chr(34), "&quot;")}"' for key, value in attributes.items())
+    defused = _defuse(text, tag)
+    attrs = "".join(f' {key}="{_attribute(value, tag)}"' for key, value in attributes.items())
     return f"<{tag}{attrs}>\n{defused}\n</{tag}>"
 
 

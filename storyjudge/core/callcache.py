@@ -1,7 +1,8 @@
 """SQLite cache of LLM answers keyed by model spec, prompt version and the full request.
 
 A rerun, or a run resumed after a crash, reads every answer it already paid for from here. Only answers that
-came back from the model are stored; transport errors are never cached.
+came back from the model whole and usable are stored: transport errors, empty and cut-off answers and structured
+answers that do not parse as their schema are never cached. Keys name the server (its base URL) too.
 """
 
 from __future__ import annotations
@@ -12,13 +13,36 @@ import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 
-def request_key(spec: str, prompt_version: str, request: dict[str, Any]) -> str:
-    """Stable hash of everything that determines an answer."""
-    payload = json.dumps(
-        {"spec": spec, "prompt": prompt_version, "request": request}, sort_keys=True, default=str
-    )
+def server_id(base_url: str) -> str:
+    """A base URL as the cache tells servers apart.
+
+    Scheme and host lower-cased, a default port and a trailing slash dropped; "" for no base URL and for OpenAI's
+    own API (where no base URL goes too), so those keys are the same as before servers were part of them.
+    """
+    parts = urlsplit(base_url.strip())
+    host = (parts.hostname or "").rstrip(".")
+    if not base_url.strip() or host == "api.openai.com":
+        return ""
+    scheme = parts.scheme.lower()
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None and (scheme, parts.port) not in (("http", 80), ("https", 443)):
+        netloc += f":{parts.port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def request_key(spec: str, prompt_version: str, request: dict[str, Any], server: str = "") -> str:
+    """Stable hash of everything that determines an answer.
+
+    ``server`` (a ``server_id``) names who answers, so two servers serving a model of the same name never share
+    answers; "" (embedded models, OpenAI's API) leaves it out of the key.
+    """
+    content: dict[str, Any] = {"spec": spec, "prompt": prompt_version, "request": request}
+    if server:
+        content["server"] = server
+    payload = json.dumps(content, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -18,7 +18,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -27,12 +27,12 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
 
-from storyjudge.core.callcache import cache_for, request_key
+from storyjudge.core.callcache import cache_for, request_key, server_id
 from storyjudge.core.concurrency import llm_slots
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
-from storyjudge.core.models import LOCAL_LOCK, chat_model, is_local, resolve_spec
+from storyjudge.core.models import LOCAL_LOCK, SERVER_KEY_ENV, chat_model, is_local, resolve_spec
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, failure, merge_usage, one_call
 
@@ -70,10 +70,11 @@ _KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
 
 
 def redact(text: str) -> str:
-    """Text without the OpenAI key in use or anything shaped like a key (servers may echo the key back)."""
-    key = os.environ.get("OPENAI_API_KEY", "")
-    if len(key) >= 8:
-        text = text.replace(key, "[redacted]")
+    """Text without the API keys in use or anything shaped like a key (servers may echo the key back)."""
+    for name in ("OPENAI_API_KEY", SERVER_KEY_ENV):
+        key = os.environ.get(name, "")
+        if len(key) >= 8:
+            text = text.replace(key, "[redacted]")
     return _KEY_LIKE.sub("[redacted]", text)
 
 
@@ -253,11 +254,13 @@ def _complete(
     schema: type[BaseModel] | None,
     sample: int,
     attempt: int = 0,
+    usable: Callable[[str, str | None], bool] | None = None,
 ) -> TextAnswer:
-    """A cached completion: identical requests are answered from the cache at no cost.
+    """A cached completion: identical requests to the same server are answered from the cache at no cost.
 
     ``attempt`` numbers parse retries: a retry whose conversation repeats the previous one must reach the
-    model again instead of replaying the cached unusable answer.
+    model again. ``usable(text, finish_reason)`` says whether an answer can be used (a structured answer that
+    parses): one that cannot is neither stored nor, from an older cache, replayed.
     """
     schema_json = json_schema(schema) if schema is not None else None
     request = {
@@ -272,9 +275,14 @@ def _complete(
     if attempt:
         request["attempt"] = attempt
     cache = cache_for(_cache_dir(ctx))
-    key = request_key(spec, prompt_version, request)
+    key = request_key(spec, prompt_version, request, "" if is_local(spec) else server_id(ctx.base_url))
     hit = cache.get(key)
-    if hit is not None and not cut_off(hit.get("finish_reason")):  # older caches may hold cut-off answers
+    # older caches may hold cut-off or unusable answers
+    if (
+        hit is not None
+        and not cut_off(hit.get("finish_reason"))
+        and (usable is None or usable(hit["text"], hit.get("finish_reason")))
+    ):
         return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
     params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
     if is_local(spec):
@@ -296,7 +304,7 @@ def _complete(
             params["response_format"] = {"type": "json_object"}
     text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
     # an empty or cut-off answer is a fault to retry later, not a result to replay
-    if text.strip() and not cut_off(finish):
+    if text.strip() and not cut_off(finish) and (usable is None or usable(text, finish)):
         cache.put(key, spec, prompt_version, {"text": text, "finish_reason": finish, "usage": [n_in, n_out]})
     return TextAnswer(text, finish, False, one_call(spec, n_in, n_out, cached=False))
 
@@ -372,6 +380,14 @@ def ask_structured(
     usage: Usage = {}
     conversation = list(base)
     text, error, finish, cached = "", "not attempted", None, False
+
+    def usable(answer: str, finish_reason: str | None) -> bool:
+        try:
+            parse_json_as(answer, schema)
+        except ParseFailure:
+            return False
+        return _unread(answer, finish_reason, prompt, base, schema) is None
+
     attempts = 0
     while attempts <= ctx.parse_retries:
         try:
@@ -386,6 +402,7 @@ def ask_structured(
                 schema=schema,
                 sample=sample,
                 attempt=attempts,
+                usable=usable,
             )
         except Exception as exc:
             if _is_unsupported_format(exc) and method != "text":

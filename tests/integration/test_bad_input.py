@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.apps.scripted_server import OpenAIServer, schema_name
 from storyjudge.core.rundir import document_hash
 from tests.scripted_story import STORY, StoryResponder
 
@@ -109,6 +109,38 @@ def test_empty_summary_file_for_coherence(tmp_path: Path) -> None:
     assert_one_line_error(
         invoke("coherence", summary, "--model", "openai:scripted"), "summary file", "whitespace"
     )
+
+
+WORDLESS = "!!! ??? ...\n\n*** --- ***\n"
+
+
+def test_a_summary_with_no_words_is_refused_by_score(
+    scripted_server: Callable[..., OpenAIServer], good: Path, tmp_path: Path
+) -> None:
+    """Punctuation alone has no sentence to score (it scored NFS 1.000 with no fact): refused, no judge asked."""
+    server = scripted_server(StoryResponder())
+    summary = _write(tmp_path / "summary.txt", WORDLESS.encode())
+    result = invoke(
+        "score", good, "--summary", summary, "--model", "openai:scripted", "--base-url", server.base_url,
+        "--run-dir", tmp_path / "run", "--ckg-samples", "1",
+    )  # fmt: skip
+    assert_one_line_error(result, "summary", "no words", "give a summary with at least one sentence of words")
+    assert "1.000" not in result.output
+    assert not any(schema_name(body) in ("AtomicFacts", "Verdict") for body in server.completions)
+    assert not (tmp_path / "run" / "result.json").exists()
+
+
+def test_a_summary_with_no_words_is_refused_by_coherence(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    server = scripted_server(lambda body: "Questions: no confusion\nTypes: no confusion")
+    summary = _write(tmp_path / "summary.txt", WORDLESS.encode())
+    result = invoke(
+        "coherence", summary, "--model", "openai:scripted", "--base-url", server.base_url,
+        "--out", tmp_path / "out.json",
+    )  # fmt: skip
+    assert_one_line_error(result, "no words", "give a summary with at least one sentence of words")
+    assert server.completions == []
 
 
 # --- models and endpoints ---

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from prompts import Prompt
 from storyjudge.apps.scripted_server import OpenAIServer
-from storyjudge.core.callcache import CallCache, cache_for, request_key
+from storyjudge.core.callcache import CallCache, cache_for, request_key, server_id
 from storyjudge.core.context import Context
 from storyjudge.core.llm import Message, ask_structured, ask_text
 from storyjudge.core.usage import totals
@@ -139,3 +139,58 @@ def test_cache_is_shared_per_directory_and_thread_safe(tmp_path: Path) -> None:
     assert len(cache) == 80
     assert cache.get("3-19") == {"text": "3:19"}
     assert cache.get("missing") is None
+
+
+def test_two_servers_with_a_model_of_the_same_name_do_not_share_answers(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    first_server = scripted_server(counting("First server."))
+    second_server = scripted_server(counting("Second server."))
+    assert ask_text(ctx_for(first_server), "summarizer", PROMPT_V1, MESSAGES).text == "First server."
+    second = ask_text(ctx_for(second_server), "summarizer", PROMPT_V1, MESSAGES)  # the same cache directory
+    assert (second.text, second.cached) == ("Second server.", False)
+    assert len(second_server.completions) == 1
+    again = ask_text(
+        ctx_for(first_server, base_url=first_server.base_url + "/"), "summarizer", PROMPT_V1, MESSAGES
+    )
+    assert (again.text, again.cached) == ("First server.", True)  # the same server, written differently
+
+
+def test_server_ids_normalise_the_base_url() -> None:
+    assert server_id("HTTP://LocalHost:80/v1/") == server_id("http://localhost/v1") == "http://localhost/v1"
+    assert server_id("https://host.example:443/v1") == "https://host.example/v1"
+    assert server_id("http://127.0.0.1:8080/v1") != server_id("http://127.0.0.1:8081/v1")
+    assert server_id("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
+    assert server_id("") == server_id("https://api.openai.com/v1") == ""
+    key = {"messages": [["user", "x"]]}
+    assert request_key("openai:m", "p", key) == request_key("openai:m", "p", key, "")
+    assert request_key("openai:m", "p", key) != request_key("openai:m", "p", key, "http://localhost/v1")
+
+
+def test_an_answer_that_does_not_parse_is_asked_again_on_a_rerun(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    """A broken server's unreadable answers are never replayed: the rerun against a healthy one reaches it."""
+    broken = scripted_server(counting("I think it is supported."))
+    failed = ask_structured(ctx_for(broken, parse_retries=1), "judge", PROMPT_V1, MESSAGES, Verdict)
+    assert not failed.ok and len(broken.completions) == 2
+    healthy = '{"rationale": "r", "supported": true}'
+    broken.responder = counting(healthy)  # the same server, fixed
+    rerun = ask_structured(ctx_for(broken, parse_retries=1), "judge", PROMPT_V1, MESSAGES, Verdict)
+    assert rerun.ok and not rerun.cached and rerun.attempts == 1
+    assert len(broken.completions) == 3
+    replay = ask_structured(ctx_for(broken, parse_retries=1), "judge", PROMPT_V1, MESSAGES, Verdict)
+    assert replay.ok and replay.cached and len(broken.completions) == 3
+
+
+def test_an_unusable_answer_in_an_older_cache_is_not_replayed(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    server = scripted_server(counting('{"rationale": "r", "supported": true}'))
+    ctx = ctx_for(server, parse_retries=0)
+    assert ask_structured(ctx, "judge", PROMPT_V1, MESSAGES, Verdict).ok
+    store = cache_for(ctx.cache_dir)
+    with store._connect() as conn:  # as an older version stored it: an answer that is not the schema's
+        conn.execute("UPDATE calls SET response = ?", ('{"text": "not json", "finish_reason": "stop"}',))
+    again = ask_structured(ctx, "judge", PROMPT_V1, MESSAGES, Verdict)
+    assert again.ok and not again.cached and len(server.completions) == 2

@@ -73,6 +73,10 @@ def test_openai_spec_without_key_or_base_url_says_what_to_do(monkeypatch: pytest
         check_spec("openai:gpt-4o-mini", Context())
     assert "--base-url" in str(info.value)
     check_spec("openai:anything", Context(base_url="http://127.0.0.1:9/v1"))  # a local server needs no key
+    with pytest.raises(
+        ConfigError, match="OPENAI_API_KEY"
+    ):  # OpenAI's API named as a base URL still needs it
+        check_spec("openai:gpt-4o-mini", Context(base_url="https://api.openai.com/v1"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     check_spec("openai:gpt-4o-mini", Context())
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from storyjudge.apps.report import CSP as REPORT_CSP
 from storyjudge.apps.report import ckg_html, environment, inline_asset, iteration_html
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.jobs import Busy, JobRunner
@@ -37,6 +38,12 @@ PAGE_CSP = (
     "default-src 'none'; connect-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
     "img-src data:; form-action 'none'; base-uri 'none'"
 )
+"""The page's policy, in its meta tag and in the header it is served with."""
+HEADER_ONLY_CSP = "; frame-ancestors 'none'"
+"""What only a header can say (browsers ignore ``frame-ancestors`` in a meta tag): no page is framed."""
+REPORT_PAGE_CSP = REPORT_CSP + "; form-action 'none'; base-uri 'none'"
+API_CSP = "default-src 'none'; form-action 'none'; base-uri 'none'"
+"""Every other answer (JSON, errors): nothing may load or run, should a browser ever render one."""
 _RUN = r"(?P<run>[a-z0-9][a-z0-9-]{0,80})"
 ROUTES = {
     "run": re.compile(rf"^/api/runs/{_RUN}$"),
@@ -224,7 +231,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
-        for key, value in (extra or {}).items():
+        headers = {"Content-Security-Policy": API_CSP, **(extra or {})}
+        headers["Content-Security-Policy"] += HEADER_ONLY_CSP
+        for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
         if self.command != "HEAD":
@@ -322,7 +331,12 @@ class Handler(BaseHTTPRequestHandler):
             report = self._session(match["run"]).rd.report
             if not report.is_file():
                 raise ApiError(HTTPStatus.NOT_FOUND, "No report yet: compute the factuality score first.")
-            self._send(HTTPStatus.OK, report.read_bytes(), "text/html; charset=utf-8")
+            self._send(
+                HTTPStatus.OK,
+                report.read_bytes(),
+                "text/html; charset=utf-8",
+                {"Content-Security-Policy": REPORT_PAGE_CSP},
+            )
             return
         raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {path}.")
 
