@@ -7,6 +7,10 @@ run resumes without paying twice. Items run concurrently (``concurrency`` at onc
 or dollars stops new items from starting once it is spent (items already running finish, so it can be overshot
 by that much). A model that cannot be reached, or a bad setting, stops the whole run: retrying other items
 cannot help. Any other failure of one item becomes an ``error`` row and the run goes on; a rerun retries it.
+
+Items run on an executor (:class:`ItemExecutor`): :class:`LocalExecutor` (threads, the default) or
+``eval.cluster.DaskExecutor`` (a task per item on a Dask cluster, one LLM budget for the whole cluster). Either
+way only the driver writes ``rows.jsonl``, so resuming is the same.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import prompts
 from eval.datasets import Dataset, EvalItem
@@ -108,6 +113,79 @@ def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(last.values())
 
 
+ItemOutcome = tuple[str, Any]
+"""What running one item gave: ``("row", row)``, ``("fatal", why)`` (stop the experiment) or ``("error", why)``
+(the item did not come back: the driver writes an ``error`` row for it)."""
+
+
+def group_key(cell: Cell, item: EvalItem) -> tuple[str, str]:
+    """Items with one key share a run directory (a narrative and its index, within one cell)."""
+    return (cell.id, item.group or item.id)
+
+
+class ItemExecutor(Protocol):
+    """Where the items of an experiment run; the driver (``Experiment.run``) submits and collects.
+
+    ``width``: items in flight at most. ``exclusive_groups``: whether items of one group must not run at once
+    (true where they would be in different processes, which must not share an embedded store or a cache).
+    """
+
+    width: int
+    exclusive_groups: bool
+
+    def submit(self, cell: Cell, item: EvalItem) -> None:
+        """Start one item."""
+
+    def next_done(self) -> tuple[Cell, EvalItem, ItemOutcome]:
+        """Wait for any started item to finish; its cell, item and outcome."""
+        ...
+
+    def close(self) -> None:
+        """Stop: cancel what has not started, free threads or the cluster connection."""
+
+
+class LocalExecutor:
+    """Items in threads of this process (``width`` at once; with 1, each runs in the caller's thread)."""
+
+    exclusive_groups = False  # items of one story wait for its index under a lock of the experiment
+
+    def __init__(self, experiment: Experiment, width: int = 1) -> None:
+        self.experiment = experiment
+        self.width = max(1, width)
+        self._pool = (
+            ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="eval") if self.width > 1 else None
+        )
+        self._inline: list[tuple[Cell, EvalItem]] = []
+        self._done: queue.Queue[tuple[Cell, EvalItem, ItemOutcome]] = queue.Queue()
+
+    def submit(self, cell: Cell, item: EvalItem) -> None:
+        """Start one item in a thread (or queue it for the caller's thread)."""
+        if self._pool is None:
+            self._inline.append((cell, item))
+            return
+
+        def work() -> None:
+            try:
+                outcome = self.experiment.attempt(cell, item)
+            except BaseException as exc:  # noqa: BLE001 - the driver must hear of every item
+                outcome = ("error", f"{type(exc).__name__}: {exc}")
+            self._done.put((cell, item, outcome))
+
+        self._pool.submit(work)
+
+    def next_done(self) -> tuple[Cell, EvalItem, ItemOutcome]:
+        """The next finished item."""
+        if self._inline:
+            cell, item = self._inline.pop(0)
+            return cell, item, self.experiment.attempt(cell, item)
+        return self._done.get()
+
+    def close(self) -> None:
+        """Cancel items not started; running ones finish in their threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 @dataclass
 class RunOutcome:
     """What one invocation of the runner did."""
@@ -147,12 +225,17 @@ class Experiment:
         *,
         max_cells: int | None = None,
         on_row: Callable[[dict[str, Any], int, int], None] | None = None,
+        executor: ItemExecutor | None = None,
     ) -> RunOutcome:
-        """Run every pending (cell, item), concurrently; returns all rows of the experiment.
+        """Run every pending (cell, item) on an executor; returns all rows of the experiment.
+
+        Only this driver writes rows: the executor runs items (threads here, or a Dask cluster) and hands back
+        what each gave; a new item starts whenever one finishes, while no stop reason and no budget says no.
 
         Args:
             max_cells: Stop after the first ``max_cells`` cells of the grid (the rest stay pending).
             on_row: Called with each new row, the number done and the number planned (for progress display).
+            executor: Where items run; default :class:`LocalExecutor` with the config's ``concurrency`` threads.
         """
         started = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
@@ -164,41 +247,64 @@ class Experiment:
             budget.add(row.get("usage_totals") or {})
         plan = self.plan(max_cells)
         pending = [(c, i) for c, i in plan if (c.id, i.id) not in done]
-        stop: dict[str, str | None] = {"reason": None}
-        counter = {"done": len(plan) - len(pending)}
-        lock = threading.Lock()
+        runner = executor or LocalExecutor(self, max(1, self.config.concurrency))
+        stopped: str | None = None
+        finished = len(plan) - len(pending)
+        queue = list(pending)
+        busy: set[tuple[str, str]] = set()  # (cell, group) of items in flight, where groups are exclusive
 
-        def work(cell: Cell, item: EvalItem) -> None:
-            if stop["reason"]:
-                return
-            reason = budget.exhausted()
-            if reason:
-                stop["reason"] = reason
-                return
-            try:
-                row = self.run_item(cell, item)
-            except (ModelError, ConfigError) as exc:  # retrying other items cannot help: stop everything
-                stop["reason"] = f"{type(exc).__name__}: {exc}"
-                return
-            budget.add(row["usage_totals"])
-            self.log.append(row)
-            with lock:
-                counter["done"] += 1
-                if on_row:
-                    on_row(row, counter["done"], len(plan))
+        def start_more() -> None:
+            nonlocal stopped
+            while queue and not stopped and len(busy_items) < runner.width:
+                reason = budget.exhausted()
+                if reason:
+                    stopped = reason
+                    return
+                index = next(
+                    (
+                        n
+                        for n, (c, i) in enumerate(queue)
+                        if not runner.exclusive_groups or group_key(c, i) not in busy
+                    ),
+                    None,
+                )
+                if index is None:
+                    return
+                cell, item = queue.pop(index)
+                busy.add(group_key(cell, item))
+                busy_items.add((cell.id, item.id))
+                runner.submit(cell, item)
 
-        workers = max(1, self.config.concurrency)
-        if workers == 1:
-            for cell, item in pending:
-                work(cell, item)
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
-                for future in [pool.submit(work, c, i) for c, i in pending]:
-                    future.result()
+        busy_items: set[tuple[str, str]] = set()
+        try:
+            start_more()
+            while busy_items:
+                cell, item, (kind, value) = runner.next_done()
+                busy_items.discard((cell.id, item.id))
+                busy.discard(group_key(cell, item))
+                if kind == "fatal":  # retrying other items cannot help: start no more
+                    stopped = stopped or str(value)
+                else:
+                    row = value if kind == "row" else self.failed_row(cell, item, str(value))
+                    budget.add(row["usage_totals"])
+                    self.log.append(row)
+                    finished += 1
+                    if on_row:
+                        on_row(row, finished, len(plan))
+                start_more()
+        finally:
+            runner.close()
         planned = {(c.id, i.id) for c, i in plan}  # a smaller --limit or grid than an earlier run's
         rows = [r for r in latest_rows(self.log.read()) if (r["cell"], r["item"]["id"]) in planned]
-        ran = counter["done"] - (len(plan) - len(pending))
-        return RunOutcome(rows, ran, len(plan) - len(pending), stop["reason"], time.perf_counter() - started)
+        ran = finished - (len(plan) - len(pending))
+        return RunOutcome(rows, ran, len(plan) - len(pending), stopped, time.perf_counter() - started)
+
+    def attempt(self, cell: Cell, item: EvalItem, *, own_cache: bool = False) -> ItemOutcome:
+        """Run one item: ``("row", row)``, or ``("fatal", why)`` when its model or settings are unusable."""
+        try:
+            return ("row", self.run_item(cell, item, own_cache=own_cache))
+        except (ModelError, ConfigError) as exc:
+            return ("fatal", f"{type(exc).__name__}: {exc}")
 
     def _write_config(self) -> None:
         record = {
@@ -215,12 +321,20 @@ class Experiment:
     # ----------------------------------------------------------------------------------------------------
     # one item
 
-    def run_item(self, cell: Cell, item: EvalItem) -> dict[str, Any]:
-        """Run one item of one cell and return its row (a failure of the item becomes an ``error`` row)."""
-        started = time.perf_counter()
+    def item_context(self, cell: Cell, item: EvalItem, *, own_cache: bool = False) -> Context:
+        """The Context of one item's run: its run directory and, with ``own_cache``, a cache of its own there.
+
+        Items that share a narrative (a group) share a run directory (and its index). An own cache (each item
+        its own SQLite file in the run directory) is what a cluster uses: no two processes write one file.
+        """
         run_dir = self.out / "runs" / cell.id / slug(item.group or item.id)
         ctx = cell_context(self.config, cell, run_dir)
-        row: dict[str, Any] = {
+        if own_cache:
+            ctx = ctx.replace(cache_dir=str(run_dir / "cache" / slug(item.id)))
+        return ctx
+
+    def _base_row(self, cell: Cell, item: EvalItem, ctx: Context) -> dict[str, Any]:
+        return {
             "experiment": self.config.name,
             "cell": cell.id,
             **cell.params,
@@ -236,6 +350,19 @@ class Experiment:
             "status": "ok",
             "usage": {},
         }
+
+    def failed_row(self, cell: Cell, item: EvalItem, error: str) -> dict[str, Any]:
+        """The ``error`` row of an item that did not come back (its worker died too often, say)."""
+        row = self._base_row(cell, item, self.item_context(cell, item))
+        row.update(status="error", error=error, usage_totals=totals({}), wall_seconds=0.0)
+        row["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return row
+
+    def run_item(self, cell: Cell, item: EvalItem, *, own_cache: bool = False) -> dict[str, Any]:
+        """Run one item of one cell and return its row (a failure of the item becomes an ``error`` row)."""
+        started = time.perf_counter()
+        ctx = self.item_context(cell, item, own_cache=own_cache)
+        row = self._base_row(cell, item, ctx)
         record: dict[str, Any] = {}
         try:
             if cell.task == "refine":

@@ -15,12 +15,19 @@ Two bounds, one owner each:
   equal, while every node and subgraph of one run, which all see the same settings, share one budget. Runs
   that set neither a run directory nor a cache directory are one run as far as slots go (they also share the
   default cache). A server that must be protected across runs needs its own limit; storyjudge's is per run.
+
+The slots are pluggable: ``set_budget_factory(factory)`` installs a function that maps a run's Context to the
+context manager held around each call, or to None for the per-run semaphore above. An experiment on a Dask
+cluster installs one on every worker so that its LLM calls share one cluster-wide budget (``eval.dask``); the
+core never imports Dask.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from storyjudge.core.context import Context
@@ -57,8 +64,34 @@ _budgets: dict[tuple[str, str, str, int], threading.BoundedSemaphore] = {}
 _budgets_lock = threading.Lock()
 
 
-def llm_slots(ctx: Context) -> threading.BoundedSemaphore:
-    """The run's semaphore of ``ctx.concurrency`` LLM calls in flight; hold one around each remote call."""
+BudgetFactory = Callable[[Context], AbstractContextManager[Any] | None]
+"""Maps a run's Context to the context manager held around each of its LLM calls (None: the per-run default)."""
+
+_factory: BudgetFactory | None = None
+
+
+def set_budget_factory(factory: BudgetFactory | None) -> BudgetFactory | None:
+    """Install ``factory`` as the source of LLM slots for this process (None: per-run only); returns the old one."""
+    global _factory
+    previous, _factory = _factory, factory
+    return previous
+
+
+def llm_slots(ctx: Context) -> AbstractContextManager[Any]:
+    """The run's budget of LLM calls in flight; hold it (``with``) around each remote call.
+
+    By default a semaphore of ``ctx.concurrency`` slots per run; an installed budget factory may give another.
+    """
+    factory = _factory
+    if factory is not None:
+        slot = factory(ctx)
+        if slot is not None:
+            return slot
+    return run_semaphore(ctx)
+
+
+def run_semaphore(ctx: Context) -> threading.BoundedSemaphore:
+    """The run's own semaphore of ``ctx.concurrency`` LLM calls in flight."""
     key = run_key(ctx)
     with _budgets_lock:
         if key not in _budgets:

@@ -98,3 +98,28 @@ def test_branch_threads_follow_the_run_budget() -> None:
     assert config == {"configurable": {"thread_id": "t"}, "max_concurrency": 8}
     for module in (coherence, factscore, index, refine, summarize):
         assert module.graph.config["max_concurrency"] == concurrency.BRANCH_THREADS
+
+
+def test_an_installed_budget_factory_gives_the_slots_and_none_falls_back(tmp_path: Path) -> None:
+    class Counting:
+        entered = 0
+
+        def __enter__(self) -> None:
+            Counting.entered += 1
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    ours = Context(run_dir=str(tmp_path / "exp" / "run"))
+    other = Context(run_dir=str(tmp_path / "elsewhere"))
+    slot = Counting()
+    previous = concurrency.set_budget_factory(lambda ctx: slot if ctx.run_dir == ours.run_dir else None)
+    try:
+        assert concurrency.llm_slots(ours) is slot
+        assert concurrency.llm_slots(other) is concurrency.run_semaphore(other)
+        with concurrency.llm_slots(ours):
+            pass
+        assert Counting.entered == 1
+    finally:
+        concurrency.set_budget_factory(previous)
+    assert concurrency.llm_slots(ours) is concurrency.run_semaphore(ours)

@@ -483,3 +483,54 @@ def test_cli_shortcuts_dry_run(tmp_path: Path, data_file: Path) -> None:
         assert "Dry run" in result.output and "total" in result.output
     missing = runner.invoke(app, ["eval", "storysumm", str(tmp_path / "nope.json")])
     assert missing.exit_code == 1 and "does not exist" in missing.output
+
+
+class DeferredExecutor:
+    """An executor that holds submitted items and finishes them later, newest first; one 'dies' once."""
+
+    exclusive_groups = True
+
+    def __init__(self, experiment: Experiment, width: int, lose: str = "") -> None:
+        self.experiment, self.width, self.lose = experiment, width, lose
+        self.held: list[Any] = []
+        self.in_flight_groups: list[list[tuple[str, str]]] = []
+        self.closed = False
+
+    def submit(self, cell: Any, item: Any) -> None:
+        self.held.append((cell, item))
+        self.in_flight_groups.append([(c.id, i.group) for c, i in self.held])
+
+    def next_done(self) -> tuple[Any, Any, Any]:
+        cell, item = self.held.pop()
+        if item.id == self.lose:
+            self.lose = ""
+            return cell, item, ("error", "KilledWorker: the item's worker died")
+        return cell, item, self.experiment.attempt(cell, item, own_cache=True)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_executor_runs_items_the_driver_writes_rows_and_groups_stay_exclusive(
+    tmp_path: Path, data_file: Path, scripted_server: Callable[..., OpenAIServer]
+) -> None:
+    server = scripted_server(responder)
+    config = make_config(tmp_path, data_file, server, models=["openai:scripted"])
+    experiment = Experiment(config, invoke=stand_in())
+    lost = experiment.plan()[0][1].id
+    runner = DeferredExecutor(experiment, width=3, lose=lost)
+    first = experiment.run(executor=runner)
+    assert runner.closed and first.ran == 3
+    for in_flight in runner.in_flight_groups:  # two summaries of story 1 never ran at once
+        assert len(in_flight) == len(set(in_flight)) and len(in_flight) <= 3
+    by_id = {r["item"]["id"]: r for r in first.rows}
+    assert by_id[lost]["status"] == "error" and "KilledWorker" in by_id[lost]["error"]
+    assert sum(r["status"] == "ok" for r in first.rows) == 2
+    assert not (config.out_dir / "cache").exists()  # no one cache for the experiment: one per item
+    assert len({p.name for p in (config.out_dir / "runs").glob("*/*/cache/*")}) == 2
+
+    second = Experiment(config, invoke=stand_in()).run(executor=DeferredExecutor(experiment, width=3))
+    assert second.ran == 1 and second.skipped == 2
+    assert all(r["status"] == "ok" for r in second.rows) and len(second.rows) == 3
+    lines = (config.out_dir / "rows.jsonl").read_text().splitlines()
+    assert len(lines) == 4  # 3 rows, then the retried one: nothing ran twice

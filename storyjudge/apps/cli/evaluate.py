@@ -63,6 +63,22 @@ ParallelItemsOpt = Annotated[
         help="Items evaluated at once (the LLM calls in flight are bounded by --concurrency).",
     ),
 ]
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where items run: 'local' (threads of this process) or 'dask' (a task per item on a Dask "
+        "cluster; --concurrency is then the total of LLM calls in flight across it). Default: local.",
+    ),
+]
+SchedulerOpt = Annotated[
+    str,
+    typer.Option(
+        "--scheduler",
+        help="With --executor dask: the scheduler's address (tcp://HOST:PORT) of a running cluster. "
+        "Default: start a cluster of 2 worker processes on 127.0.0.1 for this run.",
+    ),
+]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Estimate LLM calls, tokens and USD; call no model. Default: off.")
 ]
@@ -146,12 +162,46 @@ def _roles(config: Any) -> tuple[str, ...]:
     return tuple(roles)
 
 
-def _run(config: Any, *, dry_run: bool, print_agreement: bool = False) -> None:
+EXECUTORS = ("local", "dask")
+
+
+def _executor(config: Any, name: str, scheduler: str) -> Any:
+    """The executor the options ask for (None: the runner's local default)."""
+    if name not in EXECUTORS:
+        fail(f"--executor must be one of {', '.join(EXECUTORS)}, not {name!r}")
+    if name == "local":
+        if scheduler:
+            fail("--scheduler needs --executor dask")
+        return None
+    from eval.cluster import DaskExecutor, llm_total
+
+    console.print(
+        f"Starting Dask ({scheduler or 'a local cluster on 127.0.0.1'}); "
+        f"{llm_total(config)} LLM call(s) in flight across the cluster."
+    )
+    try:
+        return DaskExecutor(config, scheduler, width=config.concurrency if config.concurrency > 1 else None)
+    except ConfigError as exc:
+        fail(str(exc))
+    except (OSError, TimeoutError) as exc:
+        fail(f"cannot reach the Dask scheduler at {scheduler}: {exc}. Check --scheduler.")
+
+
+def _run(
+    config: Any,
+    *,
+    dry_run: bool,
+    print_agreement: bool = False,
+    executor: str = "local",
+    scheduler: str = "",
+) -> None:
     from eval.estimate import estimate
     from eval.grid import cell_context, cells
     from eval.runner import Experiment, finish
     from eval.tables import usage_of
 
+    if executor == "dask":  # every worker must find the same directory (a shared file system)
+        config.out_dir = Path(config.out_dir).resolve()
     first_ctx = cell_context(config, cells(config)[0], config.out_dir)
     print_models(first_ctx)
     if dry_run:
@@ -177,8 +227,9 @@ def _run(config: Any, *, dry_run: bool, print_agreement: bool = False) -> None:
             highlight=False,
         )
 
+    runner = _executor(config, executor, scheduler)
     try:
-        outcome = experiment.run(on_row=on_row)
+        outcome = experiment.run(on_row=on_row, executor=runner)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -252,9 +303,20 @@ def run_command(
         int | None,
         typer.Option(
             "--parallel-items",
-            help="Items evaluated at once. Default: the config's concurrency (1 when it has none).",
+            help="Items evaluated at once. Default: the config's concurrency (1 when it has none; "
+            "with --executor dask, the cluster's worker threads).",
         ),
     ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            help="LLM calls in flight: per item run locally, in total across the cluster with --executor "
+            "dask. Default: the config's (context.concurrency, else llm_concurrency, else 4).",
+        ),
+    ] = None,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = "",
 ) -> None:
     """Run an experiment grid (datasets x models x strategies x chunk sizes x loops); resumes if rerun."""
     from eval.grid import load_config
@@ -265,7 +327,9 @@ def run_command(
         fail(str(exc))
     if parallel_items is not None:
         experiment.concurrency = max(1, parallel_items)
-    _run(experiment, dry_run=dry_run, print_agreement=True)
+    if concurrency is not None:
+        experiment.context["concurrency"] = max(1, concurrency)
+    _run(experiment, dry_run=dry_run, print_agreement=True, executor=executor, scheduler=scheduler)
 
 
 def _shortcut(
@@ -275,6 +339,8 @@ def _shortcut(
     options: dict[str, Any],
     metrics: list[str],
     dry_run: bool,
+    executor: str = "local",
+    scheduler: str = "",
 ) -> None:
     from eval.datasets import load
     from eval.grid import shortcut_config
@@ -297,7 +363,13 @@ def _shortcut(
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     started = time.perf_counter()
-    _run(config, dry_run=dry_run, print_agreement=kind == "storysumm")
+    _run(
+        config,
+        dry_run=dry_run,
+        print_agreement=kind == "storysumm",
+        executor=executor,
+        scheduler=scheduler,
+    )
     if not dry_run:
         out.print(
             f"Total wall time {time.perf_counter() - started:.1f}s. Rows: {config.out_dir / 'rows.jsonl'}"
@@ -340,6 +412,8 @@ def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str
         parameter("limit", LimitOpt, None),
         parameter("parallel_items", ParallelItemsOpt, 1),
         parameter("dry_run", DryRunOpt, False),
+        parameter("executor", ExecutorOpt, "local"),
+        parameter("scheduler", SchedulerOpt, ""),
     ]
 
     def body(
@@ -349,10 +423,12 @@ def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str
         limit: int | None,
         parallel_items: int,
         dry_run: bool,
+        executor: str,
+        scheduler: str,
         **given: Any,
     ) -> None:
         options = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
-        _shortcut(kind, given["file"], settings, options, metrics(**given), dry_run)
+        _shortcut(kind, given["file"], settings, options, metrics(**given), dry_run, executor, scheduler)
 
     eval_app.command(kind)(assemble(metrics, shared, names, body, f"{kind}_command"))
 

@@ -1,0 +1,172 @@
+"""Experiments on a Dask cluster: a task per (cell, item), one budget of LLM calls in flight for all workers.
+
+``DaskExecutor`` is an ``eval.runner.ItemExecutor``: the driver (``Experiment.run``) submits items and collects
+their rows as they finish (``distributed.as_completed``) and alone writes ``rows.jsonl``, so a stopped
+experiment resumes exactly as with local threads. Without a scheduler address it starts a small
+``LocalCluster`` on 127.0.0.1 (2 worker processes, 1 thread each).
+
+On the workers every LLM call holds a lease of one ``distributed.Semaphore`` named after the experiment, with
+``max_leases`` the experiment's ``concurrency``: the total in flight across the cluster, not per worker. It is
+installed through ``storyjudge.core.concurrency.set_budget_factory`` for the run directories under the
+experiment's output directory, so the core never imports Dask. Retries back off outside the lease.
+
+Shared state: the output directory must be the same path on every machine (a shared file system); each item
+gets an LLM cache of its own in its run directory (SQLite files are never written by two processes, which on a
+network file system is unsafe), and the items of one narrative run one after another, since they share a run
+directory (its embedded Chroma store). Dask is optional: ``pip install 'storyjudge[dask]'``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from eval.datasets import EvalItem
+from eval.grid import Cell, ExperimentConfig
+from eval.runner import Experiment, ItemOutcome
+from storyjudge.core.context import ConfigError
+from storyjudge.core.rundir import slug
+
+LOCAL_WORKERS = 2
+"""Worker processes of the LocalCluster started when no scheduler is given (1 thread each)."""
+
+
+def llm_total(config: ExperimentConfig) -> int:
+    """The experiment's LLM calls in flight: its ``concurrency`` setting (``llm_concurrency`` when unset)."""
+    return max(1, int(config.context.get("concurrency") or config.llm_concurrency))
+
+
+def budget_name(config: ExperimentConfig) -> str:
+    """The cluster-wide semaphore's name: the experiment, its output directory and its total."""
+    digest = hashlib.sha256(str(Path(config.out_dir).resolve()).encode()).hexdigest()[:10]
+    return f"storyjudge-llm-{slug(config.name)}-{digest}-{llm_total(config)}"
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError(
+            "--executor dask needs Dask: pip install 'storyjudge[dask]' (or 'dask[distributed]')"
+        ) from None
+    return distributed
+
+
+class DaskExecutor:
+    """Items as tasks on a Dask cluster (``scheduler``: its address; empty: a LocalCluster on 127.0.0.1)."""
+
+    exclusive_groups = True
+
+    def __init__(self, config: ExperimentConfig, scheduler: str = "", *, width: int | None = None) -> None:
+        distributed = _import_distributed()
+        config.out_dir = Path(config.out_dir).resolve()  # workers resolve no relative path against our cwd
+        self.config = config
+        self.cluster: Any = None
+        if scheduler:
+            self.client = distributed.Client(scheduler, timeout="30s")
+        else:
+            self.cluster = distributed.LocalCluster(
+                host="127.0.0.1",
+                n_workers=LOCAL_WORKERS,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
+            self.client = distributed.Client(self.cluster)
+        threads = sum(self.client.nthreads().values())
+        self.width = max(1, width or threads)
+        self.budget = (budget_name(config), llm_total(config))
+        self.semaphore = distributed.Semaphore(max_leases=self.budget[1], name=self.budget[0])
+        self.semaphore.register()
+        self._done = distributed.as_completed(loop=self.client.loop)
+        self._items: dict[str, tuple[Cell, EvalItem]] = {}
+        self._futures: dict[str, Any] = {}
+
+    @property
+    def address(self) -> str:
+        """The scheduler's address."""
+        return str(self.client.scheduler.address)
+
+    def submit(self, cell: Cell, item: EvalItem) -> None:
+        """Submit the item as a task (never pure: it calls models and writes its run directory)."""
+        key = f"item-{slug(cell.id)}-{slug(item.id)}-{os.urandom(4).hex()}"
+        future = self.client.submit(run_on_worker, self.config, cell, item, self.budget, key=key, pure=False)
+        self._items[future.key] = (cell, item)
+        self._futures[future.key] = future
+        self._done.add(future)
+
+    def next_done(self) -> tuple[Cell, EvalItem, ItemOutcome]:
+        """The next task to finish, and its outcome (a task that failed on the cluster is an ``error``)."""
+        future = next(self._done)
+        cell, item = self._items.pop(future.key)
+        self._futures.pop(future.key, None)
+        try:
+            outcome: ItemOutcome = future.result()
+        except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the item's workers died too often
+            outcome = ("error", f"{type(exc).__name__}: {exc}")
+        future.release()
+        return cell, item, outcome
+
+    def close(self) -> None:
+        """Cancel tasks not finished, drop the budget, and close the client (and the LocalCluster we started)."""
+        try:
+            if self._futures:
+                self.client.cancel(list(self._futures.values()))
+            self.semaphore.close()
+        finally:
+            self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# worker side
+
+_worker_lock = threading.Lock()
+_semaphores: dict[str, Any] = {}  # output directory (absolute) -> its experiment's distributed.Semaphore
+_experiments: dict[tuple[str, str], Experiment] = {}
+
+
+def _budget_for(ctx: Any) -> Any:
+    """The budget factory installed on workers: the semaphore of the experiment the run belongs to."""
+    run_dir = os.path.abspath(ctx.run_dir) if ctx.run_dir else ""
+    with _worker_lock:
+        for out_dir, semaphore in _semaphores.items():
+            if run_dir.startswith(out_dir + os.sep):
+                return semaphore
+    return None
+
+
+def install_budget(out_dir: Path, name: str, total: int) -> None:
+    """Make every LLM call of runs under ``out_dir`` in this process hold a lease of the named semaphore.
+
+    Called from a task's thread, where the semaphore finds its worker (LangGraph's branch threads do not).
+    """
+    import distributed
+
+    from storyjudge.core import concurrency
+
+    key = str(Path(out_dir).resolve())
+    with _worker_lock:
+        semaphore = _semaphores.get(key)
+        if semaphore is None or semaphore.name != name:
+            semaphore = distributed.Semaphore(max_leases=total, name=name)
+            semaphore.register()  # binds it to this worker's scheduler connection and loop
+            _semaphores[key] = semaphore
+        concurrency.set_budget_factory(_budget_for)
+
+
+def run_on_worker(
+    config: ExperimentConfig, cell: Cell, item: EvalItem, budget: tuple[str, int]
+) -> ItemOutcome:
+    """The task: one item of the experiment, under the cluster-wide LLM budget, with a cache of its own."""
+    install_budget(config.out_dir, *budget)
+    key = (str(config.out_dir), config.name)
+    with _worker_lock:
+        experiment = _experiments.get(key)
+        if experiment is None:
+            experiment = _experiments[key] = Experiment(config)
+    return experiment.attempt(cell, item, own_cache=True)
