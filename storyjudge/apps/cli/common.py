@@ -6,7 +6,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -15,9 +15,9 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from storyjudge.apps.cli import stages
 from storyjudge.core.context import ENV_PREFIX, ConfigError, Context
 from storyjudge.core.models import describe_models, is_local
 
@@ -118,31 +118,20 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
 
 
 @contextmanager
-def progress_bars() -> Iterator[Any]:
-    """A rich progress display fed by the graphs' custom progress events; yields a handler for stream chunks."""
-    progress = Progress(
-        TextColumn("[bold]{task.description:<12}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[message]}"),
-        console=console,
-        transient=False,
-        disable=not console.is_terminal and os.environ.get("STORYJUDGE_PROGRESS") != "1",
-    )
-    tasks: dict[str, Any] = {}
+def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None]]:
+    """Stage progress fed by the graphs' progress events; yields a handler of ``(event, namespace)``.
 
-    def handle(event: dict[str, Any]) -> None:
-        stage = event.get("stage", "work")
-        if stage not in tasks:
-            tasks[stage] = progress.add_task(stage, total=event.get("total"), message="")
-        task = tasks[stage]
-        if "total" in event:
-            progress.update(task, total=event["total"])
-        progress.update(task, advance=event.get("advance", 0), message=event.get("message", ""))
-
-    with progress:
-        yield handle
+    Rich bars on a terminal (or with ``STORYJUDGE_PROGRESS=1``), plain lines otherwise, none with
+    ``STORYJUDGE_PROGRESS=0``.
+    """
+    wanted = os.environ.get("STORYJUDGE_PROGRESS", "")
+    if wanted == "0":
+        yield lambda event, namespace: None
+    elif console.is_terminal or wanted == "1":
+        with stages.bars(console) as progress:
+            yield stages.StageTracker(stages.BarsView(progress)).handle
+    else:
+        yield stages.StageTracker(stages.PlainView(console)).handle
 
 
 def stream_graph(
@@ -153,12 +142,17 @@ def stream_graph(
     previous = signal.getsignal(signal.SIGINT)
     try:
         with progress_bars() as handle:
-            for mode, chunk in graph.stream(
-                graph_input, config=config or {}, context=ctx, stream_mode=["custom", "values"]
+            # with subgraphs, the progress of the stages inside them too; the final state is the top graph's
+            for namespace, mode, chunk in graph.stream(
+                graph_input,
+                config=config or {},
+                context=ctx,
+                stream_mode=["custom", "values"],
+                subgraphs=True,
             ):
                 if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
-                    handle(chunk["progress"])
-                elif mode == "values":
+                    handle(chunk["progress"], tuple(namespace))
+                elif mode == "values" and not namespace:
                     final = chunk
     except KeyboardInterrupt:
         hint = (
