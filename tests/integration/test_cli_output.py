@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer
-from tests.scripted_story import STORY, StoryResponder
+from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,3 +70,116 @@ def test_refine_prints_each_stage_as_plain_lines_when_redirected(refined: Done) 
     assert "retrieve 3/3 done" in err and "judge 3/3 done" in err
     assert "decompose 3/3 done in" in err and "(round 2)" in err  # the second round's scoring
     assert "refine 1/1 done" in err
+
+
+@pytest.mark.slow
+def test_refine_prints_the_best_summary_alone_on_stdout_and_writes_it(refined: Done) -> None:
+    assert refined.returncode == 0, refined.stderr
+    assert refined.stdout == FIXED_SUMMARY + "\n"  # one line, though longer than the 80 columns given
+    assert (refined.run_dir / "summary.txt").read_text() == FIXED_SUMMARY + "\n"
+    err = refined.stderr
+    assert f"Run record: {refined.run_dir / 'result.json'}" in err
+    assert f"Report: {refined.run_dir / 'report.html'}" in err and (refined.run_dir / "report.html").exists()
+    assert "NarrativeFactScore per iteration" in err  # the tables go to stderr
+
+
+@pytest.mark.slow
+def test_refine_json_prints_the_run_record_alone(refined: Done) -> None:
+    story = refined.run_dir.parent / "story.txt"
+    # the run is finished: --resume shows its result without calling a model
+    again = cli(
+        "refine", str(story), "--run-dir", str(refined.run_dir), "--resume", "--json", cwd=story.parent
+    )
+    assert again.returncode == 0, again.stderr
+    record = json.loads(again.stdout)
+    assert record == json.loads((refined.run_dir / "result.json").read_text())
+    assert record["best_summary"] == FIXED_SUMMARY
+
+
+@pytest.fixture
+def story_and_server(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, list[str]]:
+    """The scripted story in a file, and the options that send every model role to the scripted server."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("STORYJUDGE_CACHE_DIR", str(tmp_path / "cache"))
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    server = scripted_server(StoryResponder())
+    return story, ["--model", "openai:scripted", "--base-url", server.base_url, "--ckg-samples", "1"]
+
+
+@pytest.mark.slow
+def test_score_and_index_print_their_result_alone_and_json(
+    story_and_server: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    story, options = story_and_server
+    summary = tmp_path / "given.txt"
+    summary.write_text(FIRST_SUMMARY)
+    run_dir = tmp_path / "score"
+    runner = CliRunner()
+    score = runner.invoke(
+        app, ["score", str(story), "--summary", str(summary), "--run-dir", str(run_dir), *options]
+    )
+    assert score.exit_code == 0, score.output
+    assert score.stdout.startswith("NarrativeFactScore 0.667") and len(score.stdout.splitlines()) == 1
+    assert "Atomic facts" in score.stderr and f"Report: {run_dir / 'report.html'}" in score.stderr
+    assert (run_dir / "summary.txt").read_text() == FIRST_SUMMARY + "\n"
+    as_json = runner.invoke(
+        app,
+        [
+            "score",
+            str(story),
+            "--summary",
+            str(summary),
+            "--run-dir",
+            str(tmp_path / "s2"),
+            "--json",
+            *options,
+        ],
+    )
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)["best_summary"] == FIRST_SUMMARY
+
+    index = runner.invoke(
+        app, ["index", str(story), "--run-dir", str(tmp_path / "index"), "--json", *options]
+    )
+    assert index.exit_code == 0, index.output
+    record = json.loads(index.stdout)
+    assert record["ckg_stats"]["scenes"] == 2 and record["ckg"] == str(tmp_path / "index" / "ckg.json")
+    plain = runner.invoke(app, ["index", str(story), "--run-dir", str(tmp_path / "index"), *options])
+    assert plain.stdout.startswith("story: 2 scenes") and len(plain.stdout.splitlines()) == 1
+
+
+def test_summarize_prints_the_summary_alone_writes_out_and_json(
+    story_and_server: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    story, options = story_and_server
+    options = options[:4]  # summarize takes no CKG settings
+    out_file = tmp_path / "out" / "summary.txt"
+    runner = CliRunner()
+    args = ["summarize", str(story), "--run-dir", str(tmp_path / "run"), *options]
+    result = runner.invoke(app, [*args, "--out", str(out_file)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == FIRST_SUMMARY + "\n"
+    assert out_file.read_text() == FIRST_SUMMARY + "\n"
+    assert "novel trigrams" in result.stderr
+    as_json = runner.invoke(app, [*args, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)["summary"] == FIRST_SUMMARY
+
+
+def test_coherence_prints_its_score_alone_and_json(
+    story_and_server: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    _, options = story_and_server
+    summary = tmp_path / "given.txt"
+    summary.write_text(FIRST_SUMMARY)
+    runner = CliRunner()
+    result = runner.invoke(app, ["coherence", str(summary), *options[:4]])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "BooookScore 1.000 (coverage 100%)\n"
+    assert "Errors per sentence by type" in result.stderr
+    as_json = runner.invoke(app, ["coherence", str(summary), *options[:4], "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)["score"] == 1.0

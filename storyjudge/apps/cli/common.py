@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -30,6 +31,17 @@ DATA_RUN_CHARS = 1000
 # No word of a language written with spaces is this long; base64, hex dumps and minified data are. Scripts
 # written without spaces (Chinese, Japanese, Thai) are not ASCII, so they never match.
 _DATA_RUN = re.compile(rf"[\x21-\x7e]{{{DATA_RUN_CHARS},}}")
+
+
+def print_result(text: str) -> None:
+    """A command's result alone on stdout, as it is: no markup, no wrapping at the terminal's width."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def print_json(record: Any) -> None:
+    """A result record alone on stdout, as JSON (``--json``)."""
+    print_result(json.dumps(record, indent=2, ensure_ascii=False, default=str))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 import prompts
-from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
@@ -109,29 +110,54 @@ def _nfs_line(card: dict[str, Any]) -> str:
 
 
 def _write_refine(run: Run) -> None:
-    """Print what the finish node recorded in result.json (it writes the record; this command does not)."""
-    assert run.rd is not None
-    _write_report(run.rd)
+    """Show what the finish node recorded in result.json (it writes the record; this command does not).
+
+    stdout gets the best summary alone (with ``--json``, the run record); the rest goes to stderr.
+    """
+    rd = run.rd
+    assert rd is not None
     final = run.final
+    if not rd.result.exists():
+        fail(f"The run stopped before writing {rd.result}; run the same command with --resume to finish it.")
+    summary = final.get("summary", "")
+    rd.summary.write_text(summary + "\n", encoding="utf-8")
+    report = _write_report(rd)
     iterations = final.get("iterations") or []
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         card = it["factscore"]
         nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
-        out.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
-    out.print(_score_table(iterations, final.get("best_iteration")))
+        console.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
+    console.print(_score_table(iterations, final.get("best_iteration")))
     usage = totals(final.get("usage"))
-    out.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
-    out.print(
+    console.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
+    console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
         f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. ${usage['cost_usd']:.4f}; "
-        f"wall {run.seconds:.2f}s"
+        f"wall {run.seconds:.2f}s",
+        soft_wrap=True,
     )
-    out.print(f"Run record: {run.rd.result}")
+    _print_paths(rd, report)
+    if run.as_json:
+        print_json(json.loads(rd.result.read_text(encoding="utf-8")))
+    else:
+        print_result(summary)
+
+
+def _print_paths(rd: RunDir, report: bool) -> None:
+    """Where the run's files are, on stderr."""
+    console.print(f"Run record: {rd.result}", soft_wrap=True, highlight=False)
+    if report:
+        console.print(f"Report: {rd.report}", soft_wrap=True, highlight=False)
+    console.print(f"Summary: {rd.summary}", soft_wrap=True, highlight=False)
 
 
 def _write_score(run: Run) -> None:
-    """The score's run record (the factscore graph has no finish node, so this is its one writer)."""
-    assert run.rd is not None
+    """The score's run record (the factscore graph has no finish node, so this is its one writer).
+
+    stdout gets the score line alone (with ``--json``, the run record); the facts' table goes to stderr.
+    """
+    rd = run.rd
+    assert rd is not None
     final, summary_text = run.final, run.job.graph_input["summary"]
     card = final["factscore"]
     iteration = {"iteration": 0, "summary": summary_text, "factscore": card, "accepted": True, "note": ""}
@@ -142,8 +168,9 @@ def _write_score(run: Run) -> None:
         prompt_versions=prompts.versions(run.ctx.prompt_dir),
     )
     result["wall_seconds"] = round(run.seconds, 2)
-    write_result(run.rd.root, result)
-    _write_report(run.rd)
+    write_result(rd.root, result)
+    rd.summary.write_text(summary_text.rstrip("\n") + "\n", encoding="utf-8")
+    report = _write_report(rd)
     table = Table(title="Atomic facts", header_style="bold", show_lines=False)
     table.add_column("fact")
     table.add_column("verdict")
@@ -152,8 +179,12 @@ def _write_score(run: Run) -> None:
         table.add_row(
             verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", "")
         )
-    out.print(table)
-    out.print(f"{_nfs_line(card)}. Run record: {run.rd.result}")
+    console.print(table)
+    _print_paths(rd, report)
+    if run.as_json:
+        print_json(result)
+    else:
+        print_result(f"{_nfs_line(card)}.")
 
 
 REFINING = (
@@ -173,13 +204,15 @@ add_graph_command(
 )
 
 
-def _write_report(rd: RunDir) -> None:
-    """Render report.html when the report module is available."""
+def _write_report(rd: RunDir) -> bool:
+    """Render report.html when the report module is available; whether it was written."""
     try:
         from storyjudge.apps.report import write_report
     except ImportError:
-        return
+        return False
     try:
         write_report(rd.root)
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run
         console.print(f"[yellow]report.html not written: {exc}[/]")
+        return False
+    return True

@@ -60,6 +60,7 @@ class Run:
     rd: RunDir | None
     final: dict[str, Any]
     seconds: float  # wall time of the command so far
+    as_json: bool = False  # --json: the result record alone on stdout, as JSON
 
 
 def _twice_the_concurrency(ctx: Context) -> int | None:
@@ -83,6 +84,14 @@ class GraphCommand:
     max_concurrency: Callable[[Context], int | None] = _twice_the_concurrency
 
 
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the result record alone on standard output, as JSON (tables and progress go to standard "
+        "error). Default: off.",
+    ),
+]
 ResumeOpt = Annotated[
     bool,
     typer.Option(
@@ -93,18 +102,27 @@ ResumeOpt = Annotated[
 
 
 def add_graph_command(command: GraphCommand) -> None:
-    """Register a command: the reader's parameters, --resume when checkpointed, then the settings' options."""
-    extra = [parameter("resume", ResumeOpt, False)] if command.checkpointed else []
+    """Register a command: the reader's parameters, --json, --resume when checkpointed, the settings' options."""
+    extra = [parameter("as_json", JsonOpt, False)]
+    if command.checkpointed:
+        extra.append(parameter("resume", ResumeOpt, False))
 
-    def body(*, settings: Settings, resume: bool = False, **arguments: Any) -> None:
-        run_graph(command, settings, resume=resume, **arguments)
+    def body(*, settings: Settings, resume: bool = False, as_json: bool = False, **arguments: Any) -> None:
+        run_graph(command, settings, resume=resume, as_json=as_json, **arguments)
 
     app.command(command.name)(
         assemble(command.read, extra, command.settings, body, f"{command.name}_command")
     )
 
 
-def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False, **arguments: Any) -> None:
+def run_graph(
+    command: GraphCommand,
+    settings: Settings,
+    *,
+    resume: bool = False,
+    as_json: bool = False,
+    **arguments: Any,
+) -> None:
     """Run a command's graph: read, check every setting, claim, print models, stream, write."""
     started = time.perf_counter()
     job = command.read(**arguments)
@@ -125,7 +143,7 @@ def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False
         final = _stream(command, job, ctx, rd, resume)
     except (ModelError, ConfigError, ValueError) as exc:
         fail(str(exc))
-    command.write(Run(job, ctx, rd, final, time.perf_counter() - started))
+    command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
 
 
 def _claim(job: Job, ctx: Context, resume: bool) -> RunDir:
