@@ -45,7 +45,7 @@ def _read(
         typer.Option("--title", help="Document title. Default: the file name."),
     ] = None,
 ) -> Job:
-    """Build the scenes, the Character Knowledge Graph and the scene index of a narrative."""
+    """Cut a narrative into scenes, graph who does what to whom, and index the scenes for search."""
     text, _ = read_text_file(file)
     name = title or file.stem
     return Job({"document": text, "title": name}, source=file, text=text, title=name)
