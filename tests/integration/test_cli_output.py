@@ -183,3 +183,32 @@ def test_coherence_prints_its_score_alone_and_json(
     as_json = runner.invoke(app, ["coherence", str(summary), *options[:4], "--json"])
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.stdout)["score"] == 1.0
+
+
+@pytest.mark.parametrize("command", ["refine", "score"])
+def test_dry_run_calls_no_model_writes_nothing_and_says_price_unknown(
+    command: str,
+    tmp_path: Path,
+    scripted_server: Callable[..., OpenAIServer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    summary = tmp_path / "given.txt"
+    summary.write_text(FIRST_SUMMARY)
+    server = scripted_server(StoryResponder())
+    run_dir = tmp_path / "run"
+    args = [command, str(story), "--summary", str(summary), "--run-dir", str(run_dir), "--dry-run"]
+    options = ["--model", "openai:scripted", "--base-url", server.base_url]
+    result = CliRunner().invoke(app, [*args, *options])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Dry run, no model called: about ")
+    assert "price unknown" in result.stdout and "$0.0000" not in result.output
+    as_json = CliRunner().invoke(app, [*args, *options, "--json"])
+    record = json.loads(as_json.stdout)
+    assert record["calls"] > 0 and record["usd"] is None
+    priced = CliRunner().invoke(app, [*args, "--model", "openai:gpt-4o-mini", "--json"])
+    assert priced.exit_code == 0, priced.output
+    assert json.loads(priced.stdout)["usd"] > 0
+    assert server.completions == [] and not run_dir.exists()

@@ -44,6 +44,21 @@ def print_json(record: Any) -> None:
     print_result(json.dumps(record, indent=2, ensure_ascii=False, default=str))
 
 
+def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
+    """A dry run's estimate: its assumptions on stderr, the figures alone on stdout (``--json``: the record)."""
+    for line in estimate.get("assumptions", []):
+        console.print(f"  assumption: {line}", markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        print_json(estimate)
+        return
+    usd = estimate.get("usd")
+    cost = f"${usd:.4f}" if usd is not None else "price unknown"
+    print_result(
+        f"Dry run, no model called: about {estimate['calls']} LLM calls, {estimate['input_tokens']} input / "
+        f"{estimate['output_tokens']} output tokens, {cost} ({estimate.get('resolved_model', '?')})"
+    )
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr, no traceback, non-zero exit."""
     # escaped: a message quoting a path or a server's words may hold "[...]", which rich would eat as markup

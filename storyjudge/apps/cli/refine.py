@@ -19,7 +19,7 @@ from storyjudge.core.context import Context
 from storyjudge.core.coverage import describe
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import build_result, write_result
-from storyjudge.core.usage import totals
+from storyjudge.core.usage import cost_text, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
 # what the narrative's judging uses, in both commands
@@ -132,7 +132,7 @@ def _write_refine(run: Run) -> None:
     console.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
     console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
-        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. ${usage['cost_usd']:.4f}; "
+        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. {cost_text(final.get('usage'))}; "
         f"wall {run.seconds:.2f}s",
         soft_wrap=True,
     )
@@ -187,6 +187,13 @@ def _write_score(run: Run) -> None:
         print_result(f"{_nfs_line(card)}.")
 
 
+def _estimate(job: Job, ctx: Context, task: str) -> dict[str, Any]:
+    """--dry-run: the LLM calls, tokens and cost the run would take (as ``storyjudge eval --dry-run`` counts)."""
+    from eval.estimate import estimate_run
+
+    return estimate_run(ctx, task, job.text, job.graph_input.get("summary", ""))
+
+
 REFINING = (
     *run_settings(*REFINE_ROLES),
     *JUDGING,
@@ -194,12 +201,27 @@ REFINING = (
     *("refine_guard", "coherence_guard", "coherence_margin"),
 )
 add_graph_command(
-    GraphCommand("refine", _refine_roles, REFINING, _read_refine, _write_refine, checkpointed=True)
+    GraphCommand(
+        "refine",
+        _refine_roles,
+        REFINING,
+        _read_refine,
+        _write_refine,
+        checkpointed=True,
+        estimate=lambda job, ctx: _estimate(job, ctx, "refine"),
+    )
 )
 SCORING = (*run_settings(*JUDGE_ROLES), *JUDGING)
 add_graph_command(
     GraphCommand(
-        "score", JUDGE_ROLES, SCORING, _read_score, _write_score, graph="factscore", checkpointed=True
+        "score",
+        JUDGE_ROLES,
+        SCORING,
+        _read_score,
+        _write_score,
+        graph="factscore",
+        checkpointed=True,
+        estimate=lambda job, ctx: _estimate(job, ctx, "score"),
     )
 )
 

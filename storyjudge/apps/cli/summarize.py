@@ -21,7 +21,7 @@ from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.summary_stats import summary_stats
-from storyjudge.core.usage import totals
+from storyjudge.core.usage import cost_text, totals
 
 
 def _read(
@@ -55,7 +55,7 @@ def _scenes(job: Job, ctx: Context) -> Job:
 
 
 def _stats_table(
-    stats: dict[str, Any], shape: dict[str, Any], usage: dict[str, Any], seconds: float
+    stats: dict[str, Any], shape: dict[str, Any], usage: dict[str, Any], cost: str, seconds: float
 ) -> Table:
     table = Table(title="Summary", show_header=False)
     table.add_column("what", style="bold")
@@ -74,7 +74,7 @@ def _stats_table(
     table.add_row(
         "LLM calls",
         f"{usage['calls']} (cache hits {usage['cache_hits']}), "
-        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. ${usage['cost_usd']:.4f}",
+        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. {cost}",
     )
     table.add_row("wall time", f"{seconds:.1f} s")
     return table
@@ -116,7 +116,7 @@ def _write(run: Run) -> None:
         "tree": final.get("tree", []),
     }
     rd.write_json(rd.summary_tree, record)
-    console.print(_stats_table(stats, shape, usage, seconds))
+    console.print(_stats_table(stats, shape, usage, cost_text(final.get("usage")), seconds))
     console.print(f"Intermediate summaries: {rd.summary_tree}", soft_wrap=True, highlight=False)
     out_path: Path | None = run.job.extra.get("out")
     if out_path is not None:
