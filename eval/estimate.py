@@ -17,7 +17,7 @@ from eval.grid import Cell, ExperimentConfig, cell_context, cells
 from storyjudge.core.context import Context
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.tokens import count_tokens
-from storyjudge.core.usage import price
+from storyjudge.core.usage import price, price_known
 
 # Assumptions of the estimate, printed with it. Output lengths are typical answers of each call kind.
 FACTS_PER_SENTENCE = 2.5
@@ -77,17 +77,26 @@ def estimate_item(config: ExperimentConfig, cell: Cell, item: EvalItem, *, index
     ``indexed``: another item of the same story already built the index (it is reused, not rebuilt).
     """
     ctx = cell_context(config, cell, config.out_dir)
-    tally = _Tally()
     scene_tokens = _scenes_of(item, cell.chunk_size)
     needs_index = cell.task == "refine" or "factscore" in config.metrics
-    if needs_index and not indexed:
+    summary_tokens = count_tokens(item.summary) if cell.task == "score" else 0
+    return _tally(
+        ctx, cell.task, scene_tokens, summary_tokens, config.metrics, index=needs_index and not indexed
+    )
+
+
+def _tally(
+    ctx: Context, task: str, scene_tokens: list[int], summary_tokens: int, metrics: Any, *, index: bool
+) -> _Tally:
+    """Calls and tokens of one narrative: its index when ``index``, then scoring its summary or refining one."""
+    tally = _Tally()
+    if index:
         for tokens in scene_tokens:
             tally.add(ctx.ckg_samples, _prompt_tokens("extract_triples") + tokens, OUTPUT_TOKENS["extract"])
-    if cell.task == "score":
-        summary_tokens = count_tokens(item.summary)
-        if "factscore" in config.metrics:
+    if task == "score":
+        if "factscore" in metrics:
             _estimate_factscore(tally, summary_tokens, scene_tokens, ctx)
-        if "coherence" in config.metrics:
+        if "coherence" in metrics:
             _estimate_coherence(tally, summary_tokens)
         return tally
     doc_tokens = sum(scene_tokens)
@@ -106,12 +115,52 @@ def estimate_item(config: ExperimentConfig, cell: Cell, item: EvalItem, *, index
     rounds = 1 + ctx.max_iterations  # worst case: every refinement round runs
     for round_number in range(rounds):
         _estimate_factscore(tally, summary_tokens, scene_tokens, ctx)
-        if "coherence" in config.metrics or ctx.coherence_guard:
+        if "coherence" in metrics or ctx.coherence_guard:
             _estimate_coherence(tally, summary_tokens)
         if round_number < rounds - 1:
             evidence = min(ctx.context_window // 2, ctx.retrieval_k * (doc_tokens / len(scene_tokens)))
             tally.add(1, _prompt_tokens("refine") + summary_tokens * 2 + evidence, summary_tokens)
     return tally
+
+
+def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> dict[str, Any]:
+    """What one ``storyjudge refine`` (task "refine") or ``score`` ("score") of a narrative would take.
+
+    Calls and tokens as for an experiment's item (the narrative indexed, every refinement round run), and USD
+    at the judge model's list price (None when it has none).
+    """
+    from storyjudge.core.segmentation import segment_document
+
+    scenes, _ = segment_document(document, ctx.chunk_size)
+    scene_tokens = [count_tokens(s["text"]) for s in scenes] or [count_tokens(document)]
+    tally = _tally(ctx, task, scene_tokens, count_tokens(summary), ("factscore",), index=True)
+    spec = resolve_spec(ctx, "judge")
+    usd = price(spec, tally.input_tokens, tally.output_tokens)
+    return {
+        "task": task,
+        "resolved_model": spec,
+        "scenes": len(scene_tokens),
+        "calls": tally.calls,
+        "input_tokens": tally.input_tokens,
+        "output_tokens": tally.output_tokens,
+        "usd": round(usd, 4) if price_known(spec) else None,
+        "assumptions": [
+            "upper bound before cache hits and without parse retries",
+            f"{FACTS_PER_SENTENCE} atomic facts per summary sentence, {TOKENS_PER_SENTENCE} tokens per sentence",
+            *(
+                [
+                    f"every round up to max_iterations ({ctx.max_iterations}) runs; summary length "
+                    "min(max_summary_tokens, document/4)"
+                ]
+                if task == "refine"
+                else []
+            ),
+            "typical answer lengths per call kind: "
+            + ", ".join(f"{k} {v}" for k, v in OUTPUT_TOKENS.items()),
+            "USD at the judge model's list price, for OpenAI models with a known price "
+            "(storyjudge.core.usage.PRICES_PER_MTOK)",
+        ],
+    }
 
 
 def estimate(config: ExperimentConfig, *, max_cells: int | None = None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     started = time.perf_counter()
     store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)
+    progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
     ref, built = build_index(
         state.get("scenes") or [],
         store_dir=store_dir,

@@ -28,6 +28,7 @@ import networkx as nx
 from markupsafe import Markup
 
 from storyjudge.core.rundir import RunDir
+from storyjudge.core.usage import cost_text, price_known
 
 ASSET_PACKAGE = "storyjudge.apps"
 ASSET_DIR = "assets"
@@ -70,7 +71,14 @@ def environment() -> jinja2.Environment:
     env.filters["delta"] = format_delta
     env.filters["thousands"] = lambda n: f"{int(n or 0):,}"
     env.filters["usd"] = lambda x: f"${float(x or 0):.4f}"
+    env.filters["cost_of"] = lambda u, spec: format_usd(u.get("cost_usd"), price_known(spec))
+    env.filters["cost"] = lambda usage: cost_text(usage)
     return env
+
+
+def format_usd(value: float | None, known: bool = True) -> str:
+    """``$0.0123``, or ``price unknown`` for a model without a list price."""
+    return f"${float(value or 0):.4f}" if known else "price unknown"
 
 
 def _macro(name: str) -> Any:

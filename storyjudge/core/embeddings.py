@@ -68,8 +68,13 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         self._lock = threading.Lock()
 
     def count_tokens(self, text: str) -> int:
-        """Tokens without the [CLS]/[SEP] pair."""
-        return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Tokens without the [CLS]/[SEP] pair.
+
+        ``verbose=False``: a count of a whole scene is longer than the window on purpose (the indexer cuts it
+        into passages by it), so the tokenizer's "sequence length is longer than the specified maximum" warning,
+        printed on every run, would alarm the user about something that never reaches the model.
+        """
+        return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-normalised vectors, so cosine and inner product agree."""
@@ -111,8 +116,8 @@ class BGEM3Embeddings(WindowedEmbeddings):
         self._lock = threading.Lock()
 
     def count_tokens(self, text: str) -> int:
-        """Tokens without special tokens."""
-        return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Tokens without special tokens (no too-long warning: see ``MiniLMEmbeddings.count_tokens``)."""
+        return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Normalised dense vectors."""

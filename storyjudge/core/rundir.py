@@ -1,8 +1,8 @@
 """The one place that knows a run directory's layout.
 
-A run directory holds everything a run produced: ``result.json``, the CKG, the Chroma data, the LLM call cache,
-the LangGraph checkpoints and ``report.html``. ``meta.json`` records which document it belongs to, so
-``--resume`` refuses a directory made for another document instead of mixing two runs.
+A run directory holds everything a run produced: ``result.json``, ``summary.txt``, the CKG, the Chroma data,
+the LLM call cache, the LangGraph checkpoints and ``report.html``. ``meta.json`` records which document it
+belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs.
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ class RunDir:
     def report(self) -> Path:
         """The self-contained HTML report."""
         return self.root / "report.html"
+
+    @property
+    def summary(self) -> Path:
+        """The best summary as plain text (of a refine run; the scored one of a score run)."""
+        return self.root / "summary.txt"
 
     @property
     def summary_tree(self) -> Path:

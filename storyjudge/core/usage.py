@@ -46,11 +46,32 @@ def empty_model_usage() -> ModelUsage:
 
 def price(spec: str, input_tokens: int, output_tokens: int) -> float:
     """Estimated USD of one call, 0 when the model's price is unknown (local or custom models)."""
-    provider, _, name = spec.partition(":")
-    if provider != "openai" or name not in PRICES_PER_MTOK:
+    if not price_known(spec):
         return 0.0
+    _, _, name = spec.partition(":")
     price_in, price_out = PRICES_PER_MTOK[name]
     return (input_tokens * price_in + output_tokens * price_out) / 1_000_000
+
+
+def price_known(spec: str) -> bool:
+    """Whether ``spec`` has a list price here (``PRICES_PER_MTOK``): a cost of 0 for any other is unknown."""
+    provider, _, name = spec.partition(":")
+    return provider == "openai" and name in PRICES_PER_MTOK
+
+
+def cost_text(usage: Usage | None) -> str:
+    """The estimated cost in words: ``$0.0123``, ``price unknown``, or ``$0.0123 + price unknown for X``.
+
+    Unknown: a model without a list price was called (cache hits cost nothing, whatever the model).
+    """
+    called = {spec: entry for spec, entry in (usage or {}).items() if entry.get("calls", 0) > 0}
+    unknown = sorted(spec for spec in called if not price_known(spec))
+    priced = sum(entry.get("cost_usd", 0.0) for spec, entry in called.items() if price_known(spec))
+    if not unknown:
+        return f"${priced:.4f}"
+    if len(unknown) == len(called):
+        return "price unknown"
+    return f"${priced:.4f} + price unknown for {', '.join(unknown)}"
 
 
 def one_call(spec: str, input_tokens: int, output_tokens: int, *, cached: bool) -> Usage:

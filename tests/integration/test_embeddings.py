@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
@@ -36,6 +37,23 @@ def test_window_and_tokenizer(embedder: WindowedEmbeddings) -> None:
     assert embedder.window_tokens == 256
     assert embedder.count_tokens("hello world") == 2  # no [CLS]/[SEP]
     assert embedder.count_tokens("") == 0
+
+
+def test_counting_a_long_scene_prints_no_tokenizer_warning(embedder: WindowedEmbeddings) -> None:
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    keep = Keep(logging.WARNING)
+    logger = logging.getLogger("transformers.tokenization_utils_base")
+    logger.addHandler(keep)
+    try:
+        assert embedder.count_tokens("word " * 2000) == 2000  # over the 512 the tokenizer would warn at
+    finally:
+        logger.removeHandler(keep)
+    assert not [m for m in seen if "sequence length is longer" in m]
 
 
 def test_query_and_document_vectors_agree_and_rank_sensibly(embedder: WindowedEmbeddings) -> None:

@@ -6,6 +6,7 @@ from dataclasses import fields
 from typing import Any
 
 import typer
+from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.cli.options import field_help, flag
@@ -56,9 +57,22 @@ def test_every_option_shows_its_default() -> None:
             shown = (
                 "Default" in (param.help or "")
                 or "Empty: " in (param.help or "")
-                or (param.default is not None and not (param.is_flag and not param.secondary_opts))
+                or (
+                    param.default not in (None, "")  # typer shows "[default: X]" for these, not for ""
+                    and not (param.is_flag and not param.secondary_opts)
+                )
             )
             assert shown, (command_name, param.name)
+
+
+def test_version_and_help_without_internal_names() -> None:
+    from storyjudge import __version__
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"storyjudge {__version__}\n"
+    for command_name, command in _commands().items():
+        for jargon in ("CKG", "critical-path", "saturates", "atomic fact"):
+            assert jargon not in (command.help or ""), (command_name, jargon)
 
 
 def test_graph_commands_take_any_setting_and_their_roles_models() -> None:

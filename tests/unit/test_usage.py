@@ -105,3 +105,15 @@ def test_merge_usage_works_as_a_langgraph_reducer() -> None:
     assert sorted(result["done"]) == [1, 2, 3, 4]
     assert totals(result["usage"])["calls"] == 4
     assert totals(result["usage"])["input_tokens"] == 40
+
+
+def test_cost_text_says_price_unknown_for_a_model_without_a_price() -> None:
+    from storyjudge.core.usage import cost_text, merge_usage, one_call
+
+    priced = one_call("openai:gpt-4o-mini", 1_000_000, 0, cached=False)
+    unpriced = one_call("openai:my-model", 1000, 10, cached=False)
+    assert cost_text(priced) == "$0.1500"
+    assert cost_text(unpriced) == "price unknown"
+    assert cost_text(merge_usage(priced, unpriced)) == "$0.1500 + price unknown for openai:my-model"
+    assert cost_text(one_call("local:smollm2", 10, 10, cached=True)) == "$0.0000"  # cache hits cost nothing
+    assert cost_text({}) == "$0.0000"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -13,8 +15,23 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from storyjudge import __version__
+
+        typer.echo(f"storyjudge {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit. Default: off."
+        ),
+    ] = False,
+) -> None:
     """Faithful, coherent summaries of long narratives, with evidence for every claim."""
 
 

@@ -41,14 +41,14 @@ def bench_command(
         bool, typer.Option("--quick", help="A tenth of the coherence workload and one novel. Default: off.")
     ] = False,
     skip: Annotated[
-        str, typer.Option(help="Comma-separated parts to skip: latency, overhead, embedded.")
+        str, typer.Option(help="Comma-separated parts to skip: latency, overhead, embedded. Default: none.")
     ] = "",
     out_path: Annotated[
         Path | None,
         typer.Option("--out", help="Markdown file to write. Default: eval/bench/RESULTS.md."),
     ] = None,
 ) -> None:
-    """Benchmark against the critical-path bound, cached reruns, indexing overhead and the embedded model."""
+    """Measure speed against the fastest schedule possible, cached reruns, indexing overhead and the embedded model."""
     if latency <= 0 or slots < 1:
         fail("--latency must be > 0 and --slots >= 1.")
     parts = tuple(part.strip() for part in skip.split(",") if part.strip())

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import describe
@@ -103,7 +103,7 @@ def _print(result: dict[str, Any]) -> None:
             str(s["confused"]),
             str(s["unparsed"] + s.get("missing", 0)),
         )
-    out.print(table)
+    console.print(table)
     floor = result.get("coverage_floor", 0.0)
     if len(result["summaries"]) > 1:
         boot = result["bootstrap"]
@@ -116,32 +116,34 @@ def _print(result: dict[str, Any]) -> None:
         excluded = result.get("excluded_summaries", 0)
         plural = "summary" if excluded == 1 else "summaries"
         left_out = f"; {excluded} {plural} below the coverage floor left out" if excluded else ""
-        out.print(
+        console.print(
             f"System score {describe(result['system_score'], result.get('coverage'), result.get('reliable'))}"
             f"{left_out}; {interval}"
         )
     if not result.get("reliable", True):
-        out.print(
+        console.print(
             f"[yellow]Not reliable: {result['scored']} of {result['sentences']} sentences got a readable answer "
             f"(coverage {result.get('coverage', 0.0):.0%} < floor {floor:.0%}); no score is reported.[/]"
         )
     rates = [f"{name} {rate:.3f}" for name, rate in result["per_type_rates"].items() if rate]
-    out.print("Errors per sentence by type: " + (", ".join(rates) if rates else "none"))
+    console.print("Errors per sentence by type: " + (", ".join(rates) if rates else "none"))
     flagged = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"]]
     if flagged:
-        out.print("\n[bold]Flagged sentences[/]")
+        console.print("\n[bold]Flagged sentences[/]")
     for summary_id, ann in flagged:
         number = f"#{ann['index'] + 1}"
         where = f"{summary_id} {number}" if len(result["summaries"]) > 1 else number
-        out.print(f"[bold]{escape(where)}[/] {escape(ann['sentence'])}")
-        out.print(f"    types: {', '.join(ann['types'] + ann.get('other_types', [])) or '-'}")
+        console.print(f"[bold]{escape(where)}[/] {escape(ann['sentence'])}")
+        console.print(f"    types: {', '.join(ann['types'] + ann.get('other_types', [])) or '-'}")
         for question in ann["questions"]:
-            out.print(f"    ? {escape(question)}")
+            console.print(f"    ? {escape(question)}")
     unparsed = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"] is None]
     if unparsed:
-        out.print(f"\n[yellow]{len(unparsed)} sentence(s) got no readable answer (left out of the score):[/]")
+        console.print(
+            f"\n[yellow]{len(unparsed)} sentence(s) got no readable answer (left out of the score):[/]"
+        )
         for summary_id, ann in unparsed:
-            out.print(f"  {escape(summary_id)} #{ann['index'] + 1}: {escape(ann.get('error', ''))}")
+            console.print(f"  {escape(summary_id)} #{ann['index'] + 1}: {escape(ann.get('error', ''))}")
     usage = result["usage_totals"]
     console.print(
         f"{usage['calls']} calls ({usage['cache_hits']} cached), {usage['input_tokens']} prompt / "
@@ -177,6 +179,19 @@ def _write(run: Run) -> None:
         except OSError as exc:
             fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
         console.print(f"Wrote {out_path}")
+    if run.as_json:
+        print_json(result)
+    else:
+        print_result(_score_line(result))
+
+
+def _score_line(result: dict[str, Any]) -> str:
+    """The result in one line: the summary's BooookScore, or the system score of many."""
+    if len(result["summaries"]) == 1:
+        one = result["summaries"][0]
+        return f"BooookScore {describe(one['score'], one.get('coverage'), one.get('reliable'))}"
+    score = describe(result["system_score"], result.get("coverage"), result.get("reliable"))
+    return f"BooookScore (system) {score} over {len(result['summaries'])} summaries"
 
 
 SETTINGS = (*run_settings("coherence"), "batched_coherence", "sentence_splitter", "coverage_floor")

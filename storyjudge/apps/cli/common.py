@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -15,9 +16,9 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from storyjudge.apps.cli import stages
 from storyjudge.core.context import ENV_PREFIX, ConfigError, Context
 from storyjudge.core.models import describe_models, is_local
 
@@ -30,6 +31,32 @@ DATA_RUN_CHARS = 1000
 # No word of a language written with spaces is this long; base64, hex dumps and minified data are. Scripts
 # written without spaces (Chinese, Japanese, Thai) are not ASCII, so they never match.
 _DATA_RUN = re.compile(rf"[\x21-\x7e]{{{DATA_RUN_CHARS},}}")
+
+
+def print_result(text: str) -> None:
+    """A command's result alone on stdout, as it is: no markup, no wrapping at the terminal's width."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def print_json(record: Any) -> None:
+    """A result record alone on stdout, as JSON (``--json``)."""
+    print_result(json.dumps(record, indent=2, ensure_ascii=False, default=str))
+
+
+def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
+    """A dry run's estimate: its assumptions on stderr, the figures alone on stdout (``--json``: the record)."""
+    for line in estimate.get("assumptions", []):
+        console.print(f"  assumption: {line}", markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        print_json(estimate)
+        return
+    usd = estimate.get("usd")
+    cost = f"${usd:.4f}" if usd is not None else "price unknown"
+    print_result(
+        f"Dry run, no model called: about {estimate['calls']} LLM calls, {estimate['input_tokens']} input / "
+        f"{estimate['output_tokens']} output tokens, {cost} ({estimate.get('resolved_model', '?')})"
+    )
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -118,31 +145,20 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
 
 
 @contextmanager
-def progress_bars() -> Iterator[Any]:
-    """A rich progress display fed by the graphs' custom progress events; yields a handler for stream chunks."""
-    progress = Progress(
-        TextColumn("[bold]{task.description:<12}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[message]}"),
-        console=console,
-        transient=False,
-        disable=not console.is_terminal and os.environ.get("STORYJUDGE_PROGRESS") != "1",
-    )
-    tasks: dict[str, Any] = {}
+def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None]]:
+    """Stage progress fed by the graphs' progress events; yields a handler of ``(event, namespace)``.
 
-    def handle(event: dict[str, Any]) -> None:
-        stage = event.get("stage", "work")
-        if stage not in tasks:
-            tasks[stage] = progress.add_task(stage, total=event.get("total"), message="")
-        task = tasks[stage]
-        if "total" in event:
-            progress.update(task, total=event["total"])
-        progress.update(task, advance=event.get("advance", 0), message=event.get("message", ""))
-
-    with progress:
-        yield handle
+    Rich bars on a terminal (or with ``STORYJUDGE_PROGRESS=1``), plain lines otherwise, none with
+    ``STORYJUDGE_PROGRESS=0``.
+    """
+    wanted = os.environ.get("STORYJUDGE_PROGRESS", "")
+    if wanted == "0":
+        yield lambda event, namespace: None
+    elif console.is_terminal or wanted == "1":
+        with stages.bars(console) as progress:
+            yield stages.StageTracker(stages.BarsView(progress)).handle
+    else:
+        yield stages.StageTracker(stages.PlainView(console)).handle
 
 
 def stream_graph(
@@ -153,12 +169,17 @@ def stream_graph(
     previous = signal.getsignal(signal.SIGINT)
     try:
         with progress_bars() as handle:
-            for mode, chunk in graph.stream(
-                graph_input, config=config or {}, context=ctx, stream_mode=["custom", "values"]
+            # with subgraphs, the progress of the stages inside them too; the final state is the top graph's
+            for namespace, mode, chunk in graph.stream(
+                graph_input,
+                config=config or {},
+                context=ctx,
+                stream_mode=["custom", "values"],
+                subgraphs=True,
             ):
                 if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
-                    handle(chunk["progress"])
-                elif mode == "values":
+                    handle(chunk["progress"], tuple(namespace))
+                elif mode == "values" and not namespace:
                     final = chunk
     except KeyboardInterrupt:
         hint = (

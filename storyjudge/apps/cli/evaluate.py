@@ -24,6 +24,7 @@ from storyjudge.apps.cli.common import console, fail, out, print_models
 from storyjudge.apps.cli.options import Settings, assemble, model_settings, parameter
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
+from storyjudge.core.usage import Usage, cost_text, merge_usage
 
 
 class _ConfigFirstGroup(TyperGroup):
@@ -92,6 +93,14 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
+    """The rows' usage summed per model spec (a cost is known or not per model)."""
+    merged: Usage = {}
+    for row in rows:
+        merged = merge_usage(merged, row.get("usage"))
+    return merged
 
 
 def _print_estimate(estimate: dict[str, Any]) -> None:
@@ -251,7 +260,7 @@ def _run(
     out.print(
         f"LLM usage over the whole experiment: {usage['calls']} calls (cache hits {usage['cache_hits']}, "
         f"failures {usage['failures']}), tokens {usage['input_tokens']} in / {usage['output_tokens']} out, "
-        f"est. ${usage['cost_usd']:.4f}"
+        f"est. {cost_text(_usage_per_model(outcome.rows))}"
     )
     for note in result["plot_notes"]:
         out.print(f"  plot not drawn: {note}")

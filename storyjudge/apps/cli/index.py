@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.concurrency import branch_threads
@@ -45,7 +45,7 @@ def _read(
         typer.Option("--title", help="Document title. Default: the file name."),
     ] = None,
 ) -> Job:
-    """Build the scenes, the Character Knowledge Graph and the scene index of a narrative."""
+    """Cut a narrative into scenes, graph who does what to whom, and index the scenes for search."""
     text, _ = read_text_file(file)
     name = title or file.stem
     return Job({"document": text, "title": name}, source=file, text=text, title=name)
@@ -65,10 +65,29 @@ def _write(run: Run) -> None:
     final = run.final
     if "ckg_stats" not in final:
         fail("Indexing stopped before it finished; run the same command again to continue from the cache.")
-    out.print(f"{run.job.title}: {stats_line(final, run.seconds)}", highlight=False, soft_wrap=True)
     assert run.rd is not None
     index = final["index"]
-    console.print(f"CKG: {run.rd.ckg}\nIndex: {index.get('store_dir') or index.get('chroma_url')}")
+    where = index.get("store_dir") or index.get("chroma_url")
+    console.print(f"CKG: {run.rd.ckg}\nIndex: {where}", soft_wrap=True, highlight=False)
+    if run.as_json:
+        print_json(
+            {
+                "title": run.job.title,
+                "source": str(run.job.source),
+                "document_hash": run.job.doc_hash,
+                "run_dir": str(run.rd.root),
+                "ckg": str(run.rd.ckg),
+                "segmentation": final.get("segmentation"),
+                "ckg_stats": final.get("ckg_stats"),
+                "index": index,
+                "usage": final.get("usage", {}),
+                "usage_totals": totals(final.get("usage")),
+                "timings": final.get("timings", {}),
+                "wall_seconds": round(run.seconds, 2),
+            }
+        )
+    else:
+        print_result(f"{run.job.title}: {stats_line(final, run.seconds)}")
 
 
 SETTINGS = (

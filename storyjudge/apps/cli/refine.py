@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,14 +12,14 @@ from rich.panel import Panel
 from rich.table import Table
 
 import prompts
-from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
 from storyjudge.core.coverage import describe
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import build_result, write_result
-from storyjudge.core.usage import totals
+from storyjudge.core.usage import cost_text, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
 # what the narrative's judging uses, in both commands
@@ -46,7 +47,7 @@ def _read_refine(
         ),
     ] = None,
 ) -> Job:
-    """Summarize a narrative, then judge every atomic fact and refine until the score saturates."""
+    """Summarize a narrative, check each fact of the summary against it, revise until the score stops rising."""
     text = _read_document(file)
     graph_input: dict[str, Any] = {"document": text, "title": file.stem, "started_at": time.time()}
     if summary is not None:
@@ -57,7 +58,7 @@ def _read_refine(
 def _read_score(
     file: FileArg, summary: Annotated[Path, typer.Option(help="The summary to score (text file).")]
 ) -> Job:
-    """NarrativeFactScore of a given summary against its narrative, with per-fact verdicts and evidence."""
+    """How faithful a summary is to its narrative (NarrativeFactScore): each of its facts checked, with evidence."""
     summary_text, _ = read_text_file(summary, "summary")
     text = _read_document(file)
     return Job(
@@ -109,29 +110,54 @@ def _nfs_line(card: dict[str, Any]) -> str:
 
 
 def _write_refine(run: Run) -> None:
-    """Print what the finish node recorded in result.json (it writes the record; this command does not)."""
-    assert run.rd is not None
-    _write_report(run.rd)
+    """Show what the finish node recorded in result.json (it writes the record; this command does not).
+
+    stdout gets the best summary alone (with ``--json``, the run record); the rest goes to stderr.
+    """
+    rd = run.rd
+    assert rd is not None
     final = run.final
+    if not rd.result.exists():
+        fail(f"The run stopped before writing {rd.result}; run the same command with --resume to finish it.")
+    summary = final.get("summary", "")
+    rd.summary.write_text(summary + "\n", encoding="utf-8")
+    report = _write_report(rd)
     iterations = final.get("iterations") or []
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         card = it["factscore"]
         nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
-        out.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
-    out.print(_score_table(iterations, final.get("best_iteration")))
+        console.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
+    console.print(_score_table(iterations, final.get("best_iteration")))
     usage = totals(final.get("usage"))
-    out.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
-    out.print(
+    console.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
+    console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
-        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. ${usage['cost_usd']:.4f}; "
-        f"wall {run.seconds:.2f}s"
+        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. {cost_text(final.get('usage'))}; "
+        f"wall {run.seconds:.2f}s",
+        soft_wrap=True,
     )
-    out.print(f"Run record: {run.rd.result}")
+    _print_paths(rd, report)
+    if run.as_json:
+        print_json(json.loads(rd.result.read_text(encoding="utf-8")))
+    else:
+        print_result(summary)
+
+
+def _print_paths(rd: RunDir, report: bool) -> None:
+    """Where the run's files are, on stderr."""
+    console.print(f"Run record: {rd.result}", soft_wrap=True, highlight=False)
+    if report:
+        console.print(f"Report: {rd.report}", soft_wrap=True, highlight=False)
+    console.print(f"Summary: {rd.summary}", soft_wrap=True, highlight=False)
 
 
 def _write_score(run: Run) -> None:
-    """The score's run record (the factscore graph has no finish node, so this is its one writer)."""
-    assert run.rd is not None
+    """The score's run record (the factscore graph has no finish node, so this is its one writer).
+
+    stdout gets the score line alone (with ``--json``, the run record); the facts' table goes to stderr.
+    """
+    rd = run.rd
+    assert rd is not None
     final, summary_text = run.final, run.job.graph_input["summary"]
     card = final["factscore"]
     iteration = {"iteration": 0, "summary": summary_text, "factscore": card, "accepted": True, "note": ""}
@@ -142,8 +168,9 @@ def _write_score(run: Run) -> None:
         prompt_versions=prompts.versions(run.ctx.prompt_dir),
     )
     result["wall_seconds"] = round(run.seconds, 2)
-    write_result(run.rd.root, result)
-    _write_report(run.rd)
+    write_result(rd.root, result)
+    rd.summary.write_text(summary_text.rstrip("\n") + "\n", encoding="utf-8")
+    report = _write_report(rd)
     table = Table(title="Atomic facts", header_style="bold", show_lines=False)
     table.add_column("fact")
     table.add_column("verdict")
@@ -152,8 +179,19 @@ def _write_score(run: Run) -> None:
         table.add_row(
             verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", "")
         )
-    out.print(table)
-    out.print(f"{_nfs_line(card)}. Run record: {run.rd.result}")
+    console.print(table)
+    _print_paths(rd, report)
+    if run.as_json:
+        print_json(result)
+    else:
+        print_result(f"{_nfs_line(card)}.")
+
+
+def _estimate(job: Job, ctx: Context, task: str) -> dict[str, Any]:
+    """--dry-run: the LLM calls, tokens and cost the run would take (as ``storyjudge eval --dry-run`` counts)."""
+    from eval.estimate import estimate_run
+
+    return estimate_run(ctx, task, job.text, job.graph_input.get("summary", ""))
 
 
 REFINING = (
@@ -163,23 +201,40 @@ REFINING = (
     *("refine_guard", "coherence_guard", "coherence_margin"),
 )
 add_graph_command(
-    GraphCommand("refine", _refine_roles, REFINING, _read_refine, _write_refine, checkpointed=True)
+    GraphCommand(
+        "refine",
+        _refine_roles,
+        REFINING,
+        _read_refine,
+        _write_refine,
+        checkpointed=True,
+        estimate=lambda job, ctx: _estimate(job, ctx, "refine"),
+    )
 )
 SCORING = (*run_settings(*JUDGE_ROLES), *JUDGING)
 add_graph_command(
     GraphCommand(
-        "score", JUDGE_ROLES, SCORING, _read_score, _write_score, graph="factscore", checkpointed=True
+        "score",
+        JUDGE_ROLES,
+        SCORING,
+        _read_score,
+        _write_score,
+        graph="factscore",
+        checkpointed=True,
+        estimate=lambda job, ctx: _estimate(job, ctx, "score"),
     )
 )
 
 
-def _write_report(rd: RunDir) -> None:
-    """Render report.html when the report module is available."""
+def _write_report(rd: RunDir) -> bool:
+    """Render report.html when the report module is available; whether it was written."""
     try:
         from storyjudge.apps.report import write_report
     except ImportError:
-        return
+        return False
     try:
         write_report(rd.root)
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run
         console.print(f"[yellow]report.html not written: {exc}[/]")
+        return False
+    return True

@@ -16,7 +16,7 @@ from storyjudge.apps.cli.common import fail, out
 def report_command(
     run_dir: Annotated[Path, typer.Argument(help="Run directory holding result.json (and ckg.json).")],
 ) -> None:
-    """Write RUN_DIR/report.html: the CKG drawn, iterations with unsupported facts marked, evidence."""
+    """Write RUN_DIR/report.html: the character graph drawn, iterations with unsupported facts marked, evidence."""
     from storyjudge.apps.report import write_report
 
     if not run_dir.is_dir():

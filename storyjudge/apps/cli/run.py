@@ -27,7 +27,7 @@ from typing import Annotated, Any
 import typer
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, print_models, stream_graph
+from storyjudge.apps.cli.common import console, fail, print_estimate, print_models, stream_graph
 from storyjudge.apps.cli.options import Settings, assemble, parameter
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
@@ -60,6 +60,7 @@ class Run:
     rd: RunDir | None
     final: dict[str, Any]
     seconds: float  # wall time of the command so far
+    as_json: bool = False  # --json: the result record alone on stdout, as JSON
 
 
 def _twice_the_concurrency(ctx: Context) -> int | None:
@@ -81,8 +82,24 @@ class GraphCommand:
     run_dir: bool = True  # claims a run directory for the document
     checkpointed: bool = False  # checkpoints in the run directory; --resume continues them
     max_concurrency: Callable[[Context], int | None] = _twice_the_concurrency
+    estimate: Callable[[Job, Context], dict[str, Any]] | None = None  # --dry-run: what a run would take
 
 
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the result record alone on standard output, as JSON (tables and progress go to standard "
+        "error). Default: off.",
+    ),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Estimate LLM calls, tokens and cost; call no model and write nothing. Default: off.",
+    ),
+]
 ResumeOpt = Annotated[
     bool,
     typer.Option(
@@ -93,18 +110,37 @@ ResumeOpt = Annotated[
 
 
 def add_graph_command(command: GraphCommand) -> None:
-    """Register a command: the reader's parameters, --resume when checkpointed, then the settings' options."""
-    extra = [parameter("resume", ResumeOpt, False)] if command.checkpointed else []
+    """Register a command: the reader's parameters, --json, --resume when checkpointed, the settings' options."""
+    extra = [parameter("as_json", JsonOpt, False)]
+    if command.checkpointed:
+        extra.append(parameter("resume", ResumeOpt, False))
+    if command.estimate is not None:
+        extra.append(parameter("dry_run", DryRunOpt, False))
 
-    def body(*, settings: Settings, resume: bool = False, **arguments: Any) -> None:
-        run_graph(command, settings, resume=resume, **arguments)
+    def body(
+        *,
+        settings: Settings,
+        resume: bool = False,
+        as_json: bool = False,
+        dry_run: bool = False,
+        **arguments: Any,
+    ) -> None:
+        run_graph(command, settings, resume=resume, as_json=as_json, dry_run=dry_run, **arguments)
 
     app.command(command.name)(
         assemble(command.read, extra, command.settings, body, f"{command.name}_command")
     )
 
 
-def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False, **arguments: Any) -> None:
+def run_graph(
+    command: GraphCommand,
+    settings: Settings,
+    *,
+    resume: bool = False,
+    as_json: bool = False,
+    dry_run: bool = False,
+    **arguments: Any,
+) -> None:
     """Run a command's graph: read, check every setting, claim, print models, stream, write."""
     started = time.perf_counter()
     job = command.read(**arguments)
@@ -116,6 +152,10 @@ def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False
         fail(str(exc))
     if command.prepare is not None:
         job = command.prepare(job, ctx)
+    if dry_run and command.estimate is not None:
+        print_models(ctx, roles)
+        print_estimate(command.estimate(job, ctx), as_json)
+        return
     rd: RunDir | None = None
     if command.run_dir:
         rd = _claim(job, ctx, resume)
@@ -125,7 +165,7 @@ def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False
         final = _stream(command, job, ctx, rd, resume)
     except (ModelError, ConfigError, ValueError) as exc:
         fail(str(exc))
-    command.write(Run(job, ctx, rd, final, time.perf_counter() - started))
+    command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
 
 
 def _claim(job: Job, ctx: Context, resume: bool) -> RunDir:

@@ -1,6 +1,6 @@
 """``storyjudge summarize``: a book-length summary by hierarchical merging or incremental updating.
 
-Prints the summary and its statistics and writes every intermediate summary, event, cost
+Prints the summary (stdout; its statistics on stderr) and writes every intermediate summary, event, cost
 and timing to ``summary_tree.json`` in the run directory.
 """
 
@@ -15,21 +15,26 @@ from rich.table import Table
 
 from nodes.writer import PROMPT_NAMES, tree_outline
 from prompts import load
-from storyjudge.apps.cli.common import console, fail, out, read_text_file
+from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.summary_stats import summary_stats
-from storyjudge.core.usage import totals
+from storyjudge.core.usage import cost_text, totals
 
 
 def _read(
     file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
+    out_path: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Also write the summary to this text file. Default: none."),
+    ] = None,
 ) -> Job:
     """Summarize a book-length narrative by hierarchical merging or incremental updating."""
     text, _ = read_text_file(file)
-    return Job({"document": text}, source=file, text=text, title=file.stem, extra={"source_text": text})
+    extra = {"source_text": text, "out": out_path}
+    return Job({"document": text}, source=file, text=text, title=file.stem, extra=extra)
 
 
 def _scenes(job: Job, ctx: Context) -> Job:
@@ -44,11 +49,13 @@ def _scenes(job: Job, ctx: Context) -> Job:
         fail(str(exc))
     if rule != "json":
         return job
-    return replace(job, graph_input={"scenes": scenes}, extra={"source_text": join_scenes(scenes)})
+    return replace(
+        job, graph_input={"scenes": scenes}, extra={**job.extra, "source_text": join_scenes(scenes)}
+    )
 
 
 def _stats_table(
-    stats: dict[str, Any], shape: dict[str, Any], usage: dict[str, Any], seconds: float
+    stats: dict[str, Any], shape: dict[str, Any], usage: dict[str, Any], cost: str, seconds: float
 ) -> Table:
     table = Table(title="Summary", show_header=False)
     table.add_column("what", style="bold")
@@ -67,7 +74,7 @@ def _stats_table(
     table.add_row(
         "LLM calls",
         f"{usage['calls']} (cache hits {usage['cache_hits']}), "
-        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. ${usage['cost_usd']:.4f}",
+        f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. {cost}",
     )
     table.add_row("wall time", f"{seconds:.1f} s")
     return table
@@ -109,9 +116,20 @@ def _write(run: Run) -> None:
         "tree": final.get("tree", []),
     }
     rd.write_json(rd.summary_tree, record)
-    out.print(summary, markup=False, highlight=False)
-    out.print(_stats_table(stats, shape, usage, seconds))
-    console.print(f"Intermediate summaries: {rd.summary_tree}")
+    console.print(_stats_table(stats, shape, usage, cost_text(final.get("usage")), seconds))
+    console.print(f"Intermediate summaries: {rd.summary_tree}", soft_wrap=True, highlight=False)
+    out_path: Path | None = run.job.extra.get("out")
+    if out_path is not None:
+        try:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(summary.rstrip("\n") + "\n", encoding="utf-8")
+        except OSError as exc:
+            fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
+        console.print(f"Summary: {out_path}", soft_wrap=True, highlight=False)
+    if run.as_json:
+        print_json(record)
+    else:
+        print_result(summary)
 
 
 SETTINGS = (

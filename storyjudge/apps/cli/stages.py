@@ -1,0 +1,201 @@
+"""Live progress of a graph's stages, fed by the progress events its nodes emit (``storyjudge.core.progress``).
+
+Every stage (extract, index, summarize, decompose, retrieve, judge, refine, coherence) has a count, its elapsed
+time and an estimate of the time left. A stage that runs again (the next refinement round's decomposition, a
+new call of a subgraph) starts a new round of it. On a terminal they are rich progress bars; otherwise (a log
+file, CI) plain lines: one when a stage starts, one when it finishes, and between them at most one every
+``PLAIN_EVERY`` seconds per stage.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+PLAIN_EVERY = 5.0  # seconds between two plain progress lines of one stage
+
+
+@dataclass
+class Stage:
+    """One stage's count in its current round."""
+
+    name: str
+    total: int | None = None
+    done: int = 0
+    round: int = 1
+    started: float = 0.0
+    namespace: tuple[str, ...] = ()
+    last_line: float = 0.0
+    finished: bool = False
+
+    @property
+    def label(self) -> str:
+        """Its name, with the round from the second on."""
+        return self.name if self.round == 1 else f"{self.name} (round {self.round})"
+
+    @property
+    def count(self) -> str:
+        """``done/total``, or ``done`` while the total is unknown."""
+        return f"{self.done}/{self.total}" if self.total is not None else str(self.done)
+
+    def left(self, now: float) -> float | None:
+        """Seconds left at the pace so far (None before the first item is done)."""
+        if self.total is None or self.done <= 0 or self.done >= self.total:
+            return None
+        return (now - self.started) / self.done * (self.total - self.done)
+
+
+class View(Protocol):
+    """Where stage changes are shown."""
+
+    def started(self, stage: Stage, message: str) -> None:
+        """A stage (or a new round of it) began."""
+
+    def advanced(self, stage: Stage, message: str) -> None:
+        """A stage did more items, or said something."""
+
+    def finished(self, stage: Stage, message: str) -> None:
+        """A stage did all its items."""
+
+
+class StageTracker:
+    """Turns progress events into stage rounds, and tells a view when a stage starts, advances, finishes."""
+
+    def __init__(self, view: View, clock: Callable[[], float] = time.monotonic) -> None:
+        self.view = view
+        self.clock = clock
+        self.stages: dict[str, Stage] = {}
+
+    def handle(self, event: dict[str, Any], namespace: tuple[str, ...] = ()) -> None:
+        """One ``{"stage", "advance", "total", "message"}`` event from the graph (or subgraph) ``namespace``."""
+        name = str(event.get("stage") or "work")
+        total = event.get("total")
+        message = str(event.get("message") or "")
+        now = self.clock()
+        stage = self.stages.get(name)
+        if stage is None:
+            stage = self.stages[name] = Stage(name, total, started=now, namespace=namespace)
+            self.view.started(stage, message)
+        elif self._new_round(stage, namespace, total, event.get("advance", 0)):
+            stage.round += 1
+            stage.total, stage.done, stage.started, stage.finished = total, 0, now, False
+            stage.namespace = namespace
+            self.view.started(stage, message)
+        elif total is not None:
+            stage.total = total  # a stage that learns its size as it goes (the summarizer's next level)
+            stage.finished = stage.done >= total
+        stage.done += int(event.get("advance", 0) or 0)
+        if stage.total is not None and stage.done >= stage.total and not stage.finished:
+            stage.finished = True
+            self.view.finished(stage, message)
+        elif event.get("advance") or message:
+            self.view.advanced(stage, message)
+
+    @staticmethod
+    def _new_round(stage: Stage, namespace: tuple[str, ...], total: int | None, advance: int) -> bool:
+        """Another call of the subgraph holding the stage, or a finished stage given a size again.
+
+        A finished stage whose new size exceeds what it did is growing, not restarting (the summarizer adds a
+        level); one sized again at most at its count is the same work once more (one refine call per round).
+        """
+        if namespace != stage.namespace:
+            return True
+        return stage.finished and total is not None and not advance and total <= stage.done
+
+
+class PlainView:
+    """Plain progress lines: a stage's start and finish, and between them at most one every ``every`` s."""
+
+    def __init__(
+        self, console: Console, clock: Callable[[], float] = time.monotonic, every: float = PLAIN_EVERY
+    ) -> None:
+        self.console = console
+        self.clock = clock
+        self.every = every
+        self.begun = clock()
+
+    def _line(self, stage: Stage, text: str, message: str) -> None:
+        now = self.clock()
+        stage.last_line = now
+        note = f" - {message}" if message else ""
+        count = f" {stage.count}" if stage.total is not None or stage.done else ""
+        self.console.print(
+            f"[{now - self.begun:7.1f}s] {stage.name}{count} {text}{note}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    @staticmethod
+    def _round(stage: Stage) -> str:
+        return f" (round {stage.round})" if stage.round > 1 else ""
+
+    def started(self, stage: Stage, message: str) -> None:
+        """Always a line."""
+        self._line(stage, "started" + self._round(stage), message)
+
+    def advanced(self, stage: Stage, message: str) -> None:
+        """A line when the stage's last one is ``every`` seconds old: count, time so far, time left."""
+        now = self.clock()
+        if now - stage.last_line < self.every:
+            return
+        left = stage.left(now)
+        eta = f", about {left:.0f}s left" if left is not None else ""
+        self._line(stage, f"{now - stage.started:.1f}s so far{eta}{self._round(stage)}", message)
+
+    def finished(self, stage: Stage, message: str) -> None:
+        """Always a line, with the stage's time."""
+        self._line(stage, f"done in {self.clock() - stage.started:.1f}s{self._round(stage)}", message)
+
+
+class BarsView:
+    """One rich progress bar per stage, reset for each round of it."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, TaskID] = {}
+
+    def started(self, stage: Stage, message: str) -> None:
+        """A new bar, or the stage's bar reset for its next round."""
+        if stage.name not in self.tasks:
+            self.tasks[stage.name] = self.progress.add_task(stage.label, total=stage.total, message=message)
+        else:
+            self.progress.reset(
+                self.tasks[stage.name], total=stage.total, description=stage.label, message=message
+            )
+
+    def advanced(self, stage: Stage, message: str) -> None:
+        """The bar at the stage's count."""
+        self.progress.update(self.tasks[stage.name], total=stage.total, completed=stage.done, message=message)
+
+    def finished(self, stage: Stage, message: str) -> None:
+        """The bar full."""
+        self.advanced(stage, message)
+
+
+def bars(console: Console) -> Progress:
+    """The rich progress display of the stages: name, bar, count, elapsed, left, message."""
+    return Progress(
+        TextColumn("[bold]{task.description:<18}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[message]}"),
+        console=console,
+        transient=False,
+    )

@@ -1,0 +1,72 @@
+"""Stage progress: rounds of a stage, plain lines at start, finish and at most one per interval."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from storyjudge.apps.cli.stages import BarsView, PlainView, StageTracker, bars
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _tracker() -> tuple[StageTracker, io.StringIO, Clock]:
+    buffer, clock = io.StringIO(), Clock()
+    console = Console(file=buffer, width=200)
+    return StageTracker(PlainView(console, clock, every=5.0), clock), buffer, clock
+
+
+def test_plain_lines_at_start_finish_and_at_most_one_per_interval() -> None:
+    tracker, buffer, clock = _tracker()
+    tracker.handle({"stage": "judge", "advance": 0, "total": 10})
+    for step in range(10):
+        clock.now = step + 1.0  # one item a second
+        tracker.handle({"stage": "judge", "advance": 1})
+    lines = buffer.getvalue().splitlines()
+    assert "judge 0/10 started" in lines[0]
+    assert "judge 5/10 5.0s so far, about 5s left" in lines[1]
+    assert "judge 10/10 done in 10.0s" in lines[-1]
+    assert len(lines) == 3  # items 6-9 came within 5 s of the line before
+
+
+def test_a_stage_called_again_starts_a_new_round() -> None:
+    tracker, buffer, _ = _tracker()
+    for call in ("factscore:a", "factscore:b"):
+        tracker.handle({"stage": "decompose", "advance": 0, "total": 3}, (call,))
+        for _ in range(3):
+            tracker.handle({"stage": "decompose", "advance": 1}, (call,))
+    for _ in range(2):  # one refine call per round, all in the top graph
+        tracker.handle({"stage": "refine", "advance": 0, "total": 1})
+        tracker.handle({"stage": "refine", "advance": 1})
+    text = buffer.getvalue()
+    assert "decompose 3/3 done" in text and "decompose 3/3 done in 0.0s (round 2)" in text
+    assert "refine 1/1 done in 0.0s (round 2)" in text
+    assert tracker.stages["decompose"].round == 2
+
+
+def test_a_stage_that_grows_stays_in_its_round() -> None:
+    tracker, buffer, _ = _tracker()
+    tracker.handle({"stage": "summarize", "advance": 0, "total": 2})
+    tracker.handle({"stage": "summarize", "advance": 2})
+    tracker.handle({"stage": "summarize", "total": 3})  # the next level: one merge more
+    tracker.handle({"stage": "summarize", "advance": 1})
+    stage = tracker.stages["summarize"]
+    assert (stage.round, stage.done, stage.total) == (1, 3, 3)
+    assert "summarize 3/3 done" in buffer.getvalue()
+
+
+def test_bars_reset_for_each_round() -> None:
+    progress = bars(Console(file=io.StringIO(), width=200))
+    tracker = StageTracker(BarsView(progress))
+    for call in ("factscore:a", "factscore:b"):
+        tracker.handle({"stage": "judge", "advance": 0, "total": 4}, (call,))
+        tracker.handle({"stage": "judge", "advance": 1}, (call,))
+    (task,) = progress.tasks
+    assert (task.description, task.completed, task.total) == ("judge (round 2)", 1, 4)
