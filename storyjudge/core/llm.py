@@ -17,7 +17,6 @@ import logging
 import os
 import random
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,7 +27,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from pydantic import BaseModel
 
 from storyjudge.core.callcache import cache_for, request_key
-from storyjudge.core.concurrency import llm_slots
+from storyjudge.core.concurrency import check_cancelled, llm_slot, pause
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
@@ -191,12 +190,14 @@ def _raw_call(
     lc_messages = _to_messages(messages)
     delay = 0.5
     for attempt in range(ctx.max_retries + 1):
+        check_cancelled()  # Ctrl-C: no call is sent after it (storyjudge.core.concurrency)
         try:
             if is_local(spec):
                 with LOCAL_LOCK:
+                    check_cancelled()
                     message = model.invoke(lc_messages, **params)
             else:
-                with llm_slots(ctx):  # the run's budget (storyjudge.core.concurrency)
+                with llm_slot(ctx):  # the run's budget; waiting for it ends on Ctrl-C
                     message = model.invoke(lc_messages, **params)
             break
         except Exception as exc:  # noqa: BLE001 - classified below
@@ -227,7 +228,7 @@ def _raw_call(
                 tries = ctx.max_retries + 1 if _retried_by_client(exc) and not is_local(spec) else attempt + 1
                 raise ModelError(f"{spec} failed after {tries} attempt(s): {name}: {exc}") from None
             log.warning("%s: %s (%s); retrying in %.1fs", spec, name, redact(str(exc)), delay)
-            time.sleep(delay + random.uniform(0, delay / 2))
+            pause(delay + random.uniform(0, delay / 2))
             delay = min(delay * 2, 8.0)
     if not isinstance(message, AIMessage):
         raise ModelError(f"{spec} returned {type(message).__name__}, not a chat message")
