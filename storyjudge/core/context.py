@@ -89,7 +89,10 @@ class Context:
         ),
     )
     request_timeout: float = field(
-        default=120.0, metadata=_describe("Seconds before an LLM request is abandoned.")
+        default=120.0,
+        metadata=_describe(
+            "Seconds one attempt of an LLM request may take in all before it is abandoned and retried."
+        ),
     )
     max_retries: int = field(
         default=4,
