@@ -1,7 +1,9 @@
 """The embedder factory: a small English model shipped in a wheel by default, BGE-M3 when the user has it.
 
 Both are LangChain ``Embeddings`` and know their input window, so the indexer can cut scenes into passages that
-the embedder actually reads instead of letting it truncate a long scene silently. Models load once per process.
+the embedder actually reads instead of letting it truncate a long scene silently. Models load once per process
+and are shared by every thread: each embedder's lock covers its model and its tokenizer (a Hugging Face fast
+tokenizer used by two threads at once raises ``RuntimeError: Already borrowed``).
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class MiniLMEmbeddings(WindowedEmbeddings):
 
     def count_tokens(self, text: str) -> int:
         """Tokens without the [CLS]/[SEP] pair."""
-        return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
+            return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-normalised vectors, so cosine and inner product agree."""
@@ -112,7 +115,8 @@ class BGEM3Embeddings(WindowedEmbeddings):
 
     def count_tokens(self, text: str) -> int:
         """Tokens without special tokens."""
-        return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
+            return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Normalised dense vectors."""
