@@ -15,7 +15,6 @@ input is read (the reader's parameters are the command's arguments) and how its 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 import uuid
@@ -32,7 +31,15 @@ from storyjudge.apps.cli.options import Settings, assemble, parameter
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ModelError, require_models
-from storyjudge.core.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
+from storyjudge.core.models import resolve_spec
+from storyjudge.core.rundir import (
+    RESUMABLE_CHANGES,
+    RunDir,
+    RunDirMismatch,
+    default_run_dir,
+    document_hash,
+    run_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -92,19 +99,47 @@ ResumeOpt = Annotated[
 ]
 
 
+AllowChangeOpt = Annotated[
+    str,
+    typer.Option(
+        "--allow-change",
+        help="With --resume: settings that may differ from the run's own, comma-separated, among "
+        f"{', '.join(sorted(RESUMABLE_CHANGES))} (e.g. more iterations). Default: none.",
+    ),
+]
+
+
 def add_graph_command(command: GraphCommand) -> None:
     """Register a command: the reader's parameters, --resume when checkpointed, then the settings' options."""
-    extra = [parameter("resume", ResumeOpt, False)] if command.checkpointed else []
+    extra = (
+        [parameter("resume", ResumeOpt, False), parameter("allow_change", AllowChangeOpt, "")]
+        if command.checkpointed
+        else []
+    )
 
-    def body(*, settings: Settings, resume: bool = False, **arguments: Any) -> None:
-        run_graph(command, settings, resume=resume, **arguments)
+    def body(*, settings: Settings, resume: bool = False, allow_change: str = "", **arguments: Any) -> None:
+        allowed = tuple(name.strip().replace("-", "_") for name in allow_change.split(",") if name.strip())
+        unknown = sorted(set(allowed) - RESUMABLE_CHANGES)
+        if unknown:
+            fail(
+                f"--allow-change accepts {', '.join(sorted(RESUMABLE_CHANGES))}, not {', '.join(unknown)}: "
+                "other settings change what the run computed; start a new run for them."
+            )
+        run_graph(command, settings, resume=resume, allow_change=allowed, **arguments)
 
     app.command(command.name)(
         assemble(command.read, extra, command.settings, body, f"{command.name}_command")
     )
 
 
-def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False, **arguments: Any) -> None:
+def run_graph(
+    command: GraphCommand,
+    settings: Settings,
+    *,
+    resume: bool = False,
+    allow_change: tuple[str, ...] = (),
+    **arguments: Any,
+) -> None:
     """Run a command's graph: read, check every setting, claim, print models, stream, write."""
     started = time.perf_counter()
     job = command.read(**arguments)
@@ -118,7 +153,7 @@ def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False
         job = command.prepare(job, ctx)
     rd: RunDir | None = None
     if command.run_dir:
-        rd = _claim(job, ctx, resume)
+        rd = _claim(command.name, job, ctx, roles, resume, allow_change)
         ctx = ctx.replace(run_dir=str(rd.root))
     print_models(ctx, roles)
     try:
@@ -128,13 +163,32 @@ def run_graph(command: GraphCommand, settings: Settings, *, resume: bool = False
     command.write(Run(job, ctx, rd, final, time.perf_counter() - started))
 
 
-def _claim(job: Job, ctx: Context, resume: bool) -> RunDir:
-    """The run directory, claimed for this document only (every setting has been checked by now)."""
+def _claim(
+    kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
+) -> RunDir:
+    """The run directory, claimed and locked for this document and job kind (every setting is checked by now).
+
+    A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
+    """
+    import prompts
+
     rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
+    settings = run_settings(
+        ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
+    )
     try:
-        rd.claim(job.doc_hash, str(job.source), resume=resume)
+        rd.claim(
+            job.doc_hash,
+            str(job.source),
+            resume=resume,
+            kind=kind,
+            settings=settings,
+            allow_change=allow_change,
+        )
     except RunDirMismatch as exc:
         fail(str(exc))
+    except OSError as exc:  # a path under a file, no permission, a read-only disk
+        fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
     return rd
 
 
@@ -188,7 +242,7 @@ def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, re
 
 def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
     """The checkpoint thread of this run: the last one on --resume, a new one otherwise."""
-    meta = json.loads(rd.meta.read_text())
+    meta = rd.read_meta()
     key = f"{kind}_thread"
     if resume and meta.get(key):
         return meta[key], True
