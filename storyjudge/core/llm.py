@@ -35,7 +35,7 @@ from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
 from storyjudge.core.models import LOCAL_LOCK, chat_model, is_local, resolve_spec
 from storyjudge.core.tokens import count_tokens
-from storyjudge.core.usage import Usage, failure, merge_usage, one_call
+from storyjudge.core.usage import Usage, failure, merge_usage, one_call, record
 
 log = logging.getLogger(__name__)
 
@@ -225,9 +225,11 @@ def _raw_call(
             if is_local(spec):
                 with LOCAL_LOCK:
                     check_cancelled()
+                    record(ctx.run_dir, spec, "sent")
                     message = model.invoke(lc_messages, **params)
             else:
                 with llm_slot(ctx):  # the run's budget; waiting for it ends on Ctrl-C
+                    record(ctx.run_dir, spec, "sent")  # the run's ledger counts every attempt
                     message = _invoke_within(model, lc_messages, params, ctx.request_timeout)
             break
         except Exception as exc:  # noqa: BLE001 - classified below
@@ -271,6 +273,7 @@ def _raw_call(
     prompt_text = "\n".join(content for _, content in messages)
     input_tokens = int(usage.get("input_tokens") or count_tokens(prompt_text))
     output_tokens = int(usage.get("output_tokens") or count_tokens(text))
+    record(ctx.run_dir, spec, "answer", input_tokens, output_tokens)
     return text, finish, input_tokens, output_tokens
 
 
@@ -308,6 +311,7 @@ def _complete(
     key = request_key(spec, prompt_version, request)
     hit = cache.get(key)
     if hit is not None and not cut_off(hit.get("finish_reason")):  # older caches may hold cut-off answers
+        record(ctx.run_dir, spec, "hit")
         return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
     params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
     if is_local(spec):

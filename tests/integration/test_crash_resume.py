@@ -133,6 +133,10 @@ def test_sigkill_while_judging_then_resume_finishes_the_same(
     repeated = [body for body in second if body in first]
     assert len(repeated) <= 1, f"{len(repeated)} LLM calls repeated after the crash"
     assert len(first) + len(second) - len(repeated) == uninterrupted["calls"]
+    # the usage record counts every request of both parts, the killed part's included
+    reported = json.loads((run_dir / "result.json").read_text())["usage"]["total"]["calls"]
+    assert reported == len(first) + len(second)
+    assert f"LLM calls {reported} " in output
 
 
 def test_ctrl_c_stops_cleanly_with_a_resume_hint_and_resumes(

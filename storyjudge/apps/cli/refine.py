@@ -18,7 +18,7 @@ from storyjudge.core.context import Context
 from storyjudge.core.coverage import describe
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import build_result, write_result
-from storyjudge.core.usage import totals
+from storyjudge.core.usage import run_usage, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
 # what the narrative's judging uses, in both commands
@@ -119,7 +119,7 @@ def _write_refine(run: Run) -> None:
         nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
         out.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
     out.print(_score_table(iterations, final.get("best_iteration")))
-    usage = totals(final.get("usage"))
+    usage = totals(run_usage(str(run.rd.root), final.get("usage")))  # every attempt, resumed parts included
     out.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
     out.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "

@@ -40,6 +40,7 @@ from storyjudge.core.rundir import (
     document_hash,
     run_settings,
 )
+from storyjudge.core.usage import reset_ledger
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,7 @@ def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
     if resume and meta.get(key):
         return meta[key], True
     thread = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    reset_ledger(str(rd.root))  # a new run: its usage ledger starts empty
     meta[key] = thread
     rd.write_json(rd.meta, meta)
     return thread, False
