@@ -177,6 +177,7 @@ def _claim(
     settings = run_settings(
         ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
     )
+    _check_checkpoints(rd)
     try:
         rd.claim(
             job.doc_hash,
@@ -191,6 +192,23 @@ def _claim(
     except OSError as exc:  # a path under a file, no permission, a read-only disk
         fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
     return rd
+
+
+def _check_checkpoints(rd: RunDir) -> None:
+    """Refuse, before anything is written, a checkpoints file that is not an SQLite database."""
+    if not rd.checkpoints.exists():
+        return
+    try:
+        conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()  # a file that is not SQLite fails here
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        fail(
+            f"{rd.checkpoints} is not a checkpoint database ({exc}); remove it to start the run anew, "
+            "or choose another --run-dir."
+        )
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
