@@ -137,8 +137,14 @@ class _TokenEmbedder:
             raise ValueError(f"BERTScore layer {self.layer} out of range 0..{layers}")
         limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
         self.window = max(16, min(limit, 512) - 2)
+        # shared by parallel evaluation items; the fast tokenizer is not reentrant
+        self._lock = threading.Lock()
 
     def embed(self, text: str) -> np.ndarray:
+        with self._lock:
+            return self._embed(text)
+
+    def _embed(self, text: str) -> np.ndarray:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if not ids:
             return np.zeros((0, 1))

@@ -20,14 +20,20 @@ The slots are pluggable: ``set_budget_factory(factory)`` installs a function tha
 context manager held around each call, or to None for the per-run semaphore above. An experiment on a Dask
 cluster installs one on every worker so that its LLM calls share one cluster-wide budget (``eval.dask``); the
 core never imports Dask.
+
+**Cancellation** is process-wide: ``cancel()`` (the CLI's Ctrl-C handler calls it) makes every LLM call not yet
+sent raise ``Cancelled`` at once, whether it is about to start or waiting for a slot, and ends the wait for
+calls in flight. ``Cancelled`` is a ``BaseException``, like ``KeyboardInterrupt``: no ``except Exception`` in a
+node or runner records a cancelled call as a failed one, so the task fails, LangGraph keeps the writes of the
+tasks that completed, and ``--resume`` redoes only the cancelled work.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from storyjudge.core.context import Context
@@ -97,3 +103,62 @@ def run_semaphore(ctx: Context) -> threading.BoundedSemaphore:
         if key not in _budgets:
             _budgets[key] = threading.BoundedSemaphore(max(ctx.concurrency, 1))
         return _budgets[key]
+
+
+class Cancelled(BaseException):
+    """The run was cancelled (Ctrl-C): an LLM call not sent, or no longer waited for."""
+
+
+_cancel = threading.Event()
+POLL_SECONDS = 0.05
+"""How often a wait (for a slot, for an answer) looks at the cancellation event."""
+
+
+def cancel() -> None:
+    """Cancel every LLM call of this process not yet answered; calls from now on raise ``Cancelled``."""
+    _cancel.set()
+
+
+def cancelled() -> bool:
+    """Whether ``cancel()`` was called (and not ``reset_cancel()`` since)."""
+    return _cancel.is_set()
+
+
+def reset_cancel() -> None:
+    """Allow LLM calls again (for a process that goes on after a cancelled run, e.g. tests)."""
+    _cancel.clear()
+
+
+def check_cancelled() -> None:
+    """Raise ``Cancelled`` when the process's work was cancelled."""
+    if _cancel.is_set():
+        raise Cancelled("cancelled")
+
+
+def pause(seconds: float) -> None:
+    """Sleep (a retry's back-off), cut short by ``Cancelled`` when the work is cancelled."""
+    if _cancel.wait(seconds):
+        raise Cancelled("cancelled")
+
+
+@contextmanager
+def llm_slot(ctx: Context) -> Iterator[None]:
+    """Hold one of the run's LLM slots; waiting for it ends with ``Cancelled`` when the work is cancelled.
+
+    The per-run semaphore is waited for in short polls, so Ctrl-C ends the wait at once; an installed budget
+    (a cluster-wide one) is entered as the context manager it is, after a last look at the cancellation.
+    """
+    check_cancelled()
+    slots = llm_slots(ctx)
+    if not isinstance(slots, threading.BoundedSemaphore):
+        with slots:
+            check_cancelled()
+            yield
+        return
+    while not slots.acquire(timeout=POLL_SECONDS):
+        check_cancelled()
+    try:
+        check_cancelled()
+        yield
+    finally:
+        slots.release()

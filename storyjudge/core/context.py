@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -89,7 +90,10 @@ class Context:
         ),
     )
     request_timeout: float = field(
-        default=120.0, metadata=_describe("Seconds before an LLM request is abandoned.")
+        default=120.0,
+        metadata=_describe(
+            "Seconds one attempt of an LLM request may take in all before it is abandoned and retried."
+        ),
     )
     max_retries: int = field(
         default=4,
@@ -391,6 +395,13 @@ class Context:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"Invalid setting: {message}.")
+        for name in ("base_url",):
+            problem = url_problem(getattr(self, name))
+            if problem:
+                raise ConfigError(
+                    f"Invalid setting: {name} {getattr(self, name)!r} is not a valid URL ({problem}); "
+                    "give e.g. http://localhost:8000/v1."
+                )
 
     def replace(self, **changes: Any) -> Context:
         """A copy with some fields changed (validated again); the preset's record keeps the values it still holds."""
@@ -402,6 +413,35 @@ class Context:
     def public_dict(self) -> dict[str, Any]:
         """Every field, for run records. Holds no secrets: keys are read from the environment, never stored."""
         return dataclasses.asdict(self)
+
+
+def url_problem(url: str) -> str:
+    """Why ``url`` is not a usable http(s) URL ('' when it is, or when it is empty: not set)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError on a port out of range
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    host = parts.hostname or ""
+    if not host:
+        return "no host"
+    if port == 0:
+        return "port 0"
+    if re.fullmatch(r"[\d.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"{host} is not an IPv4 address"
+    elif not re.fullmatch(r"[A-Za-z0-9._:%-]+", host):
+        return f"{host!r} is not a host name"
+    return ""
 
 
 def _target_type(hint: Any) -> Any:

@@ -1,7 +1,9 @@
 """The embedder factory: a small English model shipped in a wheel by default, BGE-M3 when the user has it.
 
 Both are LangChain ``Embeddings`` and know their input window, so the indexer can cut scenes into passages that
-the embedder actually reads instead of letting it truncate a long scene silently. Models load once per process.
+the embedder actually reads instead of letting it truncate a long scene silently. Models load once per process
+and are shared by every thread: each embedder's lock covers its model and its tokenizer (a Hugging Face fast
+tokenizer used by two threads at once raises ``RuntimeError: Already borrowed``).
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         into passages by it), so the tokenizer's "sequence length is longer than the specified maximum" warning,
         printed on every run, would alarm the user about something that never reaches the model.
         """
-        return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
+            return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-normalised vectors, so cosine and inner product agree."""
@@ -117,7 +120,8 @@ class BGEM3Embeddings(WindowedEmbeddings):
 
     def count_tokens(self, text: str) -> int:
         """Tokens without special tokens (no too-long warning: see ``MiniLMEmbeddings.count_tokens``)."""
-        return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
+            return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Normalised dense vectors."""

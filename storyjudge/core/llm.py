@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,13 +29,13 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from pydantic import BaseModel
 
 from storyjudge.core.callcache import cache_for, request_key, server_id
-from storyjudge.core.concurrency import llm_slots
+from storyjudge.core.concurrency import POLL_SECONDS, check_cancelled, llm_slot, pause
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
 from storyjudge.core.models import LOCAL_LOCK, SERVER_KEY_ENV, chat_model, is_local, resolve_spec
 from storyjudge.core.tokens import count_tokens
-from storyjudge.core.usage import Usage, failure, merge_usage, one_call
+from storyjudge.core.usage import Usage, failure, merge_usage, one_call, record
 
 log = logging.getLogger(__name__)
 
@@ -166,16 +167,44 @@ def _kinds(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-def _retried_by_client(exc: BaseException) -> bool:
-    """Whether the OpenAI client already retried this error ``max_retries`` times, honouring Retry-After.
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds a 429/503 answer asks to wait (its Retry-After header), when it says."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return min(max(float(value), 0.0), 60.0) if value is not None else None
+    except ValueError:
+        return None
 
-    It retries connection errors, timeouts, 408, 409, 429 and 5xx itself; retrying those again here would
-    multiply the attempts (25 instead of 5 by default) and make an unreachable server take minutes to report.
+
+def _invoke_within(model: Any, messages: list[AnyMessage], params: dict[str, Any], seconds: float) -> Any:
+    """``model.invoke`` that gives up after ``seconds`` in all, or at once when the work is cancelled.
+
+    httpx's timeout bounds each read, not the request: a server that trickles bytes, or a stalled connection
+    pool, could hold a call far longer. The call runs in a daemon thread; one that outlives its deadline is
+    abandoned (its own read timeout, the same ``request_timeout``, ends it soon after) and the attempt fails
+    with ``TimeoutError``, retried at once.
     """
-    if _kinds(exc) & {"APIConnectionError", "APITimeoutError"}:
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            box["message"] = model.invoke(messages, **params)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name="llm-call", daemon=True).start()
+    deadline = time.monotonic() + seconds
+    while not done.wait(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0))):
+        check_cancelled()  # Ctrl-C: stop waiting for the answer of a call in flight
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no answer within the request timeout of {seconds:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["message"]
 
 
 def _is_unsupported_format(exc: Exception) -> bool:
@@ -192,13 +221,17 @@ def _raw_call(
     lc_messages = _to_messages(messages)
     delay = 0.5
     for attempt in range(ctx.max_retries + 1):
+        check_cancelled()  # Ctrl-C: no call is sent after it (storyjudge.core.concurrency)
         try:
             if is_local(spec):
                 with LOCAL_LOCK:
+                    check_cancelled()
+                    record(ctx.run_dir, spec, "sent")
                     message = model.invoke(lc_messages, **params)
             else:
-                with llm_slots(ctx):  # the run's budget (storyjudge.core.concurrency)
-                    message = model.invoke(lc_messages, **params)
+                with llm_slot(ctx):  # the run's budget; waiting for it ends on Ctrl-C
+                    record(ctx.run_dir, spec, "sent")  # the run's ledger counts every attempt
+                    message = _invoke_within(model, lc_messages, params, ctx.request_timeout)
             break
         except Exception as exc:  # noqa: BLE001 - classified below
             name = type(exc).__name__
@@ -217,19 +250,21 @@ def _raw_call(
                 or name in _RETRYABLE_EXACT_NAMES
                 or isinstance(exc, (TimeoutError, ConnectionError, ValueError))
             )
-            exhausted = attempt == ctx.max_retries or (not is_local(spec) and _retried_by_client(exc))
-            if not transient or exhausted:
+            if not transient or attempt == ctx.max_retries:
                 if kinds & {"APIConnectionError", "ConnectError"} and not kinds & {"APITimeoutError"}:
                     raise ModelError(
                         f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: "
                         f"{str(exc).rstrip('.')}. "
                         "Check --base-url and that the server is running."
                     ) from None
-                tries = ctx.max_retries + 1 if _retried_by_client(exc) and not is_local(spec) else attempt + 1
-                raise ModelError(f"{spec} failed after {tries} attempt(s): {name}: {exc}") from None
-            log.warning("%s: %s (%s); retrying in %.1fs", spec, name, redact(str(exc)), delay)
-            time.sleep(delay + random.uniform(0, delay / 2))
-            delay = min(delay * 2, 8.0)
+                raise ModelError(f"{spec} failed after {attempt + 1} attempt(s): {name}: {exc}") from None
+            timed_out = isinstance(exc, TimeoutError) or bool(kinds & {"APITimeoutError", "ReadTimeout"})
+            wait = _retry_after(exc)
+            if wait is None:  # a timed-out attempt already waited: its retry starts at once
+                wait = 0.0 if timed_out else delay + random.uniform(0, delay / 2)
+                delay = min(delay * 2, 8.0)
+            log.warning("%s: %s (%s); retrying in %.1fs", spec, name, redact(str(exc)), wait)
+            pause(wait)
     if not isinstance(message, AIMessage):
         raise ModelError(f"{spec} returned {type(message).__name__}, not a chat message")
     text = strip_thinking(message.text)
@@ -239,6 +274,7 @@ def _raw_call(
     prompt_text = "\n".join(content for _, content in messages)
     input_tokens = int(usage.get("input_tokens") or count_tokens(prompt_text))
     output_tokens = int(usage.get("output_tokens") or count_tokens(text))
+    record(ctx.run_dir, spec, "answer", input_tokens, output_tokens)
     return text, finish, input_tokens, output_tokens
 
 
@@ -283,6 +319,7 @@ def _complete(
         and not cut_off(hit.get("finish_reason"))
         and (usable is None or usable(hit["text"], hit.get("finish_reason")))
     ):
+        record(ctx.run_dir, spec, "hit")
         return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
     params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
     if is_local(spec):

@@ -228,7 +228,9 @@ def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
         )
     from langchain.chat_models import init_chat_model
 
-    kwargs: dict[str, Any] = {"timeout": ctx.request_timeout, "max_retries": ctx.max_retries}
+    # storyjudge.core.llm retries (honouring Retry-After) and bounds each attempt's total time; the client
+    # makes one attempt per call, so the retries are not multiplied and every attempt has a deadline
+    kwargs: dict[str, Any] = {"timeout": ctx.request_timeout, "max_retries": 0}
     if provider == "openai":
         if ctx.base_url:
             kwargs["base_url"] = ctx.base_url

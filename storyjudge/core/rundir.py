@@ -2,17 +2,55 @@
 
 A run directory holds everything a run produced: ``result.json``, ``summary.txt``, the CKG, the Chroma data,
 the LLM call cache, the LangGraph checkpoints and ``report.html``. ``meta.json`` records which document it
-belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs.
+belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs. It also records the
+job kind that owns the directory (``refine``, ``score``...: another kind is refused, it would replace the
+run's ``result.json``) and the settings that change results (``run_settings``): a resume with other settings
+is refused with the list of differences, except those the user allows (``RESUMABLE_CHANGES``). While a run
+works in the directory it holds an OS lock on ``run.lock`` with its pid in it, so a second process is refused
+instead of colliding with the first one in Chroma and SQLite.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import re
+import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+OPERATIONAL = frozenset(
+    {"run_dir", "cache_dir", "concurrency", "request_timeout", "max_retries", "chroma_url", "preset"}
+)
+"""Context fields that change how a run works, never what it computes: not compared on resume."""
+
+RESUMABLE_CHANGES = frozenset({"max_iterations", "patience", "target_score", "min_delta"})
+"""Settings a resume may change when the user says so (``--allow-change``): when the refine loop stops."""
+
+
+def run_settings(
+    context: Mapping[str, Any], models: Mapping[str, str], prompt_versions: Mapping[str, str]
+) -> dict[str, Any]:
+    """The settings that change a run's results.
+
+    Every Context field but the operational ones and the raw model fields, the model each role the job uses
+    resolves to, and the prompts' versions.
+    """
+    settings = {
+        k: v for k, v in context.items() if k not in OPERATIONAL and k != "model" and not k.endswith("_model")
+    }
+    settings.update({f"{role}_model": spec for role, spec in models.items()})
+    settings["prompts"] = dict(prompt_versions)
+    return json.loads(json.dumps(settings, default=str))  # as meta.json will hold them
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The names of the settings that differ, sorted."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
 def document_hash(text: str) -> str:
@@ -32,7 +70,15 @@ def default_run_dir(title: str, doc_hash: str, root: str | Path = "runs") -> Pat
 
 
 class RunDirMismatch(ValueError):
-    """A run directory already belongs to another document."""
+    """A run directory already belongs to another document, another kind of job or other settings."""
+
+
+class RunDirBusy(RunDirMismatch):
+    """Another process is running in this run directory."""
+
+
+_held_locks: dict[str, int] = {}  # run directory -> open file descriptor of its lock, held until exit
+_held_locks_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -86,26 +132,114 @@ class RunDir:
         """Which document this directory belongs to."""
         return self.root / "meta.json"
 
-    def claim(self, doc_hash: str, source: str, *, resume: bool = False) -> None:
-        """Mark this directory as the document's, refusing one that belongs to a different document."""
-        if self.meta.exists():
+    @property
+    def lock_file(self) -> Path:
+        """Held (``flock``) by the process running in this directory; holds its pid."""
+        return self.root / "run.lock"
+
+    def lock(self) -> None:
+        """Hold this directory's lock until the process exits; refuse when another process holds it."""
+        key = str(self.root.resolve())
+        with _held_locks_lock:
+            if key in _held_locks:
+                return
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                existing = json.loads(self.meta.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise RunDirMismatch(
-                    f"Run directory {self.root} has an unreadable {self.meta.name}; "
-                    "choose a different --run-dir or remove it."
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
+                os.close(fd)
+                raise RunDirBusy(
+                    f"Run directory {self.root} is in use by another run (process {holder}); wait for it to "
+                    "finish, stop it, or choose a different --run-dir."
                 ) from None
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            _held_locks[key] = fd
+
+    def read_meta(self) -> dict[str, Any]:
+        """``meta.json`` as a dict, or RunDirMismatch saying why it cannot be used."""
+        problem = ""
+        try:
+            existing = json.loads(self.meta.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            problem = "unreadable"
+        except OSError as exc:
+            problem = f"unreadable ({exc.strerror or exc})"
+        else:
+            if not isinstance(existing, dict):
+                problem = f"malformed (a JSON {type(existing).__name__}, not an object)"
+        if problem:
+            raise RunDirMismatch(
+                f"Run directory {self.root} has a {problem} {self.meta.name}; "
+                "choose a different --run-dir or remove it."
+            )
+        return existing
+
+    def claim(
+        self,
+        doc_hash: str,
+        source: str,
+        *,
+        resume: bool = False,
+        kind: str = "",
+        settings: Mapping[str, Any] | None = None,
+        allow_change: Iterable[str] = (),
+    ) -> None:
+        """Mark this directory as the document's, for one job kind, locked for this process.
+
+        Refuses a directory of another document or another job kind, one another process works in, and a
+        resume whose ``settings`` differ from the run's (but for those in ``allow_change``).
+        """
+        if self.root.exists() and not self.root.is_dir():
+            raise RunDirMismatch(
+                f"Run directory {self.root} is a file, not a directory; choose another --run-dir."
+            )
+        if self.meta.exists() or self.meta.is_symlink():
+            existing = self.read_meta()
             if existing.get("document_hash") != doc_hash:
                 raise RunDirMismatch(
                     f"Run directory {self.root} belongs to another document ({existing.get('source', '?')}); "
                     "choose a different --run-dir or remove it."
                 )
+            owner = existing.get("kind")
+            if kind and owner and owner != kind:
+                raise RunDirMismatch(
+                    f"Run directory {self.root} holds a {owner} run; a {kind} run would replace its results. "
+                    "Choose a different --run-dir."
+                )
+            self.lock()
+            existing = self.read_meta()  # as the previous holder left it
+            if settings is not None:
+                recorded = existing.get("settings")
+                if resume and isinstance(recorded, dict):
+                    changed = [
+                        name for name in differences(recorded, settings) if name not in set(allow_change)
+                    ]
+                    if changed:
+                        allowed = ", ".join(sorted(RESUMABLE_CHANGES))
+                        shown = "; ".join(
+                            f"{name}: {recorded.get(name)!r} -> {settings.get(name)!r}" for name in changed
+                        )
+                        raise RunDirMismatch(
+                            f"Cannot resume the run in {self.root} with other settings ({shown}). Resume with "
+                            f"the run's own settings, or start a new run; --allow-change accepts {allowed}."
+                        )
+                existing["settings"] = dict(settings)
+            if kind:
+                existing["kind"] = kind
+            self.write_json(self.meta, existing)
             return
         if resume:
             raise RunDirMismatch(f"Nothing to resume in {self.root}: no earlier run of this document there.")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.write_json(self.meta, {"document_hash": doc_hash, "source": source})
+        self.lock()
+        meta: dict[str, Any] = {"document_hash": doc_hash, "source": source}
+        if kind:
+            meta["kind"] = kind
+        if settings is not None:
+            meta["settings"] = dict(settings)
+        self.write_json(self.meta, meta)
 
     def write_json(self, path: Path, value: Any) -> None:
         """Write JSON atomically (a crash never leaves half a file)."""

@@ -18,7 +18,7 @@ from storyjudge import __version__
 from storyjudge.core.context import ROLES, Context
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.rundir import RunDir
-from storyjudge.core.usage import totals
+from storyjudge.core.usage import run_usage, totals
 
 _SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
 
@@ -58,6 +58,8 @@ def build_result(
     """
     iterations = state.get("iterations") or []
     best_iteration = state.get("best_iteration")
+    # every request of the run, those of parts interrupted before a resume included (the run's ledger)
+    usage = run_usage(ctx.run_dir or str(state.get("run_dir") or ""), state.get("usage"))
     best = next((it for it in iterations if it["iteration"] == best_iteration), None)
     return {
         "kind": kind,
@@ -96,7 +98,7 @@ def build_result(
             best and best["factscore"].get("reliable", best["factscore"]["score"] is not None)
         ),
         "stop_reason": state.get("stop_reason", ""),
-        "usage": {"by_model": state.get("usage") or {}, "total": totals(state.get("usage"))},
+        "usage": {"by_model": usage, "total": totals(usage)},
         "timings": state.get("timings") or {},
     }
 

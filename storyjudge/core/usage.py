@@ -6,6 +6,9 @@ the run and sums correctly across ``Send`` branches and resumed runs.
 
 from __future__ import annotations
 
+import json
+import threading
+from pathlib import Path
 from typing import Any
 
 from typing_extensions import TypedDict
@@ -116,3 +119,65 @@ def totals(usage: Usage | None) -> dict[str, Any]:
             total[key] += value
     total["cost_usd"] = round(total["cost_usd"], 6)
     return total
+
+
+LEDGER = "usage.jsonl"
+"""The run's usage ledger in its run directory: one line per request sent, per answer, per cache hit."""
+_ledger_lock = threading.Lock()
+
+
+def _ledger(run_dir: str) -> Path | None:
+    root = Path(run_dir) if run_dir else None
+    return root / LEDGER if root is not None and root.is_dir() else None
+
+
+def record(run_dir: str, spec: str, event: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
+    """Append one event of a run's usage: ``sent`` (before a request goes out), ``answer`` or ``hit``.
+
+    The usage in the graph's state comes from completed tasks only; a task interrupted by a crash or Ctrl-C
+    loses its calls there. Written as the calls happen, the ledger keeps every attempt of every part.
+    """
+    path = _ledger(run_dir)
+    if path is None:
+        return
+    line = json.dumps({"spec": spec, "event": event, "in": input_tokens, "out": output_tokens}) + "\n"
+    with _ledger_lock, path.open("a", encoding="utf-8") as handle:
+        handle.write(line)
+
+
+def reset_ledger(run_dir: str) -> None:
+    """Start a new run's ledger (an earlier run's stays as ``usage.jsonl.previous``)."""
+    path = _ledger(run_dir)
+    if path is not None and path.exists():
+        path.replace(path.with_name(LEDGER + ".previous"))
+
+
+def run_usage(run_dir: str, state_usage: Usage | None) -> Usage:
+    """The run's usage: requests, tokens and cache hits from its ledger, failures from the state.
+
+    The ledger counts every attempt, those of interrupted parts included; without one, the state's usage.
+    """
+    path = _ledger(run_dir)
+    if path is None or not path.exists():
+        return dict(state_usage or {})
+    usage: Usage = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+            spec, event = str(entry["spec"]), entry["event"]
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut off by a kill
+        target = usage.setdefault(spec, empty_model_usage())
+        if event == "sent":
+            target["calls"] += 1
+        elif event == "hit":
+            target["cache_hits"] += 1
+        elif event == "answer":
+            target["input_tokens"] += int(entry.get("in", 0))
+            target["output_tokens"] += int(entry.get("out", 0))
+            target["cost_usd"] = round(
+                target["cost_usd"] + price(spec, entry.get("in", 0), entry.get("out", 0)), 8
+            )
+    for spec, entry in (state_usage or {}).items():
+        usage.setdefault(spec, empty_model_usage())["failures"] += entry.get("failures", 0)
+    return usage

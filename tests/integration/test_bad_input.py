@@ -376,3 +376,85 @@ def test_a_bad_set_pair_is_one_line(pair: str, words: tuple[str, ...], good: Pat
 def test_a_setting_given_twice_is_refused(good: Path, tmp_path: Path) -> None:
     result = refine(good, tmp_path / "run", "--ckg-samples", "1", "--set", "ckg-samples=2")
     assert_one_line_error(result, "ckg_samples is given twice")
+
+
+# --- run directories, base URLs and outputs that cannot work ---
+
+
+def _file(d: Path) -> Path:
+    return _write(d / "taken", b"a file")
+
+
+def _meta(d: Path, meta: bytes | None = None, checkpoints: bytes | None = None) -> Path:
+    run = d / "run"
+    run.mkdir()
+    if meta is None:
+        (run / "meta.json").mkdir()
+    else:
+        (run / "meta.json").write_bytes(meta)
+    if checkpoints is not None:
+        (run / "checkpoints.sqlite").write_bytes(checkpoints)
+    return run
+
+
+def _meta_of_good(thread: str = "refine-earlier") -> bytes:
+    return json.dumps(
+        {"document_hash": document_hash(GOOD), "source": "good.txt", "refine_thread": thread}
+    ).encode()
+
+
+BAD_RUN_DIRS: dict[str, tuple[Callable[[Path], Path], tuple[str, ...]]] = {
+    "an existing file": (_file, ("is a file", "--run-dir")),
+    "a path under a file": (lambda d: _file(d) / "run", ("cannot use", "--run-dir")),
+    "not creatable": (lambda d: Path("/proc/storyjudge-run"), ("cannot use", "--run-dir")),
+    "meta.json a list": (lambda d: _meta(d, b"[1, 2]"), ("meta.json", "malformed")),
+    "meta.json a directory": (lambda d: _meta(d), ("meta.json", "unreadable")),
+    "garbage checkpoints": (
+        lambda d: _meta(d, _meta_of_good(), b"not a database at all" * 100),
+        ("checkpoints.sqlite", "not a checkpoint database"),
+    ),
+}
+
+
+@pytest.mark.parametrize("resume", [False, True])
+@pytest.mark.parametrize("case", list(BAD_RUN_DIRS))
+def test_bad_run_directory(case: str, resume: bool, good: Path, tmp_path: Path) -> None:
+    make, words = BAD_RUN_DIRS[case]
+    run_dir = make(tmp_path)
+    before = snapshot(tmp_path)
+    result = refine(good, run_dir, *(["--resume"] if resume else []))
+    if resume and case in ("an existing file", "a path under a file", "not creatable"):
+        words = ()  # "nothing to resume" or the path's problem: either is one line
+    assert_one_line_error(result, *words)
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://256.1.1.1/v1", ("base_url", "not a valid url", "ipv4")),
+        ("http://[::1/v1", ("base_url", "not a valid url", "ipv6")),
+        ("ftp://localhost/v1", ("base_url", "http or https")),
+        ("http://localhost:99999/v1", ("base_url", "port")),
+    ],
+)
+def test_invalid_base_url(url: str, words: tuple[str, ...], good: Path, tmp_path: Path) -> None:
+    result = invoke(
+        "refine", good, "--model", "openai:scripted", "--base-url", url, "--run-dir", tmp_path / "run"
+    )
+    assert_one_line_error(result, *words)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("where", ["a directory", "under a file"])
+def test_bad_out_path_is_refused_before_any_call(
+    where: str, tmp_path: Path, scripted_server: Callable[..., OpenAIServer]
+) -> None:
+    summary = _write(tmp_path / "summary.txt", GOOD.encode())
+    out = _mkdir(tmp_path / "out") if where == "a directory" else _file(tmp_path) / "out.json"
+    server = scripted_server(lambda body: "Questions: no confusion\nTypes: no confusion")
+    result = invoke(
+        "coherence", summary, "--model", "openai:scripted", "--base-url", server.base_url, "--out", out
+    )
+    assert_one_line_error(result, "--out")
+    assert not server.completions

@@ -133,6 +133,10 @@ def test_sigkill_while_judging_then_resume_finishes_the_same(
     repeated = [body for body in second if body in first]
     assert len(repeated) <= 1, f"{len(repeated)} LLM calls repeated after the crash"
     assert len(first) + len(second) - len(repeated) == uninterrupted["calls"]
+    # the usage record counts every request of both parts, the killed part's included
+    reported = json.loads((run_dir / "result.json").read_text())["usage"]["total"]["calls"]
+    assert reported == len(first) + len(second)
+    assert f"LLM calls {reported} " in output
 
 
 def test_ctrl_c_stops_cleanly_with_a_resume_hint_and_resumes(
@@ -154,6 +158,30 @@ def test_ctrl_c_stops_cleanly_with_a_resume_hint_and_resumes(
     )
     assert resumed.returncode == 0, resumed.stdout.decode() + resumed.stderr.decode()
     assert outcome(run_dir) == uninterrupted["outcome"]
+
+
+def test_ctrl_c_sends_no_more_calls_than_are_in_flight(story: Path, tmp_path: Path) -> None:
+    """Ctrl-C with many calls to go: at most the calls in flight (the concurrency) reach the server after it."""
+    concurrency, wide = 4, ("--ckg-samples", "40", "--concurrency", "4")  # 80 extraction calls to make
+    with OpenAIServer(StoryResponder(), latency=0.3) as server:
+        run_dir, log = tmp_path / "run", tmp_path / "first.log"
+        args = [*refine_args(story, server, run_dir)[:-4], *wide]
+        process = start(args, log)
+        deadline = time.monotonic() + WAIT_LIMIT
+        while len(server.log) < 10 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(server.log) >= 10, log.read_text()
+        at_signal = len(server.log)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)  # a generous bound: it exits in well under a second
+        output = log.read_text()
+        after = len(server.log) - at_signal
+        assert process.returncode == 130, output
+        assert after <= concurrency, f"{after} requests after Ctrl-C"
+        assert "Traceback" not in output and "--resume" in output and str(run_dir) in output
+        resumed = subprocess.run([*args, "--resume"], cwd=ROOT, env=cli_env(), capture_output=True)
+        assert resumed.returncode == 0, resumed.stdout.decode() + resumed.stderr.decode()
+        assert json.loads((run_dir / "result.json").read_text())["stop_reason"]
 
 
 def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it(

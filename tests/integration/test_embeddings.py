@@ -83,3 +83,50 @@ def test_missing_bge_m3_weights_fail_with_advice_and_no_download(monkeypatch: py
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConfigError, match="nothing is downloaded"):
         get_embedder("bge-m3:/nonexistent/bge-m3")
+
+
+def test_the_shared_embedder_is_safe_from_many_threads() -> None:
+    """Eight threads count tokens and embed at once, many times: every answer equals the serial one.
+
+    A Hugging Face fast tokenizer raises ``RuntimeError: Already borrowed`` when two threads use it at once;
+    evaluation items and graph branches in parallel share one embedder per process.
+    """
+    import threading
+
+    from storyjudge.core.embeddings import get_embedder
+
+    model = get_embedder("minilm")
+    texts = [
+        f"Mara repairs lamp number {n} in the lighthouse of Gull Island. " * (1 + n % 7) for n in range(16)
+    ]
+    counts = [model.count_tokens(text) for text in texts]
+    vectors = model.embed_documents(texts[:4])
+    errors: list[BaseException] = []
+    wrong: list[int] = []
+    start = threading.Barrier(8)
+
+    def work(worker: int) -> None:
+        try:
+            start.wait()
+            for round_ in range(30):
+                text = (worker + round_) % len(texts)
+                if model.count_tokens(texts[text]) != counts[text]:
+                    wrong.append(text)
+                if round_ % 10 == 0:
+                    got = model.embed_documents(texts[:4])
+                    if any(
+                        abs(a - b) > 1e-5
+                        for u, v in zip(got, vectors, strict=True)
+                        for a, b in zip(u, v, strict=True)
+                    ):
+                        wrong.append(-1)
+        except BaseException as exc:  # noqa: BLE001 - collected and reported
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors[:3]
+    assert not wrong

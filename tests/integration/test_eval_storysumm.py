@@ -138,3 +138,30 @@ def test_eval_storysumm_end_to_end(
     assert again.exit_code == 0, again.output
     assert "skipped 3 already done" in again.output
     assert len(server.completions) == before
+
+
+def test_eval_storysumm_items_in_parallel_lose_none(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight items at once share the process's embedder and tokenizers: every one finishes ok."""
+    records = json.loads(STORYSUMM_VAL.read_text())
+    chosen = dict(list(records.items())[:8])
+    data = tmp_path / "eight.json"
+    data.write_text(json.dumps(chosen))
+    unfaithful = {
+        s for r in chosen.values() for s, e in zip(r["summary"], r["errors"], strict=True) if e == 0
+    }
+    server = scripted_server(LabelledResponder(unfaithful))
+    monkeypatch.chdir(tmp_path)
+    out_dir = tmp_path / "exp"
+    args = [
+        *("eval", "storysumm", str(data), "--model", "openai:scripted", "--base-url", server.base_url),
+        *("--out-dir", str(out_dir), "--ckg-samples", "1", "--parallel-items", "8"),
+    ]
+    from storyjudge.apps.cli import app
+
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out_dir / "rows.jsonl").read_text().splitlines()]
+    failed = [r.get("error") for r in rows if r["status"] != "ok"]
+    assert len(rows) == len(chosen) and not failed, failed

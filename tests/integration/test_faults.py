@@ -265,3 +265,47 @@ def _prompt() -> Any:
     from prompts import Prompt
 
     return Prompt(name="faults", version="1", text="test")
+
+
+def test_a_call_that_never_returns_is_bounded_by_the_request_timeout(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context], monkeypatch: Any
+) -> None:
+    """The timeout bounds an attempt in all, not per read: a call stuck anywhere is given up and retried."""
+    import threading
+
+    from langchain_core.messages import AIMessage
+
+    from storyjudge.core import llm
+
+    release = threading.Event()
+    calls: list[int] = []
+
+    class Stuck:
+        def invoke(self, messages: Any, **params: Any) -> AIMessage:
+            calls.append(1)
+            if len(calls) == 1:
+                release.wait(120)  # e.g. a server trickling bytes: no read ever times out
+            return AIMessage("fine", response_metadata={"finish_reason": "stop"})
+
+    server = scripted_server(lambda body: "unused")
+    monkeypatch.setattr(llm, "chat_model", lambda spec, ctx: Stuck())
+    try:
+        answer = ask_text(
+            ctx_for(server, max_retries=1, request_timeout=0.3), "judge", _prompt(), [("user", "hi")]
+        )
+    finally:
+        release.set()
+    assert answer.text == "fine" and len(calls) == 2
+
+
+def test_long_hangs_do_not_stall_a_run(fault_free: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    """A fifth of the answers hang for a minute: each attempt gives up after the timeout and retries at once."""
+    import time
+
+    faults = FaultPlan({"hang": RATE}, seed=3, hang_seconds=60.0)
+    started = time.monotonic()
+    with OpenAIServer(original_prompt(coherence_responder), faults=faults) as server:
+        out = build_coherence().invoke({"summaries": COHERENCE_SUMMARIES}, context=context(server, tmp_path))
+    assert "hang" in server.faulted
+    assert coherence_result(out) == fault_free["coherence"]
+    assert time.monotonic() - started < 45, "the run waited for a hung answer"  # a stall bound, not a timing

@@ -123,3 +123,37 @@ def test_an_installed_budget_factory_gives_the_slots_and_none_falls_back(tmp_pat
     finally:
         concurrency.set_budget_factory(previous)
     assert concurrency.llm_slots(ours) is concurrency.run_semaphore(ours)
+
+
+def test_cancel_stops_calls_not_yet_sent_and_waits_for_a_slot(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    """After cancel(), no request reaches the server, and a call waiting for a slot gives up its wait."""
+    import pytest
+
+    server = scripted_server(lambda body: "fine")
+    ctx = ctx_for(server, concurrency=1)
+    slots = concurrency.run_semaphore(ctx)
+    slots.acquire()  # the run's one slot is taken: the next call waits for it
+    outcome: list[BaseException | str] = []
+
+    def waiting_call() -> None:
+        try:
+            outcome.append(ask_text(ctx, "judge", Plain(), [("user", "waits")]).text)
+        except BaseException as exc:  # noqa: BLE001 - Cancelled is what the test expects
+            outcome.append(exc)
+
+    thread = threading.Thread(target=waiting_call)
+    try:
+        thread.start()
+        concurrency.cancel()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the call still waits for its slot after cancel()"
+        with pytest.raises(concurrency.Cancelled):
+            ask_text(ctx, "judge", Plain(), [("user", "after cancel")])
+    finally:
+        slots.release()
+        concurrency.reset_cancel()
+    assert len(outcome) == 1 and isinstance(outcome[0], concurrency.Cancelled)
+    assert not server.completions, "a cancelled call reached the server"
+    assert ask_text(ctx, "judge", Plain(), [("user", "again")]).text == "fine"

@@ -158,6 +158,12 @@ def _read(
     out_path: OutOpt = None,
 ) -> Job:
     """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
+    if out_path is not None:  # checked before any call is made
+        if out_path.is_dir():
+            fail(f"--out {out_path} is a directory; give the path of a JSON file to write.")
+        parent = next((p for p in out_path.parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            fail(f"--out {out_path} is under {parent}, which is a file; choose another --out path.")
     return Job(read_summaries(input_path), extra={"out": out_path})
 
 

@@ -161,39 +161,75 @@ def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None
         yield stages.StageTracker(stages.PlainView(console)).handle
 
 
+STOP_GRACE_SECONDS = 5.0
+"""After Ctrl-C, how long calls in flight and the checkpoint writes of finished tasks get before the exit."""
+
+
+def _stopped(message: str) -> NoReturn:
+    console.print(message, soft_wrap=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Exit now: a normal exit would wait for worker threads (an abandoned hung request among them).
+    # Checkpoints, the call cache and the usage ledger are SQLite transactions or appended lines, safe to cut off.
+    os._exit(130)
+
+
+@contextmanager
+def cancel_on_ctrl_c(message: str) -> Iterator[None]:
+    """Ctrl-C cancels every LLM call not yet sent (``storyjudge.core.concurrency.cancel``), then exits 130.
+
+    The first Ctrl-C raises ``KeyboardInterrupt`` in the main thread, as Python does, after setting the
+    cancellation event, so the graph's worker threads fail fast instead of making every remaining call; the
+    caller's ``except KeyboardInterrupt`` prints ``message``. Should the threads not finish within
+    ``STOP_GRACE_SECONDS``, or on a second Ctrl-C, the process prints ``message`` and exits at once.
+    """
+    import threading
+
+    from storyjudge.core.concurrency import cancel
+
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if cancelled_once.is_set():
+            _stopped(message)
+        cancelled_once.set()
+        cancel()
+        threading.Timer(STOP_GRACE_SECONDS, _stopped, args=(message,)).start()
+        raise KeyboardInterrupt
+
+    cancelled_once = threading.Event()
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    except KeyboardInterrupt:
+        _stopped(message)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+
+
 def stream_graph(
     graph: Any, graph_input: dict[str, Any], ctx: Context, config: dict[str, Any] | None = None
 ) -> Any:
     """Run a compiled graph with progress bars; returns its final state. Ctrl-C stops with a resume hint."""
     final: Any = None
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        with progress_bars() as handle:
-            # with subgraphs, the progress of the stages inside them too; the final state is the top graph's
-            for namespace, mode, chunk in graph.stream(
-                graph_input,
-                config=config or {},
-                context=ctx,
-                stream_mode=["custom", "values"],
-                subgraphs=True,
-            ):
-                if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
-                    handle(chunk["progress"], tuple(namespace))
-                elif mode == "values" and not namespace:
-                    final = chunk
-    except KeyboardInterrupt:
-        hint = (
-            f" Resume with the same command plus --resume (run directory {ctx.run_dir})."
-            if ctx.run_dir
-            else ""
-        )
-        stopped = f"\n[yellow]Stopped.[/] Work done so far is checkpointed and cached.{hint}"
-        console.print(stopped, soft_wrap=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Exit now: a normal exit would wait for the graph's worker threads to finish every branch in flight
-        # (a whole judging round). Checkpoints and the call cache are SQLite transactions, safe to cut off.
-        os._exit(130)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    hint = (
+        f" Resume with the same command plus --resume (run directory {ctx.run_dir})." if ctx.run_dir else ""
+    )
+    stopped = f"\n[yellow]Stopped.[/] Work done so far is checkpointed and cached.{hint}"
+    with cancel_on_ctrl_c(stopped), progress_bars() as handle:
+        # with subgraphs, the progress of the stages inside them too; the final state is the top graph's
+        for namespace, mode, chunk in graph.stream(
+            graph_input,
+            config=config or {},
+            context=ctx,
+            stream_mode=["custom", "values"],
+            subgraphs=True,
+        ):
+            if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
+                handle(chunk["progress"], tuple(namespace))
+            elif mode == "values" and not namespace:
+                final = chunk
     return final

@@ -20,7 +20,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, out, print_models
+from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, out, print_models
 from storyjudge.apps.cli.options import Settings, assemble, model_settings, parameter
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
@@ -237,13 +237,12 @@ def _run(
         )
 
     runner = _executor(config, executor, scheduler)
+    stopped = "\n[yellow]Stopped.[/] Finished items are saved; rerun the same command to resume."
     try:
-        outcome = experiment.run(on_row=on_row, executor=runner)
+        with cancel_on_ctrl_c(stopped):  # Ctrl-C cancels the calls not yet sent, then exits 130
+            outcome = experiment.run(on_row=on_row, executor=runner)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
-    except KeyboardInterrupt:
-        console.print("\n[yellow]Stopped.[/] Finished items are saved; rerun the same command to resume.")
-        raise typer.Exit(130) from None
     if outcome.stopped:
         console.print(f"[yellow]Stopped early:[/] {outcome.stopped}. Rerun the same command to continue.")
     result = finish(outcome, config)

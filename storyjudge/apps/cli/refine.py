@@ -19,7 +19,7 @@ from storyjudge.core.context import Context
 from storyjudge.core.coverage import describe
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import build_result, write_result
-from storyjudge.core.usage import cost_text, totals
+from storyjudge.core.usage import cost_text, run_usage, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
 # what the narrative's judging uses, in both commands
@@ -128,7 +128,7 @@ def _write_refine(run: Run) -> None:
         nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
         console.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
     console.print(_score_table(iterations, final.get("best_iteration")))
-    usage = totals(final.get("usage"))
+    usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
     console.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
     console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "

@@ -15,7 +15,6 @@ input is read (the reader's parameters are the command's arguments) and how its 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 import uuid
@@ -32,7 +31,16 @@ from storyjudge.apps.cli.options import Settings, assemble, parameter
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ModelError, require_models
-from storyjudge.core.rundir import RunDir, RunDirMismatch, default_run_dir, document_hash
+from storyjudge.core.models import resolve_spec
+from storyjudge.core.rundir import (
+    RESUMABLE_CHANGES,
+    RunDir,
+    RunDirMismatch,
+    default_run_dir,
+    document_hash,
+    run_settings,
+)
+from storyjudge.core.usage import reset_ledger
 
 
 @dataclass(frozen=True)
@@ -109,11 +117,24 @@ ResumeOpt = Annotated[
 ]
 
 
+AllowChangeOpt = Annotated[
+    str,
+    typer.Option(
+        "--allow-change",
+        help="With --resume: settings that may differ from the run's own, comma-separated, among "
+        f"{', '.join(sorted(RESUMABLE_CHANGES))} (e.g. more iterations). Default: none.",
+    ),
+]
+
+
 def add_graph_command(command: GraphCommand) -> None:
-    """Register a command: the reader's parameters, --json, --resume when checkpointed, the settings' options."""
+    """Register a command: the reader's parameters, its output and resume options, then the settings' options.
+
+    Every command gets --json; a checkpointed one --resume and --allow-change; one that can estimate, --dry-run.
+    """
     extra = [parameter("as_json", JsonOpt, False)]
     if command.checkpointed:
-        extra.append(parameter("resume", ResumeOpt, False))
+        extra += [parameter("resume", ResumeOpt, False), parameter("allow_change", AllowChangeOpt, "")]
     if command.estimate is not None:
         extra.append(parameter("dry_run", DryRunOpt, False))
 
@@ -121,11 +142,27 @@ def add_graph_command(command: GraphCommand) -> None:
         *,
         settings: Settings,
         resume: bool = False,
+        allow_change: str = "",
         as_json: bool = False,
         dry_run: bool = False,
         **arguments: Any,
     ) -> None:
-        run_graph(command, settings, resume=resume, as_json=as_json, dry_run=dry_run, **arguments)
+        allowed = tuple(name.strip().replace("-", "_") for name in allow_change.split(",") if name.strip())
+        unknown = sorted(set(allowed) - RESUMABLE_CHANGES)
+        if unknown:
+            fail(
+                f"--allow-change accepts {', '.join(sorted(RESUMABLE_CHANGES))}, not {', '.join(unknown)}: "
+                "other settings change what the run computed; start a new run for them."
+            )
+        run_graph(
+            command,
+            settings,
+            resume=resume,
+            allow_change=allowed,
+            as_json=as_json,
+            dry_run=dry_run,
+            **arguments,
+        )
 
     app.command(command.name)(
         assemble(command.read, extra, command.settings, body, f"{command.name}_command")
@@ -139,6 +176,7 @@ def run_graph(
     resume: bool = False,
     as_json: bool = False,
     dry_run: bool = False,
+    allow_change: tuple[str, ...] = (),
     **arguments: Any,
 ) -> None:
     """Run a command's graph: read, check every setting, claim, print models, stream, write."""
@@ -158,7 +196,7 @@ def run_graph(
         return
     rd: RunDir | None = None
     if command.run_dir:
-        rd = _claim(job, ctx, resume)
+        rd = _claim(command.name, job, ctx, roles, resume, allow_change)
         ctx = ctx.replace(run_dir=str(rd.root))
     print_models(ctx, roles)
     try:
@@ -168,14 +206,51 @@ def run_graph(
     command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
 
 
-def _claim(job: Job, ctx: Context, resume: bool) -> RunDir:
-    """The run directory, claimed for this document only (every setting has been checked by now)."""
+def _claim(
+    kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
+) -> RunDir:
+    """The run directory, claimed and locked for this document and job kind (every setting is checked by now).
+
+    A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
+    """
+    import prompts
+
     rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
+    settings = run_settings(
+        ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
+    )
+    _check_checkpoints(rd)
     try:
-        rd.claim(job.doc_hash, str(job.source), resume=resume)
+        rd.claim(
+            job.doc_hash,
+            str(job.source),
+            resume=resume,
+            kind=kind,
+            settings=settings,
+            allow_change=allow_change,
+        )
     except RunDirMismatch as exc:
         fail(str(exc))
+    except OSError as exc:  # a path under a file, no permission, a read-only disk
+        fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
     return rd
+
+
+def _check_checkpoints(rd: RunDir) -> None:
+    """Refuse, before anything is written, a checkpoints file that is not an SQLite database."""
+    if not rd.checkpoints.exists():
+        return
+    try:
+        conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()  # a file that is not SQLite fails here
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        fail(
+            f"{rd.checkpoints} is not a checkpoint database ({exc}); remove it to start the run anew, "
+            "or choose another --run-dir."
+        )
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
@@ -228,11 +303,12 @@ def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, re
 
 def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
     """The checkpoint thread of this run: the last one on --resume, a new one otherwise."""
-    meta = json.loads(rd.meta.read_text())
+    meta = rd.read_meta()
     key = f"{kind}_thread"
     if resume and meta.get(key):
         return meta[key], True
     thread = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    reset_ledger(str(rd.root))  # a new run: its usage ledger starts empty
     meta[key] = thread
     rd.write_json(rd.meta, meta)
     return thread, False
