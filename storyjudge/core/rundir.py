@@ -2,8 +2,8 @@
 
 A run directory holds everything a run produced: ``result.json``, ``summary.txt``, the CKG, the Chroma data,
 the LLM call cache, the LangGraph checkpoints and ``report.html``. ``meta.json`` records which document it
-belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs. It also records the
-job kind that owns the directory (``refine``, ``score``...: another kind is refused, it would replace the
+belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs. It also
+records the job kind that owns the directory (``refine``, ``score``...: another kind is refused, it would replace the
 run's ``result.json``) and the settings that change results (``run_settings``): a resume with other settings
 is refused with the list of differences, except those the user allows (``RESUMABLE_CHANGES``). While a run
 works in the directory it holds an OS lock on ``run.lock`` with its pid in it, so a second process is refused
