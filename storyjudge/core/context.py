@@ -14,9 +14,10 @@ import os
 import types
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from langgraph.runtime import Runtime
+if TYPE_CHECKING:  # langgraph takes seconds to import; a CLI that only reads settings need not wait
+    from langgraph.runtime import Runtime
 
 from storyjudge.core import presets
 

@@ -153,12 +153,17 @@ def stream_graph(
     previous = signal.getsignal(signal.SIGINT)
     try:
         with progress_bars() as handle:
-            for mode, chunk in graph.stream(
-                graph_input, config=config or {}, context=ctx, stream_mode=["custom", "values"]
+            # subgraphs=True: a subgraph's progress events arrive as they happen, not when the subgraph ends
+            for namespace, mode, chunk in graph.stream(
+                graph_input,
+                config=config or {},
+                context=ctx,
+                stream_mode=["custom", "values"],
+                subgraphs=True,
             ):
                 if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
                     handle(chunk["progress"])
-                elif mode == "values":
+                elif mode == "values" and not namespace:  # the graph's own state, not a subgraph's
                     final = chunk
     except KeyboardInterrupt:
         hint = (
