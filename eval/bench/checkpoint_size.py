@@ -2,7 +2,8 @@
 
 Runs ``python -m storyjudge refine`` on a document, as a user would, against the scripted server in a process
 of its own, then reads the run directory: the checkpoint database's bytes (the file, and the pages in use),
-``result.json``'s bytes, their ratio, and which channels the bytes are in (each checkpointed channel value and
+``result.json``'s bytes, the ratio of the database plus the texts it refers to (``checkpoint_blobs/``) to
+``result.json``, and which channels the bytes are in (each checkpointed channel value and
 each pending write, re-serialized with the saver's own serializer).
 
     python -m eval.bench.checkpoint_size [--document examples/macbeth-witches.md] [--keep DIR]
@@ -64,7 +65,7 @@ def by_channel(database: Path) -> dict[str, dict[str, int]]:
     """Bytes per channel: in checkpoints' channel values, and in pending writes."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    serde = JsonPlusSerializer()
+    serde = JsonPlusSerializer()  # as stored: references to long texts count as references
     values: Counter[str] = Counter()
     writes: Counter[str] = Counter()
     conn = sqlite3.connect(database)
@@ -95,14 +96,19 @@ def measure(run_dir: Path) -> dict[str, Any]:
         write_rows = conn.execute("SELECT count(*) FROM writes").fetchone()[0]
     finally:
         conn.close()
+    blobs = run_dir / "checkpoint_blobs"
+    blob_files = [path for path in blobs.rglob("*") if path.is_file()] if blobs.is_dir() else []
     sizes = {
         "checkpoints_sqlite_bytes": database.stat().st_size,
+        "checkpoint_blobs_bytes": sum(path.stat().st_size for path in blob_files),
+        "checkpoint_blobs_files": len(blob_files),
         "checkpoints_in_use_bytes": in_use,
         "result_json_bytes": result.stat().st_size,
         "checkpoints": checkpoints,
         "write_rows": write_rows,
     }
-    sizes["ratio"] = round(sizes["checkpoints_sqlite_bytes"] / sizes["result_json_bytes"], 2)
+    stored = sizes["checkpoints_sqlite_bytes"] + sizes["checkpoint_blobs_bytes"]
+    sizes["ratio"] = round(stored / sizes["result_json_bytes"], 2)  # the database and its texts together
     return {**sizes, **by_channel(database)}
 
 
