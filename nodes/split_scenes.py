@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 
 from state import IndexState
 from storyjudge.core.context import ConfigError, Context, context_of
+from storyjudge.core.embeddings import preload
 from storyjudge.core.rundir import RunDir, default_run_dir, document_hash
 from storyjudge.core.segmentation import guess_title, join_scenes, normalize_scenes, segment_document
 
@@ -22,6 +23,7 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     """
     ctx = context_of(runtime)
     started = time.perf_counter()
+    preload(ctx.embedder)  # the index node needs it; it loads while the extraction calls wait on the network
     if ctx.ckg_samples > 1 and ctx.extraction_temperature <= 0:
         raise ConfigError(
             "Invalid setting: extraction_temperature must be > 0 when ckg_samples > 1 (identical samples add "

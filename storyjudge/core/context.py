@@ -15,9 +15,10 @@ import re
 import types
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from langgraph.runtime import Runtime
+if TYPE_CHECKING:  # langgraph takes seconds to import; a CLI that only reads settings need not wait
+    from langgraph.runtime import Runtime
 
 from storyjudge.core import presets
 
@@ -128,7 +129,12 @@ class Context:
         default="",
         metadata=_describe("Folder of the LLM call cache. Empty: the run directory's cache folder."),
     )
-    concurrency: int = field(default=4, metadata=_describe("Maximum LLM calls in flight at once."))
+    concurrency: int = field(
+        default=4,
+        metadata=_describe(
+            "Maximum LLM calls in flight at once (for an experiment on a Dask cluster: in total, across it)."
+        ),
+    )
     # --- segmentation, CKG, retrieval ----------------------------------------------------------------------
     chunk_size: int = field(
         default=2048,

@@ -138,6 +138,27 @@ class BGEM3Embeddings(WindowedEmbeddings):
 
 _embedders: dict[str, WindowedEmbeddings] = {}
 _lock = threading.Lock()
+_preloading: set[str] = set()
+
+
+def preload(spec: str = "minilm") -> None:
+    """Start loading an embedder in a daemon thread, so that its seconds of imports overlap other work.
+
+    ``get_embedder(spec)`` then waits for the load (or does it, if the load has not begun). A load that fails
+    here fails again, with its message, where ``get_embedder`` is called.
+    """
+    with _lock:
+        if spec in _embedders or spec in _preloading:
+            return
+        _preloading.add(spec)
+
+    def load() -> None:
+        try:
+            get_embedder(spec)
+        except Exception:  # noqa: BLE001, S110 - reported by the caller's own get_embedder
+            pass
+
+    threading.Thread(target=load, name=f"load-embedder-{spec}", daemon=True).start()
 
 
 def get_embedder(spec: str = "minilm") -> WindowedEmbeddings:

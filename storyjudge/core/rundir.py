@@ -1,7 +1,8 @@
 """The one place that knows a run directory's layout.
 
 A run directory holds everything a run produced: ``result.json``, ``summary.txt``, the CKG, the Chroma data,
-the LLM call cache, the LangGraph checkpoints and ``report.html``. ``meta.json`` records which document it
+the LLM call cache, the LangGraph checkpoints (with ``checkpoint_blobs/``, the long texts they refer to,
+each stored once) and ``report.html``. ``meta.json`` records which document it
 belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs. It also
 records the job kind that owns the directory (``refine``, ``score``...: another kind is refused, it would replace the
 run's ``result.json``) and the settings that change results (``run_settings``): a resume with other settings
@@ -111,6 +112,11 @@ class RunDir:
     def checkpoints(self) -> Path:
         """LangGraph checkpoints (SQLite)."""
         return self.root / "checkpoints.sqlite"
+
+    @property
+    def checkpoint_blobs(self) -> Path:
+        """Long texts the checkpoints refer to, one file per text, named by its SHA-256."""
+        return self.root / "checkpoint_blobs"
 
     @property
     def report(self) -> Path:

@@ -163,7 +163,7 @@ def test_a_server_that_echoes_the_key_does_not_leak_it(tmp_path: Path) -> None:
 
 
 def test_the_ui_binds_loopback_by_default() -> None:
-    command = typer.main.get_command(app).commands["ui"]  # type: ignore[attr-defined]
+    command = typer.main.get_command(app).get_command(None, "ui")  # type: ignore[attr-defined]
     host = next(param for param in command.params if param.name == "host")
     assert host.default == "127.0.0.1"
     from storyjudge.apps.ui import make_server

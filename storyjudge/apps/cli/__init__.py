@@ -1,10 +1,114 @@
-"""The ``storyjudge`` command line: one module per command, all sharing ``common``'s options."""
+"""The ``storyjudge`` command line: one module per command, all sharing ``common``'s options.
+
+Command modules are imported when their command runs (or its help is asked for), not at start: each pulls in
+LangGraph, LangChain or the web UI, seconds of imports that ``storyjudge --help`` or ``doctor`` need not wait
+for. ``COMMANDS`` names each command's module and the one-line help ``--help`` lists; a unit test keeps the
+lines equal to the commands' own.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from typing import Annotated, Any
 
 import typer
+import typer.core
+import typer.main
+from typer import _click as click  # typer vendors its own click; its commands are of these classes
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": (
+        "doctor",
+        "Check the set-up: print the models in use, make one structured LLM call and one embedding.",
+    ),
+    "index": (
+        "index",
+        "Cut a narrative into scenes, graph who does what to whom, and index the scenes for search.",
+    ),
+    "summarize": (
+        "summarize",
+        "Summarize a book-length narrative by hierarchical merging or incremental updating.",
+    ),
+    "refine": (
+        "refine",
+        "Summarize a narrative, check each fact of the summary against it, revise until the score stops rising.",
+    ),
+    "score": (
+        "refine",
+        "How faithful a summary is to its narrative (NarrativeFactScore): each of its facts checked, with evidence.",
+    ),
+    "coherence": (
+        "coherence",
+        "Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion.",
+    ),
+    "report": (
+        "report",
+        "Write RUN_DIR/report.html: the character graph drawn, iterations with unsupported facts marked, evidence.",
+    ),
+    "ui": (
+        "ui",
+        "Serve the demo: pick a narrative, build its knowledge graph, summarize, score and refine it.",
+    ),
+    "eval": (
+        "evaluate",
+        "Experiments and meta-evaluation: 'storyjudge eval CONFIG.yaml' (or 'eval run CONFIG.yaml'), "
+        "'eval storysumm FILE', 'eval squality FILE'.",
+    ),
+    "bench": (
+        "bench",
+        "Measure speed against the fastest schedule possible, cached reruns, indexing overhead and the embedded model.",
+    ),
+}
+"""Command name -> (module under ``storyjudge.apps.cli``, the first line of its help)."""
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """A command group that imports a command's module only when that command is looked up to run."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command, loaded or not, in ``COMMANDS`` order."""
+        return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The group's help lists commands from ``COMMANDS``, importing none of them."""
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command, its module imported first; while listing help, a stand-in carrying its help line."""
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name not in COMMANDS:
+            return None
+        module, help_line = COMMANDS[cmd_name]
+        if self._listing:
+            return typer.core.TyperCommand(cmd_name, help=help_line)
+        importlib.import_module(f"{__name__}.{module}")  # registers its commands on ``app``
+        loaded = typer.main.get_command(app)  # a group built from every command registered by now
+        for name, command in getattr(loaded, "commands", {}).items():
+            self.commands.setdefault(name, command)
+        return self.commands.get(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As typer's, with "did you mean" suggestions drawn from every command, not only the loaded ones."""
+        try:
+            return self._click_resolve_command(ctx, args)
+        except click.exceptions.UsageError as exc:
+            if self.suggest_commands and args:
+                import difflib
+
+                matches = difflib.get_close_matches(args[0], self.list_commands(ctx))
+                if matches:
+                    exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
+            raise
+
 
 app = typer.Typer(
     name="storyjudge",
@@ -12,6 +116,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=LazyGroup,
 )
 
 
@@ -35,17 +140,17 @@ def main(
     """Faithful, coherent summaries of long narratives, with evidence for every claim."""
 
 
-# each command module registers its commands on ``app`` when imported
-from storyjudge.apps.cli import (  # noqa: E402,F401
-    bench,
-    coherence,
-    doctor,
-    evaluate,
-    index,
-    refine,
-    report,
-    summarize,
-    ui,
-)
+def load_all() -> None:
+    """Import every command module (for tools that inspect every command)."""
+    for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
+        importlib.import_module(f"{__name__}.{module}")
 
-__all__ = ["app"]
+
+def __getattr__(name: str) -> Any:
+    """``storyjudge.apps.cli.<command module>`` as an attribute, imported on first use."""
+    if name in {module for module, _ in COMMANDS.values()}:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["COMMANDS", "LazyGroup", "app", "load_all"]

@@ -32,6 +32,9 @@ def doctor(*, settings: Settings) -> None:
         require_models(ctx, ROLES)
     except ConfigError as exc:
         fail(str(exc))
+    from storyjudge.core.embeddings import get_embedder, preload
+
+    preload(ctx.embedder)  # torch and the weights load while the structured call waits on the network
     print_models(ctx)
     prompt = load("doctor")
     messages = [
@@ -52,8 +55,6 @@ def doctor(*, settings: Settings) -> None:
         f"({llm_seconds:.2f}s, {usage['input_tokens']} in / {usage['output_tokens']} out tokens"
         f"{', cached' if answer.cached else ''})"
     )
-    from storyjudge.core.embeddings import get_embedder
-
     started = time.perf_counter()
     try:
         emb = get_embedder(ctx.embedder)

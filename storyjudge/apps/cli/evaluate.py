@@ -21,7 +21,7 @@ from typer.core import TyperGroup
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, out, print_models
-from storyjudge.apps.cli.options import Settings, assemble, model_settings, parameter
+from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings, parameter
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
 from storyjudge.core.usage import Usage, cost_text, merge_usage
@@ -64,6 +64,10 @@ ParallelItemsOpt = Annotated[
         help="Items evaluated at once (the LLM calls in flight are bounded by --concurrency).",
     ),
 ]
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", "-j", help=field_help("concurrency"))
+]  # as every command declares it; unset, the experiment config's value holds
+
 ExecutorOpt = Annotated[
     str,
     typer.Option(
@@ -315,14 +319,7 @@ def run_command(
             "with --executor dask, the cluster's worker threads).",
         ),
     ] = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            help="LLM calls in flight: per item run locally, in total across the cluster with --executor "
-            "dask. Default: the config's (context.concurrency, else llm_concurrency, else 4).",
-        ),
-    ] = None,
+    concurrency: ConcurrencyOpt = None,
     executor: ExecutorOpt = "local",
     scheduler: SchedulerOpt = "",
 ) -> None:

@@ -281,7 +281,9 @@ def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, re
 
     conn = sqlite3.connect(rd.checkpoints, check_same_thread=False)
     try:
-        graph = _build(command, SqliteSaver(conn))
+        from storyjudge.core.checkpointblobs import BlobSerializer
+
+        graph = _build(command, SqliteSaver(conn, serde=BlobSerializer(rd.checkpoint_blobs)))
         thread, resuming = _thread(rd, command.name, resume)
         config["configurable"] = {"thread_id": thread}
         if resuming:

@@ -101,10 +101,12 @@ def _refine_graph(session: RunSession) -> Iterator[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from graphs.refine import build_graph
+    from storyjudge.core.checkpointblobs import BlobSerializer
 
     conn = sqlite3.connect(session.rd.checkpoints, check_same_thread=False)
     try:
-        yield build_graph(checkpointer=SqliteSaver(conn), interrupt_before=PAUSES)
+        saver = SqliteSaver(conn, serde=BlobSerializer(session.rd.checkpoint_blobs))
+        yield build_graph(checkpointer=saver, interrupt_before=PAUSES)
     finally:
         conn.close()
 

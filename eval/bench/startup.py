@@ -1,0 +1,142 @@
+"""How fast the CLI starts: ``--help``, ``doctor``, and the first progress line of ``refine``.
+
+Each command runs in a fresh process on a pseudo-terminal (so rich draws its progress bars as a user sees them)
+against the scripted server in a process of its own. Times are from the process start:
+
+- ``help``: to exit;
+- ``doctor`` (against an in-process server that answers its one question): to its first ``ok`` line (the
+  structured call), and to exit (the embedding checked too);
+- ``refine``: to the models table (settings checked, run directory claimed), and to the first progress bar
+  line on the terminal; then the process is stopped.
+
+    python -m eval.bench.startup [--repeat 2] [--latency 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from eval.bench.server_process import ServerProcess
+from storyjudge.apps.scripted_server import OpenAIServer
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENT = ROOT / "examples" / "macbeth-witches.md"
+PROGRESS_LINE = re.compile(rb"\d+/\d+\s+\d+:\d\d:\d\d")  # MofN then elapsed time: a progress bar
+MODELS_TABLE = re.compile(rb"openai:scripted\W+OpenAI-compatible")  # the models table's first row
+DOCTOR_ANSWER = json.dumps({"rationale": "The passage says so.", "supported": True})
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def timed(
+    args: list[str], env: dict[str, str], marks: dict[str, re.Pattern[bytes]], stop_at: str = ""
+) -> dict[str, Any]:
+    """Run ``python -m storyjudge ARGS`` on a pty; seconds from start to each mark's first match, and to exit.
+
+    With ``stop_at``, the process is stopped (SIGTERM) once that mark has been seen.
+    """
+    leader, follower = pty.openpty()
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "storyjudge", *args],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+    )
+    os.close(follower)
+    seen: dict[str, float] = {}
+    output = b""
+    try:
+        while True:
+            ready, _, _ = select.select([leader], [], [], 0.05)
+            if ready:
+                try:
+                    data = os.read(leader, 65536)
+                except OSError:  # the child closed the terminal
+                    data = b""
+                if not data:
+                    break
+                output += data
+                plain = ANSI.sub(b"", output)
+                for name, pattern in marks.items():
+                    if name not in seen and pattern.search(plain):
+                        seen[name] = time.perf_counter() - started
+                if stop_at and stop_at in seen:
+                    process.send_signal(signal.SIGTERM)
+                    break
+            elif process.poll() is not None:
+                break
+        process.wait(timeout=120)
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.kill()
+    result: dict[str, Any] = {name: round(value, 2) for name, value in seen.items()}
+    result["exit_s"] = round(time.perf_counter() - started, 2)
+    result["rc"] = process.returncode
+    if not stop_at and process.returncode != 0:
+        result["tail"] = ANSI.sub(b"", output)[-800:].decode("utf-8", "replace")
+    return result
+
+
+def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
+    """Every measurement ``repeat`` times, interleaved so that load on a shared machine hits each alike."""
+    out: dict[str, list[dict[str, Any]]] = {"help": [], "doctor": [], "refine": []}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "STORYJUDGE_CACHE_DIR": str(tmp / "cache"),
+            "COLUMNS": "120",
+        }
+        with (
+            ServerProcess(latency, 16, tmp / "requests.jsonl") as server,
+            OpenAIServer(lambda body: DOCTOR_ANSWER, latency=latency) as doctor_server,
+        ):
+            model = ["--model", "openai:scripted", "--base-url", server.base_url]
+            doctor_model = ["--model", "openai:scripted", "--base-url", doctor_server.base_url]
+            for i in range(repeat):
+                out["help"].append(timed(["--help"], env, {}))
+                out["doctor"].append(
+                    timed(
+                        ["doctor", *doctor_model, "--run-dir", str(tmp / f"doctor-{i}")],
+                        env,
+                        {"structured_ok_s": re.compile(rb"ok\W+structured call")},
+                    )
+                )
+                out["refine"].append(
+                    timed(
+                        ["refine", str(DOCUMENT), *model, "--run-dir", str(tmp / f"refine-{i}")],
+                        env,
+                        {"models_table_s": MODELS_TABLE, "first_progress_s": PROGRESS_LINE},
+                        stop_at="first_progress_s",
+                    )
+                )
+    return out
+
+
+def main() -> None:
+    """Print the measurements as JSON."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds per call at the scripted server")
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    print(json.dumps(run_all(args.latency, args.repeat), indent=1))
+
+
+if __name__ == "__main__":
+    main()
