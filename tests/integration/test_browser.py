@@ -289,6 +289,53 @@ def _wait_for_step(page: Any, selector: str, timeout_ms: int) -> None:
     page.wait_for_selector(selector, timeout=5_000)
 
 
+LAYOUT_PROBLEMS = """() => {
+  const problems = [];
+  const box = (el) => el.getBoundingClientRect();
+  const name = (el) => el.tagName.toLowerCase() + (el.className ? "." + String(el.className).split(" ")[0] : "");
+  const inside = (el, outer, what) => {
+    const b = box(el), o = box(outer);
+    if (b.width === 0 && b.height === 0) return;
+    if (b.left < o.left - 1 || b.right > o.right + 1) {
+      problems.push(what + ": " + name(el) + " [" + Math.round(b.left) + ", " + Math.round(b.right) +
+        "] outside " + name(outer) + " [" + Math.round(o.left) + ", " + Math.round(o.right) + "]");
+    }
+  };
+  const noScroll = (el, what) => {
+    if (el.scrollWidth > el.clientWidth + 1) {
+      problems.push(what + ": " + name(el) + " scrolls sideways (" + el.scrollWidth + " > " + el.clientWidth + ")");
+    }
+  };
+  const row = document.getElementById("iterations");
+  noScroll(row, "rounds");
+  inside(row, document.querySelector("#score-panel"), "rounds");
+  row.querySelectorAll(".iteration").forEach((card) => {
+    const n = "iteration " + card.dataset.iteration;
+    inside(card, row, n);
+    noScroll(card, n);
+    card.querySelectorAll("header > *, .summary, .fact-table").forEach((el) => inside(el, card, n));
+    card.querySelectorAll(".fact-table th, .fact-table td").forEach((cell) => {
+      inside(cell, card, n);
+      noScroll(cell, n + " cell");
+    });
+    card.querySelectorAll(".fact-table .scroll-cell").forEach((cell) => noScroll(cell, n + " evidence"));
+    card.querySelectorAll(".fact-table .badge").forEach((label) => {
+      inside(label, label.closest("td"), n);
+      const b = box(label), line = parseFloat(getComputedStyle(label).lineHeight) || 20;
+      if (b.height > line * 1.5) problems.push(n + ": " + name(label) + " '" + label.textContent + "' wraps");
+    });
+  });
+  return problems;
+}"""
+
+
+def _layout_problems(page: Any) -> list[str]:
+    """Cards, headers, tables, cells and labels of the rounds that leave their container or wrap."""
+    page.evaluate("document.querySelectorAll('#iterations details.facts').forEach(d => { d.open = true; })")
+    problems: list[str] = page.evaluate(LAYOUT_PROBLEMS)
+    return problems
+
+
 @pytest.mark.slow
 def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) -> None:
     responder = MacbethResponder()
@@ -337,9 +384,16 @@ def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) ->
             "1.000" in second.locator(".nfs").inner_text()
             and "+0.200" in second.locator(".delta").inner_text()
         )
-        assert page.locator(".iteration").count() == 2  # shown next to the previous one
+        shown = page.locator("#iterations .iteration")
+        assert shown.count() == 2  # stacked, the newest round first
+        assert [shown.nth(i).get_attribute("data-iteration") for i in range(2)] == ["1", "0"]
         assert "change +0.200" in page.locator("#score-line").inner_text()
         assert page.locator("#btn-refine").is_disabled()  # nothing left to refine
+        for width in (1280, 1920):  # every round reads at a laptop's and a desktop's width
+            page.set_viewport_size({"width": width, "height": 1000})
+            assert _layout_problems(page) == [], width
+            page.locator("#score-panel").screenshot(path=str(tmp_path / f"ui-4-refined-{width}.png"))
+        page.set_viewport_size({"width": 1500, "height": 1100})
         page.screenshot(path=str(tmp_path / "ui-4-refined.png"), full_page=True)
 
         page.reload()  # a reload restores everything from the run directory

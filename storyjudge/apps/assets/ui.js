@@ -87,7 +87,7 @@
   function renderIterations(view) {
     var row = $("iterations");
     row.textContent = "";
-    view.iterations.forEach(function (it) {
+    view.iterations.slice().reverse().forEach(function (it) {  // the newest round first
       var slot = document.createElement("div");
       slot.className = "iteration-slot";
       slot.innerHTML = it.html;  // rendered and escaped by the server
@@ -119,7 +119,6 @@
     if (view.stop_reason && !(last.accepted !== false && last.unsupported === 0)) {
       line.textContent += " The refinement loop stopped: " + view.stop_reason + ".";
     }
-    row.scrollLeft = row.scrollWidth;
   }
 
   function renderButtons(view) {
