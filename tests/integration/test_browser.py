@@ -234,6 +234,34 @@ def test_ui_command_reports_bad_options_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in missing.output + busy.output
 
 
+def _raw_get(server: UIServer, path: str) -> tuple[int, dict[str, str], bytes]:
+    host, port = server.server_address[:2]
+    connection = HTTPConnection(str(host), int(port), timeout=30)
+    connection.request("GET", path)
+    response = connection.getresponse()
+    raw = response.read()
+    connection.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, raw
+
+
+def test_ui_errors_name_the_page_fields(ui: UIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings = {"model": "openai:gpt-4o-mini", "base_url": "", "ckg_samples": 1}
+    status, view = _request(ui, "POST", "/api/runs", {"example": "macbeth-act1", "settings": settings})
+    assert status == 201
+    status, answer = _request(ui, "POST", f"/api/runs/{view['name']}/steps/graph", {"settings": settings})
+    assert status == 400 and "OPENAI_API_KEY" in answer["error"]
+    assert "Base URL" in answer["error"] and "Model spec" in answer["error"]
+    assert "--" not in answer["error"], answer["error"]
+    status, answer = _request(
+        ui, "POST", f"/api/runs/{view['name']}/steps/summary", {"settings": settings, "summary": "too short"}
+    )
+    assert status == 400 and "fewer than 3 words" in answer["error"]
+    status, _, _ = _raw_get(ui, f"/runs/{view['name']}/download/summary.txt")
+    assert status == 404  # no summary yet
+    assert _raw_get(ui, f"/runs/{view['name']}/download/ckg.json")[0] == 404  # only the three files
+
+
 def test_page_is_self_contained(ui: UIServer) -> None:
     status, page = _request(ui, "GET", "/")
     assert status == 200 and "Generate knowledge graph" in page
@@ -289,6 +317,53 @@ def _wait_for_step(page: Any, selector: str, timeout_ms: int) -> None:
     page.wait_for_selector(selector, timeout=5_000)
 
 
+LAYOUT_PROBLEMS = """() => {
+  const problems = [];
+  const box = (el) => el.getBoundingClientRect();
+  const name = (el) => el.tagName.toLowerCase() + (el.className ? "." + String(el.className).split(" ")[0] : "");
+  const inside = (el, outer, what) => {
+    const b = box(el), o = box(outer);
+    if (b.width === 0 && b.height === 0) return;
+    if (b.left < o.left - 1 || b.right > o.right + 1) {
+      problems.push(what + ": " + name(el) + " [" + Math.round(b.left) + ", " + Math.round(b.right) +
+        "] outside " + name(outer) + " [" + Math.round(o.left) + ", " + Math.round(o.right) + "]");
+    }
+  };
+  const noScroll = (el, what) => {
+    if (el.scrollWidth > el.clientWidth + 1) {
+      problems.push(what + ": " + name(el) + " scrolls sideways (" + el.scrollWidth + " > " + el.clientWidth + ")");
+    }
+  };
+  const row = document.getElementById("iterations");
+  noScroll(row, "rounds");
+  inside(row, document.querySelector("#score-panel"), "rounds");
+  row.querySelectorAll(".iteration").forEach((card) => {
+    const n = "iteration " + card.dataset.iteration;
+    inside(card, row, n);
+    noScroll(card, n);
+    card.querySelectorAll("header > *, .summary, .fact-table").forEach((el) => inside(el, card, n));
+    card.querySelectorAll(".fact-table th, .fact-table td").forEach((cell) => {
+      inside(cell, card, n);
+      noScroll(cell, n + " cell");
+    });
+    card.querySelectorAll(".fact-table .scroll-cell").forEach((cell) => noScroll(cell, n + " evidence"));
+    card.querySelectorAll(".fact-table .badge").forEach((label) => {
+      inside(label, label.closest("td"), n);
+      const b = box(label), line = parseFloat(getComputedStyle(label).lineHeight) || 20;
+      if (b.height > line * 1.5) problems.push(n + ": " + name(label) + " '" + label.textContent + "' wraps");
+    });
+  });
+  return problems;
+}"""
+
+
+def _layout_problems(page: Any) -> list[str]:
+    """Cards, headers, tables, cells and labels of the rounds that leave their container or wrap."""
+    page.evaluate("document.querySelectorAll('#iterations details.facts').forEach(d => { d.open = true; })")
+    problems: list[str] = page.evaluate(LAYOUT_PROBLEMS)
+    return problems
+
+
 @pytest.mark.slow
 def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) -> None:
     responder = MacbethResponder()
@@ -316,6 +391,7 @@ def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) ->
         names = page.locator("#ckg .ckg-node text").all_text_contents()
         assert {"Macbeth", "Duncan", "Lady Macbeth"} <= set(names)
         assert responder.calls.get("extract") == 8  # one sample per scene
+        assert page.evaluate("document.getElementById('narrative').open") is False  # the graph is in view
         page.screenshot(path=str(tmp_path / "ui-1-graph.png"))
 
         page.click("#btn-summary")
@@ -337,9 +413,16 @@ def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) ->
             "1.000" in second.locator(".nfs").inner_text()
             and "+0.200" in second.locator(".delta").inner_text()
         )
-        assert page.locator(".iteration").count() == 2  # shown next to the previous one
+        shown = page.locator("#iterations .iteration")
+        assert shown.count() == 2  # stacked, the newest round first
+        assert [shown.nth(i).get_attribute("data-iteration") for i in range(2)] == ["1", "0"]
         assert "change +0.200" in page.locator("#score-line").inner_text()
         assert page.locator("#btn-refine").is_disabled()  # nothing left to refine
+        for width in (1280, 1920):  # every round reads at a laptop's and a desktop's width
+            page.set_viewport_size({"width": width, "height": 1000})
+            assert _layout_problems(page) == [], width
+            page.locator("#score-panel").screenshot(path=str(tmp_path / f"ui-4-refined-{width}.png"))
+        page.set_viewport_size({"width": 1500, "height": 1100})
         page.screenshot(path=str(tmp_path / "ui-4-refined.png"), full_page=True)
 
         page.reload()  # a reload restores everything from the run directory
@@ -360,3 +443,75 @@ def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) ->
     assert report.locator(".ckg-node").count() == len(names)
     assert report.locator(".sent.unsupported").count() == 1
     report.screenshot(path=str(tmp_path / "ui-5-report.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_ui_own_summary_and_downloads(browser: Any, ui: UIServer, tmp_path: Path) -> None:
+    responder = MacbethResponder()
+    own = FIRST_SUMMARY.replace(
+        "Macbeth and Banquo meet three witches", "Three witches greet Macbeth and Banquo"
+    )
+    summary_file = tmp_path / "my-summary.txt"
+    summary_file.write_text(own + "\n", encoding="utf-8")
+    with OpenAIServer(responder) as model_server:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(ui.url)
+        page.select_option("#example", "macbeth-act1")
+        page.fill("#model", "local:smollm2")
+        page.click("#open-narrative")
+        page.wait_for_selector("#run:not([hidden])")
+        banner = page.locator("#embedded-banner")
+        assert banner.is_visible() and "demo grade" in banner.inner_text()
+        page.screenshot(path=str(tmp_path / "own-0-embedded-banner.png"))
+
+        page.fill("#model", "openai:scripted")
+        page.fill("#base-url", model_server.base_url)
+        page.fill("#ckg-samples", "1")
+        page.click("#open-narrative")
+        page.wait_for_selector("#embedded-banner[hidden]", state="attached")
+        page.click("#btn-graph")
+        _wait_for_step(page, "#ckg .ckg", 300_000)
+
+        page.click("#own-summary > summary")
+        page.set_input_files("#own-summary-file", str(summary_file))
+        page.wait_for_function("document.getElementById('own-summary-text').value.includes('great hall')")
+        page.click("#btn-own-summary")
+        _wait_for_step(page, "#summary:has-text('Three witches greet')", 120_000)
+        assert page.locator("#summary-given").is_visible()
+        assert "summarize" not in responder.calls  # the summarizer was skipped
+        assert page.locator("#dl-summary").is_visible() and page.locator("#dl-result").is_hidden()
+
+        page.click("#btn-score")
+        _wait_for_step(page, ".iteration[data-iteration='0']", 180_000)
+        assert "great hall" in page.locator(".iteration[data-iteration='0'] .sent.unsupported").inner_text()
+        page.click("#btn-refine")
+        _wait_for_step(page, ".iteration[data-iteration='1']", 180_000)
+        page.wait_for_selector("#dl-result:not([hidden])")
+        page.screenshot(path=str(tmp_path / "own-1-refined.png"), full_page=True)
+
+        downloaded: dict[str, str] = {}
+        for link in ("#dl-summary", "#dl-result", "#dl-report"):
+            with page.expect_download() as info:
+                page.click(link)
+            download = info.value
+            target = tmp_path / "downloads" / download.suggested_filename
+            download.save_as(str(target))
+            downloaded[link] = target.read_text(encoding="utf-8")
+        assert downloaded["#dl-summary"].strip() == FIXED_SUMMARY  # the best round's, the refiner's
+        result = json.loads(downloaded["#dl-result"])
+        assert result["best_iteration"] == 1 and result["best_summary"] == FIXED_SUMMARY
+        assert "<html" in downloaded["#dl-report"] and "Three witches greet" in downloaded["#dl-report"]
+        assert not errors
+
+    name = next((tmp_path / "runs").iterdir()).name
+    for file, content_type in (
+        ("summary.txt", "text/plain; charset=utf-8"),
+        ("result.json", "application/json; charset=utf-8"),
+        ("report.html", "text/html; charset=utf-8"),
+    ):
+        status, headers, _ = _raw_get(ui, f"/runs/{name}/download/{file}")
+        assert status == 200 and headers["content-type"] == content_type
+        assert headers["content-disposition"] == f'attachment; filename="{name}-{file}"'
+        assert headers["x-content-type-options"] == "nosniff"

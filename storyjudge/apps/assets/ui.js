@@ -12,6 +12,7 @@
   };
   var current = null;      // the run's view, as the server last sent it
   var pollTimer = null;
+  var collapsedFor = null; // the run whose narrative was folded away once its graph was built
 
   function $(id) { return document.getElementById(id); }
 
@@ -87,7 +88,7 @@
   function renderIterations(view) {
     var row = $("iterations");
     row.textContent = "";
-    view.iterations.forEach(function (it) {
+    view.iterations.slice().reverse().forEach(function (it) {  // the newest round first
       var slot = document.createElement("div");
       slot.className = "iteration-slot";
       slot.innerHTML = it.html;  // rendered and escaped by the server
@@ -119,7 +120,6 @@
     if (view.stop_reason && !(last.accepted !== false && last.unsupported === 0)) {
       line.textContent += " The refinement loop stopped: " + view.stop_reason + ".";
     }
-    row.scrollLeft = row.scrollWidth;
   }
 
   function renderButtons(view) {
@@ -144,6 +144,7 @@
       button.classList.toggle("running", running && view.job.step === step);
     });
     $("open-narrative").disabled = !!running;
+    $("btn-own-summary").disabled = !!running;
   }
 
   function render(view) {
@@ -157,6 +158,14 @@
     if (view.settings.ckg_samples) { $("ckg-samples").value = view.settings.ckg_samples; }
     renderModels(view);
     renderScenes(view);
+    if (view.ckg && collapsedFor !== view.name) {  // after the first step the graph, not the text, is in view
+      $("narrative").open = false;
+      collapsedFor = view.name;
+    } else if (!view.ckg) {
+      $("narrative").open = true;
+      collapsedFor = null;
+    }
+    renderEmbedded(view);
     if (view.ckg) {
       $("ckg").innerHTML = view.ckg.html;  // rendered and escaped by the server
     } else {
@@ -166,8 +175,10 @@
     if (view.summary) {
       summary.textContent = view.summary.text;
     } else {
-      summary.innerHTML = "<span class=\"empty\">Not generated yet: press <b>Generate initial summary</b>.</span>";
+      summary.innerHTML = "<span class=\"empty\">Not generated yet: press <b>Generate initial summary</b>, " +
+        "or use a summary of your own.</span>";
     }
+    $("summary-given").hidden = !(view.summary && view.summary.given);
     renderIterations(view);
     var u = view.usage;
     $("usage-card").hidden = false;
@@ -178,9 +189,32 @@
     var link = $("report-link");
     link.hidden = !view.report;
     link.href = "/runs/" + encodeURIComponent(view.name) + "/report.html";
+    var base = "/runs/" + encodeURIComponent(view.name) + "/download/";
+    var files = { "dl-summary": ["summary.txt", !!view.summary], "dl-result": ["result.json", !!view.result],
+      "dl-report": ["report.html", !!view.report] };
+    Object.keys(files).forEach(function (id) {
+      $(id).href = base + files[id][0];
+      $(id).hidden = !files[id][1];
+    });
+    $("downloads").hidden = !view.summary && !view.report;
     renderButtons(view);
     renderJob(view.job);
     if (view.job && view.job.status === "running") { poll(); }
+  }
+
+  function renderEmbedded(view) {
+    var banner = $("embedded-banner");
+    var roles = view.embedded_roles || [];
+    banner.hidden = !roles.length;
+    if (!roles.length) { return; }
+    banner.textContent = "";
+    banner.appendChild(document.createTextNode(
+      "The embedded SmolLM2-135M model plays " +
+      (roles.length === view.models.length ? "every role" : roles.join(", ")) + ": its judgements are demo grade. "));
+    var more = document.createElement("span");
+    more.textContent = "For real scores enter another Model spec (openai:gpt-4o-mini with OPENAI_API_KEY set " +
+      "before starting the UI, or a local server's model with its Base URL).";
+    banner.appendChild(more);
   }
 
   function renderJob(job) {
@@ -265,10 +299,12 @@
     });
   }
 
-  function runStep(step) {
+  function runStep(step, ownSummary) {
     if (!current) { return; }
     showError("");
-    api("POST", "/api/runs/" + encodeURIComponent(current.name) + "/steps/" + step, { settings: settings() })
+    var body = { settings: settings() };
+    if (ownSummary) { body.summary = ownSummary; }
+    api("POST", "/api/runs/" + encodeURIComponent(current.name) + "/steps/" + step, body)
       .then(function (data) {
         current.job = data.job;
         renderButtons(current);
@@ -291,6 +327,18 @@
       if (!$("own-title").value) { $("own-title").value = file.name.replace(/\.[^.]+$/, ""); }
     };
     reader.readAsText(file);
+  });
+  $("own-summary-file").addEventListener("change", function (ev) {
+    var file = ev.target.files && ev.target.files[0];
+    if (!file) { return; }
+    var reader = new FileReader();
+    reader.onload = function () { $("own-summary-text").value = String(reader.result || ""); };
+    reader.readAsText(file);
+  });
+  $("btn-own-summary").addEventListener("click", function () {
+    var text = $("own-summary-text").value.trim();
+    if (!text) { showError("Paste or upload your summary first (the Summary box is empty)."); return; }
+    runStep("summary", text);
   });
   document.querySelectorAll("button.step").forEach(function (button) {
     button.addEventListener("click", function () { runStep(button.getAttribute("data-step")); });

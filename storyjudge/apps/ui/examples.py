@@ -12,7 +12,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BUNDLED = (
-    ("macbeth-act1", "macbeth-act1.md", "Macbeth, Act I (7 scenes, the quick demo)"),
+    ("macbeth-witches", "macbeth-witches.md", "Macbeth, Act I, scenes i-iii (3 scenes, the quickest demo)"),
+    ("macbeth-act1", "macbeth-act1.md", "Macbeth, Act I (7 scenes)"),
     ("macbeth", "macbeth.md", "Macbeth (5 acts, 28 scenes)"),
     ("frankenstein", "frankenstein.txt", "Frankenstein (4 letters, 24 chapters)"),
 )

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunSession
 from storyjudge.apps.ui.steps import RUNNERS, check_step
 from storyjudge.core.context import ConfigError
@@ -40,6 +41,7 @@ class Job:
     finished: float | None = None
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)
     current: str = ""
+    given_summary: str = field(default="", repr=False)  # the summary step's own summary, if the user gave one
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def progress(self, event: dict[str, Any]) -> None:
@@ -77,15 +79,15 @@ class JobRunner:
         self.current: Job | None = None
         self.last: dict[str, Job] = {}  # run name -> its latest job
 
-    def start(self, session: RunSession, step: str) -> Job:
+    def start(self, session: RunSession, step: str, given_summary: str = "") -> Job:
         """Check and start a step; raises Busy, or StepRefused/ConfigError with what to do."""
         with self._lock:
             if self.current is not None and self.current.status == "running":
                 raise Busy(
                     f"'{self.current.step}' is still running on {self.current.run}; wait for it to finish."
                 )
-            check_step(session, step)
-            job = Job(id=uuid.uuid4().hex[:10], run=session.name, step=step)
+            check_step(session, step, given_summary)
+            job = Job(id=uuid.uuid4().hex[:10], run=session.name, step=step, given_summary=given_summary)
             self.current = job
             self.last[session.name] = job
         session.update(last_job=job.view())
@@ -98,10 +100,13 @@ class JobRunner:
 
     def _work(self, session: RunSession, job: Job) -> None:
         try:
-            RUNNERS[job.step](session, job.progress)
+            if job.given_summary:
+                RUNNERS[job.step](session, job.progress, given_summary=job.given_summary)
+            else:
+                RUNNERS[job.step](session, job.progress)
             status, error = "done", ""
         except (ConfigError, ModelError, ValueError) as exc:
-            status, error = "error", str(exc)
+            status, error = "error", for_ui(str(exc))
         except Exception as exc:  # noqa: BLE001 - shown on the page, logged with its traceback
             log.error("step %s failed:\n%s", job.step, traceback.format_exc())
             status, error = "error", f"{type(exc).__name__}: {exc}"

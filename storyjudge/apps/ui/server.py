@@ -25,10 +25,11 @@ from storyjudge.apps.report import CSP as REPORT_CSP
 from storyjudge.apps.report import ckg_html, environment, inline_asset, iteration_html
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.jobs import Busy, JobRunner
+from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
 from storyjudge.apps.ui.steps import StepRefused, refinable
 from storyjudge.core.context import ConfigError
-from storyjudge.core.models import describe_models
+from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.rundir import RunDirMismatch
 from storyjudge.core.usage import totals
 
@@ -50,6 +51,12 @@ ROUTES = {
     "job": re.compile(rf"^/api/runs/{_RUN}/job$"),
     "step": re.compile(rf"^/api/runs/{_RUN}/steps/(?P<step>[a-z]+)$"),
     "report": re.compile(rf"^/runs/{_RUN}/report\.html$"),
+}
+DOWNLOAD = re.compile(rf"^/runs/{_RUN}/download/(?P<file>summary\.txt|result\.json|report\.html)$")
+DOWNLOAD_TYPES = {
+    "summary.txt": "text/plain; charset=utf-8",
+    "result.json": "application/json; charset=utf-8",
+    "report.html": "text/html; charset=utf-8",
 }
 
 
@@ -186,27 +193,49 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     except ConfigError:
         models = []
     summary = state.get("summary") or None
+    embedded = sorted({m["role"] for m in models if m["note"] == LOCAL_NOTE})
     return {
         "name": session.name,
         "title": state.get("title", ""),
         "source": state.get("source", ""),
         "settings": state.get("settings") or {},
         "models": models,
+        "embedded_roles": embedded,
         "segmentation": state.get("segmentation", ""),
         "scenes": [
             {"id": s["id"], "title": s.get("title", ""), "text": s.get("text", "")}
             for s in state.get("scenes") or []
         ],
         "ckg": {"stats": state.get("ckg_stats") or {}, "html": ckg_html(ckg)} if ckg is not None else None,
-        "summary": {"text": summary["text"], "events": len(summary.get("events") or [])} if summary else None,
+        "summary": {
+            "text": summary["text"],
+            "events": len(summary.get("events") or []),
+            "given": summary.get("strategy") == "given",
+        }
+        if summary
+        else None,
         "iterations": shown,
         "best_iteration": best["iteration"] if best else None,
         "refinable": refinable(state),
         "stop_reason": state.get("stop_reason") or "",
         "usage": totals(state.get("usage")),
         "report": session.rd.report.is_file(),
+        "result": session.rd.result.is_file(),
         "job": job.view() if job else state.get("last_job"),
     }
+
+
+def current_summary(session: RunSession) -> str:
+    """The summary to take away: the best round's (``nodes.loop.fallback_of``), else the initial summary."""
+    from nodes.loop import fallback_of
+
+    with session.lock:
+        state = dict(session.state)
+    chosen = fallback_of(list(state.get("iterations") or []))
+    if chosen is not None:
+        return str(chosen.get("summary") or "").strip() + "\n"
+    text = str((state.get("summary") or {}).get("text") or "").strip()
+    return text + "\n" if text else ""
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -274,14 +303,16 @@ class Handler(BaseHTTPRequestHandler):
             return
         path = urlsplit(self.path).path
         try:
-            if method == "GET":
+            if method == "GET" and (download := DOWNLOAD.match(path)):
+                self._download(download["run"], download["file"])
+            elif method == "GET":
                 self._get(path)
             else:
                 self._post(path)
         except ApiError as exc:
             self._json(exc.status, {"error": str(exc)})
         except (ConfigError, RunDirMismatch, StepRefused, ValueError) as exc:
-            self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            self._json(HTTPStatus.BAD_REQUEST, {"error": for_ui(str(exc))})
         except Busy as exc:
             self._json(HTTPStatus.CONFLICT, {"error": str(exc)})
         except (BrokenPipeError, ConnectionResetError):
@@ -300,6 +331,28 @@ class Handler(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
     # --- routes ------------------------------------------------------------------------------------------
+    def _download(self, run: str, name: str) -> None:
+        """A run's summary (the best one, else the initial one), result.json or report.html, as a file."""
+        session = self._session(run)
+        if name == "summary.txt":
+            body = current_summary(session).encode("utf-8")
+            if not body:
+                raise ApiError(
+                    HTTPStatus.NOT_FOUND, "No summary yet: generate or give the initial summary first."
+                )
+        else:
+            file = session.rd.result if name == "result.json" else session.rd.report
+            if not file.is_file():
+                raise ApiError(
+                    HTTPStatus.NOT_FOUND,
+                    "No result.json yet: it is written when the refinement loop stops."
+                    if name == "result.json"
+                    else "No report yet: compute the factuality score first.",
+                )
+            body = file.read_bytes()
+        disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
+        self._send(HTTPStatus.OK, body, DOWNLOAD_TYPES[name], {"Content-Disposition": disposition})
+
     def _get(self, path: str) -> None:
         server = self.server
         if path in ("/", "/index.html"):
@@ -363,7 +416,7 @@ class Handler(BaseHTTPRequestHandler):
             if "settings" in body:
                 settings = clean_settings(body.get("settings"), session.state.get("settings"))
                 session.update(settings=settings)
-            job = server.runner.start(session, match["step"])
+            job = server.runner.start(session, match["step"], str(body.get("summary") or "").strip())
             self._json(HTTPStatus.ACCEPTED, {"job": job.view()})
             return
         raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {path}.")

@@ -128,6 +128,7 @@ def new_state(title: str, source: str, doc_hash: str, text: str, settings: dict[
         "index": None,
         "ckg_stats": {},
         "summary": None,
+        "summary_given": False,  # the initial summary is the user's own, not the summarizer's
         "iterations": [],
         "thread": None,  # the refine graph's checkpoint thread (see steps.py)
         "next": [],  # the nodes the thread is paused before ([] when it has not started or has stopped)

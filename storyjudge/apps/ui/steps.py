@@ -6,7 +6,10 @@ is kept in ``ui.json``; each button runs the thread on to its next stop:
 
 1. ``graph``: a new thread from the narrative: the ``index`` node (segmentation, CKG, Chroma index, ``ckg.json``),
    paused before ``summarize``.
-2. ``summary``: ``summarize``, paused before ``factscore``.
+2. ``summary``: ``summarize``, paused before ``factscore``. With the user's own summary the thread skips the
+   summarizer: paused before ``summarize``, the summary is written as that node's update
+   (``update_state(..., as_node="summarize")``); before the thread has started, the summary goes into the
+   graph's input (``{"document", "summary"}``), which routes from ``index`` straight to ``factscore``.
 3. ``score``: ``factscore`` then ``assess``, which records iteration 0 (with its guard record) and applies the
    stop rules: paused before ``refine``, or on to ``finish``.
 4. ``refine``: past the pause: ``refine``, ``factscore`` and ``assess`` on the revision, so a round passes the
@@ -60,17 +63,24 @@ STOPS: dict[str, frozenset[str]] = {
 PAUSED = "paused in the web UI before the next refinement"
 """The stop reason shown in the report of a paused thread (it has no result.json: the loop has not stopped)."""
 ProgressFn = Callable[[dict[str, Any]], None]
+MIN_SUMMARY_WORDS = 3
 
 
 class StepRefused(ValueError):
     """A step cannot run yet (an earlier step is missing); the message says which to run first."""
 
 
-def check_step(session: RunSession, step: str) -> None:
+def check_step(session: RunSession, step: str, given_summary: str = "") -> None:
     """Refuse a step whose inputs are not there, naming the button to press first."""
     if step not in STEPS:
         raise StepRefused(f"Unknown step {step!r}; steps are {', '.join(STEPS)}.")
     state = session.state
+    if given_summary and step != "summary":
+        raise StepRefused("A summary of your own is taken by the summary step only.")
+    if given_summary and len(given_summary.split()) < MIN_SUMMARY_WORDS:
+        raise StepRefused(
+            f"Your summary has fewer than {MIN_SUMMARY_WORDS} words; paste or upload the summary to score."
+        )
     if step == "score" and not (state.get("summary") or {}).get("text"):
         raise StepRefused("Generate the initial summary first.")
     if step == "refine":
@@ -84,7 +94,7 @@ def check_step(session: RunSession, step: str) -> None:
                 f"The refinement loop has stopped: {reason}. Generate the summary or compute the score "
                 "again to start over."
             )
-    roles = ROLES_OF[step]
+    roles = () if given_summary else ROLES_OF[step]  # a summary of one's own needs no summarizer
     if step == "summary" and not state.get("index"):
         roles = ("extractor", *roles)  # the thread starts with the index node
     require_models(session.context(), roles)
@@ -155,12 +165,14 @@ def _advance(
 
 
 def _initial_summary(
-    values: dict[str, Any], iterations: list[dict[str, Any]], ctx: Context
+    values: dict[str, Any], iterations: list[dict[str, Any]], ctx: Context, given: bool = False
 ) -> dict[str, Any] | None:
     """The summary the loop started from: iteration 0's, or the thread's summary before it is scored."""
     text = str(iterations[0]["summary"] if iterations else values.get("summary") or "").strip()
     if not text:
         return None
+    if given:
+        return {"text": text, "events": [], "strategy": "given"}
     events = [e for e in values.get("events") or [] if e.get("stage") != "refine"]
     return {"text": text, "events": events, "strategy": ctx.strategy}
 
@@ -181,7 +193,7 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
                 state[key] = values[key]
         state["index"] = values.get("index")
         state["ckg_stats"] = values.get("ckg_stats") or {}
-        state["summary"] = _initial_summary(values, iterations, ctx)
+        state["summary"] = _initial_summary(values, iterations, ctx, bool(state.get("summary_given")))
         state["iterations"] = iterations
         state["best_iteration"] = values.get("best_iteration") if iterations else None
         state["next"] = list(snapshot.next)
@@ -204,9 +216,12 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
             rd.report.unlink(missing_ok=True)
 
 
-def _run_step(session: RunSession, step: str, on_progress: ProgressFn) -> None:
+def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
     """Run the thread on through one step, from where that step starts (see the module docstring)."""
     ctx = session.context()
+    given_summary = given_summary.strip()
+    if step == "summary":
+        session.update(summary_given=bool(given_summary))
     with _refine_graph(session) as graph:
         thread = session.state.get("thread")
         start: Any = None
@@ -218,10 +233,16 @@ def _run_step(session: RunSession, step: str, on_progress: ProgressFn) -> None:
             )
         if step == "refine" and (start is None or not start.next):
             raise StepRefused("No refinement loop to continue: compute the factuality score again.")
+        if given_summary and start is not None:  # paused before summarize: the user's summary is its update
+            graph.update_state(start.config, {"summary": given_summary}, as_node="summarize")
+            _mirror(session, graph, _thread_config(str(thread), ctx), ctx)
+            return
         graph_input: dict[str, Any] | None = None
         if start is None:  # a new thread from the narrative (the LLM cache makes repeated calls free)
             thread = _new_thread(session)
             graph_input = {"document": session.document(), "title": session.state["title"]}
+            if given_summary:  # the refine graph skips summarize when its input has a summary
+                graph_input["summary"] = given_summary
         config = _thread_config(str(thread), ctx)
         begin = {**config, "configurable": dict(start.config["configurable"])} if start else config
         try:
@@ -237,9 +258,12 @@ def build_knowledge_graph(session: RunSession, on_progress: ProgressFn) -> None:
     _run_step(session, "graph", on_progress)
 
 
-def generate_summary(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 2: the initial summary (again: from the checkpoint before ``summarize``, iterations afresh)."""
-    _run_step(session, "summary", on_progress)
+def generate_summary(session: RunSession, on_progress: ProgressFn, given_summary: str = "") -> None:
+    """Step 2: the initial summary (again: from the checkpoint before ``summarize``, iterations afresh).
+
+    ``given_summary``: the user's own summary, used instead of the summarizer's.
+    """
+    _run_step(session, "summary", on_progress, given_summary)
 
 
 def compute_score(session: RunSession, on_progress: ProgressFn) -> None:
@@ -252,7 +276,7 @@ def refine_summary(session: RunSession, on_progress: ProgressFn) -> None:
     _run_step(session, "refine", on_progress)
 
 
-RUNNERS: dict[str, Callable[[RunSession, ProgressFn], None]] = {
+RUNNERS: dict[str, Callable[..., None]] = {
     "graph": build_knowledge_graph,
     "summary": generate_summary,
     "score": compute_score,
