@@ -28,6 +28,7 @@ class Done:
     stdout: str
     stderr: str
     run_dir: Path
+    settings: tuple[str, ...] = ()  # the options it ran with (a resume must repeat them)
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -54,11 +55,11 @@ def refined(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Done]:
     server = OpenAIServer(StoryResponder()).start()
     try:
         run_dir = tmp / "run"
-        args = ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url]
-        done = cli(*args, "--run-dir", str(run_dir), "--ckg-samples", "1", cwd=tmp)
+        settings = ("--model", "openai:scripted", "--base-url", server.base_url, "--ckg-samples", "1")
+        done = cli("refine", str(story), *settings, "--run-dir", str(run_dir), cwd=tmp)
     finally:
         server.stop()
-    yield Done(done.returncode, done.stdout, done.stderr, run_dir)
+    yield Done(done.returncode, done.stdout, done.stderr, run_dir, settings)
 
 
 @pytest.mark.slow
@@ -86,9 +87,16 @@ def test_refine_prints_the_best_summary_alone_on_stdout_and_writes_it(refined: D
 @pytest.mark.slow
 def test_refine_json_prints_the_run_record_alone(refined: Done) -> None:
     story = refined.run_dir.parent / "story.txt"
-    # the run is finished: --resume shows its result without calling a model
+    # the run is finished: --resume (with the run's own settings) shows its result without calling a model
     again = cli(
-        "refine", str(story), "--run-dir", str(refined.run_dir), "--resume", "--json", cwd=story.parent
+        "refine",
+        str(story),
+        *refined.settings,
+        "--run-dir",
+        str(refined.run_dir),
+        "--resume",
+        "--json",
+        cwd=story.parent,
     )
     assert again.returncode == 0, again.stderr
     record = json.loads(again.stdout)
