@@ -103,7 +103,13 @@ def prepare_queries(embedder: str, queries: Sequence[str]) -> None:
             _prepared.popitem(last=False)
 
 
-_SETTINGS = Settings(anonymized_telemetry=False, allow_reset=False)
+def _settings() -> Settings:
+    """Fresh client settings for every client.
+
+    Chroma's client constructors write the server address and API into the settings object they are given, so one
+    shared object would send a later embedded store to an earlier server.
+    """
+    return Settings(anonymized_telemetry=False, allow_reset=False)
 
 
 def chroma_client(store_dir: str | Path, url: str = "") -> ClientAPI:
@@ -114,10 +120,10 @@ def chroma_client(store_dir: str | Path, url: str = "") -> ClientAPI:
             host=parsed.hostname or "127.0.0.1",
             port=parsed.port or (443 if parsed.scheme == "https" else 8000),
             ssl=parsed.scheme == "https",
-            settings=_SETTINGS,
+            settings=_settings(),
         )
     Path(store_dir).mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(store_dir), settings=_SETTINGS)
+    return chromadb.PersistentClient(path=str(store_dir), settings=_settings())
 
 
 def collection(

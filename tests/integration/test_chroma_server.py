@@ -104,3 +104,14 @@ def test_a_chroma_server_ranks_scenes_as_the_embedded_store_does(
     assert not built_again  # a second worker finds the collection complete and embeds nothing
     log = (tmp_path / "chroma.log").read_text(errors="replace").lower()
     assert "posthog" not in log and "telemetry event" not in log
+
+
+@pytest.mark.slow
+def test_an_embedded_store_after_a_server_stays_embedded(tmp_path: Path, chroma_server: str) -> None:
+    """A server client must not leave its address behind for the next embedded client of the process."""
+    from storyjudge.core.vectorstore import chroma_client
+
+    chroma_client("", chroma_server).heartbeat()
+    embedded = chroma_client(tmp_path / "store")
+    embedded.get_or_create_collection("probe")
+    assert (tmp_path / "store" / "chroma.sqlite3").is_file()
