@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from nodes.guards import guard_round, narrative_text, revised_iteration
 from state import RefineState
 from storyjudge.core.context import Context, context_of
+from storyjudge.core.coverage import card_reliable
 from storyjudge.core.records import Iteration
 
 
@@ -25,7 +26,7 @@ def _score(it: Iteration) -> float:
 def is_reliable(it: Iteration) -> bool:
     """Whether the round's score was judged on enough of its facts to count (see storyjudge.core.coverage)."""
     card = it["factscore"]
-    return bool(card.get("reliable", card["score"] is not None))
+    return card_reliable(card)
 
 
 def best_of(iterations: list[Iteration]) -> Iteration | None:

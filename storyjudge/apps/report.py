@@ -27,6 +27,7 @@ import jinja2
 import networkx as nx
 from markupsafe import Markup
 
+from storyjudge.core.coverage import card_reliable
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.usage import cost_text, price_known
 
@@ -576,7 +577,7 @@ def iteration_view(
         accepted=bool(iteration.get("accepted", True)),
         note=str(iteration.get("note", "")),
         coverage=card.get("coverage"),
-        reliable=bool(card.get("reliable", score is not None)),
+        reliable=card_reliable(card),
         coherence=(iteration.get("coherence") or {}).get("score"),
         coherence_coverage=(iteration.get("coherence") or {}).get("coverage"),
         coherence_reliable=bool((iteration.get("coherence") or {}).get("reliable", True)),

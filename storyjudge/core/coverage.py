@@ -9,6 +9,9 @@ shown as such, never chosen as the best summary, and left out of agreement figur
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 DEFAULT_FLOOR = 0.9
 
 
@@ -38,6 +41,11 @@ def share(judged: int, total: int) -> float:
 def is_reliable(score: float | None, coverage: float, floor: float) -> bool:
     """Whether a score exists and enough of its units were judged to stand behind it."""
     return score is not None and coverage + 1e-12 >= floor
+
+
+def card_reliable(card: Mapping[str, Any]) -> bool:
+    """Whether a score card's score counts; a card recorded before coverage existed counts when it has a score."""
+    return bool(card.get("reliable", card.get("score") is not None))
 
 
 def describe(score: float | None, coverage: float | None, reliable: bool | None, digits: int = 3) -> str:

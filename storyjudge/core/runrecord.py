@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from storyjudge import __version__
 from storyjudge.core.context import ROLES, Context
+from storyjudge.core.coverage import card_reliable
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.usage import run_usage, totals
@@ -94,9 +95,7 @@ def build_result(
         "best_iteration": best_iteration,
         "best_summary": best["summary"] if best else state.get("summary", ""),
         # False: no round was judged on enough of its facts; the best summary is then the unrefined one
-        "best_reliable": bool(
-            best and best["factscore"].get("reliable", best["factscore"]["score"] is not None)
-        ),
+        "best_reliable": bool(best and card_reliable(best["factscore"])),
         "stop_reason": state.get("stop_reason", ""),
         "usage": {"by_model": usage, "total": totals(usage)},
         "timings": state.get("timings") or {},
