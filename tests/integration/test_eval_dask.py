@@ -244,3 +244,26 @@ def test_a_worker_killed_mid_run_loses_no_item_and_runs_none_twice(
     assert again.ran == 0 and again.skipped == 4
     assert len(server.completions) == before
     assert len(rows_of(out)) == 4
+
+
+def test_the_executor_keeps_to_its_own_client(
+    tmp_path: Path, cluster: Cluster, scripted_server: Callable[..., OpenAIServer]
+) -> None:
+    """A client the caller opens (and closes) while the executor lives is neither taken nor given its budget.
+
+    A Semaphore left to bind itself takes whichever client is the default when it is first used; closing that
+    client closed the loop under the experiment's budget ("IOLoop is closed" when the grid ended).
+    """
+    from eval.cluster import DaskExecutor
+    from eval.grid import load_config
+
+    config = load_config(write_config(tmp_path, scripted_server(StoryResponder()), "own-client"))
+    with distributed.Client(cluster.address, timeout="60s") as callers:
+        executor = DaskExecutor(config, cluster.address)
+        assert distributed.get_client() is callers  # the caller's default client stays theirs
+        with distributed.Client(cluster.address, timeout="60s", set_as_default=True):
+            pass  # another client opened and closed, as a watcher would
+        assert executor.semaphore.loop is executor.client.loop
+        assert executor.semaphore.scheduler is executor.client.scheduler
+    executor.close()  # the budget and the client outlive the caller's clients
+    assert executor.client.status == "closed"
