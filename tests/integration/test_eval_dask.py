@@ -267,3 +267,25 @@ def test_the_executor_keeps_to_its_own_client(
         assert executor.semaphore.scheduler is executor.client.scheduler
     executor.close()  # the budget and the client outlive the caller's clients
     assert executor.client.status == "closed"
+
+
+def test_without_a_scheduler_a_local_cluster_runs_the_grid(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--executor dask`` alone starts two worker processes on 127.0.0.1, runs every item, and stops them."""
+    server = scripted_server(StoryResponder(), latency=0.05)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the worker processes import this checkout
+    from storyjudge.apps.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["eval", "run", str(write_config(tmp_path, server, "local-cluster")), "--executor", "dask"]
+        + ["--concurrency", "2"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "a local cluster on 127.0.0.1" in result.output
+    rows = rows_of(tmp_path / "local-cluster")
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+    assert server.max_in_flight <= 2, server.max_in_flight
+    assert len(list((tmp_path / "local-cluster" / "runs").glob("*/*/cache/*"))) == 4  # ran on the workers
