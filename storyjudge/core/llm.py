@@ -312,15 +312,22 @@ def _complete(
         request["attempt"] = attempt
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request, "" if is_local(spec) else server_id(ctx.base_url))
-    hit = cache.get(key)
-    # older caches may hold cut-off or unusable answers
-    if (
-        hit is not None
-        and not cut_off(hit.get("finish_reason"))
-        and (usable is None or usable(hit["text"], hit.get("finish_reason")))
-    ):
-        record(ctx.run_dir, spec, "hit")
-        return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
+
+    def cached() -> TextAnswer | None:
+        hit = cache.get(key)
+        # older caches may hold cut-off or unusable answers
+        if (
+            hit is not None
+            and not cut_off(hit.get("finish_reason"))
+            and (usable is None or usable(hit["text"], hit.get("finish_reason")))
+        ):
+            record(ctx.run_dir, spec, "hit")
+            return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
+        return None
+
+    found = cached()
+    if found is not None:
+        return found
     flight, leader = _board(_cache_dir(ctx), key)
     while not leader:  # the identical request is in flight: its answer is this one's
         while not flight.done.wait(POLL_SECONDS):
@@ -331,6 +338,10 @@ def _complete(
             return TextAnswer(shared.text, shared.finish_reason, True, one_call(spec, 0, 0, cached=True))
         flight, leader = _board(_cache_dir(ctx), key)  # it failed: ask again, perhaps as the one who asks
     try:
+        found = cached()  # an identical call may have landed between the first look and boarding
+        if found is not None:
+            flight.answer = found
+            return found
         answer = _ask_server(ctx, spec, prompt_version, messages, request, key, schema, usable)
         flight.answer = answer
         return answer
@@ -358,7 +369,7 @@ def _board(cache_dir: Path, key: str) -> tuple[_Flight, bool]:
     in two branches): one HTTP call answers both, as the cache would have had they come one after the other.
     Keyed by cache directory too, so runs with separate caches keep separate calls.
     """
-    flight_key = (str(cache_dir.resolve()), key)
+    flight_key = (str(cache_dir), key)
     with _flights_lock:
         flight = _flights.get(flight_key)
         if flight is not None:
