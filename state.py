@@ -17,7 +17,6 @@ from storyjudge.core.records import (
     CKGStats,
     CoherenceReport,
     Event,
-    Evidence,
     Fact,
     FactVerdict,
     FailedSentence,
@@ -184,20 +183,16 @@ class FactScoreInput(TypedDict, total=False):
     iteration: int
 
 
-class DecomposeTask(TypedDict):
-    """Send payload: one summary sentence to split into atomic facts."""
+class SentenceTask(TypedDict):
+    """Send payload: one summary sentence to decompose, find evidence for and judge, with what retrieval reads."""
 
     summary: str
     sentence: str
     sentence_index: int
     iteration: int
-
-
-class JudgeTask(TypedDict):
-    """Send payload: one fact and the evidence retrieved for it."""
-
-    fact: Fact
-    evidence: Evidence
+    scenes: list[Scene]
+    ckg_json: str  # the CKG as one JSON text: one long string, which checkpoints store once, not per sentence
+    index: IndexRef | None
 
 
 class FactScoreState(IndexState, total=False):
@@ -209,8 +204,7 @@ class FactScoreState(IndexState, total=False):
     raw_facts: Annotated[list[Fact], operator.add]
     decompose_failures: Annotated[int, operator.add]  # every round's, summed; scores count failed_sentences
     failed_sentences: Annotated[list[FailedSentence], operator.add]
-    facts: list[Fact]
-    evidence: dict[str, Evidence]  # fact id -> evidence
+    facts: list[Fact]  # this iteration's distinct facts, in summary order (set by the score)
     verdicts: Annotated[list[FactVerdict], operator.add]
     factscore: ScoreCard
 

@@ -1,7 +1,9 @@
 """The ``factscore`` graph: NarrativeFactScore of a given summary.
 
-    [index] -> split_summary -> decompose_sentence (Send per sentence) -> collect_facts -> retrieve
-            -> judge (Send per fact) -> score
+    [index] -> split_summary -> check_sentence (Send per sentence: decompose, retrieve, judge) -> score
+
+Each sentence's facts are judged as soon as that sentence is decomposed (``nodes.check``): the method needs no
+barrier between decomposing one sentence and judging another's facts, so the graph has none.
 
 Indexing (segmentation, CKG, Chroma) runs first unless the input already carries an index, as it does inside the
 refine graph, which reuses this graph once per iteration.
@@ -15,10 +17,9 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 
 from graphs.index import build_graph as build_index_graph
-from nodes.decompose import collect_facts, decompose_sentence, route_sentences, split_summary
-from nodes.judge import judge, route_facts
+from nodes.check import check_sentence
+from nodes.decompose import route_sentences, split_summary
 from nodes.nfs_score import score
-from nodes.retrieve import retrieve
 from state import FactScoreInput, FactScoreOutput, FactScoreState
 from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
@@ -36,18 +37,12 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     )
     builder.add_node("index", build_index_graph())
     builder.add_node("split_summary", split_summary)
-    builder.add_node("decompose_sentence", decompose_sentence)  # type: ignore[call-overload, arg-type, unused-ignore]
-    builder.add_node("collect_facts", collect_facts)
-    builder.add_node("retrieve", retrieve)
-    builder.add_node("judge", judge)  # type: ignore[call-overload, arg-type, unused-ignore]
+    builder.add_node("check_sentence", check_sentence)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("score", score)
     builder.add_conditional_edges(START, needs_index, ["index", "split_summary"])
     builder.add_edge("index", "split_summary")
-    builder.add_conditional_edges("split_summary", route_sentences, ["decompose_sentence", "collect_facts"])
-    builder.add_edge("decompose_sentence", "collect_facts")
-    builder.add_edge("collect_facts", "retrieve")
-    builder.add_conditional_edges("retrieve", route_facts, ["judge", "score"])
-    builder.add_edge("judge", "score")
+    builder.add_conditional_edges("split_summary", route_sentences, ["check_sentence", "score"])
+    builder.add_edge("check_sentence", "score")
     builder.add_edge("score", END)
     compiled = builder.compile(
         checkpointer=checkpointer,

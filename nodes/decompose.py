@@ -1,13 +1,16 @@
 """Atomic-fact decomposition (NarrativeFactScore stage 2): one LLM call per summary sentence, fanned out.
 
-Each fact keeps its source sentence, so scores and feedback map back onto the summary; blank and duplicate facts
-are dropped before any judge sees them.
+Each fact keeps its source sentence, so scores and feedback map back onto the summary. Blank facts and facts
+repeated within a sentence are dropped before any judge sees them; a fact that an earlier sentence already
+stated is dropped when the score is made (``unique_facts``), since each sentence's branch goes on to judging
+without waiting for the others.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import time
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -15,12 +18,13 @@ from langgraph.types import Send
 
 import prompts
 from prompts.schemas import AtomicFacts
-from state import DecomposeTask, FactScoreState
+from state import FactScoreState, SentenceTask
 from storyjudge.core import progress
-from storyjudge.core.context import Context, context_of
+from storyjudge.core.context import Context
 from storyjudge.core.llm import ask_structured
 from storyjudge.core.records import Fact, FailedSentence
 from storyjudge.core.textsplit import NO_WORDS, has_words, sentences
+from storyjudge.core.usage import Usage
 
 
 def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -31,40 +35,42 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
     found = sentences(summary)
     if not any(has_words(sentence) for sentence in found):  # "!!! ???" would score 1.0 with no fact at all
         raise ValueError("The summary to score " + NO_WORDS.format(sample=summary[:40]) + ".")
-    progress.emit("decompose", total=len(found))
+    for stage in ("decompose", "retrieve", "judge"):  # each counts sentences: one branch does all three
+        progress.emit(stage, total=len(found))
     return {"sentences": found, "iteration": state.get("iteration", 0)}
 
 
-def route_sentences(state: FactScoreState) -> list[Send] | Literal["collect_facts"]:
-    """One decomposition branch per sentence."""
+def route_sentences(state: FactScoreState) -> list[Send] | Literal["score"]:
+    """One branch per sentence: it decomposes, retrieves and judges that sentence on its own."""
     found = state.get("sentences") or []
     if not found:
-        return "collect_facts"
+        return "score"
+    ckg_json = json.dumps(state.get("ckg") or {}, sort_keys=True)
     return [
         Send(
-            "decompose_sentence",
-            DecomposeTask(
+            "check_sentence",
+            SentenceTask(
                 summary=state["summary"],
                 sentence=sentence,
                 sentence_index=i,
                 iteration=state.get("iteration", 0),
+                scenes=state.get("scenes") or [],
+                ckg_json=ckg_json,
+                index=state.get("index"),
             ),
         )
         for i, sentence in enumerate(found)
     ]
 
 
-def decompose_sentence(task: DecomposeTask, runtime: Runtime[Context]) -> dict[str, Any]:
+def decompose(ctx: Context, task: SentenceTask) -> tuple[list[Fact], list[FailedSentence], Usage]:
     """Atomic facts of one sentence; a failed parse is counted and the sentence yields no facts."""
-    ctx = context_of(runtime)
-    started = time.perf_counter()
     prompt = prompts.load("decompose", ctx.prompt_dir)
     text = prompt.render(
         summary=prompts.data_block("summary", task["summary"]),
         sentence=prompts.data_block("sentence", task["sentence"]),
     )
     answer = ask_structured(ctx, "decomposer", prompt, [("user", text)], AtomicFacts)
-    progress.emit("decompose", advance=1)
     facts = [
         Fact(
             id=f"i{task['iteration']}-s{task['sentence_index']}-f{n}",
@@ -85,32 +91,30 @@ def decompose_sentence(task: DecomposeTask, runtime: Runtime[Context]) -> dict[s
             )
         ]
     )
-    return {
-        "raw_facts": facts,
-        "decompose_failures": 0 if answer.ok else 1,
-        "failed_sentences": failed,
-        "usage": answer.usage,
-        "timings": {"decompose": time.perf_counter() - started},
-    }
+    return facts, failed, answer.usage
 
 
 def _normal(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
-def collect_facts(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """This iteration's facts in summary order, without blanks or duplicates."""
-    iteration = state.get("iteration", 0)
+def fact_key(text: str) -> str:
+    """What makes two facts the same fact: their words, ignoring case and punctuation ("" for a blank one)."""
+    return _normal(text)
+
+
+def unique_facts(raw: Iterable[Fact], iteration: int) -> list[Fact]:
+    """An iteration's facts in summary order, without blanks or duplicates (the first of equal facts stays)."""
     ordered = sorted(
-        (f for f in state.get("raw_facts") or [] if f["iteration"] == iteration),
+        (f for f in raw if f["iteration"] == iteration),
         key=lambda f: (f["sentence_index"], f["id"]),
     )
     seen: set[str] = set()
     facts: list[Fact] = []
     for fact in ordered:
-        key = _normal(fact["text"])
+        key = fact_key(fact["text"])
         if not key or key in seen:
             continue
         seen.add(key)
         facts.append(Fact(**{**fact, "text": fact["text"].strip()}))
-    return {"facts": facts}
+    return facts

@@ -1,4 +1,4 @@
-"""The judge (NarrativeFactScore stage 2): one structured verdict per atomic fact, all facts in parallel.
+"""The judge (NarrativeFactScore stage 2): one structured verdict per atomic fact.
 
 A verdict that cannot be parsed after retries is *unjudged*: reported, and left out of the score's denominator,
 never counted as supported.
@@ -6,30 +6,12 @@ never counted as supported.
 
 from __future__ import annotations
 
-import time
-from typing import Any, Literal
-
-from langgraph.runtime import Runtime
-from langgraph.types import Send
-
 import prompts
 from prompts.schemas import Verdict
-from state import FactScoreState, JudgeTask
-from storyjudge.core import progress
-from storyjudge.core.context import Context, context_of
+from storyjudge.core.context import Context
 from storyjudge.core.llm import ask_structured
-from storyjudge.core.records import Evidence, FactVerdict
-
-
-def route_facts(state: FactScoreState) -> list[Send] | Literal["score"]:
-    """One judge branch per fact (the fan-out width equals the fact count)."""
-    facts = state.get("facts") or []
-    evidence = state.get("evidence") or {}
-    if not facts:
-        return "score"
-    progress.emit("judge", total=len(facts))
-    empty = Evidence(query="", scenes=[], ckg_lines=[])
-    return [Send("judge", JudgeTask(fact=fact, evidence=evidence.get(fact["id"], empty))) for fact in facts]
+from storyjudge.core.records import Evidence, Fact, FactVerdict
+from storyjudge.core.usage import Usage
 
 
 def render_evidence(evidence: Evidence) -> tuple[str, str]:
@@ -53,24 +35,21 @@ def render_evidence(evidence: Evidence) -> tuple[str, str]:
     return scenes, ckg
 
 
-def judge(task: JudgeTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Verdict for one fact."""
-    ctx = context_of(runtime)
-    started = time.perf_counter()
+def judge_fact(ctx: Context, fact: Fact, evidence: Evidence) -> tuple[FactVerdict, Usage]:
+    """Verdict for one fact; an answer that cannot be read is an ``unjudged`` verdict with its error."""
     prompt = prompts.load("judge", ctx.prompt_dir)
-    scenes, ckg = render_evidence(task["evidence"])
-    text = prompt.render(scenes=scenes, ckg=ckg, fact=prompts.data_block("fact", task["fact"]["text"]))
+    scenes, ckg = render_evidence(evidence)
+    text = prompt.render(scenes=scenes, ckg=ckg, fact=prompts.data_block("fact", fact["text"]))
     answer = ask_structured(ctx, "judge", prompt, [("user", text)], Verdict)
-    progress.emit("judge", advance=1)
     verdict = answer.value
     record = FactVerdict(
-        fact=task["fact"],
+        fact=fact,
         status="unjudged" if verdict is None else ("supported" if verdict.supported else "unsupported"),
         rationale=verdict.rationale if verdict else "",
         feedback=(verdict.feedback if verdict and not verdict.supported else ""),
-        evidence=task["evidence"],
+        evidence=evidence,
         raw=answer.text,
     )
     if verdict is None:
         record["error"] = answer.error or "unparseable answer"
-    return {"verdicts": [record], "usage": answer.usage, "timings": {"judge": time.perf_counter() - started}}
+    return record, answer.usage

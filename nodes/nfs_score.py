@@ -12,6 +12,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from nodes.decompose import unique_facts
 from state import FactScoreState
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, nfs_coverage
@@ -79,12 +80,17 @@ def score(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Aggregate this iteration's verdicts into its score card."""
     iteration = state.get("iteration", 0)
     failed = {f["sentence_index"] for f in state.get("failed_sentences") or [] if f["iteration"] == iteration}
+    facts = unique_facts(state.get("raw_facts") or [], iteration)
+    kept = {fact["id"] for fact in facts}
+    # a fact an earlier sentence already stated was judged in its own branch too (by the same call, which
+    # the LLM cache or single-flight answered once); like the facts, it counts once, for the first sentence
+    verdicts = [v for v in state.get("verdicts") or [] if v["fact"]["id"] in kept]
     card = score_card(
         iteration,
         state.get("sentences") or [],
-        state.get("verdicts") or [],
+        verdicts,
         len(failed),
         coverage_floor=context_of(runtime).coverage_floor,
         failed_sentences=failed,
     )
-    return {"factscore": card}
+    return {"factscore": card, "facts": facts}

@@ -8,15 +8,10 @@ best-matching passage is shown, and the evidence record says so.
 from __future__ import annotations
 
 import json
-import time
 from functools import lru_cache
 from typing import Any
 
-from langgraph.runtime import Runtime
-
-from state import FactScoreState
-from storyjudge.core import progress
-from storyjudge.core.context import Context, context_of
+from storyjudge.core.context import Context
 from storyjudge.core.records import Evidence, EvidenceScene, Fact, IndexRef, Scene
 from storyjudge.core.tokens import count_tokens
 
@@ -81,19 +76,19 @@ def _remembered_search(index_json: str, query: str, k: int) -> tuple[dict[str, A
     return tuple(search_scenes(json.loads(index_json), query, k))
 
 
-def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Evidence for every fact of this iteration."""
+def gather_evidence(
+    ctx: Context, facts: list[Fact], ckg: dict[str, Any], scenes: list[Scene], index: IndexRef | None
+) -> dict[str, Evidence]:
+    """Evidence for each of ``facts`` (fact id -> evidence), with one batched embedding of their queries.
+
+    Called from the sentence branches at once: the embedder takes its lock per batch and Chroma clients are
+    shared per store under a lock, so searches of several branches can overlap with other branches' LLM waits.
+    """
     from storyjudge.core.charactergraph import subgraph_lines
 
-    ctx = context_of(runtime)
-    started = time.perf_counter()
-    facts: list[Fact] = state.get("facts") or []
-    ckg = state.get("ckg") or {}
-    scenes = {scene["id"]: scene for scene in state.get("scenes") or []}
-    index = state.get("index")
-    progress.emit("retrieve", total=len(facts))
+    by_id = {scene["id"]: scene for scene in scenes}
     queries = {fact["id"]: expand_query(fact["text"], ckg) for fact in facts}
-    if index:  # one batched forward pass for every query instead of one per search
+    if index and queries:  # one forward pass for the branch's queries instead of one per search
         from storyjudge.core.vectorstore import prepare_queries
 
         prepare_queries(str(index.get("embedder", "minilm")), list(queries.values()))
@@ -103,8 +98,7 @@ def retrieve(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]
         hits = _search(index, query, ctx.retrieval_k) if index else []
         evidence[fact["id"]] = Evidence(
             query=query,
-            scenes=select_scenes(hits, scenes, evidence_budget(ctx)),
+            scenes=select_scenes(hits, by_id, evidence_budget(ctx)),
             ckg_lines=subgraph_lines(ckg, query, limit=CKG_LINES_PER_FACT) if ckg else [],
         )
-        progress.emit("retrieve", advance=1)
-    return {"evidence": evidence, "timings": {"retrieve": time.perf_counter() - started}}
+    return evidence

@@ -1,23 +1,42 @@
 """The critical-path bound of a run, from the requests a test server received.
 
-A graph's LLM calls form stages that depend on each other (extraction, then merging, then decomposition,
-then judging, ...); calls within a stage are independent. With latency ``L`` per call and ``C`` calls in
-flight at most, no schedule finishes a stage of ``n`` calls faster than ``ceil(n / C)`` waves, so
+A run's LLM calls depend on each other; with latency ``L`` per call and ``C`` calls in flight at most, the
+shortest wall time any schedule could reach is ``L`` times the fewest rounds ("waves") of at most ``C`` calls
+that respect the dependencies. Calls answered from the cache never reach the server and cost nothing, so they
+are not counted. The log is cut, in arrival order, into segments:
 
-    bound = L x sum over stages of ceil(n_stage / C)
+- **Stages**: consecutive requests of one kind (the structured output's schema name, else the first line of
+  the prompt, which names its template) that depend on everything before them and not on each other
+  (extraction, then merging, the refiner, the coherence passes). A stage of ``n`` calls needs
+  ``ceil(n / C)`` waves.
+- **Pipelined segments**: a run of decomposition (``AtomicFacts``) and judge (``Verdict``) requests, in any
+  interleaving. Each verdict depends only on the decomposition of its own sentence (found from the request
+  bodies: the decomposition whose ``<sentence>`` contains the verdict's ``<fact>``). The calls form an
+  out-forest of unit-time tasks; the fewest waves are computed exactly by Hu's highest-level-first list
+  schedule, which is optimal for in-forests, applied to the reversed forest (a schedule of the reversed graph,
+  read backwards, is one of the original, of the same length). With 20 decompositions of 3 facts each and
+  ``C = 16``, that is 5 waves (80 calls), where a barrier between decomposing and judging needs 2 + 4 = 6.
 
-Stages are read from the request log in arrival order: consecutive requests of one kind (the structured
-output's schema name, else the first line of the prompt, which names its template) form one stage. Calls
-answered from the cache never reach the server and cost nothing, so they are not counted.
+    bound = L x (sum over stages of ceil(n_stage / C) + sum over pipelined segments of hu_waves(segment, C))
+
+``barrier_waves`` keeps the earlier bound, which charges a pipelined segment ``ceil(decompositions / C) +
+ceil(verdicts / C)`` as if every verdict waited for every decomposition: the ratio against it says how much a
+run gained over that bound, the ratio against ``dependency_waves`` how far it is from the best possible.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from storyjudge.apps.scripted_server import schema_name
+from storyjudge.apps.scripted_server import last_user_text, schema_name
+
+DECOMPOSE = "AtomicFacts"
+VERDICT = "Verdict"
+PIPELINED = frozenset({DECOMPOSE, VERDICT})
+"""Kinds whose requests may interleave: a verdict waits for its own sentence's decomposition only."""
 
 
 def request_kind(body: dict[str, Any]) -> str:
@@ -41,7 +60,7 @@ class Stage:
 
 
 def stages(bodies: list[dict[str, Any]]) -> list[Stage]:
-    """The dependent stages of a run, in order."""
+    """Runs of consecutive requests of one kind, in arrival order."""
     found: list[Stage] = []
     for body in bodies:
         kind = request_kind(body)
@@ -58,5 +77,103 @@ def waves(found: list[Stage], concurrency: int) -> int:
 
 
 def bound_seconds(found: list[Stage], concurrency: int, latency: float) -> float:
-    """The shortest wall time any schedule could reach: waves x latency."""
+    """The shortest wall time of the stages, each waiting for the one before: waves x latency."""
     return waves(found, concurrency) * latency
+
+
+def segments(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The log cut into stages and pipelined segments (see the module docstring), in arrival order."""
+    found: list[list[dict[str, Any]]] = []
+    last = ""
+    for body in bodies:
+        kind = request_kind(body)
+        group = "pipelined" if kind in PIPELINED else kind
+        if found and group == last:
+            found[-1].append(body)
+        else:
+            found.append([body])
+        last = group
+    return found
+
+
+def _block(text: str, tag: str) -> str:
+    """The last ``tag`` data block of a prompt (prompts may show an example block first)."""
+    hits = re.findall(rf"<{tag}[^>]*>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return hits[-1].strip() if hits else ""
+
+
+def _words(text: str) -> str:
+    """Lower-case words between spaces, so that containment matches whole words only."""
+    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+
+
+def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
+    """For each request of a pipelined segment, the position of the request it waits for (None: none)."""
+    sentences = {
+        i: _words(_block(last_user_text(body), "sentence"))
+        for i, body in enumerate(segment)
+        if request_kind(body) == DECOMPOSE
+    }
+    parents: list[int | None] = []
+    for body in segment:
+        parent = None
+        if request_kind(body) == VERDICT:
+            fact = _words(_block(last_user_text(body), "fact"))
+            parent = next((i for i, sentence in sentences.items() if fact.strip() and fact in sentence), None)
+        parents.append(parent)
+    return parents
+
+
+def forest_waves(parents: list[int | None], concurrency: int) -> int:
+    """Fewest waves of at most ``concurrency`` unit-time tasks of an out-forest (``parents[i]`` runs before i).
+
+    Hu's algorithm on the reversed forest: each wave runs the ready tasks farthest from their tree's root.
+    """
+    depth: dict[int, int] = {}  # tasks on the path from the root, this one included
+    for i in range(len(parents)):
+        chain: list[int] = []
+        j: int | None = i
+        while j is not None and j not in depth:
+            chain.append(j)
+            j = parents[j]
+        level = depth[j] if j is not None else 0
+        for node in reversed(chain):
+            level += 1
+            depth[node] = level
+    waiting = [0] * len(parents)  # children not yet run: a reversed task is ready when they are done
+    for parent in parents:
+        if parent is not None:
+            waiting[parent] += 1
+    ready = [i for i in range(len(parents)) if not waiting[i]]
+    rounds = 0
+    while ready:
+        ready.sort(key=lambda i: -depth[i])
+        batch, ready = ready[:concurrency], ready[concurrency:]
+        rounds += 1
+        for i in batch:
+            parent = parents[i]
+            if parent is not None:
+                waiting[parent] -= 1
+                if not waiting[parent]:
+                    ready.append(parent)
+    return rounds
+
+
+def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
+    """The fewest waves any schedule of these calls needs (the module docstring's bound)."""
+    total = 0
+    for segment in segments(bodies):
+        if request_kind(segment[0]) in PIPELINED:
+            total += forest_waves(verdict_parents(segment), concurrency)
+        else:
+            total += math.ceil(len(segment) / concurrency)
+    return total
+
+
+def barrier_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
+    """The earlier bound: every verdict of a pipelined segment waits for all its decompositions."""
+    total = 0
+    for segment in segments(bodies):
+        kinds = [request_kind(body) for body in segment]
+        total += sum(math.ceil(kinds.count(kind) / concurrency) for kind in sorted(set(kinds)))
+    return total

@@ -3,9 +3,10 @@
 Against the scripted server with latency ``L`` per call and ``K`` serving slots, each workload runs at
 concurrency ``K`` and at concurrency 1 (the papers' code is sequential), each with a fresh LLM cache, then
 once more on the warm cache (an identical experiment rerun: it should make no call). The bound of each run
-comes from the calls the server actually received (:mod:`eval.bench.critical_path`). The server runs in a
-process of its own, as a real endpoint would. The index the factscore and refine runs search is built once
-beforehand; embedding is measured by :mod:`eval.bench.overhead`.
+comes from the calls the server actually received and their dependencies (:mod:`eval.bench.critical_path`);
+each row also gives the earlier barrier bound, which made every verdict wait for every decomposition. The
+server runs in a process of its own, as a real endpoint would. The index the factscore and refine runs search
+is built once beforehand; embedding is measured by :mod:`eval.bench.overhead`.
 
     python -m eval.bench.latency [--latency 0.3] [--slots 16] [--scale 1.0] [--json rows.json]
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.bench import workload
-from eval.bench.critical_path import bound_seconds, stages, waves
+from eval.bench.critical_path import barrier_waves, dependency_waves, stages
 from eval.bench.server_process import ServerProcess
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
@@ -64,17 +65,21 @@ def measure(
     wall = time.perf_counter() - started
     bodies = server.completions[begin:]
     found = stages(bodies)
-    bound = bound_seconds(found, ctx.concurrency, latency)
+    rounds = dependency_waves(bodies, ctx.concurrency)
+    bound = rounds * latency
+    barrier = barrier_waves(bodies, ctx.concurrency) * latency
     return {
         "workload": label,
         "concurrency": ctx.concurrency,
         "calls": len(bodies),
         "stages": len(found),
-        "waves": waves(found, ctx.concurrency),
+        "waves": rounds,
         "stage_calls": [f"{s.kind[:24]}:{s.calls}" for s in found],
         "bound_s": round(bound, 2),
         "wall_s": round(wall, 2),
         "ratio": round(wall / bound, 3) if bound else None,
+        "barrier_bound_s": round(barrier, 2),
+        "barrier_ratio": round(wall / barrier, 3) if barrier else None,
         "result": check(out),
     }
 
@@ -193,7 +198,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print(
             f"{row['workload']:<44} c={row['concurrency']:<3} calls {row['calls']:>5} "
             f"waves {row['waves']:>4} "
-            f"bound {row['bound_s']:>7.2f}s wall {row['wall_s']:>7.2f}s ratio {row['ratio']}  {row['result']}"
+            f"bound {row['bound_s']:>7.2f}s wall {row['wall_s']:>7.2f}s ratio {row['ratio']} "
+            f"(barrier bound {row['barrier_bound_s']:.2f}s: {row['barrier_ratio']})  {row['result']}"
         )
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

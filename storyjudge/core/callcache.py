@@ -87,13 +87,19 @@ class CallCache:
 
 
 _caches: dict[Path, CallCache] = {}
+_named: dict[str, CallCache] = {}  # absolute directory names as given -> their cache
 _lock = threading.Lock()
 
 
 def cache_for(directory: str | Path) -> CallCache:
     """One CallCache per directory per process."""
+    named = _named.get(str(directory))  # every LLM call asks: skip resolving the path (syscalls) each time
+    if named is not None:
+        return named
     key = Path(directory).resolve()
     with _lock:
         if key not in _caches:
             _caches[key] = CallCache(key)
+        if Path(directory).is_absolute():  # a relative name means another folder after a chdir
+            _named[str(directory)] = _caches[key]
         return _caches[key]

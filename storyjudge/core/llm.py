@@ -312,15 +312,99 @@ def _complete(
         request["attempt"] = attempt
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request, "" if is_local(spec) else server_id(ctx.base_url))
-    hit = cache.get(key)
-    # older caches may hold cut-off or unusable answers
-    if (
-        hit is not None
-        and not cut_off(hit.get("finish_reason"))
-        and (usable is None or usable(hit["text"], hit.get("finish_reason")))
-    ):
-        record(ctx.run_dir, spec, "hit")
-        return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
+
+    def cached() -> TextAnswer | None:
+        hit = cache.get(key)
+        # older caches may hold cut-off or unusable answers
+        if (
+            hit is not None
+            and not cut_off(hit.get("finish_reason"))
+            and (usable is None or usable(hit["text"], hit.get("finish_reason")))
+        ):
+            record(ctx.run_dir, spec, "hit")
+            return TextAnswer(hit["text"], hit.get("finish_reason"), True, one_call(spec, 0, 0, cached=True))
+        return None
+
+    found = cached()
+    if found is not None:
+        return found
+    flight, leader = _board(_cache_dir(ctx), key)
+    while not leader:  # the identical request is in flight: its answer is this one's
+        while not flight.done.wait(POLL_SECONDS):
+            check_cancelled()
+        if flight.answer is not None:
+            record(ctx.run_dir, spec, "hit")
+            shared = flight.answer
+            return TextAnswer(shared.text, shared.finish_reason, True, one_call(spec, 0, 0, cached=True))
+        flight, leader = _board(_cache_dir(ctx), key)  # it failed: ask again, perhaps as the one who asks
+    try:
+        found = cached()  # an identical call may have landed between the first look and boarding
+        if found is not None:
+            flight.answer = found
+            return found
+        answer = _ask_server(ctx, spec, prompt_version, messages, request, key, schema, usable)
+        flight.answer = answer
+        return answer
+    finally:
+        _land(flight)
+
+
+@dataclass
+class _Flight:
+    """One request on its way to the server; callers asking the identical request meanwhile wait for it."""
+
+    key: tuple[str, str]
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: TextAnswer | None = None
+
+
+_flights: dict[tuple[str, str], _Flight] = {}
+_flights_lock = threading.Lock()
+
+
+def _board(cache_dir: Path, key: str) -> tuple[_Flight, bool]:
+    """The flight of an uncached request, and whether this caller is the one to send it (single-flight).
+
+    Branches of one run may ask the identical request at once (a fact that two summary sentences share, judged
+    in two branches): one HTTP call answers both, as the cache would have had they come one after the other.
+    Keyed by cache directory too, so runs with separate caches keep separate calls.
+    """
+    flight_key = (str(cache_dir), key)
+    with _flights_lock:
+        flight = _flights.get(flight_key)
+        if flight is not None:
+            return flight, False
+        flight = _flights[flight_key] = _Flight(flight_key)
+        return flight, True
+
+
+def _land(flight: _Flight) -> None:
+    """End a flight: later identical requests read the cache; the waiting ones wake up."""
+    with _flights_lock:
+        if _flights.get(flight.key) is flight:
+            del _flights[flight.key]
+    flight.done.set()
+
+
+def _ask_server(
+    ctx: Context,
+    spec: str,
+    prompt_version: str,
+    messages: Sequence[Message],
+    request: dict[str, Any],
+    key: str,
+    schema: type[BaseModel] | None,
+    usable: Callable[[str, str | None], bool] | None,
+) -> TextAnswer:
+    """The uncached part of ``_complete``: send the request, store a usable answer in the cache."""
+    temperature, max_tokens, method, sample = (
+        request["temperature"],
+        request["max_tokens"],
+        request["method"],
+        request["sample"],
+    )
+    schema_json = request["schema"]
+    cache = cache_for(_cache_dir(ctx))
     params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
     if is_local(spec):
         params["seed"] = ctx.seed + sample

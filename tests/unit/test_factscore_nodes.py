@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.decompose import collect_facts
+from nodes.decompose import unique_facts
 from nodes.nfs_score import score_card
 from nodes.retrieve import select_scenes
 
@@ -33,8 +33,7 @@ def test_collect_drops_blank_and_duplicate_facts_and_keeps_order() -> None:
         fact(1, 1, "Bob gives Alice a map!"),
         fact(0, 0, "Old round fact.", iteration=1),
     ]
-    out = collect_facts({"raw_facts": raw, "iteration": 0}, None)  # type: ignore[arg-type]
-    assert [f["text"] for f in out["facts"]] == ["Alice meets Bob.", "Bob gives Alice a map."]
+    assert [f["text"] for f in unique_facts(raw, 0)] == ["Alice meets Bob.", "Bob gives Alice a map."]
 
 
 def test_score_excludes_unjudged_and_other_iterations() -> None:

@@ -1,0 +1,80 @@
+"""One summary sentence checked end to end: decompose it, retrieve evidence for its facts, judge them.
+
+NarrativeFactScore needs each verdict to wait only for its own sentence's decomposition, not for every
+sentence's: so each sentence is one ``Send`` branch that runs the three steps, and its facts are judged while
+other sentences are still being decomposed. The judge calls of one sentence run in parallel inside the branch;
+the run's LLM slots (``storyjudge.core.concurrency``) still bound the calls in flight, whichever branch makes
+them. A branch writes its facts and verdicts when it is done, so a resumed run redoes only the sentences that
+had not finished (their finished calls come back from the LLM cache).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from nodes.decompose import decompose, unique_facts
+from nodes.judge import judge_fact
+from nodes.retrieve import gather_evidence
+from state import SentenceTask
+from storyjudge.core import progress
+from storyjudge.core.context import Context, context_of
+from storyjudge.core.records import Evidence, Fact, FactVerdict
+from storyjudge.core.usage import Usage, merge_usage
+
+
+@lru_cache(maxsize=4)
+def _graph(ckg_json: str) -> dict[str, Any]:
+    """The CKG a branch was sent, parsed once per process for all the sentences of a round (read only)."""
+    parsed: dict[str, Any] = json.loads(ckg_json)
+    return parsed
+
+
+def _judge_all(
+    ctx: Context, facts: list[Fact], evidence: dict[str, Evidence]
+) -> list[tuple[FactVerdict, Usage]]:
+    """Verdicts of the sentence's facts, asked at once (in fact order)."""
+    if len(facts) <= 1:
+        return [judge_fact(ctx, fact, evidence[fact["id"]]) for fact in facts]
+    with ThreadPoolExecutor(max_workers=len(facts), thread_name_prefix="judge") as pool:
+        # each call runs in a copy of this branch's context, so progress events reach the graph's stream
+        futures = [
+            pool.submit(contextvars.copy_context().run, judge_fact, ctx, fact, evidence[fact["id"]])
+            for fact in facts
+        ]
+        return [future.result() for future in futures]
+
+
+def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Facts, evidence and verdicts of one sentence."""
+    ctx = context_of(runtime)
+    started = time.perf_counter()
+    raw, failed, usage = decompose(ctx, task)
+    decomposed = time.perf_counter()
+    progress.emit("decompose", advance=1)
+    facts = unique_facts(raw, task["iteration"])  # the same rule the score applies across sentences
+    evidence = gather_evidence(ctx, facts, _graph(task["ckg_json"]), task["scenes"], task["index"])
+    retrieved = time.perf_counter()
+    progress.emit("retrieve", advance=1)
+    judged = _judge_all(ctx, facts, evidence)
+    progress.emit("judge", advance=1)
+    for _, cost in judged:
+        usage = merge_usage(usage, cost)
+    return {
+        "raw_facts": raw,
+        "decompose_failures": len(failed),
+        "failed_sentences": failed,
+        "verdicts": [verdict for verdict, _ in judged],
+        "usage": usage,
+        "timings": {
+            "decompose": decomposed - started,
+            "retrieve": retrieved - decomposed,
+            "judge": time.perf_counter() - retrieved,
+        },
+    }

@@ -1,0 +1,84 @@
+"""The benchmark's critical-path bound: exact for pipelined decomposition and judging, stage sums elsewhere."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+from eval.bench.critical_path import barrier_waves, dependency_waves, forest_waves, verdict_parents
+
+
+def body(schema: str, text: str) -> dict[str, Any]:
+    fmt = {"type": "json_schema", "json_schema": {"name": schema, "schema": {}}} if schema else None
+    return {"messages": [{"role": "user", "content": text}], **({"response_format": fmt} if fmt else {})}
+
+
+def decomposition(i: int) -> dict[str, Any]:
+    return body(
+        "AtomicFacts", f"<summary>\nall\n</summary>\n<sentence>\nAnn {i} sails, and Bo {i} rows.\n</sentence>"
+    )
+
+
+def verdict(i: int, who: str) -> dict[str, Any]:
+    return body("Verdict", f"<fact>\n{who} {i} {'sails' if who == 'Ann' else 'rows'}.\n</fact>")
+
+
+def optimal_waves(parents: list[int | None], slots: int) -> int:
+    """Fewest waves by exhaustive search (small forests only)."""
+    done: frozenset[int] = frozenset()
+    frontier = {done}
+    rounds = 0
+    while all(len(state) < len(parents) for state in frontier):
+        rounds += 1
+        following = set()
+        for state in frontier:
+            ready = [
+                i
+                for i in range(len(parents))
+                if i not in state and (parents[i] is None or parents[i] in state)
+            ]
+            for pick in itertools.combinations(ready, min(slots, len(ready))):
+                following.add(state | frozenset(pick))
+        frontier = following
+    return rounds
+
+
+def test_twenty_sentences_of_three_facts_need_five_waves_of_sixteen_not_six() -> None:
+    parents: list[int | None] = [None] * 20 + [i // 3 for i in range(60)]
+    assert forest_waves(parents, 16) == 5
+    assert forest_waves(parents, 1) == 80
+    assert forest_waves([None, 0, 1, 2], 16) == 4  # a chain is never faster than its length
+
+
+def test_highest_level_first_is_optimal_on_small_forests() -> None:
+    rng = random.Random(7)
+    for _ in range(60):
+        n = rng.randint(1, 8)
+        parents: list[int | None] = [
+            None if i == 0 or rng.random() < 0.3 else rng.randrange(i) for i in range(n)
+        ]
+        for slots in (1, 2, 3):
+            assert forest_waves(parents, slots) == optimal_waves(parents, slots), (parents, slots)
+
+
+def test_the_log_gives_each_verdict_its_own_sentence_in_any_arrival_order() -> None:
+    bodies = [decomposition(0), decomposition(1), verdict(1, "Bo"), verdict(0, "Ann"), verdict(1, "Ann")]
+    assert verdict_parents(bodies) == [None, None, 1, 0, 1]
+
+
+def test_stages_around_pipelined_segments_still_wait_for_each_other() -> None:
+    def round_of(n: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for i in range(n):
+            out.append(decomposition(i))
+        for i in range(n):
+            out += [verdict(i, "Ann"), verdict(i, "Bo")]
+        return out
+
+    refine = [body("", "You revise a summary.")]
+    bodies = round_of(20) + refine + round_of(20)
+    # per round 60 calls: 4 waves of 16 when each verdict waits for its own sentence only, 2 + 3 with a barrier
+    assert dependency_waves(bodies, 16) == 4 + 1 + 4
+    assert barrier_waves(bodies, 16) == 5 + 1 + 5
+    assert dependency_waves(bodies, 1) == barrier_waves(bodies, 1) == len(bodies)
