@@ -19,7 +19,7 @@ from typer import _click as click  # typer vendors its own click; its commands a
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": (
         "doctor",
-        "Check the set-up: print the models in use, make one structured LLM call and one embedding.",
+        "Check the set-up: the models in use, one structured call to a server, the model files; --deep runs them.",
     ),
     "index": (
         "index",
