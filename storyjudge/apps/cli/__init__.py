@@ -56,7 +56,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "bench": (
         "bench",
-        "Measure speed against the fastest schedule possible, cached reruns, indexing overhead and the embedded model.",
+        "Measure every performance goal: latency against its bound, chains of calls, checkpoints, start-up, embedding.",
     ),
 }
 """Command name -> (module under ``storyjudge.apps.cli``, the first line of its help)."""
