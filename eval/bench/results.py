@@ -370,6 +370,7 @@ def render(
     ]
     latency, slots = settings["latency"], settings["slots"]
     live = [r for r in latency_rows if "rerun" not in r["workload"]]
+    pipelined = any(r.get("pipeline_bound_s") for r in live)
     lines += (
         []
         if not live
@@ -390,6 +391,7 @@ def render(
                     "stages",
                     "waves",
                     "bound s",
+                    *(["pipelined bound s"] if pipelined else []),
                     "measured s",
                     "ratio",
                     "result",
@@ -402,6 +404,7 @@ def render(
                         r["stages"],
                         r["waves"],
                         f"{r['bound_s']:.2f}",
+                        *([f"{bound_of(r):.2f}"] if pipelined else []),
                         f"{r['wall_s']:.2f}",
                         f"{r['ratio']:.2f}" if r["ratio"] else "",
                         r["result"] + _repeats(r),
@@ -541,10 +544,20 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
         "summarizes the chunks in parallel and merges level by level, each merge after the previous one of",
         "its level: its bound is L x the longest chain of dependent calls in its tree. `graph` times the",
         "summarize graph in the benchmark's process (client made beforehand); `process` times",
-        "`python -m storyjudge summarize` from its start to its exit (imports and client set-up included).",
+        "`python -m storyjudge summarize` from its start to its exit (imports and client set-up included);",
+        "for it, when the server sent its first answer (start-up, then one call's latency), and the seconds",
+        "from the last answer to its exit (the run record, the statistics, the exit).",
         "",
         *_table(
-            ["workload", "LLM calls", "bound s", "measured s", "ratio"],
+            [
+                "workload",
+                "LLM calls",
+                "bound s",
+                "measured s",
+                "ratio",
+                "first call at s",
+                "last call to exit s",
+            ],
             [
                 [
                     r["workload"],
@@ -552,6 +565,8 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
                     f"{r['bound_s']:.2f}",
                     f"{r['wall_s']:.2f}",
                     f"{r['ratio']:.2f}" if r["ratio"] else "",
+                    r.get("first_answer_s", ""),
+                    r.get("after_last_answer_s", ""),
                 ]
                 for r in rows
             ],

@@ -80,9 +80,20 @@ def test_the_goals_table_comes_first_with_each_goal_ratio_and_verdict() -> None:
 
 def test_the_pipelined_bound_is_read_when_a_row_has_it() -> None:
     row = {**LATENCY[1], "wall_s": 7.5}  # 1.32 x the stage bound, 1.15 x the pipelined one
-    rows = _goal_rows(_render(latency=[row]))
+    text = _render(latency=[row])
+    rows = _goal_rows(text)
     assert "1.15 x pipelined bound: refine, 2 iterations" in rows[1][3]
     assert rows[1][5] == "yes"
+    assert "| bound s | pipelined bound s | measured s |" in text
+    assert "| 5.70 | 6.50 | 7.50 |" in text
+    assert "pipelined bound s" not in _render(latency=LATENCY[:1])
+
+
+def test_the_summarizers_rows_show_when_the_first_call_left_and_the_exit_came() -> None:
+    row = {**SUMMARIZE[1], "first_answer_s": 2.1, "after_last_answer_s": 0.35}
+    assert "| summarize incremental (process) | 51 | 15.30 | 16.80 | 1.10 | 2.1 | 0.35 |" in _render(
+        summarize=[row]
+    )
 
 
 def test_each_goal_has_its_section() -> None:
