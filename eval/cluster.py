@@ -65,8 +65,10 @@ class DaskExecutor:
         config.out_dir = Path(config.out_dir).resolve()  # workers resolve no relative path against our cwd
         self.config = config
         self.cluster: Any = None
+        # not the process's default client: anything that binds to "the current client" later (another
+        # Client the caller opens, then closes) must not take ours, nor ours theirs
         if scheduler:
-            self.client = distributed.Client(scheduler, timeout="30s")
+            self.client = distributed.Client(scheduler, timeout="30s", set_as_default=False)
         else:
             self.cluster = distributed.LocalCluster(
                 host="127.0.0.1",
@@ -75,11 +77,18 @@ class DaskExecutor:
                 processes=True,
                 dashboard_address=None,
             )
-            self.client = distributed.Client(self.cluster)
+            self.client = distributed.Client(self.cluster, set_as_default=False)
         threads = sum(self.client.nthreads().values())
         self.width = max(1, width or threads)
         self.budget = (budget_name(config), llm_total(config))
-        self.semaphore = distributed.Semaphore(max_leases=self.budget[1], name=self.budget[0])
+        # bound to our client explicitly: left to itself a Semaphore binds to whichever client is the default
+        # when first used, and closing that one (e.g. a second client opened by the caller) closes its loop
+        self.semaphore = distributed.Semaphore(
+            max_leases=self.budget[1],
+            name=self.budget[0],
+            scheduler_rpc=self.client.scheduler,
+            loop=self.client.loop,
+        )
         self.semaphore.register()
         self._done = distributed.as_completed(loop=self.client.loop)
         self._items: dict[str, tuple[Cell, EvalItem]] = {}

@@ -111,21 +111,54 @@ def fill_order(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(items, key=lambda item: len(item["text"]), reverse=True)
 
 
-def _fill(collection: Any, items: Sequence[dict[str, Any]], progress: Progress | None) -> None:
+_store_locks: dict[str, threading.Lock] = {}
+_scrubbed: set[tuple[str, str]] = (
+    set()
+)  # (store, collection) whose segment this process has loaded and scrubbed
+
+
+def _store_lock(store_dir: str) -> threading.Lock:
+    with _clients_lock:
+        return _store_locks.setdefault(store_dir, threading.Lock())
+
+
+def _scrub(store_dir: str) -> None:
+    """Zero the HNSW files' unused capacity (see ``vectorstore.scrub_unused_capacity``) of an embedded store.
+
+    Chroma writes those files when a batch is added and when a process first loads a segment that holds no
+    element yet; each such moment is followed by a scrub, under the store's lock, so a scrub never races a
+    write of this process (a run directory is held by one process at a time).
+    """
+    if store_dir:
+        from storyjudge.core.vectorstore import scrub_unused_capacity
+
+        scrub_unused_capacity(store_dir)
+
+
+def _fill(
+    collection: Any, items: Sequence[dict[str, Any]], progress: Progress | None, store_dir: str = ""
+) -> None:
     ordered = fill_order(items)
     for begin in range(0, len(ordered), BATCH):
         batch = ordered[begin : begin + BATCH]
-        collection.add(
-            ids=[item["id"] for item in batch],
-            documents=[item["text"] for item in batch],
-            metadatas=[item["metadata"] for item in batch],
-        )
+        with _store_lock(store_dir):
+            collection.add(
+                ids=[item["id"] for item in batch],
+                documents=[item["text"] for item in batch],
+                metadatas=[item["metadata"] for item in batch],
+            )
+            _scrub(store_dir)
         if progress:
             progress(len(batch))
 
 
 def _ensure_collection(
-    client: Any, name: str, embedder: str, items: Sequence[dict[str, Any]], progress: Progress | None
+    client: Any,
+    name: str,
+    embedder: str,
+    items: Sequence[dict[str, Any]],
+    progress: Progress | None,
+    store_dir: str = "",
 ) -> bool:
     """Create and fill a collection unless a complete one of this name exists; returns whether it did."""
     from storyjudge.core.vectorstore import collection
@@ -137,8 +170,10 @@ def _ensure_collection(
             return False
         client.delete_collection(name)  # a half-built collection from an interrupted run
     target = collection(client, name, embedder, {"complete": False, "embedder": embedder})
-    _fill(target, items, progress)
-    target.modify(metadata={"complete": True, "embedder": embedder, "items": len(items)})
+    _fill(target, items, progress, store_dir)
+    with _store_lock(store_dir):
+        target.modify(metadata={"complete": True, "embedder": embedder, "items": len(items)})
+        _scrub(store_dir)
     return True
 
 
@@ -171,7 +206,9 @@ def build_index(
     client = _client(store, chroma_url)
     if on_total:
         on_total(len(layout["passages"]))
-    built = _ensure_collection(client, layout["scenes_collection"], embedder, layout["passages"], progress)
+    built = _ensure_collection(
+        client, layout["scenes_collection"], embedder, layout["passages"], progress, store
+    )
     ref = IndexRef(
         store_dir=store,
         chroma_url=chroma_url,
@@ -205,7 +242,7 @@ def search_scenes(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
     lexical = _lexical(index, collection)
     wanted = min(total, max(CANDIDATES, 10 * k))
     while True:
-        result = collection.query(query_texts=[query], n_results=wanted, include=["distances"])
+        result = _query(index, collection, query, wanted)
         dense = {pid: 1.0 - float(d) for pid, d in zip(result["ids"][0], result["distances"][0], strict=True)}
         fused = _fuse(_scaled(dense), _scaled(lexical.top(query, wanted)))
         best: dict[str, tuple[float, str]] = {}
@@ -225,6 +262,19 @@ def search_scenes(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
                 for scene_id, (score, passage_id) in ranked
             ]
         wanted = min(total, wanted * 4)
+
+
+def _query(index: Mapping[str, Any], collection: Any, query: str, wanted: int) -> Any:
+    """One dense query; the first of a collection in this process loads its segment, which may rewrite it."""
+    store_dir, name = str(index.get("store_dir", "")), str(index["scenes_collection"])
+    if not store_dir or (store_dir, name) in _scrubbed:
+        return collection.query(query_texts=[query], n_results=wanted, include=["distances"])
+    with _store_lock(store_dir):
+        result = collection.query(query_texts=[query], n_results=wanted, include=["distances"])
+        if (store_dir, name) not in _scrubbed:
+            _scrub(store_dir)
+            _scrubbed.add((store_dir, name))
+    return result
 
 
 def _scaled(scores: Mapping[str, float]) -> dict[str, float]:

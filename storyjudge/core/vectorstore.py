@@ -6,7 +6,9 @@ so Chroma never falls back to its default function, which would download a model
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -24,6 +26,8 @@ from chromadb.config import Settings  # noqa: E402
 from chromadb.utils.embedding_functions import register_embedding_function  # noqa: E402
 
 from storyjudge.core.embeddings import get_embedder  # noqa: E402
+
+log = logging.getLogger(__name__)
 
 
 @register_embedding_function
@@ -141,3 +145,63 @@ def collection(
 def open_collection(client: ClientAPI, name: str, embedder: str) -> Collection:
     """An existing collection, always with storyjudge's embedding function (never Chroma's downloading default)."""
     return client.get_collection(name=name, embedding_function=StoryjudgeEmbeddingFunction(embedder))  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# HNSW files hold only what the index set
+
+_HNSW_HEADER = struct.Struct("<iQQQQQQiIQQQdQ")
+"""``header.bin`` of Chroma's HNSW segment: version, offsetLevel0, max_elements, cur_element_count,
+size_data_per_element, label_offset, offsetData, maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction."""
+_LEVEL_BYTES = 4
+"""``length.bin`` holds one int32 level per reserved element."""
+
+
+def scrub_unused_capacity(store_dir: str | Path) -> int:
+    """Zero what Chroma's HNSW files hold beyond the index's elements; returns the bytes that were not zero.
+
+    The index reserves room for more elements than it holds and writes the whole reservation:
+    ``data_level0.bin`` (max_elements x element size) and ``length.bin`` (an int32 per reserved element) from
+    memory that was allocated but never set. That memory is whatever the process freed before, which in a run
+    is HTTP buffers of LLM calls: an API key was once found in such a file. Elements the index holds are set
+    when added, so everything past ``cur_element_count`` is zeroed; Chroma reads only the elements it holds.
+    Files of a layout this code does not recognise are left alone, with a warning.
+    """
+    nonzero = 0
+    for header_path in Path(store_dir).glob("*/header.bin"):
+        segment = header_path.parent
+        data_path, levels_path = segment / "data_level0.bin", segment / "length.bin"
+        try:
+            header = header_path.read_bytes()
+            fields = _HNSW_HEADER.unpack_from(header) if len(header) == _HNSW_HEADER.size else None
+        except OSError:
+            continue  # a segment being deleted
+        if fields is None:
+            log.warning("HNSW header of unknown layout left as it is: %s", header_path)
+            continue
+        capacity, count, element_bytes = int(fields[2]), int(fields[3]), int(fields[4])
+        for path, unit in ((data_path, element_bytes), (levels_path, _LEVEL_BYTES)):
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            if size != capacity * unit or count > capacity:
+                log.warning("HNSW file of unexpected size left as it is: %s", path)
+                continue
+            nonzero += _zero_from(path, count * unit)
+    return nonzero
+
+
+def _zero_from(path: Path, offset: int) -> int:
+    """Zero ``path`` from ``offset`` to its end, writing only where it is not zero already."""
+    nonzero = 0
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        tail = handle.read()
+        nonzero = len(tail) - tail.count(0)
+        if nonzero:
+            handle.seek(offset)
+            handle.write(bytes(len(tail)))
+            handle.flush()
+            os.fsync(handle.fileno())
+    return nonzero

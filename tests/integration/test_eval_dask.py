@@ -244,3 +244,48 @@ def test_a_worker_killed_mid_run_loses_no_item_and_runs_none_twice(
     assert again.ran == 0 and again.skipped == 4
     assert len(server.completions) == before
     assert len(rows_of(out)) == 4
+
+
+def test_the_executor_keeps_to_its_own_client(
+    tmp_path: Path, cluster: Cluster, scripted_server: Callable[..., OpenAIServer]
+) -> None:
+    """A client the caller opens (and closes) while the executor lives is neither taken nor given its budget.
+
+    A Semaphore left to bind itself takes whichever client is the default when it is first used; closing that
+    client closed the loop under the experiment's budget ("IOLoop is closed" when the grid ended).
+    """
+    from eval.cluster import DaskExecutor
+    from eval.grid import load_config
+
+    config = load_config(write_config(tmp_path, scripted_server(StoryResponder()), "own-client"))
+    with distributed.Client(cluster.address, timeout="60s") as callers:
+        executor = DaskExecutor(config, cluster.address)
+        assert distributed.get_client() is callers  # the caller's default client stays theirs
+        with distributed.Client(cluster.address, timeout="60s", set_as_default=True):
+            pass  # another client opened and closed, as a watcher would
+        assert executor.semaphore.loop is executor.client.loop
+        assert executor.semaphore.scheduler is executor.client.scheduler
+    executor.close()  # the budget and the client outlive the caller's clients
+    assert executor.client.status == "closed"
+
+
+def test_without_a_scheduler_a_local_cluster_runs_the_grid(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--executor dask`` alone starts two worker processes on 127.0.0.1, runs every item, and stops them."""
+    server = scripted_server(StoryResponder(), latency=0.05)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the worker processes import this checkout
+    from storyjudge.apps.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["eval", "run", str(write_config(tmp_path, server, "local-cluster")), "--executor", "dask"]
+        + ["--concurrency", "2"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "a local cluster on 127.0.0.1" in result.output
+    rows = rows_of(tmp_path / "local-cluster")
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+    assert server.max_in_flight <= 2, server.max_in_flight
+    assert len(list((tmp_path / "local-cluster" / "runs").glob("*/*/cache/*"))) == 4  # ran on the workers
