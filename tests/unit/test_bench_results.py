@@ -89,11 +89,19 @@ def test_the_pipelined_bound_is_read_when_a_row_has_it() -> None:
     assert "pipelined bound s" not in _render(latency=LATENCY[:1])
 
 
-def test_the_summarizers_rows_show_when_the_first_call_left_and_the_exit_came() -> None:
+def test_the_summarizers_rows_show_when_the_first_answer_left_and_the_exit_came() -> None:
     row = {**SUMMARIZE[1], "first_answer_s": 2.1, "after_last_answer_s": 0.35}
-    assert "| summarize incremental (process) | 51 | 15.30 | 16.80 | 1.10 | 2.1 | 0.35 |" in _render(
-        summarize=[row]
-    )
+    text = _render(summarize=[row])
+    assert "| summarize incremental (process) | 51 | 15.30 | 16.80 | 1.10 | 2.1 | 0.35 |" in text
+    assert results.SEQUENTIAL_SHORT not in text  # within the goal: no explanation
+    slow = {**row, "wall_s": 20.0, "ratio": 1.31}
+    assert results.SEQUENTIAL_SHORT in _render(summarize=[slow])
+
+
+def test_an_embedding_share_below_the_goal_says_why() -> None:
+    assert results.EMBEDDING_SHORT not in _render()
+    low = {**EMBEDDING, "share": 0.39}
+    assert results.EMBEDDING_SHORT in _render(embedding=low)
 
 
 def test_each_goal_has_its_section() -> None:
