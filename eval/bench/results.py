@@ -339,6 +339,16 @@ def _embedding_section(embedding: dict[str, Any] | None) -> list[str]:
             ],
         ),  # fmt: skip
         "",
+        *(
+            [
+                f"Per CPU second of the process (less exposed to another job taking a core now and then): "
+                f"{embedding['achieved_gflop_per_cpu_s']} of {embedding['bound_gflop_per_cpu_s']} GFLOP, "
+                f"{float(embedding['share_per_cpu_s']):.0%}.",
+                "",
+            ]
+            if "share_per_cpu_s" in embedding
+            else []
+        ),
         "Matmul GFLOP/s by size (m x k x n): "
         + ", ".join(f"{size} {rate}" for size, rate in matmul["per_size_gflops"].items())
         + ".",

@@ -42,6 +42,7 @@ EMBEDDING = {
     "tokens_per_passage": 128, "passages": 256, "batch": 64, "encode_batch": 32, "threads": 2, "torch": "2.x",
     "load_s": 8.0, "passages_per_s": 20.0, "gflop_per_passage": 2.869, "achieved_gflops": 57.4,
     "matmul": {"threads": 2, "per_size_gflops": {"4096x384x1536": 90.0}, "bound_gflops": 90.0}, "share": 0.638,
+    "achieved_gflop_per_cpu_s": 30.1, "bound_gflop_per_cpu_s": 45.0, "share_per_cpu_s": 0.669,
     "document": {"name": "frankenstein.txt", "passages": 925, "tokens": 94184, "padding_document_order": 0.172,
                  "padding_fill_order": 0.067, "sample": 192,
                  "passages_per_s": {"document order": 17.0, "fill order": 18.1}},
@@ -114,6 +115,7 @@ def test_each_goal_has_its_section() -> None:
     assert "doctor --deep exit" in text
     assert "## Embedding against the machine's matmul bound (goal 5)" in text
     assert "| 20.0 | 2.869 | 57.4 | 90.0 | 64% | yes |" in text
+    assert "Per CPU second of the process" in text and "30.1 of 45.0 GFLOP, 67%." in text
     assert "in document order the" in text and "17% more" in text and "7% more" in text
 
 
