@@ -138,7 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--slots", type=int, default=16, help="serving slots K, also storyjudge's concurrency"
     )
-    parser.add_argument("--quick", action="store_true", help="a tenth of the coherence workload, one novel")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tenth of the coherence workload, one novel, fewer repeats"
+    )
     parser.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     parser.add_argument(
         "--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)"

@@ -41,7 +41,10 @@ def bench_command(
         int, typer.Option(help="Calls the scripted server serves at once, and the concurrency.")
     ] = 16,
     quick: Annotated[
-        bool, typer.Option("--quick", help="A tenth of the coherence workload and one novel. Default: off.")
+        bool,
+        typer.Option(
+            "--quick", help="A tenth of the coherence workload, one novel, fewer repeats. Default: off."
+        ),
     ] = False,
     skip: Annotated[
         str,
