@@ -1,5 +1,5 @@
 """``python -m storyjudge``."""
 
-from storyjudge.apps.cli import app
+from storyjudge.apps.cli import entry
 
-app()
+entry()

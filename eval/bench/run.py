@@ -1,11 +1,14 @@
-"""One command for every benchmark, written to ``eval/bench/RESULTS.md``.
+"""One command for every benchmark, written to ``eval/bench/RESULTS.md`` with a table of the goals they measure.
 
-Latency against the critical-path bound, cached reruns, indexing overhead, and the embedded model's speed:
+Latency against the critical-path bound, cached reruns, the summarizers' chains of calls, checkpoint size,
+start-up, embedding against the machine's matmul bound, indexing overhead, and the embedded model's speed:
 
-    python -m eval.bench [--latency 0.3] [--slots 16] [--quick] [--skip summarize,overhead,embedded] [--out PATH]
+    python -m eval.bench [--latency 0.3] [--slots 16] [--quick] [--skip PART,...] [--out PATH]
 
-A full run takes about 20 minutes on 2 cores (the concurrency-1 BooookScore run alone is 2,000 calls x 0.3 s);
-``--quick`` scales the coherence workload to a tenth and indexes Frankenstein only.
+Parts (each can be skipped): latency, summarize, checkpoint, startup, embedding, overhead, embedded. A full run
+takes about 25 minutes on 2 cores (the concurrency-1 BooookScore run alone is 2,000 calls x 0.3 s); ``--quick``
+scales the coherence workload to a tenth, indexes Frankenstein only, and repeats start-up and the embedding
+measurement fewer times.
 """
 
 from __future__ import annotations
@@ -19,23 +22,28 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from eval.bench import checkpoint_size as checkpoint_bench
 from eval.bench import latency as latency_bench
 from eval.bench import overhead as overhead_bench
 from eval.bench import results
 from eval.bench import sequential as sequential_bench
+from eval.bench import startup as startup_bench
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-PARTS = ("latency", "summarize", "overhead", "embedded")
+PARTS = ("latency", "summarize", "checkpoint", "startup", "embedding", "overhead", "embedded")
 
 
-def embedded_speed() -> dict[str, Any] | None:
-    """``eval.bench.embedded_speed`` in its own process; None when llama.cpp or the model is missing."""
+def in_own_process(module: str, *args: str) -> dict[str, Any] | None:
+    """``python -m MODULE --json PATH ARGS`` in a fresh process (its torch threads and loaded models its own).
+
+    None, with the reason printed, when it fails: llama.cpp or a model missing skips one part, not the run.
+    """
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "embedded.json"
+        out = Path(tmp) / "part.json"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         done = subprocess.run(
-            [sys.executable, "-m", "eval.bench.embedded_speed", "--json", str(out)],
+            [sys.executable, "-m", module, "--json", str(out), *args],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -43,11 +51,14 @@ def embedded_speed() -> dict[str, Any] | None:
             check=False,
         )
         if done.returncode != 0 or not out.exists():
-            print(
-                f"embedded model benchmark skipped: {done.stderr.strip().splitlines()[-1:] or ['no output']}"
-            )
+            print(f"{module} skipped: {done.stderr.strip().splitlines()[-1:] or ['no output']}")
             return None
         return dict(json.loads(out.read_text(encoding="utf-8")))
+
+
+def embedded_speed() -> dict[str, Any] | None:
+    """``eval.bench.embedded_speed`` in its own process; None when llama.cpp or the model is missing."""
+    return in_own_process("eval.bench.embedded_speed")
 
 
 def run(
@@ -64,6 +75,9 @@ def run(
     overhead_rows: list[dict[str, Any]] = []
     embedded: dict[str, Any] | None = None
     summarize_rows: list[dict[str, Any]] = []
+    checkpoint: dict[str, Any] | None = None
+    startup: dict[str, Any] | None = None
+    embedding: dict[str, Any] | None = None
     if "latency" not in skip:
         print("latency benchmarks ...", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
@@ -72,6 +86,15 @@ def run(
         print("summarizers ...", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             summarize_rows = sequential_bench.run_all(latency, slots, Path(tmp))
+    if "checkpoint" not in skip:
+        print("checkpoint size ...", flush=True)
+        checkpoint = checkpoint_bench.run(checkpoint_bench.DOCUMENT)
+    if "startup" not in skip:
+        print("start-up ...", flush=True)
+        startup = startup_bench.run_all(latency, 1 if quick else 3)
+    if "embedding" not in skip:
+        print("embedding against the matmul bound ...", flush=True)
+        embedding = in_own_process("eval.bench.embedding_bound", "--repeat", "2" if quick else "3")
     if "overhead" not in skip:
         print("indexing overhead ...", flush=True)
         documents = ("frankenstein",) if quick else ("frankenstein", "novel")
@@ -87,6 +110,9 @@ def run(
         {"latency": latency, "slots": slots},
         started,
         summarize_rows,
+        checkpoint=checkpoint,
+        startup=startup,
+        embedding=embedding,
     )
     path.write_text(text, encoding="utf-8")
     raw = {
@@ -94,6 +120,10 @@ def run(
         "summarize": summarize_rows,
         "overhead": overhead_rows,
         "embedded": embedded,
+        "checkpoint": checkpoint,
+        "startup": startup,
+        "embedding": embedding,
+        "goals": results.goals(latency_rows, summarize_rows, checkpoint, startup, embedding),
     }
     path.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
     return path
@@ -108,12 +138,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--slots", type=int, default=16, help="serving slots K, also storyjudge's concurrency"
     )
-    parser.add_argument("--quick", action="store_true", help="a tenth of the coherence workload, one novel")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tenth of the coherence workload, one novel, fewer repeats"
+    )
     parser.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     parser.add_argument(
         "--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)"
     )
     args = parser.parse_args(argv)
     skip = tuple(part.strip() for part in args.skip.split(",") if part.strip())
+    unknown = sorted(set(skip) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown part(s) {unknown} in --skip; choose from {', '.join(PARTS)}")
     path = run(latency=args.latency, slots=args.slots, quick=args.quick, skip=skip, out=args.out)
     print(f"wrote {path}")

@@ -91,12 +91,19 @@ def in_process(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> d
 
 
 def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> dict[str, Any]:
-    """``python -m storyjudge summarize`` in a fresh process, timed from its start to its exit."""
+    """``python -m storyjudge summarize`` in a fresh process, timed from its start to its exit.
+
+    The server's log (written as it answers) is watched while it runs: ``first_answer_s`` is when the first
+    answer went out (process start, imports and set-up, then one call's latency); ``after_last_answer_s`` is
+    from the last answer to the exit (the run record, the statistics, the exit).
+    """
     run_dir = tmp / f"cli-{strategy}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     begin = len(server.completions)
+    size = server.log.stat().st_size if server.log.exists() else 0
+    first = last = None
     started = time.perf_counter()
-    done = subprocess.run(
+    with subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -116,15 +123,23 @@ def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> di
         ],  # fmt: skip
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
-    )
+    ) as process:
+        while process.poll() is None:
+            now = server.log.stat().st_size if server.log.exists() else 0
+            if now != size:
+                size, last = now, time.perf_counter() - started
+                first = last if first is None else first
+            time.sleep(0.005)
+        _, stderr = process.communicate()
     wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"storyjudge summarize failed: {done.stderr[-2000:]}")
+    if process.returncode != 0:
+        raise RuntimeError(f"storyjudge summarize failed: {stderr[-2000:]}")
     record = json.loads((run_dir / "summary_tree.json").read_text(encoding="utf-8"))
-    return {"wall_s": wall, "calls": len(server.completions) - begin, "out": record}
+    phases = {"first_answer_s": round(first or 0.0, 2), "after_last_answer_s": round(wall - (last or 0.0), 2)}
+    return {"wall_s": wall, "calls": len(server.completions) - begin, "out": record, "phases": phases}
 
 
 def run_all(
@@ -156,6 +171,7 @@ def run_all(
                         "bound_s": round(limit, 2),
                         "wall_s": round(got["wall_s"], 2),
                         "ratio": round(got["wall_s"] / limit, 3) if limit else None,
+                        **got.get("phases", {}),
                     }
                 )
     return rows
@@ -176,6 +192,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print(
             f"{row['workload']:<36} calls {row['calls']:>4} bound {row['bound_s']:>6.2f}s "
             f"wall {row['wall_s']:>6.2f}s ratio {row['ratio']}"
+            + (
+                f" (first answer at {row['first_answer_s']:.2f}s, exit {row['after_last_answer_s']:.2f}s "
+                "after the last)"
+                if "first_answer_s" in row
+                else ""
+            )
         )
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

@@ -1,11 +1,12 @@
-"""How fast the CLI starts: ``--help``, ``doctor``, and the first progress line of ``refine``.
+"""How fast the CLI starts: ``--help``, ``doctor`` (and ``doctor --deep``), and the first progress line of ``refine``.
 
 Each command runs in a fresh process on a pseudo-terminal (so rich draws its progress bars as a user sees them)
 against the scripted server in a process of its own. Times are from the process start:
 
 - ``help``: to exit;
 - ``doctor`` (against an in-process server that answers its one question): to its first ``ok`` line (the
-  structured call), and to exit (the embedding checked too);
+  structured call), and to exit (the embedder's files checked too); ``doctor_deep``: the same with ``--deep``,
+  whose exit waits for the embedder to load and embed;
 - ``refine``: to the models table (settings checked, run directory claimed), and to the first progress bar
   line on the terminal; then the process is stopped.
 
@@ -94,7 +95,7 @@ def timed(
 
 def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
     """Every measurement ``repeat`` times, interleaved so that load on a shared machine hits each alike."""
-    out: dict[str, list[dict[str, Any]]] = {"help": [], "doctor": [], "refine": []}
+    out: dict[str, list[dict[str, Any]]] = {"help": [], "doctor": [], "doctor_deep": [], "refine": []}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         env = {
@@ -111,13 +112,14 @@ def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
             doctor_model = ["--model", "openai:scripted", "--base-url", doctor_server.base_url]
             for i in range(repeat):
                 out["help"].append(timed(["--help"], env, {}))
-                out["doctor"].append(
-                    timed(
-                        ["doctor", *doctor_model, "--run-dir", str(tmp / f"doctor-{i}")],
-                        env,
-                        {"structured_ok_s": re.compile(rb"ok\W+structured call")},
+                for key, deep in (("doctor", []), ("doctor_deep", ["--deep"])):
+                    out[key].append(
+                        timed(
+                            ["doctor", *deep, *doctor_model, "--run-dir", str(tmp / f"{key}-{i}")],
+                            env,
+                            {"structured_ok_s": re.compile(rb"ok\W+structured call")},
+                        )
                     )
-                )
                 out["refine"].append(
                     timed(
                         ["refine", str(DOCUMENT), *model, "--run-dir", str(tmp / f"refine-{i}")],

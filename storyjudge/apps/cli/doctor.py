@@ -1,18 +1,19 @@
-"""``storyjudge doctor``: the smoke job. Resolves models, makes one structured call and one embedding, times them."""
+"""``storyjudge doctor``: the smoke job. Resolves models, calls a server model once, checks the model files."""
 
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
+import typer
 from pydantic import BaseModel, Field
 
 from prompts import load
 from storyjudge.apps.cli import app
 from storyjudge.apps.cli.common import console, fail, print_models
 from storyjudge.apps.cli.options import Settings, model_settings, with_settings
-from storyjudge.core.context import ROLES, ConfigError
-from storyjudge.core.llm import ModelError, ask_structured, require_models
-from storyjudge.core.models import resolve_spec
+from storyjudge.core.context import ROLES, ConfigError, Context
+from storyjudge.core.models import check_local_model, is_local, resolve_spec
 from storyjudge.core.usage import totals
 
 
@@ -25,17 +26,62 @@ class DoctorAnswer(BaseModel):
 
 @app.command()
 @with_settings(*model_settings(*ROLES), "run_dir", "concurrency", "embedder")
-def doctor(*, settings: Settings) -> None:
-    """Check the set-up: print the models in use, make one structured LLM call and one embedding."""
+def doctor(
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="Also load the embedder and the embedded model and use them: one embedding of 32 passages, "
+            "one structured call to an embedded model (seconds more). Default: off.",
+        ),
+    ] = False,
+    *,
+    settings: Settings,
+) -> None:
+    """Check the set-up: the models in use, one structured call to a server, the model files; --deep runs them.
+
+    A server model is called, since only a call proves the address, the key and structured output; that costs
+    one round trip. The embedder and an embedded model are checked by their files (headers, configs,
+    tokenizer, backend installed) without loading weights, which takes seconds of imports and is the first
+    thing an indexing or local run does anyway; ``--deep`` loads them and uses them.
+    """
+    from storyjudge.core.llm import require_models  # imports LangChain: only a command that runs needs it
+
     ctx = settings.context(run_dir=".storyjudge/doctor")
     try:  # a spec that cannot work fails here, before a table that would describe it as usable
         require_models(ctx, ROLES)
     except ConfigError as exc:
         fail(str(exc))
-    from storyjudge.core.embeddings import get_embedder, preload
+    if deep:
+        from storyjudge.core.embeddings import preload
 
-    preload(ctx.embedder)  # torch and the weights load while the structured call waits on the network
+        preload(ctx.embedder)  # torch and the weights load while the structured call waits
     print_models(ctx)
+    spec = resolve_spec(ctx, "judge")
+    if is_local(spec) and not deep:
+        try:
+            found = check_local_model(spec.partition(":")[2])
+        except ConfigError as exc:
+            fail(str(exc))
+        console.print(f"[green]ok[/] embedded model {spec} files: {found} (not loaded; --deep calls it)")
+    else:
+        _structured_call(ctx, spec)
+    if deep:
+        _embed(ctx.embedder)
+    else:
+        from storyjudge.core.embeddings import check_embedder
+
+        try:
+            found = check_embedder(ctx.embedder)
+        except ConfigError as exc:
+            fail(str(exc))
+        console.print(f"[green]ok[/] embedder {ctx.embedder} files: {found} (not loaded; --deep embeds)")
+    console.print("[bold green]doctor: all checks passed[/]")
+
+
+def _structured_call(ctx: Context, spec: str) -> None:
+    from storyjudge.core.llm import ModelError, ask_structured
+
     prompt = load("doctor")
     messages = [
         ("user", prompt.render(passage="Macbeth murders King Duncan in his sleep.", claim="Duncan dies."))
@@ -46,7 +92,6 @@ def doctor(*, settings: Settings) -> None:
     except (ModelError, ConfigError) as exc:
         fail(str(exc))
     llm_seconds = time.perf_counter() - started
-    spec = resolve_spec(ctx, "judge")
     usage = totals(answer.usage)
     if not answer.ok:
         fail(f"{spec} gave no parseable structured answer after {answer.attempts} attempt(s): {answer.error}")
@@ -55,9 +100,14 @@ def doctor(*, settings: Settings) -> None:
         f"({llm_seconds:.2f}s, {usage['input_tokens']} in / {usage['output_tokens']} out tokens"
         f"{', cached' if answer.cached else ''})"
     )
+
+
+def _embed(embedder: str) -> None:
+    from storyjudge.core.embeddings import get_embedder
+
     started = time.perf_counter()
     try:
-        emb = get_embedder(ctx.embedder)
+        emb = get_embedder(embedder)
     except ConfigError as exc:
         fail(str(exc))
     load_seconds = time.perf_counter() - started
@@ -69,4 +119,3 @@ def doctor(*, settings: Settings) -> None:
         f"[green]ok[/] embedder {emb.name}: {len(vectors[0])}-d vectors, window {emb.window_tokens} tokens, "
         f"load {load_seconds:.1f}s, {len(passages) / embed_seconds:.0f} passages/s"
     )
-    console.print("[bold green]doctor: all checks passed[/]")
