@@ -8,7 +8,10 @@ import subprocess
 import time
 from typing import Any
 
-GOAL = 1.2
+LATENCY_GOAL = 1.10
+"""Goal 1: factscore and refine at 16 in flight within this factor of their dependency bound."""
+COHERENCE_GOAL = 1.05
+"""Goal 1: coherence scoring within this factor of its bound."""
 SEQUENTIAL_GOAL = 1.10
 """Goal 2: a chain of dependent calls, process start included, within this factor of calls x latency."""
 CHECKPOINT_GOAL = 3.0
@@ -19,8 +22,10 @@ EMBEDDING_GOAL = 0.60
 """Goal 5: the embedder's FLOP/s as a share of the machine's float32 matmul FLOP/s, at least this."""
 WHY_SHORT = {
     "factscore": (
-        "Retrieval sits between decomposition and judging: one batched embedding of the 60 queries and 60 "
-        "Chroma searches, CPU work that no LLM call overlaps, against a bound of only 6 waves."
+        "Each sentence is decomposed, retrieved and judged in its own branch, so no wave waits for another "
+        "sentence; what is left is CPU work the bound does not count: embedding the 60 fact queries (about "
+        "14 ms each on one core, 0.85 s in all, more when the machine is busy) before their verdicts can be "
+        "asked, and about 7 ms of client work per call, on the 2 cores the scripted server shares."
     ),
     "refine": (
         "Segmentation, the CKG build, the index check, three retrieval rounds and the run record are CPU work "
@@ -98,9 +103,14 @@ def _name(workload: str) -> str:
     return workload.split()[0].rstrip(",")
 
 
+def latency_goal(row: dict[str, Any]) -> float:
+    """The issue's goal for a latency row: coherence within 1.05 x its bound, factscore and refine 1.10 x."""
+    return COHERENCE_GOAL if _name(row["workload"]) == "coherence" else LATENCY_GOAL
+
+
 def bound_of(row: dict[str, Any]) -> float:
-    """A latency row's bound: the pipelined one where the benchmark computed it, else the stage-by-stage one."""
-    return float(row.get("pipeline_bound_s") or row["bound_s"])
+    """A latency row's bound: the fewest waves the calls' dependencies allow (``critical_path.dependency_waves``)."""
+    return float(row["bound_s"])
 
 
 def _median(values: list[float]) -> float | None:
@@ -136,15 +146,21 @@ def goals(
     """
     rows: list[dict[str, Any]] = []
     live = [r for r in latency_rows if "rerun" not in r["workload"] and r.get("wall_s")]
-    if live:
-        worst = max(live, key=lambda r: r["wall_s"] / bound_of(r))
-        ratio = worst["wall_s"] / bound_of(worst)
-        kind = "pipelined bound" if worst.get("pipeline_bound_s") else "bound"
-        measured = f"worst {ratio:.2f} x {kind}: {worst['workload']}, concurrency {worst['concurrency']}"
-        rows.append(_goal(1, "latency within the critical-path bound", f"<= {GOAL} x bound", measured,
-                          ratio / GOAL, ratio <= GOAL))  # fmt: skip
+    widest = max((int(r["concurrency"]) for r in live), default=0)
+    concurrent = [r for r in live if int(r["concurrency"]) == widest]
+    if concurrent:
+        worst = max(concurrent, key=lambda r: r["wall_s"] / bound_of(r) / latency_goal(r))
+        ratio, target = worst["wall_s"] / bound_of(worst), latency_goal(worst)
+        kind = "dependency bound" if worst.get("barrier_bound_s") else "bound"
+        measured = (
+            f"worst {ratio:.2f} x {kind} (goal {target:.2f}): {worst['workload']}, concurrency {widest}"
+        )
+        rows.append(_goal(1, "latency within the critical-path bound",
+                          f"<= {LATENCY_GOAL} x bound ({COHERENCE_GOAL} for coherence) at {widest} in flight",
+                          measured, ratio / target, ratio <= target))  # fmt: skip
     else:
-        rows.append(_goal(1, "latency within the critical-path bound", f"<= {GOAL} x bound"))
+        rows.append(_goal(1, "latency within the critical-path bound",
+                          f"<= {LATENCY_GOAL} x bound ({COHERENCE_GOAL} for coherence)"))  # fmt: skip
     chains = [r for r in summarize_rows if r.get("ratio")]
     if chains:
         worst = max(chains, key=lambda r: r["ratio"])
@@ -398,7 +414,7 @@ def render(
     ]
     latency, slots = settings["latency"], settings["slots"]
     live = [r for r in latency_rows if "rerun" not in r["workload"]]
-    pipelined = any(r.get("pipeline_bound_s") for r in live)
+    barrier = any(r.get("barrier_bound_s") for r in live)
     lines += (
         []
         if not live
@@ -406,8 +422,12 @@ def render(
             f"## Latency against the critical-path bound (L = {latency * 1000:.0f} ms, K = {slots} slots)",
             "",
             "The scripted server (its own process) waits L per call and serves K calls at once. The",
-            "bound is L x the sum over dependent stages of ceil(calls / concurrency); calls answered from",
-            f"the cache do not count. Goal: measured / bound <= {GOAL}. Each run starts with an empty LLM",
+            "bound is L x the fewest waves of at most K calls that the calls' dependencies allow: a stage",
+            "(extraction, merging, the refiner) waits for all before it, a verdict only for its own",
+            "sentence's decomposition (`eval/bench/critical_path.py`); calls answered from the cache do",
+            "not count. The barrier bound charges decomposing and judging as two stages, as a graph with a",
+            f"barrier between them would. Goal at {slots} in flight: measured / bound <= {LATENCY_GOAL} "
+            f"({COHERENCE_GOAL} for coherence). Each run starts with an empty LLM",
             "cache; the index that factscore and refine search is built beforehand (embedding is in the",
             "overhead table).",
             "",
@@ -419,7 +439,7 @@ def render(
                     "stages",
                     "waves",
                     "bound s",
-                    *(["pipelined bound s"] if pipelined else []),
+                    *(["barrier bound s"] if barrier else []),
                     "measured s",
                     "ratio",
                     "result",
@@ -432,7 +452,11 @@ def render(
                         r["stages"],
                         r["waves"],
                         f"{r['bound_s']:.2f}",
-                        *([f"{bound_of(r):.2f}"] if pipelined else []),
+                        *(
+                            [f"{r['barrier_bound_s']:.2f}" if r.get("barrier_bound_s") else ""]
+                            if barrier
+                            else []
+                        ),
                         f"{r['wall_s']:.2f}",
                         f"{r['ratio']:.2f}" if r["ratio"] else "",
                         r["result"] + _repeats(r),
@@ -538,10 +562,10 @@ def render(
     lines += _embedding_section(embedding)
     if embedded:
         lines += _embedded_section(embedded)
-    short = [r for r in live if r["ratio"] and r["ratio"] > GOAL]
+    short = [r for r in live if r["ratio"] and r["concurrency"] == slots and r["ratio"] > latency_goal(r)]
     lines += ["## Short of the goal, and why", ""]
     if not short:
-        lines.append(f"Every run is within {GOAL} x its bound.")
+        lines.append(f"Every run at {slots} in flight is within its goal.")
     reruns_by_name = {_name(r["workload"]): r for r in latency_rows if "rerun" in r["workload"]}
     for row in short:
         why = WHY_SHORT.get(_name(row["workload"]), "")
