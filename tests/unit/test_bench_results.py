@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,3 +147,18 @@ def test_the_command_line_and_the_benchmark_name_the_same_parts() -> None:
 def test_an_unknown_part_to_skip_is_refused() -> None:
     with pytest.raises(SystemExit):
         bench_run.main(["--skip", "latency,bogus"])
+
+
+def test_storyjudge_bench_runs_from_the_checkout_and_writes_the_goals(tmp_path: Path) -> None:
+    """The command finds its checkout and writes RESULTS-style Markdown (every part skipped: nothing is timed)."""
+    from typer.testing import CliRunner
+
+    from storyjudge.apps.cli import app
+
+    out = tmp_path / "results.md"
+    result = CliRunner().invoke(app, ["bench", "--skip", ",".join(bench_cli.PARTS), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert sorted(_goal_rows(text)) == [1, 2, 3, 4, 5] and "## Machine" in text
+    refused = CliRunner().invoke(app, ["bench", "--skip", "bogus"])
+    assert refused.exit_code != 0 and "unknown part" in refused.output

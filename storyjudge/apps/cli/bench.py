@@ -1,6 +1,7 @@
 """``storyjudge bench``: every benchmark in ``eval/bench``, written to ``eval/bench/RESULTS.md``.
 
-The benchmarks drive the scripted test server of ``tests/``, so they run from a source checkout.
+The benchmarks read the bundled examples and run ``eval/bench`` scripts as processes, so they run from a
+source checkout.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ PARTS = ("latency", "summarize", "checkpoint", "startup", "embedding", "overhead
 
 
 def _checkout_root() -> Path:
-    """The repository the installed ``eval`` package lives in (the benchmarks need its ``tests/`` too)."""
+    """The repository the installed ``eval`` package lives in (the benchmarks need its ``examples/`` too)."""
     import eval as eval_package
 
     # the editable install may expose ``eval`` without a __file__; its search path is always there
     root = Path(next(iter(eval_package.__path__))).resolve().parent
-    if not (root / "tests" / "openai_server.py").is_file():
+    if not (
+        (root / "eval" / "bench" / "run.py").is_file() and (root / "examples" / "frankenstein.txt").is_file()
+    ):
         fail(
-            f"storyjudge bench needs a source checkout with tests/ (looked in {root}); "
-            "run it from the repository."
+            f"storyjudge bench needs a source checkout with eval/bench/ and examples/ (looked in {root}); "
+            "run it from a clone of the repository."
         )
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
