@@ -20,7 +20,7 @@ import json
 import os
 import pty
 import re
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -60,9 +60,11 @@ def timed(
     os.close(follower)
     seen: dict[str, float] = {}
     output = b""
+    watch = selectors.DefaultSelector()  # epoll/poll: select() refuses descriptors above 1023
+    watch.register(leader, selectors.EVENT_READ)
     try:
         while True:
-            ready, _, _ = select.select([leader], [], [], 0.05)
+            ready = watch.select(0.05)
             if ready:
                 try:
                     data = os.read(leader, 65536)
@@ -82,6 +84,7 @@ def timed(
                 break
         process.wait(timeout=120)
     finally:
+        watch.close()
         os.close(leader)
         if process.poll() is None:
             process.kill()

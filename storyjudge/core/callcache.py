@@ -11,6 +11,9 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -46,44 +49,101 @@ def request_key(spec: str, prompt_version: str, request: dict[str, Any], server:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+IDLE_CONNECTIONS = 4
+"""Connections a cache keeps open between calls (more are opened while more threads use it at once)."""
+OPEN_CACHES = 8
+"""Caches of the process that keep idle connections; the least recently used beyond these close theirs."""
+
+
 class CallCache:
-    """A process-safe key/value store in ``<cache_dir>/llm_calls.sqlite`` (WAL, one connection per thread)."""
+    """A process-safe key/value store in ``<cache_dir>/llm_calls.sqlite`` (WAL).
+
+    Connections are borrowed per operation from a small pool, not kept one per thread: a run starts threads
+    for its calls and branches, and an experiment makes a cache per item, so per-thread connections of
+    long-lived caches added up to hundreds of open files in one process (``select()`` and the open-file limit
+    then fail). Each operation runs on one connection in one thread at a time.
+    """
 
     def __init__(self, directory: str | Path) -> None:
         self.path = Path(directory) / "llm_calls.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self._connect() as conn:
+        self._idle: list[sqlite3.Connection] = []
+        self._idle_lock = threading.Lock()
+        with self._connection() as conn:
             conn.execute("PRAGMA journal_mode=WAL")  # persistent: set once for the file
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, spec TEXT, prompt TEXT, "
                 "response TEXT, created REAL DEFAULT (unixepoch('subsec')))"
             )
 
-    def _connect(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            # With WAL, NORMAL still survives a killed process (only a power cut may lose the last answers,
-            # which a rerun asks again); FULL would sync the disk on every answer stored (~6 ms per call).
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        # With WAL, NORMAL still survives a killed process (only a power cut may lose the last answers,
+        # which a rerun asks again); FULL would sync the disk on every answer stored (~6 ms per call).
+        conn.execute("PRAGMA synchronous=NORMAL")
         return conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._idle_lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            with self._idle_lock:
+                keep = len(self._idle) < IDLE_CONNECTIONS
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+            _used(self)
+
+    def close(self) -> None:
+        """Close the idle connections (the cache stays usable: it opens new ones when asked)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    @property
+    def open_connections(self) -> int:
+        """Idle connections held now."""
+        with self._idle_lock:
+            return len(self._idle)
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored answer for a key, or None."""
-        row = self._connect().execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
+        with self._connection() as conn:
+            row = conn.execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, spec: str, prompt_version: str, response: dict[str, Any]) -> None:
         """Store an answer (the last write wins)."""
-        self._connect().execute(
-            "INSERT OR REPLACE INTO calls (key, spec, prompt, response) VALUES (?, ?, ?, ?)",
-            (key, spec, prompt_version, json.dumps(response)),
-        )
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO calls (key, spec, prompt, response) VALUES (?, ?, ?, ?)",
+                (key, spec, prompt_version, json.dumps(response)),
+            )
 
     def __len__(self) -> int:
-        return int(self._connect().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        with self._connection() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+
+_recent: OrderedDict[int, CallCache] = OrderedDict()  # caches holding idle connections, least recent first
+_recent_lock = threading.Lock()
+
+
+def _used(cache: CallCache) -> None:
+    """Mark ``cache`` as just used; the least recently used caches beyond ``OPEN_CACHES`` close their pools."""
+    with _recent_lock:
+        _recent[id(cache)] = cache
+        _recent.move_to_end(id(cache))
+        stale = [_recent.popitem(last=False)[1] for _ in range(max(0, len(_recent) - OPEN_CACHES))]
+    for old in stale:
+        old.close()
 
 
 _caches: dict[Path, CallCache] = {}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from prompts import Prompt
@@ -190,7 +192,45 @@ def test_an_unusable_answer_in_an_older_cache_is_not_replayed(
     ctx = ctx_for(server, parse_retries=0)
     assert ask_structured(ctx, "judge", PROMPT_V1, MESSAGES, Verdict).ok
     store = cache_for(ctx.cache_dir)
-    with store._connect() as conn:  # as an older version stored it: an answer that is not the schema's
+    with store._connection() as conn:  # as an older version stored it: an answer that is not the schema's
         conn.execute("UPDATE calls SET response = ?", ('{"text": "not json", "finish_reason": "stop"}',))
     again = ask_structured(ctx, "judge", PROMPT_V1, MESSAGES, Verdict)
     assert again.ok and not again.cached and len(server.completions) == 2
+
+
+def _open_files(name: str) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").endswith(name)
+        except OSError:
+            continue
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files through /proc")
+def test_many_threads_and_many_caches_keep_few_files_open(tmp_path: Path) -> None:
+    """Short-lived threads over many caches (an experiment: a cache per item) do not pile up open files.
+
+    With a connection per thread, every thread that ever used a long-lived cache left its connection open:
+    a factscore run left about 60, and a long benchmark ran out of descriptors ``select()`` accepts.
+    """
+    from storyjudge.core import callcache
+
+    before = _open_files("llm_calls.sqlite")
+    for item in range(3 * callcache.OPEN_CACHES):
+        cache = callcache.cache_for(tmp_path / f"item-{item}")
+
+        def work(n: int, cache: callcache.CallCache = cache) -> None:
+            cache.put(f"k{n}", "openai:m", "v1", {"text": str(n)})
+            assert cache.get(f"k{n}") == {"text": str(n)}
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(cache) == 12
+    held = _open_files("llm_calls.sqlite") - before
+    assert held <= callcache.OPEN_CACHES * callcache.IDLE_CONNECTIONS, held
+    assert callcache.cache_for(tmp_path / "item-0").get("k3") == {"text": "3"}  # a closed pool opens again
