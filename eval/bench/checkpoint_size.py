@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from eval.bench import checkout_env
 from eval.bench.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,11 +30,7 @@ DOCUMENT = ROOT / "examples" / "macbeth-witches.md"
 
 def refine(document: Path, run_dir: Path, base_url: str, cache: Path) -> None:
     """One refine run in a fresh process."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        "STORYJUDGE_CACHE_DIR": str(cache),
-    }
+    env = checkout_env(STORYJUDGE_CACHE_DIR=str(cache))
     done = subprocess.run(
         [
             sys.executable,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from eval.bench import checkout_env
 
 ROOT = Path(__file__).resolve().parents[2]
 FRANKENSTEIN = ROOT / "examples" / "frankenstein.txt"
@@ -106,7 +107,7 @@ def measure(name: str) -> dict[str, Any]:
 
 def run_isolated(name: str) -> dict[str, Any]:
     """``measure`` in a fresh interpreter (its own peak memory)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = checkout_env()
     env.setdefault("HF_HUB_OFFLINE", "1")
     done = subprocess.run(
         [sys.executable, "-m", "eval.bench.overhead", "--one", name],

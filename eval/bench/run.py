@@ -22,10 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from eval.bench import checkout_env, results
 from eval.bench import checkpoint_size as checkpoint_bench
 from eval.bench import latency as latency_bench
 from eval.bench import overhead as overhead_bench
-from eval.bench import results
 from eval.bench import sequential as sequential_bench
 from eval.bench import startup as startup_bench
 
@@ -41,7 +41,7 @@ def in_own_process(module: str, *args: str) -> dict[str, Any] | None:
     """
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "part.json"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = checkout_env()
         done = subprocess.run(
             [sys.executable, "-m", module, "--json", str(out), *args],
             cwd=ROOT,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eval.bench import checkout_env
 from eval.bench.server_process import ServerProcess
 from storyjudge.core.context import Context
 
@@ -98,7 +98,7 @@ def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> di
     from the last answer to the exit (the run record, the statistics, the exit).
     """
     run_dir = tmp / f"cli-{strategy}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = checkout_env()
     begin = len(server.completions)
     size = server.log.stat().st_size if server.log.exists() else 0
     first = last = None

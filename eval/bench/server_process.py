@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from eval.bench import checkout_env
 from eval.bench.workload import BenchResponder, NamesResponder
 from storyjudge.apps.scripted_server import OpenAIServer
 
@@ -55,7 +55,7 @@ class ServerProcess:
         self.base_url = ""
 
     def __enter__(self) -> ServerProcess:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = checkout_env()
         self.process = subprocess.Popen(
             self.args, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eval.bench import checkout_env
 from eval.bench.server_process import ServerProcess
 from storyjudge.apps.scripted_server import OpenAIServer
 
@@ -101,12 +102,7 @@ def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {"help": [], "doctor": [], "doctor_deep": [], "refine": []}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-            "STORYJUDGE_CACHE_DIR": str(tmp / "cache"),
-            "COLUMNS": "120",
-        }
+        env = checkout_env(STORYJUDGE_CACHE_DIR=str(tmp / "cache"), COLUMNS="120")
         with (
             ServerProcess(latency, 16, tmp / "requests.jsonl") as server,
             OpenAIServer(lambda body: DOCTOR_ANSWER, latency=latency) as doctor_server,
