@@ -10,11 +10,9 @@ had not finished (their finished calls come back from the LLM cache).
 
 from __future__ import annotations
 
-import contextvars
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -24,6 +22,7 @@ from nodes.judge import judge_fact
 from nodes.retrieve import gather_evidence
 from state import SentenceTask
 from storyjudge.core import progress
+from storyjudge.core.concurrency import in_parallel
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.records import Evidence, Fact, FactVerdict
 from storyjudge.core.usage import Usage, merge_usage
@@ -39,16 +38,8 @@ def _graph(ckg_json: str) -> dict[str, Any]:
 def _judge_all(
     ctx: Context, facts: list[Fact], evidence: dict[str, Evidence]
 ) -> list[tuple[FactVerdict, Usage]]:
-    """Verdicts of the sentence's facts, asked at once (in fact order)."""
-    if len(facts) <= 1:
-        return [judge_fact(ctx, fact, evidence[fact["id"]]) for fact in facts]
-    with ThreadPoolExecutor(max_workers=len(facts), thread_name_prefix="judge") as pool:
-        # each call runs in a copy of this branch's context, so progress events reach the graph's stream
-        futures = [
-            pool.submit(contextvars.copy_context().run, judge_fact, ctx, fact, evidence[fact["id"]])
-            for fact in facts
-        ]
-        return [future.result() for future in futures]
+    """Verdicts of the sentence's facts, asked at once (in fact order), on the process's worker threads."""
+    return in_parallel([partial(judge_fact, ctx, fact, evidence[fact["id"]]) for fact in facts])
 
 
 def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, Any]:

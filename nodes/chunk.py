@@ -24,7 +24,7 @@ from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
 from storyjudge.core.context import ConfigError, Context, context_of
 from storyjudge.core.records import Scene, SummaryChunk
-from storyjudge.core.textsplit import split_by_tokens
+from storyjudge.core.textsplit import split_by_tokens, split_counted
 from storyjudge.core.tokens import count_tokens
 
 SCENE_JOINER = "\n\n"
@@ -35,12 +35,12 @@ def chunk_document(text: str, max_tokens: int) -> list[SummaryChunk]:
     """Chunks of at most ``max_tokens`` whose texts concatenate to exactly ``text``."""
     chunks: list[SummaryChunk] = []
     offset = 0
-    for index, piece in enumerate(split_by_tokens(text, max_tokens)):
+    for index, (piece, tokens) in enumerate(split_counted(text, max_tokens)):
         chunks.append(
             SummaryChunk(
                 index=index,
                 text=piece,
-                tokens=count_tokens(piece),
+                tokens=tokens,
                 start=offset,
                 end=offset + len(piece),
                 scene_ids=[],

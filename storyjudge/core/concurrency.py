@@ -21,6 +21,11 @@ context manager held around each call, or to None for the per-run semaphore abov
 cluster installs one on every worker so that its LLM calls share one cluster-wide budget (``eval.dask``); the
 core never imports Dask.
 
+**Worker threads** (``in_worker``, ``in_parallel``): a call that must be waited for with a deadline, or several
+calls of one branch made at once, run on daemon threads that are kept between calls instead of one new thread
+(or thread pool) per call: starting a thread costs a few milliseconds of the critical path on a busy small
+machine, and a run makes thousands of calls. Daemon, so an abandoned call never holds up the process's exit.
+
 **Cancellation** is process-wide: ``cancel()`` (the CLI's Ctrl-C handler calls it) makes every LLM call not yet
 sent raise ``Cancelled`` at once, whether it is about to start or waiting for a slot, and ends the wait for
 calls in flight. ``Cancelled`` is a ``BaseException``, like ``KeyboardInterrupt``: no ``except Exception`` in a
@@ -30,13 +35,17 @@ tasks that completed, and ``--resume`` redoes only the cancelled work.
 
 from __future__ import annotations
 
+import contextvars
 import os
+import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from storyjudge.core.context import Context
+
+T = TypeVar("T")
 
 BRANCH_THREADS = 64
 """Threads a compiled graph may use for its ``Send`` branches; the real bound is the run's LLM slots."""
@@ -162,3 +171,102 @@ def llm_slot(ctx: Context) -> Iterator[None]:
         yield
     finally:
         slots.release()
+
+
+WORKER_IDLE_SECONDS = 30.0
+"""How long a worker thread waits for more work before it ends."""
+
+
+class _Workers:
+    """Daemon threads that run submitted functions and wait, idle, for more (a pool that grows on demand).
+
+    Never bounded: a caller that waits for a worker while every worker waits for that caller would deadlock
+    (a branch's parallel judge calls each run their HTTP call on a worker). The run's LLM slots bound the work.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0  # workers waiting in ``_tasks.get``, less the tasks queued for them
+        self._lock = threading.Lock()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        """Run ``task`` on an idle worker, or on a new one when none is idle."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._tasks.put(task)
+                return
+        threading.Thread(target=self._work, args=(task,), name="storyjudge-worker", daemon=True).start()
+
+    def _work(self, task: Callable[[], None]) -> None:
+        while True:
+            task()
+            with self._lock:
+                self._idle += 1
+            while True:
+                try:
+                    task = self._tasks.get(timeout=WORKER_IDLE_SECONDS)
+                    break
+                except queue.Empty:
+                    with self._lock:
+                        if self._tasks.empty():  # nothing was queued for this worker: end it
+                            self._idle -= 1
+                            return
+
+
+_workers = _Workers()
+
+
+class Pending:
+    """The outcome of a function running on a worker thread."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            self._error = exc
+        finally:
+            self.done.set()
+
+    def result(self) -> Any:
+        """The function's value, or its exception raised here; call after ``done`` is set."""
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def in_worker(fn: Callable[[], Any]) -> Pending:
+    """Start ``fn()`` on a worker thread; wait on ``Pending.done``, then read ``Pending.result()``.
+
+    It runs in a copy of the caller's context, so progress events still reach the graph's stream.
+    """
+    pending = Pending()
+    context = contextvars.copy_context()
+    _workers.submit(lambda: context.run(pending._run, fn))
+    return pending
+
+
+def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """The calls' values in order, the calls run at once: all but the first on worker threads.
+
+    The first runs in the caller's thread. The first exception, in call order, is raised once all have ended.
+    """
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    pending = [in_worker(call) for call in calls[1:]]
+    first: list[T] = []
+    error: BaseException | None = None
+    try:
+        first.append(calls[0]())
+    except BaseException as exc:  # noqa: BLE001 - raised below, after the others end
+        error = exc
+    for item in pending:
+        item.done.wait()
+    if error is not None:
+        raise error
+    return first + [item.result() for item in pending]

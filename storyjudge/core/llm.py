@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from pydantic import BaseModel
 
 from storyjudge.core.callcache import cache_for, request_key, server_id
-from storyjudge.core.concurrency import POLL_SECONDS, check_cancelled, llm_slot, pause
+from storyjudge.core.concurrency import POLL_SECONDS, check_cancelled, in_worker, llm_slot, pause
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
@@ -181,30 +181,18 @@ def _invoke_within(model: Any, messages: list[AnyMessage], params: dict[str, Any
     """``model.invoke`` that gives up after ``seconds`` in all, or at once when the work is cancelled.
 
     httpx's timeout bounds each read, not the request: a server that trickles bytes, or a stalled connection
-    pool, could hold a call far longer. The call runs in a daemon thread; one that outlives its deadline is
-    abandoned (its own read timeout, the same ``request_timeout``, ends it soon after) and the attempt fails
-    with ``TimeoutError``, retried at once.
+    pool, could hold a call far longer. The call runs on a daemon worker thread (kept between calls,
+    ``storyjudge.core.concurrency.in_worker``); one that outlives its deadline is abandoned (its own read
+    timeout, the same ``request_timeout``, ends it soon after) and the attempt fails with ``TimeoutError``,
+    retried at once.
     """
-    done = threading.Event()
-    box: dict[str, Any] = {}
-
-    def call() -> None:
-        try:
-            box["message"] = model.invoke(messages, **params)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=call, name="llm-call", daemon=True).start()
+    pending = in_worker(lambda: model.invoke(messages, **params))
     deadline = time.monotonic() + seconds
-    while not done.wait(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0))):
+    while not pending.done.wait(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0))):
         check_cancelled()  # Ctrl-C: stop waiting for the answer of a call in flight
         if time.monotonic() >= deadline:
             raise TimeoutError(f"no answer within the request timeout of {seconds:g}s")
-    if "error" in box:
-        raise box["error"]
-    return box["message"]
+    return pending.result()
 
 
 def _is_unsupported_format(exc: Exception) -> bool:

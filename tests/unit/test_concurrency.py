@@ -157,3 +157,60 @@ def test_cancel_stops_calls_not_yet_sent_and_waits_for_a_slot(
     assert len(outcome) == 1 and isinstance(outcome[0], concurrency.Cancelled)
     assert not server.completions, "a cancelled call reached the server"
     assert ask_text(ctx, "judge", Plain(), [("user", "again")]).text == "fine"
+
+
+def test_parallel_calls_keep_their_order_and_reuse_worker_threads() -> None:
+    """Values come back in call order, and a thousand calls do not leave a thousand threads."""
+
+    def call(round_: int, i: int) -> Callable[[], tuple[int, int]]:
+        return lambda: (round_, i)
+
+    before = threading.active_count()
+    for round_ in range(100):
+        values = concurrency.in_parallel([call(round_, i) for i in range(10)])
+        assert values == [(round_, i) for i in range(10)]
+    # each round's nine worker calls end before the next round starts: the same few threads serve them all
+    assert threading.active_count() - before <= 9
+
+
+def test_parallel_calls_raise_the_first_error_once_every_call_has_ended() -> None:
+    ended: list[int] = []
+    release = threading.Event()
+
+    def slow() -> int:
+        release.wait(5)
+        ended.append(2)
+        return 2
+
+    def failing() -> int:
+        release.set()
+        raise ValueError("first")
+
+    def later_failing() -> int:
+        raise KeyError("second")
+
+    try:
+        concurrency.in_parallel([failing, slow, later_failing])
+    except ValueError as exc:
+        assert str(exc) == "first"
+    else:  # pragma: no cover - the assertion below explains
+        raise AssertionError("the first call's error was not raised")
+    assert ended == [2], "the slow call had not ended when the error was raised"
+
+
+def test_a_worker_runs_in_the_callers_context() -> None:
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+    seen.set("branch")
+    pending = concurrency.in_worker(seen.get)
+    assert pending.done.wait(5)
+    assert pending.result() == "branch"
+    failing = concurrency.in_worker(lambda: 1 / 0)
+    assert failing.done.wait(5)
+    try:
+        failing.result()
+    except ZeroDivisionError:
+        pass
+    else:  # pragma: no cover - the assertion explains
+        raise AssertionError("the worker's exception was not raised to the caller")
