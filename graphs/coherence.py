@@ -1,6 +1,6 @@
 """The ``coherence`` graph: BooookScore of one summary or of a set of summaries.
 
-    prepare --(Send per sentence | per batch)--> annotate_sentence | annotate_batch --> score
+    prepare --(Send per group of sentences | per batch)--> annotate_sentences | annotate_batch --> score
 
 Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary"}, ...]}``; an item may carry ``sentences``, the
 summary already split (e.g. a data set's official split), used instead of ``ctx.sentence_splitter``. Output
@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.annotate import annotate_batch, annotate_sentence, prepare, route_annotations, score
+from nodes.annotate import annotate_batch, annotate_sentences, prepare, route_annotations, score
 from state import CoherenceInput, CoherenceOutput, CoherenceState
 from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
@@ -29,14 +29,14 @@ def build_graph(checkpointer: Any = None) -> Any:
     )
     builder.add_node("prepare", prepare)
     # Send targets take a CoherenceTask, not the graph state; langgraph's add_node overloads cannot type that.
-    builder.add_node("annotate_sentence", annotate_sentence)  # type: ignore[call-overload, arg-type, unused-ignore]
+    builder.add_node("annotate_sentences", annotate_sentences)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("annotate_batch", annotate_batch)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("score", score)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges(
-        "prepare", route_annotations, ["annotate_sentence", "annotate_batch", "score"]
+        "prepare", route_annotations, ["annotate_sentences", "annotate_batch", "score"]
     )
-    builder.add_edge("annotate_sentence", "score")
+    builder.add_edge("annotate_sentences", "score")
     builder.add_edge("annotate_batch", "score")
     builder.add_edge("score", END)
     compiled = builder.compile(checkpointer=checkpointer, name="coherence")

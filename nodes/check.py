@@ -22,7 +22,7 @@ from nodes.judge import judge_fact
 from nodes.retrieve import gather_evidence
 from state import SentenceTask
 from storyjudge.core import progress
-from storyjudge.core.concurrency import in_parallel
+from storyjudge.core.concurrency import in_parallel, priority
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.records import Evidence, Fact, FactVerdict
 from storyjudge.core.usage import Usage, merge_usage
@@ -46,7 +46,8 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
     """Facts, evidence and verdicts of one sentence."""
     ctx = context_of(runtime)
     started = time.perf_counter()
-    raw, failed, usage = decompose(ctx, task)
+    with priority(1):  # a decomposition has the sentence's verdicts waiting on it: it goes first for a slot
+        raw, failed, usage = decompose(ctx, task)
     decomposed = time.perf_counter()
     progress.emit("decompose", advance=1)
     facts = unique_facts(raw, task["iteration"])  # the same rule the score applies across sentences

@@ -160,10 +160,20 @@ def _normal(text: str) -> str:
     return unicodedata.normalize("NFKC", "".join(c for c in text if unicodedata.category(c) != "Cf"))
 
 
+@cache
+def _live_tag(tag: str) -> re.Pattern[str]:
+    """What follows a ``<`` that opens this block's tag or a data tag.
+
+    Built once per tag: a coherence run renders thousands of blocks, and building it took most of each block's
+    time.
+    """
+    names = "|".join(re.escape(name) for name in sorted(DATA_TAGS | {tag}, key=len, reverse=True))
+    return re.compile(rf"\s*[{_SLASH}]?\s*(?:{names})\b", re.IGNORECASE)
+
+
 def _defuse(text: str, tag: str) -> str:
     """The text with every ``<`` (or look-alike) that opens a data tag written as ``&lt;``."""
-    names = "|".join(re.escape(name) for name in sorted(DATA_TAGS | {tag}, key=len, reverse=True))
-    live = re.compile(rf"\s*[{_SLASH}]?\s*(?:{names})\b", re.IGNORECASE)
+    live = _live_tag(tag)
     parts: list[str] = []
     last = 0
     for match in _OPENER.finditer(text):

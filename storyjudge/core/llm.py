@@ -18,7 +18,6 @@ import os
 import random
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -29,7 +28,13 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from pydantic import BaseModel
 
 from storyjudge.core.callcache import cache_for, request_key, server_id
-from storyjudge.core.concurrency import POLL_SECONDS, check_cancelled, in_worker, llm_slot, pause
+from storyjudge.core.concurrency import (
+    check_cancelled,
+    in_worker,
+    llm_slot,
+    pause,
+    wait_cancellable,
+)
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
@@ -187,11 +192,9 @@ def _invoke_within(model: Any, messages: list[AnyMessage], params: dict[str, Any
     retried at once.
     """
     pending = in_worker(lambda: model.invoke(messages, **params))
-    deadline = time.monotonic() + seconds
-    while not pending.done.wait(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0))):
-        check_cancelled()  # Ctrl-C: stop waiting for the answer of a call in flight
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"no answer within the request timeout of {seconds:g}s")
+    # Ctrl-C ends the wait for the answer of a call in flight at once
+    if not wait_cancellable(pending.done, seconds):
+        raise TimeoutError(f"no answer within the request timeout of {seconds:g}s")
     return pending.result()
 
 
@@ -318,8 +321,7 @@ def _complete(
         return found
     flight, leader = _board(_cache_dir(ctx), key)
     while not leader:  # the identical request is in flight: its answer is this one's
-        while not flight.done.wait(POLL_SECONDS):
-            check_cancelled()
+        wait_cancellable(flight.done)
         if flight.answer is not None:
             record(ctx.run_dir, spec, "hit")
             shared = flight.answer

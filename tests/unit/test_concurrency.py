@@ -214,3 +214,92 @@ def test_a_worker_runs_in_the_callers_context() -> None:
         pass
     else:  # pragma: no cover - the assertion explains
         raise AssertionError("the worker's exception was not raised to the caller")
+
+
+def test_slots_go_to_the_highest_priority_waiter_then_in_arrival_order() -> None:
+    slots = concurrency.Slots(1)
+    slots.acquire()
+    order: list[str] = []
+    threads = []
+    for name, level in (("judge-1", 0), ("judge-2", 0), ("decompose", 1)):
+
+        def take(name: str = name, level: int = level) -> None:
+            slots.acquire(level)
+            order.append(name)
+            slots.release()
+
+        thread = threading.Thread(target=take)
+        thread.start()
+        threads.append(thread)
+        while len(slots._waiting) < len(threads):  # each waits before the next arrives
+            threading.Event().wait(0.001)
+    slots.release()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["decompose", "judge-1", "judge-2"]
+    assert slots._free == 1, "every slot came back"
+
+
+def test_a_cancelled_wait_for_a_slot_leaves_the_slots_whole() -> None:
+    import pytest
+
+    slots = concurrency.Slots(1)
+    slots.acquire()
+    outcome: list[BaseException] = []
+
+    def waiting() -> None:
+        try:
+            slots.acquire()
+        except BaseException as exc:  # noqa: BLE001 - Cancelled is what the test expects
+            outcome.append(exc)
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    while not slots._waiting:
+        threading.Event().wait(0.001)
+    try:
+        concurrency.cancel()
+        thread.join(10)
+    finally:
+        concurrency.reset_cancel()
+    assert len(outcome) == 1 and isinstance(outcome[0], concurrency.Cancelled)
+    assert not slots._waiting, "the cancelled waiter is still queued"
+    slots.release()
+    slots.acquire()  # the slot is free again, and only one
+    with pytest.raises(ValueError):
+        slots.release()
+        slots.release()
+
+
+def test_waiting_for_a_slot_or_an_answer_does_not_poll(monkeypatch: Any) -> None:
+    """Waits sleep until woken: over two seconds each looks at the cancellation only before and after."""
+    looks: list[str] = []
+    real_check = concurrency.check_cancelled
+
+    def counted() -> None:
+        looks.append(threading.current_thread().name)
+        real_check()
+
+    monkeypatch.setattr(concurrency, "check_cancelled", counted)
+    slots = concurrency.Slots(1)
+    slots.acquire()
+    answer = threading.Event()
+
+    def wait_for_slot() -> None:
+        slots.acquire()
+        slots.release()
+
+    waiters = [
+        threading.Thread(target=wait_for_slot, name="slot-waiter"),
+        threading.Thread(target=concurrency.wait_cancellable, args=(answer, 30), name="answer-waiter"),
+    ]
+    for waiter in waiters:
+        waiter.start()
+    threading.Event().wait(2.0)
+    slots.release()
+    answer.set()
+    for waiter in waiters:
+        waiter.join(10)
+    # a 50 ms poll would have looked about 40 times each
+    assert looks.count("slot-waiter") <= 2
+    assert looks.count("answer-waiter") <= 2
