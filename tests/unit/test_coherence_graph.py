@@ -422,3 +422,35 @@ def test_cli_takes_a_splitter_and_presplit_lines(
     assert [a["sentence"] for a in record["summaries"][0]["annotations"]] == ["One.", "Two."]
     result = CliRunner().invoke(app, ["coherence", str(jsonl), *common, "--sentence-splitter", "spacy"])
     assert result.exit_code == 1 and "sentence_splitter must be 'punkt' or 'pysbd'" in result.output
+
+
+def test_sentences_are_grouped_per_summary_and_each_still_gets_its_own_call(
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+) -> None:
+    """Tasks hold up to SENTENCE_GROUP sentences of one summary; the calls stay one per sentence, in parallel."""
+    from nodes.annotate import SENTENCE_GROUP, tasks_for
+
+    six = " ".join(f"Mara lights lamp number {i}." for i in range(6))
+    three = "Oren rows out. He finds the wreck. He returns at dawn."
+    state: Any = {
+        "run": "r",
+        "to_score": [{"id": "a", "summary": six}, {"id": "b", "summary": three}],
+        "sentences": {"a": six.split(". "), "b": three.split(". ")},
+        "mode": "per-sentence",
+    }
+    groups = [(task["summary_id"], task["sentence_indices"]) for task in tasks_for(state)]
+    assert SENTENCE_GROUP == 4
+    assert groups == [("a", [0, 1, 2, 3]), ("a", [4, 5]), ("b", [0, 1, 2])]
+
+    server = scripted_server(lambda body: CLEAN, latency=0.2)
+    out = graph.invoke(
+        {"summaries": [{"id": "a", "summary": six}, {"id": "b", "summary": three}]},
+        context=ctx_for(server, concurrency=16),
+    )
+    assert len(server.completions) == 9, "one call per sentence"
+    assert sorted(target_number(body) for body in server.completions) == [1, 1, 2, 2, 3, 3, 4, 5, 6]
+    assert server.max_in_flight >= 4, "a group's sentences are asked at once"
+    assert sorted((a["summary_id"], a["index"]) for a in out["annotations"]) == [
+        *(("a", i) for i in range(6)),
+        *(("b", i) for i in range(3)),
+    ]
