@@ -264,22 +264,14 @@ def pause(seconds: float) -> None:
 def llm_slot(ctx: Context) -> Iterator[None]:
     """Hold one of the run's LLM slots; waiting for it ends with ``Cancelled`` when the work is cancelled.
 
-    The run's own slots are waited for without polling, in priority order (``priority``); an installed budget
-    (a cluster-wide one) is entered as the context manager it is, after a last look at the cancellation.
+    The run's own slots (``Slots``) are waited for without polling, in priority order (``priority``); an installed
+    budget (a cluster-wide one) is entered as the context manager it is. Either way the cancellation is looked at
+    once more after the slot is taken.
     """
     check_cancelled()
-    slots = llm_slots(ctx)
-    if not isinstance(slots, Slots):
-        with slots:
-            check_cancelled()
-            yield
-        return
-    slots.acquire(call_priority.get())
-    try:
+    with llm_slots(ctx):
         check_cancelled()
         yield
-    finally:
-        slots.release()
 
 
 WORKER_IDLE_SECONDS = 30.0

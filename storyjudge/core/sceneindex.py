@@ -226,12 +226,21 @@ def _open(index: Mapping[str, Any], name: str) -> Any:
     return open_collection(client, name, str(index.get("embedder", "minilm")))
 
 
+def _scenes_key(index: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What names an index's scenes collection in this process: store, server URL, collection."""
+    return (
+        str(index.get("store_dir", "")),
+        str(index.get("chroma_url", "")),
+        str(index["scenes_collection"]),
+    )
+
+
 _searched_collections: dict[tuple[str, str, str], Any] = {}
 
 
 def _searched(index: Mapping[str, Any]) -> Any:
     """The scenes collection a search reads, opened once per process (a search costs about 3 ms; opening 0.6)."""
-    key = (str(index.get("store_dir", "")), str(index.get("chroma_url", "")), str(index["scenes_collection"]))
+    key = _scenes_key(index)
     with _clients_lock:
         found = _searched_collections.get(key)
     if found is None:
@@ -354,7 +363,7 @@ _lexical_lock = threading.Lock()
 
 def _lexical(index: Mapping[str, Any], collection: Any) -> LexicalIndex:
     """The BM25 index of a scenes collection (collections are immutable once complete, so caching is safe)."""
-    key = (str(index.get("store_dir", "")), str(index.get("chroma_url", "")), str(index["scenes_collection"]))
+    key = _scenes_key(index)
     with _lexical_lock:
         if key not in _lexical_indexes:
             stored = collection.get(include=["documents", "metadatas"])
