@@ -68,6 +68,34 @@ def test_query_and_document_vectors_agree_and_rank_sensibly(embedder: WindowedEm
     assert dot(query, murder) > dot(query, weather) + 0.1
 
 
+def test_traced_forward_gives_the_vectors_sentence_transformers_gives(embedder: WindowedEmbeddings) -> None:
+    """The traced transformer (one call without the interpreter lock) changes no vector.
+
+    Texts of many lengths in one call, so batches pad; one is over the 256-token window, so it is truncated;
+    one has spaces around it, which sentence-transformers strips.
+    """
+    import numpy as np
+    import torch
+
+    from storyjudge.core.embeddings import MiniLMEmbeddings
+
+    assert isinstance(embedder, MiniLMEmbeddings)
+    assert isinstance(embedder._forward, torch.jit.ScriptModule)
+    texts = [
+        "  Macbeth kills Duncan.  ",
+        "word " * 400,
+        "é ✓ 東京",
+        *(
+            f"Fact {n}: Lady Macbeth walks in her sleep and washes her hands. " * (1 + n % 5)
+            for n in range(40)
+        ),
+    ]
+    ours = np.array(embedder.embed_documents(texts))
+    reference = embedder.model.encode(texts, batch_size=32, normalize_embeddings=True)
+    assert ours.shape == reference.shape == (len(texts), 384)
+    assert float(np.abs(ours - reference).max()) < 1e-5
+
+
 def test_embedder_is_loaded_once_per_process(embedder: WindowedEmbeddings) -> None:
     assert get_embedder("minilm") is embedder
 
