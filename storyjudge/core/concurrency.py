@@ -15,7 +15,9 @@ Two bounds, one owner each:
   equal, while every node and subgraph of one run, which all see the same settings, share one budget. Runs
   that set neither a run directory nor a cache directory are one run as far as slots go (they also share the
   default cache). A server that must be protected across runs needs its own limit; storyjudge's is per run.
-  Waiters are served by ``priority`` (a sentence's decomposition before verdicts), then in arrival order.
+  Waiters are served by ``priority`` (a sentence's decomposition before verdicts), then in arrival order. A
+  call gives its slot back when the server's answer arrives (``answer_arrived``, the HTTP client's response
+  hook), not after the client has parsed it.
 
 The slots are pluggable: ``set_budget_factory(factory)`` installs a function that maps a run's Context to the
 context manager held around each call, or to None for the per-run semaphore above. An experiment on a Dask
@@ -264,14 +266,70 @@ def pause(seconds: float) -> None:
 def llm_slot(ctx: Context) -> Iterator[None]:
     """Hold one of the run's LLM slots; waiting for it ends with ``Cancelled`` when the work is cancelled.
 
-    The run's own slots (``Slots``) are waited for without polling, in priority order (``priority``); an installed
-    budget (a cluster-wide one) is entered as the context manager it is. Either way the cancellation is looked at
-    once more after the slot is taken.
+    The run's own slots (``Slots``) are waited for without polling, in priority order (``priority``), and one is
+    given back as soon as the server has answered (``answer_arrived``); an installed budget (a cluster-wide one)
+    is entered as the context manager it is and held to the end of the call. Either way the cancellation is
+    looked at once more after the slot is taken.
     """
     check_cancelled()
-    with llm_slots(ctx):
-        check_cancelled()
-        yield
+    slots = llm_slots(ctx)
+    if not isinstance(slots, Slots):
+        with slots:
+            check_cancelled()
+            yield
+        return
+    held = _HeldSlot(slots)
+    with held:
+        token = _on_answer.set(held.release)
+        try:
+            check_cancelled()
+            yield
+        finally:
+            _on_answer.reset(token)
+
+
+class _HeldSlot:
+    """One of the run's slots, given back once: when the server's answer arrives, or when the call ends."""
+
+    def __init__(self, slots: Slots) -> None:
+        self._slots = slots
+        self._lock = threading.Lock()
+        self._held = False
+
+    def __enter__(self) -> _HeldSlot:
+        self._slots.acquire(call_priority.get())
+        self._held = True
+        return self
+
+    def release(self) -> None:
+        """Give the slot back, if this has not done so already (safe from any thread)."""
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+        self._slots.release()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+_on_answer: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "on_answer", default=None
+)
+"""What gives the current call's slot back; the HTTP client's response hook calls it."""
+
+
+def answer_arrived(_response: object = None) -> None:
+    """The HTTP client's response hook: the server has answered, so the call's slot is free.
+
+    Reading and parsing the answer (a few milliseconds of LangChain and SDK code under the interpreter lock)
+    no longer keeps the next call waiting: the slot bounds what is in flight at the server, and the server
+    is done. Installed on the OpenAI-compatible client (``storyjudge.core.models``); runs on the thread that
+    sent the request, which carries the caller's context.
+    """
+    release = _on_answer.get()
+    if release is not None:
+        release()
 
 
 WORKER_IDLE_SECONDS = 30.0
