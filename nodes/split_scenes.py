@@ -23,7 +23,6 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     """
     ctx = context_of(runtime)
     started = time.perf_counter()
-    preload(ctx.embedder)  # the index node needs it; it loads while the extraction calls wait on the network
     if ctx.ckg_samples > 1 and ctx.extraction_temperature <= 0:
         raise ConfigError(
             "Invalid setting: extraction_temperature must be > 0 when ckg_samples > 1 (identical samples add "
@@ -42,6 +41,10 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     title = state.get("title") or guess_title(source)
     run_dir = ctx.run_dir or str(default_run_dir(title, doc_hash))
     RunDir(Path(run_dir)).claim(doc_hash, title)
+    # the index node needs it: it loads while the extraction calls wait on the network, and starts only now,
+    # since its imports (seconds, taking the interpreter lock in turns) would slow the work before the run's
+    # first progress line
+    preload(ctx.embedder)
     return {
         "doc_hash": doc_hash,
         "title": title,
