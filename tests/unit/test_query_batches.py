@@ -68,6 +68,7 @@ def _fresh() -> Any:
 
 
 def test_callers_waiting_for_a_pass_share_the_next_one(monkeypatch: Any) -> None:
+    monkeypatch.setattr(vectorstore, "QUERY_BATCH", 8)
     fake = Blocking()
     groups = [["a"], ["b1", "b2"], ["c1", "c2"], ["d"]]
     assert _run(fake, monkeypatch, groups) == []
