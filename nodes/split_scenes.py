@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from state import IndexState
+from storyjudge.core import charactergraph
 from storyjudge.core.context import ConfigError, Context, context_of
 from storyjudge.core.embeddings import preload
 from storyjudge.core.rundir import RunDir, default_run_dir, document_hash
@@ -41,10 +42,11 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     title = state.get("title") or guess_title(source)
     run_dir = ctx.run_dir or str(default_run_dir(title, doc_hash))
     RunDir(Path(run_dir)).claim(doc_hash, title)
-    # the index node needs it: it loads while the extraction calls wait on the network, and starts only now,
-    # since its imports (seconds, taking the interpreter lock in turns) would slow the work before the run's
-    # first progress line
+    # what the CKG build and the index node need (networkx, the embedder) loads while the extraction calls wait
+    # on the network; it starts only now, since its imports (seconds, taking the interpreter lock in turns)
+    # would slow the work before the run's first progress line
     preload(ctx.embedder)
+    charactergraph.preload()
     return {
         "doc_hash": doc_hash,
         "title": title,

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from storyjudge.core.confusion import ERROR_TYPES
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, share
 
@@ -74,6 +72,8 @@ def summary_score(
 
 def system_score(scores: Iterable[float | None]) -> float | None:
     """Mean BooookScore over the summaries that have one (None when none has)."""
+    import numpy as np  # imported where used: a refine run needs it only once its summaries are scored
+
     values = [s for s in scores if s is not None]
     return float(np.mean(values)) if values else None
 
@@ -88,6 +88,8 @@ def bootstrap(
         their 2.5th/97.5th percentiles. With fewer than two scored summaries there is nothing to resample, so
         ``std`` and ``ci95`` are None and ``note`` says why.
     """
+    import numpy as np
+
     values = np.array([s for s in scores if s is not None], dtype=float)
     result: dict[str, Any] = {
         "std": None,

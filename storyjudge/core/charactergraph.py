@@ -20,17 +20,34 @@ pronouns; the graph is stored as networkx node-link JSON, and the lookup functio
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
+import sys
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from storyjudge.core.records import CKGStats
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+def preload() -> None:
+    """Import networkx in a daemon thread, so that its 0.2 s of imports overlap the extraction calls' waits.
+
+    Only building and converting graphs needs it; the lookups read the node-link JSON. Imported at the start,
+    it would come before the run's first progress line.
+    """
+    if "networkx" not in sys.modules:
+        threading.Thread(
+            target=importlib.import_module, args=("networkx",), name="import-networkx", daemon=True
+        ).start()
+
 
 PRONOUNS = frozenset(
     "i me my mine myself you your yours yourself he him his himself she her hers herself it its itself we us "
@@ -152,6 +169,8 @@ def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:
     """Merge name variants into characters (see the module docstring for the rules)."""
+    import networkx as nx
+
     graph = nx.Graph()
     conflicts: set[tuple[str, str]] = set()
 
@@ -214,6 +233,8 @@ def _link_given_names(graph: nx.Graph) -> None:
 
 def _guard(graph: nx.Graph, conflicts: set[tuple[str, str]]) -> int:
     """Cut the lightest set of variant edges between two names that a triple shows to be different people."""
+    import networkx as nx
+
     cuts = 0
     for a, b in sorted(conflicts):
         if not nx.has_path(graph, a, b):
@@ -228,6 +249,8 @@ def _guard(graph: nx.Graph, conflicts: set[tuple[str, str]]) -> int:
 
 def _assign_characters(names: NameGraph, narrative: str) -> None:
     """Name each component after the variant the extractor used most, then the one the narrative uses most."""
+    import networkx as nx
+
     graph = names.graph
     for key in graph.nodes:
         graph.nodes[key]["display"] = _display(graph.nodes[key]["forms"])
@@ -318,6 +341,8 @@ def build_ckg(
     min_support: int = 0,
 ) -> nx.MultiDiGraph:
     """The CKG: characters as nodes (with aliases), selected predicates as keyed directed edges."""
+    import networkx as nx
+
     scene_texts = {str(scene["id"]): str(scene["text"]) for scene in scenes}
     latest = _latest_per_sample(extractions)
     names = build_name_graph(latest, scene_texts)
@@ -370,11 +395,15 @@ def _latest_per_sample(extractions: Iterable[Mapping[str, Any]]) -> list[Mapping
 
 def to_json(ckg: nx.MultiDiGraph) -> dict[str, Any]:
     """Node-link JSON (``edges`` key) for state, files and the report."""
+    import networkx as nx
+
     return dict(nx.node_link_data(ckg, edges="edges"))
 
 
 def from_json(data: Mapping[str, Any]) -> nx.MultiDiGraph:
     """The networkx graph back from node-link JSON (either ``edges`` or the older ``links`` key)."""
+    import networkx as nx
+
     key = "edges" if "edges" in data else "links"
     graph: nx.MultiDiGraph = nx.node_link_graph(dict(data), directed=True, multigraph=True, edges=key)
     return graph
