@@ -60,9 +60,11 @@ def measure(
     """One timed run: wall time, calls, stages, bound and ratio."""
     forget_searches()
     begin = len(server.completions)
+    cpu = time.process_time()  # every thread of this process: the client's work, embedding included
     started = time.perf_counter()
     out = run(ctx)
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     bodies = server.completions[begin:]
     found = stages(bodies)
     rounds = dependency_waves(bodies, ctx.concurrency)
@@ -77,6 +79,7 @@ def measure(
         "stage_calls": [f"{s.kind[:24]}:{s.calls}" for s in found],
         "bound_s": round(bound, 2),
         "wall_s": round(wall, 2),
+        "client_cpu_s": round(cpu, 2),
         "ratio": round(wall / bound, 3) if bound else None,
         "barrier_bound_s": round(barrier, 2),
         "barrier_ratio": round(wall / barrier, 3) if barrier else None,

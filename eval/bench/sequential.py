@@ -142,6 +142,21 @@ def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> di
     return {"wall_s": wall, "calls": len(server.completions) - begin, "out": record, "phases": phases}
 
 
+IMPORT_FLOOR = "import langgraph.graph, langchain_openai, os; os._exit(0)"
+"""What every LangGraph program that calls a model through LangChain's OpenAI client imports before its first call;
+it exits without the interpreter's teardown, as storyjudge's command line does."""
+
+
+def import_floor(repeat: int = 3) -> float:
+    """Median seconds from start to exit of a fresh Python process that only runs ``IMPORT_FLOOR``."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", IMPORT_FLOOR], cwd=ROOT, env=checkout_env(), check=True)
+        times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 2]
+
+
 def run_all(
     latency: float, slots: int, tmp: Path, strategies: tuple[str, ...] = STRATEGIES
 ) -> list[dict[str, Any]]:
@@ -174,6 +189,10 @@ def run_all(
                         **got.get("phases", {}),
                     }
                 )
+    floor = import_floor()
+    for row in rows:
+        if row["workload"].endswith("(process)"):
+            row.update(import_floor=IMPORT_FLOOR, import_floor_s=round(floor, 2))
     return rows
 
 

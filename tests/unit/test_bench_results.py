@@ -111,6 +111,22 @@ def test_the_summarizers_rows_show_when_the_first_answer_left_and_the_exit_came(
     assert results.SEQUENTIAL_SHORT in _render(summarize=[slow])
 
 
+def test_the_import_floor_is_set_against_what_the_goal_leaves_a_process() -> None:
+    floor = {"import_floor": "import langgraph.graph", "import_floor_s": 3.2}
+    slow = {**SUMMARIZE[1], "wall_s": 20.0, "ratio": 1.31, **floor}
+    text = _render(summarize=[SUMMARIZE[0], slow])
+    assert '`python -c "import langgraph.graph"` exits after 3.20 s' in text
+    assert "client work and the exit together: summarize incremental 1.53 s." in text  # 0.1 x 15.3 s
+    assert "alone takes 3.20 s, the goal leaves 1.53 s" in _goal_rows(text)[2][3]
+    assert "exits after" not in _render()  # not measured: nothing said
+
+
+def test_each_latency_row_shows_the_cpu_its_process_spent() -> None:
+    text = _render(latency=[{**LATENCY[0], "client_cpu_s": 1.62}])
+    assert "| measured s | client CPU s | ratio |" in text
+    assert "| 2.40 | 1.62 | 1.33 |" in text
+
+
 def test_an_embedding_share_below_the_goal_says_why() -> None:
     assert results.EMBEDDING_SHORT not in _render()
     low = {**EMBEDDING, "share": 0.39}
