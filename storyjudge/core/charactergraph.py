@@ -37,18 +37,6 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
-def preload() -> None:
-    """Import networkx in a daemon thread, so that its 0.2 s of imports overlap the extraction calls' waits.
-
-    Only building and converting graphs needs it; the lookups read the node-link JSON. Imported at the start,
-    it would come before the run's first progress line.
-    """
-    if "networkx" not in sys.modules:
-        threading.Thread(
-            target=importlib.import_module, args=("networkx",), name="import-networkx", daemon=True
-        ).start()
-
-
 PRONOUNS = frozenset(
     "i me my mine myself you your yours yourself he him his himself she her hers herself it its itself we us "
     "our ours ourselves they them their theirs themselves thou thee thy thine ye who whom someone somebody "
@@ -165,6 +153,18 @@ def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
         graph.edges[a, b]["reasons"].add(reason)
     else:
         graph.add_edge(a, b, weight=1, reasons={reason})
+
+
+def preload() -> None:
+    """Import networkx in a daemon thread, so that its 0.2 s of imports overlap the extraction calls' waits.
+
+    Only building and converting graphs needs it; the lookups read the node-link JSON. Imported at the start,
+    it would come before the run's first progress line.
+    """
+    if "networkx" not in sys.modules:
+        threading.Thread(
+            target=importlib.import_module, args=("networkx",), name="import-networkx", daemon=True
+        ).start()
 
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:
