@@ -1,6 +1,7 @@
 """The ``index`` graph (NarrativeFactScore stage 1): a narrative into scenes, a CKG and a searchable index.
 
-    segment -> extract_scene (Send per scene x sample) -> build_ckg -> index
+    segment -> extract_scene (Send per scene x sample) -> build_ckg
+            -> index (beside the extraction; after build_ckg when an in-process model extracts)
 
 Input ``{"document": text}`` or ``{"scenes": [...]}``, optionally ``"title"``. The refine and factscore graphs
 add it as a subgraph; its output is limited to what they use (``IndexOutput``), so the per-sample extractions
@@ -13,7 +14,7 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.build_ckg import build_ckg_node
+from nodes.build_ckg import build_ckg_node, route_after_ckg
 from nodes.extract import extract_scene, route_extraction
 from nodes.split_scenes import segment
 from nodes.store_index import index_node
@@ -33,9 +34,10 @@ def build_graph(checkpointer: Any = None) -> Any:
     builder.add_node("build_ckg", build_ckg_node)
     builder.add_node("index", index_node)
     builder.add_edge(START, "segment")
-    builder.add_conditional_edges("segment", route_extraction, ["extract_scene", "build_ckg"])
+    # Send targets take an ExtractTask (extract_scene) or the scenes alone (index beside the extraction)
+    builder.add_conditional_edges("segment", route_extraction, ["extract_scene", "index", "build_ckg"])
     builder.add_edge("extract_scene", "build_ckg")
-    builder.add_edge("build_ckg", "index")
+    builder.add_conditional_edges("build_ckg", route_after_ckg, ["index", END])
     builder.add_edge("index", END)
     compiled = builder.compile(checkpointer=checkpointer, name="index")
     return compiled.with_config(max_concurrency=BRANCH_THREADS)

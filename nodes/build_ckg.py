@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
 import prompts
-from nodes.extract import PROMPT
+from nodes.extract import PROMPT, index_beside_extraction
 from state import IndexState
 from storyjudge.core.charactergraph import build_ckg, stats, to_json
 from storyjudge.core.context import Context, context_of
@@ -48,3 +48,8 @@ def build_ckg_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, An
     run_dir.root.mkdir(parents=True, exist_ok=True)
     run_dir.write_json(run_dir.ckg, data)
     return {"ckg": data, "ckg_stats": stats(data), "timings": {"ckg": time.perf_counter() - started}}
+
+
+def route_after_ckg(state: IndexState, runtime: Runtime[Context]) -> Literal["index", "__end__"]:
+    """On to the index, unless it was built beside the extraction (``index_beside_extraction``)."""
+    return "__end__" if index_beside_extraction(context_of(runtime)) else "index"

@@ -72,14 +72,36 @@ def extraction_tasks(scenes: list[Scene], ctx: Context, run_dir: str = "") -> li
     return tasks
 
 
-def route_extraction(state: IndexState, runtime: Runtime[Context]) -> list[Send] | Literal["build_ckg"]:
-    """Fan out one extraction branch per (scene, sample, part); nothing to extract goes straight on."""
+def index_beside_extraction(ctx: Context) -> bool:
+    """Whether the passages are embedded while the scenes are extracted, since both need only the scenes.
+
+    A remote extractor waits on the network while the embedder keeps the cores busy, so the two overlap (on a
+    novel, minutes of embedding hide behind the extraction calls). An in-process extractor needs the same
+    cores: run side by side, llama.cpp's and torch's threads would slow each other down, so the index waits
+    for the CKG.
+    """
+    return not is_local(resolve_spec(ctx, "extractor"))
+
+
+def route_extraction(
+    state: IndexState, runtime: Runtime[Context]
+) -> list[Send | Literal["build_ckg"]] | Literal["build_ckg"]:
+    """Fan out one extraction branch per (scene, sample, part), with the index beside them when it may.
+
+    The index is sent first: branches start in the order they are sent, a few dozen at a time, and on a
+    novel the embedding takes longer than all the extraction calls. Nothing to extract goes straight on to the
+    CKG.
+    """
     ctx = context_of(runtime)
-    tasks = extraction_tasks(state.get("scenes") or [], ctx, state.get("run_dir", ""))
+    scenes = state.get("scenes") or []
+    tasks = extraction_tasks(scenes, ctx, state.get("run_dir", ""))
+    beside: list[Send | Literal["build_ckg"]] = []
+    if index_beside_extraction(ctx):
+        beside.append(Send("index", IndexState(scenes=scenes, run_dir=state.get("run_dir", ""))))
     if not tasks:
-        return "build_ckg"
+        return [*beside, "build_ckg"] if beside else "build_ckg"
     progress.emit("extract", total=len(tasks))
-    return [Send("extract_scene", task) for task in tasks]
+    return [*beside, *(Send("extract_scene", task) for task in tasks)]
 
 
 def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -16,7 +16,10 @@ from storyjudge.core.sceneindex import build_index
 
 
 def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost."""
+    """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost.
+
+    ``state`` is the graph's, or the scenes and run directory alone when the index is sent beside the extraction.
+    """
     ctx = context_of(runtime)
     started = time.perf_counter()
     store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)

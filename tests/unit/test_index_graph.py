@@ -6,18 +6,24 @@ import hashlib
 import json
 import math
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+from langgraph.types import Send
 from typer.testing import CliRunner
 
 from graphs.index import build_graph
+from nodes.build_ckg import route_after_ckg
+from nodes.extract import route_extraction
 from state import IndexOutput
 from storyjudge.apps.scripted_server import last_user_text
 from storyjudge.core import embeddings
 from storyjudge.core.charactergraph import linearize
-from storyjudge.core.context import ConfigError
+from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.embeddings import WindowedEmbeddings
 from storyjudge.core.rundir import RunDirMismatch, document_hash
 from storyjudge.core.sceneindex import search_scenes
@@ -253,6 +259,52 @@ def test_progress_events(scripted_server: Any, ctx_for: Any, bow: BagOfWords) ->
     index = [e for e in events if e["stage"] == "index"]
     totals = [e["total"] for e in index if "total" in e]  # a message ("loading the embedder") may come first
     assert totals and totals[0] == sum(e["advance"] for e in index) > 0
+
+
+def test_the_passages_are_embedded_while_a_remote_model_extracts(
+    scripted_server: Any, ctx_for: Any, bow: BagOfWords, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each extraction answer waits here until the embedding has begun: a graph that embeds after the CKG fails."""
+    embedding = threading.Event()
+    embed = bow.embed_documents
+
+    def embed_and_tell(texts: list[str]) -> list[list[float]]:
+        embedding.set()
+        return embed(texts)
+
+    monkeypatch.setattr(bow, "embed_documents", embed_and_tell)
+    began: list[bool] = []
+
+    def answer_once_embedding(body: dict[str, Any]) -> str:
+        began.append(embedding.wait(timeout=30))
+        return triples_responder(body)
+
+    out = run(ctx_for(scripted_server(answer_once_embedding), embedder="test-bow", ckg_samples=1))
+    assert began == [True, True, True]
+    assert out["ckg_stats"]["edges"] >= 2 and out["index"]["passages"] > len(out["scenes"])
+    assert {"extract", "ckg", "index"} <= set(out["timings"])
+
+
+def test_an_in_process_extractor_is_followed_by_the_index_not_joined_by_it() -> None:
+    """llama.cpp and the embedder would share the cores: the index waits for the CKG."""
+    scene = {"id": "S001", "title": "", "text": "Alice meets Bob.", "start": 0, "end": 16}
+    state: Any = {"scenes": [scene], "run_dir": ""}
+    remote = Runtime(context=Context(model="openai:scripted", base_url="http://127.0.0.1:9/v1"))
+    local = Runtime(context=Context(model="openai:scripted", extractor_model="local:smollm2"))
+    beside = route_extraction(state, remote)
+    assert isinstance(beside, list) and all(isinstance(item, Send) for item in beside)
+    nodes = [item.node for item in beside if isinstance(item, Send)]
+    assert nodes == ["index"] + ["extract_scene"] * Context().ckg_samples  # the longest branch starts first
+    assert beside[0] == Send("index", {"scenes": [scene], "run_dir": ""})
+    assert route_after_ckg(state, remote) == END
+    after = route_extraction(state, local)
+    assert isinstance(after, list) and [item.node for item in after if isinstance(item, Send)] == [
+        "extract_scene"
+    ] * Context().ckg_samples
+    assert route_after_ckg(state, local) == "index"
+    nothing: Any = {"scenes": [], "run_dir": ""}
+    assert route_extraction(nothing, remote) == [Send("index", nothing), "build_ckg"]
+    assert route_extraction(nothing, local) == "build_ckg"
 
 
 def test_a_run_dir_of_another_document_is_refused(
