@@ -291,16 +291,16 @@ def test_an_in_process_extractor_is_followed_by_the_index_not_joined_by_it() -> 
     state: Any = {"scenes": [scene], "run_dir": ""}
     remote = Runtime(context=Context(model="openai:scripted", base_url="http://127.0.0.1:9/v1"))
     local = Runtime(context=Context(model="openai:scripted", extractor_model="local:smollm2"))
+    samples = Context().ckg_samples
     beside = route_extraction(state, remote)
     assert isinstance(beside, list) and all(isinstance(item, Send) for item in beside)
     nodes = [item.node for item in beside if isinstance(item, Send)]
-    assert nodes == ["index"] + ["extract_scene"] * Context().ckg_samples  # the longest branch starts first
+    assert nodes == ["index"] + ["extract_scene"] * samples  # the longest branch starts first
     assert beside[0] == Send("index", {"scenes": [scene], "run_dir": ""})
     assert route_after_ckg(state, remote) == END
     after = route_extraction(state, local)
-    assert isinstance(after, list) and [item.node for item in after if isinstance(item, Send)] == [
-        "extract_scene"
-    ] * Context().ckg_samples
+    assert isinstance(after, list)
+    assert [item.node for item in after if isinstance(item, Send)] == ["extract_scene"] * samples
     assert route_after_ckg(state, local) == "index"
     nothing: Any = {"scenes": [], "run_dir": ""}
     assert route_extraction(nothing, remote) == [Send("index", nothing), "build_ckg"]
