@@ -2,7 +2,9 @@
 
 The scripted server runs in the test process with latency, so judging takes a while; the test watches the
 server's request log for judge requests (schema "Verdict") and kills the CLI process mid-judging. With one
-call in flight at a time, ``--resume`` (checkpoint + LLM cache) may repeat at most that one call.
+call in flight at a time, ``--resume`` (checkpoint + LLM cache) may repeat at most two calls: the one in flight,
+and the one before it, whose slot was given back when its answer arrived (so the next call could leave) but
+whose answer the killed process may not have stored yet.
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ def test_sigkill_while_judging_then_resume_finishes_the_same(
     assert outcome(run_dir) == uninterrupted["outcome"]
     first, second = bodies(server, begin, middle), bodies(server, middle)
     repeated = [body for body in second if body in first]
-    assert len(repeated) <= 1, f"{len(repeated)} LLM calls repeated after the crash"
+    # the call in flight, and the one before it (see the module docstring)
+    assert len(repeated) <= 2, f"{len(repeated)} LLM calls repeated after the crash"
     assert len(first) + len(second) - len(repeated) == uninterrupted["calls"]
     # the usage record counts every request of both parts, the killed part's included
     reported = json.loads((run_dir / "result.json").read_text())["usage"]["total"]["calls"]
