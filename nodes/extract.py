@@ -72,6 +72,13 @@ def extraction_tasks(scenes: list[Scene], ctx: Context, run_dir: str = "") -> li
     return tasks
 
 
+def run_context(ctx: Context, run_dir: str) -> Context:
+    """The context of the run in ``run_dir``: its calls are cached there when the caller named no cache."""
+    if not ctx.cache_dir and not ctx.run_dir and run_dir:
+        return ctx.replace(cache_dir=str(RunDir(Path(run_dir)).cache))
+    return ctx
+
+
 def index_beside_extraction(ctx: Context) -> bool:
     """Whether the passages are embedded while the scenes are extracted, since both need only the scenes.
 
@@ -106,9 +113,7 @@ def route_extraction(
 
 def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Characters and triples of one scene (part) in one sample; a failed parse is recorded, not defaulted."""
-    ctx = context_of(runtime)
-    if not ctx.cache_dir and not ctx.run_dir and task.get("run_dir"):
-        ctx = ctx.replace(cache_dir=str(RunDir(Path(task["run_dir"])).cache))
+    ctx = run_context(context_of(runtime), task.get("run_dir", ""))
     started = time.perf_counter()
     scene = task["scene"]
     prompt = prompts.load(PROMPT, ctx.prompt_dir)

@@ -8,9 +8,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from nodes.extract import run_context
 from state import IndexState
 from storyjudge.core import progress
+from storyjudge.core.concurrency import check_cancelled, failure_since
 from storyjudge.core.context import Context, context_of
+from storyjudge.core.llm import run_identity
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.sceneindex import build_index
 
@@ -22,15 +25,33 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     """
     ctx = context_of(runtime)
     started = time.perf_counter()
+    begun = time.monotonic()
+    run = run_identity(run_context(ctx, state["run_dir"]))
     store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)
     progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
+
+    def go_on() -> None:
+        check_cancelled()
+        failed = failure_since(run, begun)
+        if failed is not None:  # an extraction call beside this has failed: the run ends with its error
+            raise failed
+
+    def planned(passages: int) -> None:
+        go_on()
+        progress.emit("index", total=passages)
+
+    def embedded(passages: int) -> None:
+        go_on()  # the batches stored so far stay in the collection, and a resume embeds only the rest
+        progress.emit("index", advance=passages)
+
     ref, built = build_index(
         state.get("scenes") or [],
         store_dir=store_dir,
         chroma_url=ctx.chroma_url,
         embedder=ctx.embedder,
-        progress=lambda n: progress.emit("index", advance=n),
-        on_total=lambda n: progress.emit("index", total=n),
+        progress=embedded,
+        on_total=planned,
+        go_on=go_on,
     )
     if not built:
         progress.emit("index", message="reused")

@@ -44,6 +44,7 @@ import itertools
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
@@ -236,6 +237,31 @@ def check_cancelled() -> None:
     """Raise ``Cancelled`` when the process's work was cancelled."""
     if _cancel.is_set():
         raise Cancelled("cancelled")
+
+
+_failures: dict[str, tuple[float, BaseException]] = {}
+_failures_lock = threading.Lock()
+
+
+def note_failure(run: str, error: BaseException) -> None:
+    """Remember that the run ``run`` (its cache directory) is ending with ``error``, raised by one of its calls.
+
+    LangGraph raises a branch's error only once the other branches of its step have finished, so a long branch
+    beside a failed one (the index, embedding a novel beside its extraction calls) would keep the user waiting
+    for minutes before the error shows; it asks ``failure_since`` between its batches instead.
+    """
+    with _failures_lock:
+        _failures[run] = (time.monotonic(), error)
+
+
+def failure_since(run: str, started: float) -> BaseException | None:
+    """The error the run ``run`` is ending with, if one was noted after ``started`` (``time.monotonic()``).
+
+    A failure noted before a branch started belongs to an earlier attempt (a resume in the same process).
+    """
+    with _failures_lock:
+        noted = _failures.get(run)
+    return noted[1] if noted is not None and noted[0] >= started else None
 
 
 def wait_cancellable(event: threading.Event, timeout: float | None = None) -> bool:

@@ -32,6 +32,7 @@ from storyjudge.core.concurrency import (
     check_cancelled,
     in_worker,
     llm_slot,
+    note_failure,
     pause,
     wait_cancellable,
 )
@@ -136,6 +137,11 @@ def _to_messages(messages: Sequence[Message]) -> list[AnyMessage]:
         else:
             out.append(AIMessage(content))
     return out
+
+
+def run_identity(ctx: Context) -> str:
+    """The run a call belongs to, as far as failures go: its cache directory (``concurrency.note_failure``)."""
+    return str(_cache_dir(ctx).resolve())
 
 
 def _cache_dir(ctx: Context) -> Path:
@@ -419,7 +425,11 @@ def _ask_server(
             }
         elif schema_json is not None and method == "json_mode":
             params["extra_body"] = {"response_format": {"type": "json_object"}}
-    text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
+    try:
+        text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
+    except ModelError as exc:  # the run ends with it: a long branch beside this one stops early
+        note_failure(run_identity(ctx), exc)
+        raise
     # an empty or cut-off answer is a fault to retry later, not a result to replay
     if text.strip() and not cut_off(finish) and (usable is None or usable(text, finish)):
         cache.put(key, spec, prompt_version, {"text": text, "finish_reason": finish, "usage": [n_in, n_out]})

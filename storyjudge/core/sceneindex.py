@@ -74,11 +74,19 @@ def passage_tokens(window_tokens: int) -> int:
 
 
 def passages_of(
-    scenes: Sequence[Scene], window_tokens: int, count: Callable[[str], int]
+    scenes: Sequence[Scene],
+    window_tokens: int,
+    count: Callable[[str], int],
+    go_on: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Passages of every scene that fit ``window_tokens`` of the embedder, with where they come from."""
+    """Passages of every scene that fit ``window_tokens`` of the embedder, with where they come from.
+
+    ``go_on`` is asked before each scene and may raise to stop: splitting a 10 MB text takes minutes.
+    """
     passages: list[dict[str, Any]] = []
     for scene in scenes:
+        if go_on:
+            go_on()
         offset = int(scene["start"])
         pieces = split_by_tokens(scene["text"], window_tokens, count)
         for number, piece in enumerate(pieces, start=1):
@@ -160,28 +168,39 @@ def _ensure_collection(
     progress: Progress | None,
     store_dir: str = "",
 ) -> bool:
-    """Create and fill a collection unless a complete one of this name exists; returns whether it did."""
+    """Create and fill a collection unless a complete one of this name exists; returns whether it did.
+
+    A half-built one (a run stopped while embedding) is filled up: its name is its passages' hash, so what it
+    holds is theirs, and a resume embeds only the passages it lacks.
+    """
     from storyjudge.core.vectorstore import collection
 
     existing = {getattr(c, "name", c) for c in client.list_collections()}
+    held: set[str] = set()
     if name in existing:
         current = collection(client, name, embedder)
-        if (current.metadata or {}).get("complete") and current.count() == len(items):
+        complete = bool((current.metadata or {}).get("complete"))
+        if complete and current.count() == len(items):
             return False
-        client.delete_collection(name)  # a half-built collection from an interrupted run
+        if complete:  # complete, yet not these passages: built some other way, so built again
+            client.delete_collection(name)
+        else:
+            held = set(current.get(include=[])["ids"])
     target = collection(client, name, embedder, {"complete": False, "embedder": embedder})
-    _fill(target, items, progress, store_dir)
+    if held and progress:
+        progress(sum(1 for item in items if item["id"] in held))
+    _fill(target, [item for item in items if item["id"] not in held], progress, store_dir)
     with _store_lock(store_dir):
         target.modify(metadata={"complete": True, "embedder": embedder, "items": len(items)})
         _scrub(store_dir)
     return True
 
 
-def plan(scenes: Sequence[Scene], embedder: str) -> dict[str, Any]:
+def plan(scenes: Sequence[Scene], embedder: str, go_on: Callable[[], None] | None = None) -> dict[str, Any]:
     """What an index of these scenes consists of: its passages and the collection's name."""
     model = get_embedder(embedder)
     window = passage_tokens(model.window_tokens)  # leaves room for the model's [CLS]/[SEP]
-    passages = passages_of(scenes, window, model.count_tokens)
+    passages = passages_of(scenes, window, model.count_tokens, go_on)
     scene_key = _digest(
         [PASSAGE_SCHEME, embedder, window, [(p["id"], p["text"], p["metadata"]) for p in passages]]
     )
@@ -196,12 +215,14 @@ def build_index(
     embedder: str = "minilm",
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
+    go_on: Callable[[], None] | None = None,
 ) -> tuple[IndexRef, bool]:
     """Index scenes, reusing a complete collection; returns the reference and whether it embedded anything.
 
-    ``on_total`` hears the number of passages to embed before any work; ``progress`` hears each batch's size.
+    ``on_total`` hears the number of passages to embed before any work; ``progress`` hears each batch's size;
+    ``go_on`` is asked between scenes while they are split into passages, and may raise to stop.
     """
-    layout = plan(scenes, embedder)
+    layout = plan(scenes, embedder, go_on)
     store = "" if chroma_url else str(store_dir)
     client = _client(store, chroma_url)
     if on_total:

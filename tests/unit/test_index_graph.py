@@ -21,10 +21,11 @@ from nodes.build_ckg import route_after_ckg
 from nodes.extract import route_extraction
 from state import IndexOutput
 from storyjudge.apps.scripted_server import last_user_text
-from storyjudge.core import embeddings
+from storyjudge.core import embeddings, llm
 from storyjudge.core.charactergraph import linearize
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.embeddings import WindowedEmbeddings
+from storyjudge.core.llm import ModelError
 from storyjudge.core.rundir import RunDirMismatch, document_hash
 from storyjudge.core.sceneindex import search_scenes
 from storyjudge.core.segmentation import join_scenes
@@ -283,6 +284,46 @@ def test_the_passages_are_embedded_while_a_remote_model_extracts(
     assert began == [True, True, True]
     assert out["ckg_stats"]["edges"] >= 2 and out["index"]["passages"] > len(out["scenes"])
     assert {"extract", "ckg", "index"} <= set(out["timings"])
+
+
+def test_the_index_stops_when_an_extraction_call_fails_and_a_resume_embeds_only_the_rest(
+    scripted_server: Any, ctx_for: Any, bow: BagOfWords, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph raises a branch's error once its siblings end: the embedding stops at its next batch instead."""
+    failed = threading.Event()
+    note = llm.note_failure
+
+    def note_and_tell(run: str, error: BaseException) -> None:
+        note(run, error)
+        failed.set()
+
+    monkeypatch.setattr(llm, "note_failure", note_and_tell)
+    embed = bow.embed_documents
+    batches: list[int] = []
+
+    def embed_after_the_failure(texts: list[str]) -> list[list[float]]:
+        batches.append(len(texts))
+        failed.wait(timeout=30)  # the first batch is embedded once the extraction has failed
+        return embed(texts)
+
+    monkeypatch.setattr(bow, "embed_documents", embed_after_the_failure)
+    chapters = "\n\n".join(
+        f"Chapter {n}\n\n" + "Alice rows past the quay while Bob sleeps. " * 40 for n in range(8)
+    )
+    refused = scripted_server(lambda body: {"status": 401, "error": "invalid api key"})
+    ctx = ctx_for(refused, embedder="test-bow", ckg_samples=1)
+    with pytest.raises(ModelError, match="refused the request"):
+        run(ctx, {"document": chapters, "title": "Rows"})
+    assert failed.is_set() and len(batches) == 1, batches  # not every batch of the passages
+    first = batches[0]
+    batches.clear()
+    out = run(
+        ctx_for(scripted_server(triples_responder), embedder="test-bow", ckg_samples=1),
+        {"document": chapters, "title": "Rows"},
+    )
+    assert sum(batches) == out["index"]["passages"] - first > 0  # the stored batch is kept
+    hits = search_scenes(out["index"], "Alice rows past the quay", 3)
+    assert hits and all(hit["id"] in {scene["id"] for scene in out["scenes"]} for hit in hits)
 
 
 def test_an_in_process_extractor_is_followed_by_the_index_not_joined_by_it() -> None:
