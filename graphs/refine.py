@@ -1,15 +1,19 @@
 r"""The ``refine`` graph, storyjudge's main job: summarize a narrative, then judge and refine until saturation.
 
-    index -> [summarize] -> factscore -> [coherence] -> assess --(refine)--> refine -> factscore ...
-                                                               \\-(finish)--> finish
+    segment -> index ---------> factscore -> [coherence] -> assess --(refine)--> refine -> factscore ...
+            \-> [summarize] -/                                   \-(finish)--> finish
 
 It composes the index, summarize, factscore and coherence graphs as subgraphs; each factscore round starts from
 fresh channels and tags its facts with the iteration, so verdicts never leak from one round into another.
+``segment`` splits the narrative and claims the run directory before anything writes there; a remote summarizer
+then works beside the index (``nodes.loop.summarize_beside_index``), and ``factscore`` starts once both are
+done. The index subgraph's own segmentation of the same text is answered from memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -19,8 +23,9 @@ from graphs.factscore import build_graph as build_factscore_graph
 from graphs.index import build_graph as build_index_graph
 from graphs.summarize import build_graph as build_summarize_graph
 from nodes.finish import finish
-from nodes.loop import assess, route_guard, route_loop, route_summary
+from nodes.loop import assess, route_after_segment, route_guard, route_loop, route_summary
 from nodes.refiner import refine
+from nodes.split_scenes import segment
 from state import RefineInput, RefineOutput, RefineState
 from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
@@ -30,11 +35,14 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs).
 
     ``interrupt_before`` names nodes to pause before (it needs a checkpointer): the web UI pauses before
-    ``summarize``, ``factscore`` and ``refine`` and resumes the thread one step at a time.
+    ``summarize``, ``factscore`` and ``refine`` and resumes the thread one step at a time. A graph that pauses
+    before ``summarize`` summarizes after the index, so that the pause falls between the two.
     """
+    beside = "summarize" not in (interrupt_before or ())
     builder = StateGraph(
         RefineState, input_schema=RefineInput, output_schema=RefineOutput, context_schema=Context
     )
+    builder.add_node("segment", segment)
     builder.add_node("index", build_index_graph())
     builder.add_node("summarize", build_summarize_graph())
     builder.add_node("factscore", build_factscore_graph())
@@ -42,9 +50,13 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     builder.add_node("assess", assess)
     builder.add_node("refine", refine)
     builder.add_node("finish", finish)
-    builder.add_edge(START, "index")
-    builder.add_conditional_edges("index", route_summary, ["summarize", "factscore"])
-    builder.add_edge("summarize", "factscore")
+    builder.add_edge(START, "segment")
+    builder.add_conditional_edges(
+        "segment", partial(route_after_segment, beside=beside), ["index", "summarize"]
+    )
+    builder.add_conditional_edges("index", partial(route_summary, beside=beside), ["summarize", "factscore"])
+    # factscore waits for both, whether they ran beside each other or one after the other
+    builder.add_edge(["index", "summarize"], "factscore")
     builder.add_conditional_edges("factscore", route_guard, ["coherence", "assess"])
     builder.add_edge("coherence", "assess")
     builder.add_conditional_edges("assess", route_loop, ["refine", "finish"])

@@ -15,6 +15,7 @@ from nodes.guards import guard_round, narrative_text, revised_iteration
 from state import RefineState
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.coverage import card_reliable
+from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.records import Iteration
 
 
@@ -146,6 +147,39 @@ def route_guard(state: RefineState, runtime: Runtime[Context]) -> Literal["coher
     return "coherence" if context_of(runtime).coherence_guard else "assess"
 
 
-def route_summary(state: RefineState) -> Literal["summarize", "factscore"]:
-    """Summarize the narrative unless the caller brought a summary to refine."""
-    return "factscore" if (state.get("summary") or "").strip() else "summarize"
+def summarize_beside_index(state: RefineState, ctx: Context, beside: bool = True) -> bool:
+    """Whether the summarizer runs while the index is built: it needs the scenes only, not the CKG or the index.
+
+    A remote summarizer waits on the network while the extraction calls do too and the embedder keeps the
+    cores busy, so on a novel its whole run hides behind the index. It waits for the index instead when the
+    caller brought a summary (nothing to summarize), when the graph pauses before ``summarize`` (``beside``
+    false: the web UI shows the CKG before the summary step), and when the summarizer is an in-process model,
+    whose llama.cpp threads would compete with torch's for the cores and with the extraction for the model.
+    """
+    if not beside or (state.get("summary") or "").strip():
+        return False
+    return not is_local(resolve_spec(ctx, "summarizer"))
+
+
+def route_after_segment(
+    state: RefineState, runtime: Runtime[Context], beside: bool = True
+) -> list[Literal["index", "summarize"]]:
+    """Build the index; summarize beside it when ``summarize_beside_index`` says so."""
+    if summarize_beside_index(state, context_of(runtime), beside):
+        return ["index", "summarize"]
+    return ["index"]
+
+
+def route_summary(
+    state: RefineState, runtime: Runtime[Context], beside: bool = True
+) -> list[Literal["summarize", "factscore"]]:
+    """After the index: score the caller's summary, or summarize, unless the summarizer already runs beside it.
+
+    The index and the summary then meet before ``factscore`` (the refine graph joins the two), so nothing is
+    routed from here. The router reads the state as it was when both started, plus the index's own update.
+    """
+    if (state.get("summary") or "").strip():
+        return ["factscore"]
+    if summarize_beside_index(state, context_of(runtime), beside):
+        return []
+    return ["summarize"]

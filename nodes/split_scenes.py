@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from state import IndexState
 from storyjudge.core import charactergraph
 from storyjudge.core.context import ConfigError, Context, context_of
 from storyjudge.core.embeddings import preload
+from storyjudge.core.records import Scene
 from storyjudge.core.rundir import RunDir, default_run_dir, document_hash
 from storyjudge.core.segmentation import guess_title, join_scenes, normalize_scenes, segment_document
 
@@ -31,7 +33,8 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     document = state.get("document") or ""
     if document.strip():
-        scenes, rule = segment_document(document, ctx.chunk_size)
+        found, rule = _segmented(document, ctx.chunk_size)
+        scenes = [Scene(**scene) for scene in found]
         source = document
     elif state.get("scenes"):
         scenes, rule = normalize_scenes(list(state["scenes"]), ctx.chunk_size), "scenes"
@@ -55,3 +58,14 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
         "segmentation": rule,
         "timings": {"segment": time.perf_counter() - started},
     }
+
+
+@lru_cache(maxsize=4)
+def _segmented(document: str, chunk_size: int) -> tuple[tuple[Scene, ...], str]:
+    """``segment_document``, remembered; callers copy the scenes.
+
+    The refine graph segments the narrative before it forks, and its index subgraph then segments the same text
+    again: a third of a second on a novel.
+    """
+    scenes, rule = segment_document(document, chunk_size)
+    return tuple(scenes), rule

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -89,6 +90,32 @@ def test_invoke_with_dict_context_and_rounds_do_not_leak(
         assert card["facts"] == len(card["verdicts"]) == 3
     # one judge request per fact (fan-out width = fact count); round 2 re-reads 2 unchanged facts from the cache
     assert responder.calls["judge"] == 3 + 1
+
+
+def test_the_summarizer_works_while_the_scenes_are_extracted(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    """Each extraction answer waits here until the summarizer has asked: a graph that summarizes after the index
+    fails (each wait then ends at its 30 s guard)."""
+    story = StoryResponder()
+    summarizing = threading.Event()
+    began: list[bool] = []
+
+    def responder(body: dict[str, Any]) -> Any:
+        if schema_name(body) == "SceneTriples":
+            began.append(summarizing.wait(timeout=30))
+        elif not schema_name(body) and "You revise a summary" not in json.dumps(body):
+            summarizing.set()
+        return story(body)
+
+    server = scripted_server(responder)
+    out = build_graph().invoke({"document": STORY}, context=_ctx(server, tmp_path))
+    assert began and all(began), began
+    assert [i["iteration"] for i in out["iterations"]] == [0, 1]  # factscore started once, after both
+    assert out["iterations"][0]["summary"] == FIRST_SUMMARY and out["stop_reason"].startswith(
+        "target reached"
+    )
+    assert story.calls["summarize"] >= 1 and story.calls["extract"] == len(began)
 
 
 def test_loop_stops_on_saturation_and_keeps_best(

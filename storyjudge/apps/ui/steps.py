@@ -4,8 +4,9 @@ The UI compiles the refine graph with a SQLite checkpointer in the run directory
 ``storyjudge refine`` does) and ``interrupt_before=["summarize", "factscore", "refine"]``. The run's thread id
 is kept in ``ui.json``; each button runs the thread on to its next stop:
 
-1. ``graph``: a new thread from the narrative: the ``index`` node (segmentation, CKG, Chroma index, ``ckg.json``),
-   paused before ``summarize``.
+1. ``graph``: a new thread from the narrative: the ``segment`` and ``index`` nodes (segmentation, CKG, Chroma
+   index, ``ckg.json``), paused before ``summarize`` (a graph that pauses there summarizes after the index, not
+   beside it).
 2. ``summary``: ``summarize``, paused before ``factscore``. With the user's own summary the thread skips the
    summarizer: paused before ``summarize``, the summary is written as that node's update
    (``update_state(..., as_node="summarize")``); before the thread has started, the summary goes into the
