@@ -9,6 +9,10 @@ are not counted. The log is cut, in arrival order, into segments:
   the prompt, which names its template) that depend on everything before them and not on each other
   (extraction, then merging, the refiner, the coherence passes). A stage of ``n`` calls needs
   ``ceil(n / C)`` waves.
+- **The summarizer beside the extraction**: before the first decomposition, the extraction's ``n`` calls
+  (``SceneTriples``) depend on nothing but the scenes, and so do the summarizer's stages (a refine run sends
+  both at once). The summarizer's stages, ``m_1 .. m_k`` calls, need ``w = sum ceil(m_i / C)`` waves and leave
+  their free slots to the extraction calls, which fit anywhere: ``max(w, ceil((n + sum m_i) / C))`` waves.
 - **Pipelined segments**: a run of decomposition (``AtomicFacts``) and judge (``Verdict``) requests, in any
   interleaving. Each verdict depends only on the decomposition of its own sentence (found from the request
   bodies: the decomposition whose ``<sentence>`` contains the verdict's ``<fact>``). The calls form an
@@ -20,8 +24,9 @@ are not counted. The log is cut, in arrival order, into segments:
     bound = L x (sum over stages of ceil(n_stage / C) + sum over pipelined segments of hu_waves(segment, C))
 
 ``barrier_waves`` keeps the earlier bound, which charges a pipelined segment ``ceil(decompositions / C) +
-ceil(verdicts / C)`` as if every verdict waited for every decomposition: the ratio against it says how much a
-run gained over that bound, the ratio against ``dependency_waves`` how far it is from the best possible.
+ceil(verdicts / C)`` as if every verdict waited for every decomposition, and the summarizer's stages after the
+extraction: the ratio against it says how much a run gained over that bound, the ratio against
+``dependency_waves`` how far it is from the best possible.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ DECOMPOSE = "AtomicFacts"
 VERDICT = "Verdict"
 PIPELINED = frozenset({DECOMPOSE, VERDICT})
 """Kinds whose requests may interleave: a verdict waits for its own sentence's decomposition only."""
+EXTRACTION = "SceneTriples"
+"""The extraction's kind: its calls need the scenes only, as the summarizer's do."""
 
 
 def request_kind(body: dict[str, Any]) -> str:
@@ -60,7 +67,12 @@ class Stage:
 
 
 def stages(bodies: list[dict[str, Any]]) -> list[Stage]:
-    """Runs of consecutive requests of one kind, in arrival order."""
+    """Runs of consecutive requests of one kind, in arrival order; the extraction's first (see ``beside``)."""
+    extraction, lead, rest = beside(bodies)
+    return ([Stage(EXTRACTION, len(extraction))] if extraction else []) + _runs(lead + rest)
+
+
+def _runs(bodies: list[dict[str, Any]]) -> list[Stage]:
     found: list[Stage] = []
     for body in bodies:
         kind = request_kind(body)
@@ -79,6 +91,22 @@ def waves(found: list[Stage], concurrency: int) -> int:
 def bound_seconds(found: list[Stage], concurrency: int, latency: float) -> float:
     """The shortest wall time of the stages, each waiting for the one before: waves x latency."""
     return waves(found, concurrency) * latency
+
+
+def beside(
+    bodies: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The extraction's requests before the first pipelined one, the others before it, and all after it."""
+    first = next((i for i, body in enumerate(bodies) if request_kind(body) in PIPELINED), len(bodies))
+    extraction = [body for body in bodies[:first] if request_kind(body) == EXTRACTION]
+    others = [body for body in bodies[:first] if request_kind(body) != EXTRACTION]
+    return extraction, others, bodies[first:]
+
+
+def beside_waves(extraction: int, lead: list[Stage], concurrency: int) -> int:
+    """Fewest waves of ``extraction`` independent calls beside the chain of stages ``lead`` (module docstring)."""
+    chain = waves(lead, concurrency)
+    return max(chain, math.ceil((extraction + sum(stage.calls for stage in lead)) / concurrency))
 
 
 def segments(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -161,8 +189,9 @@ def forest_waves(parents: list[int | None], concurrency: int) -> int:
 
 def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
     """The fewest waves any schedule of these calls needs (the module docstring's bound)."""
-    total = 0
-    for segment in segments(bodies):
+    extraction, lead, rest = beside(bodies)
+    total = beside_waves(len(extraction), _runs(lead), concurrency)
+    for segment in segments(rest):
         if request_kind(segment[0]) in PIPELINED:
             total += forest_waves(verdict_parents(segment), concurrency)
         else:
@@ -171,9 +200,13 @@ def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
 
 
 def barrier_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
-    """The earlier bound: every verdict of a pipelined segment waits for all its decompositions."""
-    total = 0
-    for segment in segments(bodies):
+    """The earlier bound: a graph of barriers, where each waits for everything before it.
+
+    Every verdict of a pipelined segment waits for all its decompositions, and the summarizer for the extraction.
+    """
+    extraction, lead, rest = beside(bodies)
+    total = math.ceil(len(extraction) / concurrency) + waves(_runs(lead), concurrency)
+    for segment in segments(rest):
         kinds = [request_kind(body) for body in segment]
         total += sum(math.ceil(kinds.count(kind) / concurrency) for kind in sorted(set(kinds)))
     return total

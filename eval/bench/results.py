@@ -439,9 +439,11 @@ def render(
             "The scripted server (its own process) waits L per call and serves K calls at once. The",
             "bound is L x the fewest waves of at most K calls that the calls' dependencies allow: a stage",
             "(extraction, merging, the refiner) waits for all before it, a verdict only for its own",
-            "sentence's decomposition (`eval/bench/critical_path.py`); calls answered from the cache do",
-            "not count. The barrier bound charges decomposing and judging as two stages, as a graph with a",
-            f"barrier between them would. Goal at {slots} in flight: measured / bound <= {LATENCY_GOAL} "
+            "sentence's decomposition, and the summarizer's stages only for the scenes, beside the",
+            "extraction (`eval/bench/critical_path.py`); calls answered from the cache do not count. The",
+            "barrier bound charges decomposing and judging as two stages, and the summarizer after the",
+            "extraction, as a graph with barriers between them would. Goal at "
+            f"{slots} in flight: measured / bound <= {LATENCY_GOAL} "
             f"({COHERENCE_GOAL} for coherence). Each run starts with an empty LLM",
             "cache; the index that factscore and refine search is built beforehand (embedding is in the",
             "overhead table). Client CPU: the seconds of CPU that the benchmark's process (every thread) spent",
@@ -484,7 +486,8 @@ def render(
                 ],
             ),  # fmt: skip
             "",
-            "Dependent stages of each run (request kind: calls), in order:",
+            "Stages of each run (request kind: calls), in order; refine's summarizer stages are listed after",
+            "the extraction, beside which they ran:",
             "",
             *[f"- {r['workload']}: {', '.join(r['stage_calls'])}" for r in live if r["concurrency"] == slots],
             "",

@@ -6,7 +6,7 @@ import itertools
 import random
 from typing import Any
 
-from eval.bench.critical_path import barrier_waves, dependency_waves, forest_waves, verdict_parents
+from eval.bench.critical_path import barrier_waves, dependency_waves, forest_waves, stages, verdict_parents
 
 
 def body(schema: str, text: str) -> dict[str, Any]:
@@ -82,3 +82,28 @@ def test_stages_around_pipelined_segments_still_wait_for_each_other() -> None:
     assert dependency_waves(bodies, 16) == 4 + 1 + 4
     assert barrier_waves(bodies, 16) == 5 + 1 + 5
     assert dependency_waves(bodies, 1) == barrier_waves(bodies, 1) == len(bodies)
+
+
+def test_the_summarizer_beside_the_extraction_fills_the_free_slots_of_its_waves() -> None:
+    def extraction(i: int) -> dict[str, Any]:
+        return body("SceneTriples", f"<scene>\nscene {i}\n</scene>")
+
+    leaf, edit = body("", "We are creating one summary."), body("", "Your task is to edit the summary.")
+    # a refine run's arrival order: the summarizer's calls among the extraction's, then the first round
+    bodies = [*map(extraction, range(10)), leaf, *map(extraction, range(10, 30)), edit]
+    bodies += [*map(extraction, range(30, 36)), decomposition(0), verdict(0, "Ann")]
+    # 38 calls before the round: 3 waves of 16 hold the summarizer's 2 dependent ones, against 3 + 2 in a row
+    assert dependency_waves(bodies, 16) == 3 + 2
+    assert barrier_waves(bodies, 16) == 3 + 2 + 2
+    assert dependency_waves(bodies, 1) == barrier_waves(bodies, 1) == len(bodies)
+    assert [(s.kind, s.calls) for s in stages(bodies)][:3] == [
+        ("SceneTriples", 36),
+        ("We are creating one summary.", 1),
+        ("Your task is to edit the summary.", 1),
+    ]
+    # a chain longer than the extraction's waves decides: single-call stages are a forest, checked exhaustively
+    for n, chain, slots in [(4, 3, 2), (5, 2, 2), (3, 1, 3), (6, 2, 3)]:
+        lead = [body("", f"Stage {k}.") for k in range(chain)]
+        parents: list[int | None] = [None] * n + [None] + [n + k for k in range(chain - 1)]
+        log = [*map(extraction, range(n)), *lead]
+        assert dependency_waves(log, slots) == optimal_waves(parents, slots), (n, chain, slots)
