@@ -11,9 +11,8 @@ from langgraph.runtime import Runtime
 from nodes.extract import run_context
 from state import IndexState
 from storyjudge.core import progress
-from storyjudge.core.concurrency import check_cancelled, failure_since
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.llm import run_identity
+from storyjudge.core.llm import stop_if_run_ended
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.sceneindex import build_index
 
@@ -26,15 +25,12 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     started = time.perf_counter()
     begun = time.monotonic()
-    run = run_identity(run_context(ctx, state["run_dir"]))
+    run = run_context(ctx, state["run_dir"])
     store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)
     progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
 
-    def go_on() -> None:
-        check_cancelled()
-        failed = failure_since(run, begun)
-        if failed is not None:  # an extraction call beside this has failed: the run ends with its error
-            raise failed
+    def go_on() -> None:  # a call of this run beside the index has failed, or Ctrl-C: stop here
+        stop_if_run_ended(run, begun)
 
     def planned(passages: int) -> None:
         go_on()

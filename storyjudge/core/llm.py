@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from storyjudge.core.callcache import cache_for, request_key, server_id
 from storyjudge.core.concurrency import (
     check_cancelled,
+    failure_since,
     in_worker,
     llm_slot,
     note_failure,
@@ -142,6 +143,18 @@ def _to_messages(messages: Sequence[Message]) -> list[AnyMessage]:
 def run_identity(ctx: Context) -> str:
     """The run a call belongs to, as far as failures go: its cache directory (``concurrency.note_failure``)."""
     return str(_cache_dir(ctx).resolve())
+
+
+def stop_if_run_ended(ctx: Context, since: float) -> None:
+    """Raise if the work was cancelled, or if a call of this run failed after ``since`` (``time.monotonic()``).
+
+    Long work beside the LLM calls (the index's embedding) asks between its steps; the error raised is the
+    failed call's own, so the user reads the same message whichever branch LangGraph reports.
+    """
+    check_cancelled()
+    failed = failure_since(run_identity(ctx), since)
+    if failed is not None:
+        raise failed
 
 
 def _cache_dir(ctx: Context) -> Path:
