@@ -151,6 +151,7 @@ def summarize_leaf(task: LeafTask, runtime: Runtime[Context]) -> dict[str, Any]:
         budget=budget,
         word_limit=written.word_limit,
         attempts=written.attempts,
+        calls=written.calls,
         valid=written.valid,
     )
     result = LeafResult(run=plan["run"], summary=leaf)
@@ -288,6 +289,7 @@ def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, An
                 budget=budget,
                 word_limit=written.word_limit,
                 attempts=written.attempts,
+                calls=written.calls,
                 valid=written.valid,
             )
         )

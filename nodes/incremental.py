@@ -34,7 +34,7 @@ from storyjudge.core.context import Context, context_of
 from storyjudge.core.records import TreeSummary
 from storyjudge.core.textsplit import sentence_spans
 from storyjudge.core.tokens import count_tokens, decode, encode
-from storyjudge.core.usage import merge_usage
+from storyjudge.core.usage import merge_usage, totals
 
 MIN_STEP_WORDS = 40
 """The running summary is never asked to be shorter than this (a 2% share of 585 words would be 11)."""
@@ -181,6 +181,7 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
         budget=top,
         word_limit=written.word_limit,
         attempts=written.attempts,
+        calls=int(totals(usage)["calls"]),
         valid=written.valid,
     )
     record = {

@@ -26,7 +26,7 @@ from storyjudge.core.context import Context
 from storyjudge.core.records import SummaryChunk
 from storyjudge.core.textsplit import sentence_spans
 from storyjudge.core.tokens import count_tokens
-from storyjudge.core.usage import Usage, merge_usage
+from storyjudge.core.usage import Usage, merge_usage, totals
 
 ROLE = "summarizer"
 WORDS_PER_TOKEN = 0.65
@@ -140,6 +140,11 @@ class Written:
     word_limit: int
     usage: Usage = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        """Attempts that reached the model: a repeated request is answered from the LLM cache and waits for none."""
+        return int(totals(self.usage)["calls"])
 
 
 def write(

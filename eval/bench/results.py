@@ -24,31 +24,32 @@ WHY_SHORT = {
     "factscore": (
         "Each sentence is decomposed, retrieved and judged in its own branch, so no wave waits for another "
         "sentence; what is left is CPU work the bound does not count (the client CPU column), in one process "
-        "whose threads share one interpreter lock. Embedding the 60 fact queries takes 0.6-0.85 s of one core "
-        "while the run goes on, in passes of 4 queries (one sentence's facts), so that the first judges wait "
-        "for one short pass; the transformer runs traced, outside the lock. Two passes at once, one per core, "
-        "were no faster: the threads reading answers need the second core then. Each call costs about 6 ms of "
-        "client CPU under the lock (LangChain, the OpenAI SDK and httpx 5.4 ms over 150 calls; in a profile, "
-        "the SDK's walk over the request's parameters is a quarter of it), and the 16 answers of a wave "
-        "arrive together, so the last of them is read about 0.1 s after it came."
+        "whose threads share one interpreter lock. The fact queries are embedded while the run goes on, in "
+        "passes of one sentence's facts, so that the first judges wait for one short pass; the transformer runs "
+        "traced, outside the lock. Two passes at once, one per core, were no faster: the threads reading "
+        "answers need the second core then. The 16 answers of a wave arrive together and are read one after "
+        "the other under the lock, so the last of them waits for the others' client work."
     ),
     "refine": (
-        "Segmentation, the CKG build, the index check, three retrieval rounds and the run record are CPU work "
-        "between dependent stages (with every answer cached: 0.12, 0.11, 0.09 and 0.55 s for the first "
-        "retrieval round, which embeds the fact queries)."
+        "Segmentation, the CKG build, the index check, three retrieval rounds (the first embeds the fact "
+        "queries) and the run record are CPU work between dependent stages."
     ),
     "coherence": "",
 }
 SEQUENTIAL_SHORT = (
-    "Where a process row misses the goal, the difference from its graph row is start-up. Measured in one "
-    "`python -m storyjudge summarize` on an idle machine: the command line is parsed at 0.08 s; LangChain's "
-    "message and runnable modules (with langsmith) and tiktoken are imported at 1.47 s; LangGraph and the "
-    "graph at 1.63 s; the document is chunked and the first request sent at 2.10 s; the first call then takes "
-    "1.1 s beyond its latency, since building the chat model imports LangChain's OpenAI client and the "
-    "OpenAI SDK (0.8 s, 0.42 s of it `openai.types`). Imports the first call needs run no faster side by side "
-    "in threads (the interpreter lock). No embedder, torch or Chroma is imported. At 51 calls x 0.3 s the "
-    "goal leaves 1.5 s for start-up, exit and every call's client work together; the interpreter's 0.6-0.9 s "
+    "Where a process row misses the goal and its graph row does not, the difference is start-up: the process "
+    "sends its first request after importing LangGraph, LangChain's messages and runnables (with langsmith), "
+    "tiktoken and, when it builds the chat model, LangChain's OpenAI client and the OpenAI SDK (the floor "
+    "above), then reading and chunking the document. Imports the first call needs run no faster side by side "
+    "in threads (the interpreter lock). No embedder, torch or Chroma is imported, and the interpreter's "
     "teardown of those modules is skipped since the program exits once the command has returned."
+)
+HIERARCHICAL_SHORT = (
+    "Where hierarchical merging misses its bound in the graph row itself, the cause is a barrier the method "
+    "does not need: every chunk is summarized before the first merge starts (the chunk summaries are a fan-out "
+    "joined by `gather_leaves`), though a merge needs only its own group and the merge before it. The merges "
+    "of a level run one after the other, so the chain of merges starts only after the slowest chunk; the bound "
+    "lets it start once the first group is done, beside the other chunks."
 )
 EMBEDDING_SHORT = (
     "Why short of the bound: in a profile of one forward pass of 32 passages of 128 tokens, the matrix "
@@ -59,12 +60,23 @@ EMBEDDING_SHORT = (
     "faster than 16 or 64."
 )
 COMMON_CAUSE = (
-    "Each live call also costs about 6 ms of Python client CPU (LangChain, the OpenAI SDK and httpx building "
-    "the request and reading its response: 5.4 ms of it), serialised by the interpreter lock: 16 calls per "
-    "wave take about a third of one shared core. "
+    "Each live call also costs Python client CPU (LangChain, the OpenAI SDK and httpx building the request "
+    "and reading its response), serialised by the interpreter lock: {per_call}. "
     "Both costs are fixed per run and per call, so at a hosted model's latency (seconds per call) the ratio "
     "approaches 1."
 )
+
+
+def client_cpu_per_call(row: dict[str, Any], rerun: dict[str, Any] | None) -> float | None:
+    """Milliseconds of client CPU per live call: the run's CPU less its cached rerun's, over its calls."""
+    if (
+        not rerun
+        or not row.get("calls")
+        or row.get("client_cpu_s") is None
+        or rerun.get("client_cpu_s") is None
+    ):
+        return None
+    return 1000 * (float(row["client_cpu_s"]) - float(rerun["client_cpu_s"])) / int(row["calls"])
 
 
 def machine() -> dict[str, str]:
@@ -594,17 +606,27 @@ def render(
         why = WHY_SHORT.get(_name(row["workload"]), "")
         rerun = reruns_by_name.get(_name(row["workload"]))
         fixed = (
-            f" The same run with every answer cached (no LLM call) takes {rerun['wall_s']:.2f} s: that is the "
+            f"The same run with every answer cached (no LLM call) takes {rerun['wall_s']:.2f} s: that is the "
             f"run's own CPU work, of {row['wall_s'] - row['bound_s']:.2f} s over the bound."
             if rerun
             else ""
         )
         lines.append(
             f"- {row['workload']} at concurrency {row['concurrency']}: {row['ratio']:.2f} x the bound. "
-            f"{why}{fixed}"
+            + " ".join(part for part in (why, fixed) if part)
         )
     if short:
-        lines += ["", COMMON_CAUSE]
+        per_call = [
+            f"{row['workload']} {ms:.1f} ms"
+            for row in short
+            if (ms := client_cpu_per_call(row, reruns_by_name.get(_name(row["workload"])))) is not None
+        ]
+        measured = (
+            "in these runs, the run's client CPU less its cached rerun's, per call: " + ", ".join(per_call)
+            if per_call
+            else "not measured in these runs"
+        )
+        lines += ["", COMMON_CAUSE.format(per_call=measured)]
     lines.append("")
     return "\n".join(lines)
 
@@ -617,7 +639,10 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
         "",
         "Incremental updating is one chain of dependent calls: its bound is L x calls. Hierarchical merging",
         "summarizes the chunks in parallel and merges level by level, each merge after the previous one of",
-        "its level: its bound is L x the longest chain of dependent calls in its tree. `graph` times the",
+        "its level: its bound is L x the longest chain of dependent calls in its tree, where a merge also",
+        "waits until the calls of everything below it could have been served "
+        f"{rows[0]['concurrency']} at a time. Attempts answered",
+        "from the LLM cache (a request identical to an earlier one) take no wave. `graph` times the",
         "summarize graph in the benchmark's process (client made beforehand); `process` times",
         "`python -m storyjudge summarize` from its start to its exit (imports and client set-up included);",
         "for it, when the server sent its first answer (start-up, then one call's latency), and the seconds",
@@ -630,8 +655,8 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
                 "bound s",
                 "measured s",
                 "ratio",
-                "first call at s",
-                "last call to exit s",
+                "first answer at s",
+                "last answer to exit s",
             ],
             [
                 [
@@ -651,6 +676,14 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
         *(
             [SEQUENTIAL_SHORT, ""]
             if any("(process)" in r["workload"] and (r["ratio"] or 0) > SEQUENTIAL_GOAL for r in rows)
+            else []
+        ),
+        *(
+            [HIERARCHICAL_SHORT, ""]
+            if any(
+                r["workload"] == "summarize hierarchical (graph)" and (r["ratio"] or 0) > SEQUENTIAL_GOAL
+                for r in rows
+            )
             else []
         ),
     ]

@@ -3,8 +3,9 @@
 Incremental updating is one chain of dependent calls (each step needs the summary so far), so its bound is
 ``L x calls``. Hierarchical merging summarizes the chunks in parallel, then merges level by level; merges
 within a level are sequential (each takes the previous merge as prior context), so its bound is the longest
-chain of dependent calls in the tree (attempts included), or the calls over the concurrency when that is
-more. Artifact removal is one more call after either.
+chain of dependent calls in the tree (attempts included, those answered from the cache not), where a merge
+also waits until the calls of everything below it could have been served at the concurrency. Artifact removal
+is one more call after either.
 
 Each strategy is measured twice on ``examples/frankenstein.txt`` against the scripted server in its own
 process: the graph alone in this process (its HTTP client already made, as in :mod:`eval.bench.latency`), and
@@ -34,28 +35,39 @@ DOCUMENT = ROOT / "examples" / "frankenstein.txt"
 STRATEGIES = ("incremental", "hierarchical")
 
 
+def _calls(summary: dict[str, Any], compressed: bool = False) -> int:
+    """Model calls a summary took; records written before ``calls`` existed give their attempts."""
+    return int(summary.get("calls", int(summary["attempts"]) + int(compressed)))
+
+
 def tree_waves(tree: list[dict[str, Any]], concurrency: int) -> tuple[int, int]:
     """(waves on the critical path, summarizer calls) of a summarize tree.
 
-    A summary can start once its sources (one level down) and its prior (same level) are done; its attempts
-    run one after the other.
+    A summary's calls run one after the other, once its sources (one level down) and its prior (same level)
+    are done; an attempt answered from the LLM cache (a request identical to an earlier one) takes no wave.
+    Nor can a summary start before every summary it depends on, directly or through others, has been served
+    at ``concurrency`` calls at a time: it ends no earlier than ceil(those calls / concurrency) + its own calls.
     """
     if tree and "step" in tree[0]:  # incremental: every step waits for the one before
-        calls = sum(int(step["summary"]["attempts"]) + int(bool(step.get("compressed"))) for step in tree)
+        calls = sum(_calls(step["summary"], bool(step.get("compressed"))) for step in tree)
         return calls, calls
+    slots = max(concurrency, 1)
     done: dict[tuple[int, int], int] = {}
-    calls = 0
-    longest = 0
+    below: dict[tuple[int, int], frozenset[tuple[int, int]]] = {}
+    own: dict[tuple[int, int], int] = {}
     for level in tree:
         for summary in level.get("summaries", []):
             lvl, idx = int(summary["level"]), int(summary["index"])
-            ready = max((done.get((lvl - 1, s), 0) for s in summary["sources"]), default=0) if lvl else 0
+            needs = [(lvl - 1, int(s)) for s in summary["sources"]] if lvl else []
             if summary.get("prior") is not None:
-                ready = max(ready, done.get((lvl, int(summary["prior"])), 0))
-            done[(lvl, idx)] = ready + int(summary["attempts"])
-            calls += int(summary["attempts"])
-            longest = max(longest, done[(lvl, idx)])
-    return max(longest, math.ceil(calls / max(concurrency, 1))), calls
+                needs.append((lvl, int(summary["prior"])))
+            ancestors = frozenset().union(*(below[n] | {n} for n in needs))
+            served = math.ceil(sum(own[a] for a in ancestors) / slots)
+            key = (lvl, idx)
+            below[key], own[key] = ancestors, _calls(summary)
+            done[key] = max([served, *(done[n] for n in needs)]) + own[key]
+    calls = sum(own.values())
+    return max(max(done.values(), default=0), math.ceil(calls / slots)), calls
 
 
 def bound(out: dict[str, Any], calls: int, concurrency: int, latency: float) -> float:

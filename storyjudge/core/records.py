@@ -238,6 +238,7 @@ class TreeSummary(TypedDict):
     budget: int  # token budget G_l (incremental: G_n)
     word_limit: int  # words asked for in the prompt of the kept attempt
     attempts: int
+    calls: int  # model calls it took (compression included); attempts answered from the LLM cache cost none
     valid: bool  # False when every attempt was over budget or cut off and the best one was kept
 
 

@@ -107,3 +107,30 @@ def test_the_summarizer_beside_the_extraction_fills_the_free_slots_of_its_waves(
         parents: list[int | None] = [None] * n + [None] + [n + k for k in range(chain - 1)]
         log = [*map(extraction, range(n)), *lead]
         assert dependency_waves(log, slots) == optimal_waves(parents, slots), (n, chain, slots)
+
+
+def tree_summary(level: int, index: int, sources: list[int], prior: int | None, calls: int) -> dict[str, Any]:
+    return {"level": level, "index": index, "sources": sources, "prior": prior, "attempts": 4, "calls": calls}
+
+
+def test_the_summarize_tree_bound_counts_calls_not_cached_attempts_and_waits_for_the_work_below() -> None:
+    from eval.bench.sequential import tree_waves
+
+    leaves = [tree_summary(0, i, [i], None, 1) for i in range(4)]
+    merges = [tree_summary(1, 0, [0, 1], None, 1), tree_summary(1, 1, [2, 3], 0, 1)]
+    root = [tree_summary(2, 0, [0, 1], None, 1)]
+    tree = [{"summaries": leaves}, {"summaries": merges}, {"summaries": root}]
+    # at 2 slots: leaves 0-1, then merge 0 beside leaf 2, leaf 3, merge 1, the root: 5 waves, and no fewer.
+    # The longest chain (3 calls... 4 with the prior) or 7 calls / 2 slots would claim 4.
+    assert tree_waves(tree, 2) == (5, 7)
+    # a merge answered from the cache (its 4 attempts, no call) takes no wave
+    merges[1]["calls"] = 0
+    assert tree_waves(tree, 2) == (4, 6)
+    # unlimited slots: the chain leaf -> merge 0 -> (merge 1: cached) -> root
+    assert tree_waves(tree, 16) == (3, 6)
+    # incremental: one chain of every call, compressions included; old records count attempts (+1 compressed)
+    steps = [
+        {"step": 0, "summary": {"attempts": 2, "calls": 1}},
+        {"step": 1, "summary": {"attempts": 1}, "compressed": True},
+    ]
+    assert tree_waves(steps, 16) == (3, 3)

@@ -338,7 +338,19 @@ def test_over_length_and_cut_off_summaries_are_regenerated(fake: Callable[..., F
     words = [asked_words(c.text) for c in model.calls]
     assert words == sorted(words, reverse=True) and words[0] > words[-1]
     leaf = out["tree"][0]["summaries"][0]
-    assert leaf["attempts"] == 4 and leaf["valid"] is True
+    assert leaf["attempts"] == 4 and leaf["calls"] == 4 and leaf["valid"] is True
+
+
+def test_a_summary_answered_from_the_cache_records_its_attempts_but_no_call(
+    fake: Callable[..., FakeModel],
+) -> None:
+    answers = iter([with_tokens(150), "Victor builds the creature and flees."])
+    model = fake(lambda call: next(answers))
+    graph_input = {"document": "Victor builds a creature. " * 20}
+    first = run(graph_input, max_summary_tokens=100, artifact_removal=False)["tree"][0]["summaries"][0]
+    again = run(graph_input, max_summary_tokens=100, artifact_removal=False)["tree"][0]["summaries"][0]
+    assert (first["attempts"], first["calls"]) == (2, 2)
+    assert (again["attempts"], again["calls"]) == (2, 0) and len(model.calls) == 2
 
 
 def test_the_best_attempt_is_kept_when_every_attempt_fails(fake: Callable[..., FakeModel]) -> None:
