@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.storyjudge-installed
 # llama.cpp compiles at install; these flags skip what storyjudge does not use (about 9 minutes on 2 cores).
-LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+# Its CPU kernels target AVX2 rather than the building machine (GGML_NATIVE): the native AVX-512/AMX build of
+# llama-cpp-python 0.3.36 crashes in llama_decode on an Intel Xeon with AMX, at the first chat completion.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+	-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 EXAMPLE ?= examples/macbeth-witches.md
 
 .PHONY: install demo test test-fast lint format bench browser-deps clean
