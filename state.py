@@ -30,7 +30,6 @@ from storyjudge.core.records import (
     SummaryItem,
     TreeLevel,
     TreeStep,
-    TreeSummary,
     TripleRecord,
     add_timings,
 )
@@ -107,21 +106,6 @@ class SummaryPlan(TypedDict):
     context_window: int  # W
     budgets: list[int]  # hierarchical: G_0 .. G_L per level, estimated from the chunk count; [G_n] otherwise
     chunks: int
-    run: str  # tags this run's level-0 results, so a rerun on the same thread never mixes in older ones
-
-
-class LeafTask(TypedDict):
-    """Send payload: one chunk to summarize at level 0."""
-
-    chunk: SummaryChunk
-    plan: SummaryPlan
-
-
-class LeafResult(TypedDict):
-    """A level-0 summary with the run it belongs to."""
-
-    run: str
-    summary: TreeSummary
 
 
 class SummarizeInput(TypedDict, total=False):
@@ -155,8 +139,6 @@ class SummarizeWork(SummarizeState, total=False):
     """Private channels of the summarize graph (never returned to a parent graph)."""
 
     summary_plan: SummaryPlan
-    summary_leaves: Annotated[list[LeafResult], operator.add]  # level-0 summaries from the Send branches
-    summary_level: list[TreeSummary]  # the level being merged
     summary_step: int  # incremental: chunks read so far
     summary_marks: Annotated[dict[str, float], operator.or_]  # wall-clock marks for the timings
 

@@ -1,7 +1,10 @@
 """The ``summarize`` graph: a book-length summary by hierarchical merging or incremental updating (seed 000).
 
-    prepare ─(hierarchical)─> summarize_leaf x chunks (Send) ─> gather_leaves ─> merge_level ⟲ ─┐
-            └(incremental)──> incremental_step ⟲ ─────────────────────────────────────────┴─> remove_artifacts
+    prepare ─(hierarchical)─> summarize_tree ──────┐
+            └(incremental)──> incremental_step ⟲ ─┴─> remove_artifacts
+
+``summarize_tree`` writes the chunk summaries and the merges as one dataflow, each call sent as soon as its
+inputs exist (``nodes.hierarchical``).
 
 Input: ``document`` or ``scenes``, optionally ``strategy``, ``chunk_size`` and ``max_summary_tokens`` (else
 the context's). Output: ``summary``, ``tree`` (the intermediate summaries per level or per step), ``events``
@@ -17,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 
 from nodes.artifacts import remove_artifacts
 from nodes.chunk import prepare, route_strategy
-from nodes.hierarchical import gather_leaves, merge_level, route_level, summarize_leaf
+from nodes.hierarchical import summarize_tree
 from nodes.incremental import incremental_step, route_step
 from state import SummarizeInput, SummarizeOutput, SummarizeWork
 from storyjudge.core.concurrency import BRANCH_THREADS
@@ -30,16 +33,12 @@ def build_graph(checkpointer: Any = None) -> Any:
         SummarizeWork, input_schema=SummarizeInput, output_schema=SummarizeOutput, context_schema=Context
     )
     builder.add_node("prepare", prepare)
-    builder.add_node("summarize_leaf", summarize_leaf)  # type: ignore[call-overload, arg-type, unused-ignore]
-    builder.add_node("gather_leaves", gather_leaves)
-    builder.add_node("merge_level", merge_level)
+    builder.add_node("summarize_tree", summarize_tree)
     builder.add_node("incremental_step", incremental_step)
     builder.add_node("remove_artifacts", remove_artifacts)
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", route_strategy, ["summarize_leaf", "incremental_step"])
-    builder.add_edge("summarize_leaf", "gather_leaves")
-    builder.add_conditional_edges("gather_leaves", route_level)
-    builder.add_conditional_edges("merge_level", route_level)
+    builder.add_conditional_edges("prepare", route_strategy)
+    builder.add_edge("summarize_tree", "remove_artifacts")
     builder.add_conditional_edges("incremental_step", route_step)
     builder.add_edge("remove_artifacts", END)
     compiled = builder.compile(checkpointer=checkpointer, name="summarize")

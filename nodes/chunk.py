@@ -10,14 +10,12 @@ that reads halves.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
-from langgraph.types import Send
 
-from nodes.hierarchical import fan_out_leaves, level_budgets, merge_overhead, merges_needed, render_leaf
+from nodes.hierarchical import level_budgets, merge_overhead, merges_needed, render_leaf
 from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress, render_update
 from nodes.writer import cost_of_tokens, fits, word_limit
 from state import SummarizeWork, SummaryPlan
@@ -192,13 +190,11 @@ def prepare(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
         context_window=window,
         budgets=budgets,
         chunks=len(chunks),
-        run=uuid.uuid4().hex,
     )
     now = time.time()
     return {
         "chunks": chunks,
         "summary_plan": plan,
-        "summary_level": [],
         "summary_step": 0,
         "tree": [],
         "draft": "",
@@ -207,8 +203,8 @@ def prepare(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def route_strategy(state: SummarizeWork) -> list[Send] | Literal["incremental_step"]:
-    """Hierarchical: one level-0 branch per chunk; incremental: the first update step."""
+def route_strategy(state: SummarizeWork) -> Literal["summarize_tree", "incremental_step"]:
+    """Hierarchical: the tree of chunk summaries and merges; incremental: the first update step."""
     if state["summary_plan"]["strategy"] == "hierarchical":
-        return fan_out_leaves(state)
+        return "summarize_tree"
     return "incremental_step"

@@ -1,10 +1,13 @@
 """Hierarchical merging (seed 000, appendix A.1): summarize every chunk, then merge summaries level by level.
 
-Level 0 summarizes each chunk on its own, concurrently (one ``Send`` per chunk). Each higher level merges as
-many consecutive summaries of the level below as fit in one prompt with room for the output (W - G_l), giving
-the previous merged summary *of the same level* as prior context when there is one (the seed's "merge with
-prior context" prompt); merges within a level are therefore sequential. Levels repeat until one summary is
-left.
+Level 0 summarizes each chunk on its own, concurrently. Each higher level merges as many consecutive summaries
+of the level below as fit in one prompt with room for the output (W - G_l), giving the previous merged summary
+*of the same level* as prior context when there is one (the seed's "merge with prior context" prompt); merges
+within a level are therefore sequential. Levels repeat until one summary is left.
+
+The method fixes what each call reads, not when it is sent: a merge is sent as soon as its group and the merge
+before it are known, beside the chunks and merges still being written (``TreeRun``). The summaries are those
+of the level-by-level order, call for call.
 
 Budgets: the top level gets G_n and each level below ``LEVEL_RATIO`` of the one above, for the number of
 levels estimated from the chunk count; a level whose summaries all fit in one merge is the last and gets G_n.
@@ -15,16 +18,21 @@ terminates.
 from __future__ import annotations
 
 import math
+import threading
 import time
-from typing import Any, Literal, cast
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from langgraph.runtime import Runtime
-from langgraph.types import Send
 
 from nodes.writer import (
     LEVEL_RATIO,
     MIN_BUDGET,
     PRIOR_CONTEXT_SHARE,
+    ROLE,
+    Written,
     chunk_info,
     event,
     fits,
@@ -33,9 +41,11 @@ from nodes.writer import (
     write,
 )
 from prompts import data_block, load
-from state import LeafResult, LeafTask, SummarizeWork
+from state import SummarizeWork, SummaryChunk, SummaryPlan
 from storyjudge.core import progress
+from storyjudge.core.concurrency import branch_threads, in_worker, priority, wait_cancellable
 from storyjudge.core.context import Context, context_of
+from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.records import TreeLevel, TreeStep, TreeSummary
 from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
@@ -117,30 +127,210 @@ def level_budgets(n_chunks: int, max_summary_tokens: int, context_window: int, o
 
 
 # ----------------------------------------------------------------------------------------------------------
-# level 0
+# merge groups
 
 
-def fan_out_leaves(state: SummarizeWork) -> list[Send]:
-    """One ``Send`` per chunk: level-0 summaries are independent, so they run concurrently."""
-    plan = state["summary_plan"]
-    return [Send("summarize_leaf", LeafTask(chunk=chunk, plan=plan)) for chunk in state["chunks"]]
+def prior_context(
+    prior: str, budget: int, context_window: int, where: dict[str, Any]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The previous merge as context for the next, cut to ``PRIOR_CONTEXT_SHARE`` of the room when longer."""
+    if not prior:
+        return "", []
+    limit = max(1, int(PRIOR_CONTEXT_SHARE * room_for_prompt(budget, context_window)))
+    if count_tokens(prior) <= limit:
+        return prior, []
+    context = split_by_tokens(prior, limit)[0]
+    return context, [event("prior_context_truncated", **where, tokens=count_tokens(context), limit=limit)]
 
 
-def summarize_leaf(task: LeafTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Summarize one chunk within the level-0 budget G_0."""
-    ctx = context_of(runtime)
-    chunk, plan = task["chunk"], task["plan"]
-    budget = plan["budgets"][0]
-    written = write(
-        ctx,
-        load("summarize_chunk", ctx.prompt_dir),
-        lambda words: render_leaf(chunk["text"], words, ctx.prompt_dir),
-        words=word_limit(budget),
-        max_tokens=budget,
-        token_limit=budget,
-        where={"level": 0, "index": chunk["index"]},
+def grow_group(
+    texts: list[str],
+    start: int,
+    end: int,
+    context: str,
+    budget: int,
+    context_window: int,
+    words: int,
+    prompt_dir: str = "",
+) -> int:
+    """Extend the group ``texts[start:end]`` while the next summary still fits beside it.
+
+    Returns the new end. It stops at the first summary that does not fit, or at the end of ``texts``, which may
+    be only the summaries written so far: the tree calls it again, from the same end, as more arrive.
+    """
+    while end < len(texts) and fits(
+        render_merge(context, texts[start : end + 1], words, prompt_dir), budget, context_window
+    ):
+        end += 1
+    return end
+
+
+def close_group(
+    texts: list[str],
+    start: int,
+    end: int,
+    context: str,
+    budget: int,
+    context_window: int,
+    words: int,
+    where: dict[str, Any],
+    prompt_dir: str = "",
+) -> tuple[int, str, list[str], list[dict[str, Any]]]:
+    """The group ``texts[start:end]`` made mergeable: at least two summaries, within the room.
+
+    A merge of one summary alone would never shrink the level, so a group takes two when two are left. If even
+    two do not fit (only possible when kept over-budget summaries are far too long), the prior context is
+    dropped, then each member is cut to an equal share of the room, and events say so.
+    Returns (end, context, group texts, events).
+    """
+    notes: list[dict[str, Any]] = []
+    if end == start + 1 and end < len(texts):
+        end += 1
+    group = texts[start:end]
+    if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
+        if context:
+            context = ""
+            notes.append(event("prior_context_dropped", **where))
+        if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
+            room = room_for_prompt(budget, context_window)
+            base = count_tokens(render_merge("", [""] * len(group), words, prompt_dir))
+            share = max(1, (room - base) // len(group) - 4)
+            group = [
+                split_by_tokens(text, share)[0] if count_tokens(text) > share else text for text in group
+            ]
+            notes.append(event("clipped_for_budget", **where, members=len(group), tokens_each=share))
+    return end, context, group, notes
+
+
+def take_group(
+    texts: list[str],
+    start: int,
+    prior: str,
+    budget: int,
+    context_window: int,
+    words: int,
+    where: dict[str, Any],
+    prompt_dir: str = "",
+) -> tuple[int, str, list[str], list[dict[str, Any]]]:
+    """The next merge group from ``start`` when every summary of the level is known (see ``close_group``)."""
+    context, notes = prior_context(prior, budget, context_window, where)
+    end = grow_group(texts, start, start + 1, context, budget, context_window, words, prompt_dir)
+    end, context, group, more = close_group(
+        texts, start, end, context, budget, context_window, words, where, prompt_dir
     )
-    progress.emit("summarize", advance=1)
+    return end, context, group, notes + more
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the tree as a dataflow
+
+
+@dataclass
+class MergeJob:
+    """One merge, decided: its group, its prior context and budget, and the events deciding it raised."""
+
+    level: int
+    index: int
+    sources: list[int]
+    context: str
+    group: list[str]
+    budget: int
+    notes: list[dict[str, Any]]
+
+
+@dataclass
+class MergeLevel:
+    """One merge level, fed the summaries of the level below in order, as they are written.
+
+    Every decision of the sequential method depends only on a prefix of the level's summaries: whether the
+    level is the last (all of them fit one merge; a prefix that does not fit says no), and where a group ends
+    (at the first summary that does not fit beside it). So a merge starts as soon as its group and the merge
+    before it are known, while the rest of the level below is still being written, and gives exactly the
+    merges of the level-by-level order.
+    """
+
+    number: int
+    inputs: list[TreeSummary] = field(default_factory=list)
+    complete: bool = False  # every summary of the level below has arrived
+    outputs: list[TreeSummary] = field(default_factory=list)
+    budget: int | None = None
+    start: int = 0  # the first input not yet merged
+    end: int = 0  # inputs[start:end] fit in the next merge so far
+    context: str | None = None  # the next merge's prior context, once chosen
+    notes: list[dict[str, Any]] = field(default_factory=list)
+    busy: bool = False  # one of its merges is being written (merges of a level are sequential)
+    closed: bool = False  # done, and the level above was told
+    checked: tuple[int, bool] = (0, False)  # the inputs the budget was last looked at with, undecided
+
+    @property
+    def done(self) -> bool:
+        """Every input has arrived and been merged."""
+        return self.complete and not self.busy and self.start >= len(self.inputs)
+
+    def _decide_budget(self, plan: SummaryPlan, prompt_dir: str) -> bool:
+        if self.budget is not None or self.checked == (len(self.inputs), self.complete):
+            return self.budget is not None
+        self.checked = (len(self.inputs), self.complete)
+        top, window = plan["max_summary_tokens"], plan["context_window"]
+        if self.number >= len(plan["budgets"]) - 1:
+            self.budget = top
+        elif not fits(render_merge("", self._texts(), word_limit(top), prompt_dir), top, window):
+            self.budget = plan["budgets"][self.number]  # a prefix overflows one merge: not the last level
+        elif self.complete:
+            self.budget = top  # everything fits one merge: the last level
+        return self.budget is not None
+
+    def _texts(self) -> list[str]:
+        return [item["text"] for item in self.inputs]
+
+    def next_merge(self, plan: SummaryPlan, prompt_dir: str = "") -> MergeJob | None:
+        """The next merge once the summaries so far decide it, else None (and it waits for more)."""
+        if self.busy or self.start >= len(self.inputs) or not self._decide_budget(plan, prompt_dir):
+            return None
+        assert self.budget is not None
+        window, words, texts = plan["context_window"], word_limit(self.budget), self._texts()
+        where = {"level": self.number, "index": len(self.outputs)}
+        if self.context is None:
+            prior = self.outputs[-1]["text"] if self.outputs else ""
+            self.context, self.notes = prior_context(prior, self.budget, window, where)
+            self.end = self.start + 1
+        self.end = grow_group(
+            texts, self.start, self.end, self.context, self.budget, window, words, prompt_dir
+        )
+        if self.end >= len(texts) and not self.complete:
+            return None  # the next summary may still fit: wait for it
+        end, context, group, notes = close_group(
+            texts, self.start, self.end, self.context, self.budget, window, words, where, prompt_dir
+        )
+        job = MergeJob(
+            level=self.number,
+            index=len(self.outputs),
+            sources=[item["index"] for item in self.inputs[self.start : end]],
+            context=context,
+            group=group,
+            budget=self.budget,
+            notes=self.notes + notes,
+        )
+        self.start, self.context, self.notes, self.busy = end, None, [], True
+        return job
+
+
+def write_leaf(ctx: Context, chunk: SummaryChunk, budget: int) -> tuple[TreeSummary, Written]:
+    """Summarize one chunk within the level-0 budget G_0.
+
+    Earlier chunks go first for a slot, regenerations included: the first merge waits for the first group, not
+    for every chunk to have had its first attempt.
+    """
+    with priority(-1 - chunk["index"]):
+        written = write(
+            ctx,
+            load("summarize_chunk", ctx.prompt_dir),
+            lambda words: render_leaf(chunk["text"], words, ctx.prompt_dir),
+            words=word_limit(budget),
+            max_tokens=budget,
+            token_limit=budget,
+            where={"level": 0, "index": chunk["index"]},
+        )
     leaf = TreeSummary(
         level=0,
         index=chunk["index"],
@@ -154,169 +344,227 @@ def summarize_leaf(task: LeafTask, runtime: Runtime[Context]) -> dict[str, Any]:
         calls=written.calls,
         valid=written.valid,
     )
-    result = LeafResult(run=plan["run"], summary=leaf)
-    return {"summary_leaves": [result], "events": written.events, "usage": written.usage}
+    return leaf, written
 
 
-def gather_leaves(state: SummarizeWork) -> dict[str, Any]:
-    """Order the level-0 summaries of this run and start the tree."""
-    plan = state["summary_plan"]
-    leaves = sorted(
-        (result["summary"] for result in state.get("summary_leaves", []) if result["run"] == plan["run"]),
-        key=lambda leaf: leaf["index"],
-    )
-    budget = plan["budgets"][0]
-    now = time.time()
-    marks = state.get("summary_marks", {})
-    update: dict[str, Any] = {
-        "tree": [
-            {
-                "level": 0,
-                "budget": budget,
-                "word_limit": word_limit(budget),
-                "chunks": [chunk_info(chunk) for chunk in state["chunks"]],
-                "summaries": leaves,
-            }
-        ],
-        "summary_level": leaves,
-        "summary_marks": {"leaves": now},
-        "timings": {"summarize.level0": round(now - marks.get("chunked", now), 4)},
-    }
-    if len(leaves) == 1:
-        update["draft"] = leaves[0]["text"]
-    return update
-
-
-# ----------------------------------------------------------------------------------------------------------
-# merging
-
-
-def take_group(
-    texts: list[str],
-    start: int,
-    prior: str,
-    budget: int,
-    context_window: int,
-    words: int,
-    where: dict[str, Any],
-    prompt_dir: str = "",
-) -> tuple[int, str, list[str], list[dict[str, Any]]]:
-    """The next merge group from ``start``: as many summaries as fit with the prior context and the output.
-
-    Returns (end, context, group texts, events). The prior context is cut to ``PRIOR_CONTEXT_SHARE`` of the
-    room at a paragraph or sentence boundary. A group takes at least two summaries when two are left; if even
-    two do not fit (only possible when kept over-budget summaries are far too long), the prior context is
-    dropped, then each member is cut to an equal share of the room, and events say so.
-    """
-    notes: list[dict[str, Any]] = []
-    room = room_for_prompt(budget, context_window)
-    context = prior
-    if prior:
-        limit = max(1, int(PRIOR_CONTEXT_SHARE * room))
-        if count_tokens(prior) > limit:
-            context = split_by_tokens(prior, limit)[0]
-            notes.append(event("prior_context_truncated", **where, tokens=count_tokens(context), limit=limit))
-    end = start + 1
-    while end < len(texts) and fits(
-        render_merge(context, texts[start : end + 1], words, prompt_dir), budget, context_window
-    ):
-        end += 1
-    if end == start + 1 and end < len(texts):
-        end += 1  # progress: a merge of one summary alone would never shrink the level
-    group = texts[start:end]
-    if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
-        if context:
-            context = ""
-            notes.append(event("prior_context_dropped", **where))
-        if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
-            base = count_tokens(render_merge("", [""] * len(group), words, prompt_dir))
-            share = max(1, (room - base) // len(group) - 4)
-            group = [
-                split_by_tokens(text, share)[0] if count_tokens(text) > share else text for text in group
-            ]
-            notes.append(event("clipped_for_budget", **where, members=len(group), tokens_each=share))
-    return end, context, group, notes
-
-
-def merge_level(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Merge the current level into the next one, group by group, each with the previous merge as context."""
-    started = time.time()
-    ctx = context_of(runtime)
-    plan = state["summary_plan"]
-    items = state["summary_level"]
-    level = items[0]["level"] + 1
-    if level > MAX_LEVELS:
-        raise RuntimeError(f"hierarchical merging did not converge in {MAX_LEVELS} levels")
-    window, top = plan["context_window"], plan["max_summary_tokens"]
-    texts = [item["text"] for item in items]
-    last = fits(render_merge("", texts, word_limit(top), ctx.prompt_dir), top, window)
-    budget = top if last or level >= len(plan["budgets"]) - 1 else plan["budgets"][level]
-    words = word_limit(budget)
-    outputs: list[TreeSummary] = []
-    events: list[dict[str, Any]] = []
-    usage: Usage = {}
-    start = 0
-    while start < len(items):
-        index = len(outputs)
-        where = {"level": level, "index": index}
-        prior = outputs[-1]["text"] if outputs else ""
-        end, context, group, notes = take_group(
-            texts, start, prior, budget, window, words, where, ctx.prompt_dir
-        )
-        events.extend(notes)
-        name = "merge_context" if context else "merge"
+def write_merge(ctx: Context, job: MergeJob) -> tuple[TreeSummary, Written]:
+    """Write one merge: with the prior context when it has one, else with the plain merge prompt."""
+    name = "merge_context" if job.context else "merge"
+    with priority(1):  # the rest of the tree waits on a merge: it goes before every chunk summary for a slot
         written = write(
             ctx,
             load(name, ctx.prompt_dir),
-            lambda asked, context=context, group=group: render_merge(  # type: ignore[misc]
-                context, group, asked, ctx.prompt_dir
-            ),
-            words=words,
-            max_tokens=budget,
-            token_limit=budget,
-            where=where,
+            lambda asked: render_merge(job.context, job.group, asked, ctx.prompt_dir),
+            words=word_limit(job.budget),
+            max_tokens=job.budget,
+            token_limit=job.budget,
+            where={"level": job.level, "index": job.index},
         )
-        events.extend(written.events)
-        usage = merge_usage(usage, written.usage)
-        outputs.append(
-            TreeSummary(
-                level=level,
-                index=index,
-                sources=[items[k]["index"] for k in range(start, end)],
-                prior=index - 1 if context else None,
-                text=written.text,
-                tokens=written.tokens,
-                budget=budget,
-                word_limit=written.word_limit,
-                attempts=written.attempts,
-                calls=written.calls,
-                valid=written.valid,
+    merged = TreeSummary(
+        level=job.level,
+        index=job.index,
+        sources=job.sources,
+        prior=job.index - 1 if job.context else None,
+        text=written.text,
+        tokens=written.tokens,
+        budget=job.budget,
+        word_limit=written.word_limit,
+        attempts=written.attempts,
+        calls=written.calls,
+        valid=written.valid,
+    )
+    return merged, written
+
+
+Finished = tuple[MergeJob | None, TreeSummary | BaseException, Written | None]
+"""A call's outcome as the tree reads it: its merge (None for a chunk), its summary or error, its writing."""
+
+
+class TreeRun:
+    """Runs the calls of one tree: chunk summaries up to the run's width at once, each merge when it is decided.
+
+    The calls run on worker threads; this thread alone decides what starts next, so every decision sees one
+    consistent tree. Results are collected here and the update is assembled in order (chunks, then levels), so
+    it does not depend on which call answered first.
+    """
+
+    def __init__(self, ctx: Context, plan: SummaryPlan, chunks: list[SummaryChunk]) -> None:
+        self.ctx, self.plan, self.chunks = ctx, plan, chunks
+        self.leaves: dict[int, tuple[TreeSummary, Written]] = {}
+        self.writings: list[tuple[MergeJob, Written]] = []
+        self.levels: list[MergeLevel] = [MergeLevel(1)] if len(chunks) > 1 else []
+        self.fed = 0  # chunk summaries passed on to level 1, in chunk order
+        self.final: TreeSummary | None = None
+        self.leaves_done_at: float | None = None
+        self._finished: deque[Finished] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+
+    def run(self) -> None:
+        """Write the whole tree; the first failed call's error is raised as soon as it is read."""
+        waiting = deque(self.chunks)
+        width = self._width()
+        budget = self.plan["budgets"][0]
+        running = 0
+        while self.final is None:
+            while waiting and running < width:
+                chunk = waiting.popleft()
+                self._start(None, lambda chunk=chunk: write_leaf(self.ctx, chunk, budget))  # type: ignore[misc]
+                running += 1
+            for level in self.levels:
+                job = level.next_merge(self.plan, self.ctx.prompt_dir)
+                if job is not None:
+                    self._start(job, lambda job=job: write_merge(self.ctx, job))  # type: ignore[misc]
+            for job, outcome, written in self._wait():
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                assert written is not None
+                if job is None:
+                    running -= 1
+                    self._leaf_done(outcome, written)
+                else:
+                    self._merge_done(job, outcome, written)
+                progress.emit("summarize", advance=1)
+            self._close_levels()
+
+    def _width(self) -> int:
+        """Chunk summaries in flight: as many as the run's graph branches (twice its LLM slots).
+
+        More than the slots, so that no slot waits while a chunk reads its answer and decides to regenerate;
+        earlier chunks still go first for a slot (``write_leaf``).
+        """
+        return branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
+
+    def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
+        def finish() -> None:
+            try:
+                summary, written = call()
+                outcome: Finished = (job, summary, written)
+            except BaseException as exc:  # noqa: BLE001 - raised by the tree's thread
+                outcome = (job, exc, None)
+            with self._lock:
+                self._finished.append(outcome)
+                self._wake.set()
+
+        in_worker(finish)
+
+    def _wait(self) -> list[Finished]:
+        wait_cancellable(self._wake)
+        with self._lock:
+            items = list(self._finished)
+            self._finished.clear()
+            self._wake.clear()
+        return items
+
+    def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:
+        self.leaves[leaf["index"]] = (leaf, written)
+        if len(self.chunks) == 1:
+            self.final = leaf
+        while self.levels and self.fed < len(self.chunks) and self.chunks[self.fed]["index"] in self.leaves:
+            self.levels[0].inputs.append(self.leaves[self.chunks[self.fed]["index"]][0])
+            self.fed += 1
+            if self.fed == len(self.chunks):
+                self.levels[0].complete = True
+                break
+        if len(self.leaves) == len(self.chunks):
+            self.leaves_done_at = time.time()
+
+    def _merge_done(self, job: MergeJob, merged: TreeSummary, written: Written) -> None:
+        self.writings.append((job, written))
+        level = self.levels[job.level - 1]
+        level.outputs.append(merged)
+        level.busy = False
+        if len(level.outputs) == 2 and len(self.levels) == job.level:
+            if job.level + 1 > MAX_LEVELS:
+                raise RuntimeError(f"hierarchical merging did not converge in {MAX_LEVELS} levels")
+            self.levels.append(MergeLevel(job.level + 1, inputs=list(level.outputs)))
+        elif len(level.outputs) > 2:
+            self.levels[job.level].inputs.append(merged)
+
+    def _close_levels(self) -> None:
+        for level in self.levels:
+            if level.closed or not level.done:
+                continue
+            level.closed = True
+            if len(level.outputs) == 1:
+                self.final = level.outputs[0]
+                return
+            above = self.levels[level.number]
+            above.complete = True
+            written = len(self.leaves) + sum(len(lower.outputs) for lower in self.levels[: level.number])
+            ahead = merges_needed(
+                len(level.outputs),
+                self.plan["budgets"][level.number :] or [self.plan["max_summary_tokens"]],
+                self.plan["context_window"],
+                merge_overhead(self.ctx.prompt_dir),
             )
-        )
-        progress.emit("summarize", advance=1)
-        start = end
-    tree: list[TreeLevel | TreeStep] = [
-        *state.get("tree", []),
-        TreeLevel(level=level, budget=budget, word_limit=words, summaries=outputs),
-    ]
-    if len(outputs) > 1:
-        done = sum(len(cast(TreeLevel, entry).get("summaries", [])) for entry in tree)
-        ahead = merges_needed(
-            len(outputs), plan["budgets"][level:] or [top], window, merge_overhead(ctx.prompt_dir)
-        )
-        progress.emit("summarize", total=done + sum(ahead) + (1 if ctx.artifact_removal else 0))
-    update: dict[str, Any] = {
-        "tree": tree,
-        "summary_level": outputs,
+            progress.emit("summarize", total=written + sum(ahead) + (1 if self.ctx.artifact_removal else 0))
+
+    def tree(self) -> list[TreeLevel | TreeStep]:
+        """The tree's record: the chunk summaries, then each merge level, in order."""
+        leaf_budget = self.plan["budgets"][0]
+        tree: list[TreeLevel | TreeStep] = [
+            {
+                "level": 0,
+                "budget": leaf_budget,
+                "word_limit": word_limit(leaf_budget),
+                "chunks": [chunk_info(chunk) for chunk in self.chunks],
+                "summaries": [self.leaves[chunk["index"]][0] for chunk in self.chunks],
+            }
+        ]
+        for level in self.levels:
+            if level.outputs:
+                budget = level.budget or self.plan["max_summary_tokens"]
+                tree.append(
+                    TreeLevel(
+                        level=level.number,
+                        budget=budget,
+                        word_limit=word_limit(budget),
+                        summaries=level.outputs,
+                    )
+                )
+        return tree
+
+    def events_and_usage(self) -> tuple[list[dict[str, Any]], Usage]:
+        """Every event and the usage of every call, chunks first, then merges by level and index."""
+        events: list[dict[str, Any]] = []
+        usage: Usage = {}
+        for chunk in self.chunks:
+            written = self.leaves[chunk["index"]][1]
+            events.extend(written.events)
+            usage = merge_usage(usage, written.usage)
+        for job, written in sorted(self.writings, key=lambda item: (item[0].level, item[0].index)):
+            events.extend(job.notes)
+            events.extend(written.events)
+            usage = merge_usage(usage, written.usage)
+        return events, usage
+
+
+def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Summarize every chunk and merge the summaries level by level, each call sent once its inputs exist.
+
+    One node, not a fan-out and a loop of levels: LangGraph ends a step only when all its branches have, so
+    with chunk summaries as ``Send`` branches no merge could start before the slowest chunk, though a merge
+    needs only its own group and the merge before it. Each call's answer is in the LLM cache as soon as it
+    arrives, so a run stopped midway redoes none of them on resume.
+    """
+    ctx = context_of(runtime)
+    plan = state["summary_plan"]
+    run = TreeRun(ctx, plan, state["chunks"])
+    run.run()
+    assert run.final is not None
+    now = time.time()
+    leaves_done = run.leaves_done_at or now
+    chunked = state.get("summary_marks", {}).get("chunked", now)
+    events, usage = run.events_and_usage()
+    return {
+        "tree": run.tree(),
+        "draft": run.final["text"],
         "events": events,
         "usage": usage,
-        "timings": {"summarize.merge": round(time.time() - started, 4)},
+        "summary_marks": {"leaves": leaves_done},
+        "timings": {
+            "summarize.level0": round(leaves_done - chunked, 4),
+            "summarize.merge": round(now - leaves_done, 4),
+        },
     }
-    if len(outputs) == 1:
-        update["draft"] = outputs[0]["text"]
-    return update
-
-
-def route_level(state: SummarizeWork) -> Literal["merge_level", "remove_artifacts"]:
-    """Merge again while more than one summary is left."""
-    return "merge_level" if len(state.get("summary_level", [])) > 1 else "remove_artifacts"

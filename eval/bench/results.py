@@ -45,11 +45,13 @@ SEQUENTIAL_SHORT = (
     "teardown of those modules is skipped since the program exits once the command has returned."
 )
 HIERARCHICAL_SHORT = (
-    "Where hierarchical merging misses its bound in the graph row itself, the cause is a barrier the method "
-    "does not need: every chunk is summarized before the first merge starts (the chunk summaries are a fan-out "
-    "joined by `gather_leaves`), though a merge needs only its own group and the merge before it. The merges "
-    "of a level run one after the other, so the chain of merges starts only after the slowest chunk; the bound "
-    "lets it start once the first group is done, beside the other chunks."
+    "Where hierarchical merging misses its bound in the graph row itself, the tree is no longer the cause: "
+    "chunk summaries and merges run as one dataflow, each merge sent once its group and the merge before it "
+    "are known. What is left is CPU work the bound does not count: chunking the document before the first "
+    "call, and the client work of reading each answer and sending the next, with the calls of a wave in one "
+    "process whose threads share one interpreter lock. A slot is handed back when an answer arrives, so a "
+    "chunk's regeneration may find it taken by a later chunk; the chunk summaries then end a little after the "
+    "waves their calls need."
 )
 EMBEDDING_SHORT = (
     "Why short of the bound: in a profile of one forward pass of 32 passages of 128 tokens, the matrix "
@@ -638,8 +640,9 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
         f"## Summarizers against their critical-path bound (L = {latency * 1000:.0f} ms, Frankenstein)",
         "",
         "Incremental updating is one chain of dependent calls: its bound is L x calls. Hierarchical merging",
-        "summarizes the chunks in parallel and merges level by level, each merge after the previous one of",
-        "its level: its bound is L x the longest chain of dependent calls in its tree, where a merge also",
+        "summarizes the chunks in parallel and merges each group once it is summarized, each merge after the",
+        "previous one of its level: its bound is L x the longest chain of dependent calls in its tree, where a",
+        "merge also",
         "waits until the calls of everything below it could have been served "
         f"{rows[0]['concurrency']} at a time. Attempts answered",
         "from the LLM cache (a request identical to an earlier one) take no wave. `graph` times the",

@@ -1,11 +1,11 @@
 """The summarizers against their critical-path bound: incremental updating and hierarchical merging.
 
 Incremental updating is one chain of dependent calls (each step needs the summary so far), so its bound is
-``L x calls``. Hierarchical merging summarizes the chunks in parallel, then merges level by level; merges
-within a level are sequential (each takes the previous merge as prior context), so its bound is the longest
-chain of dependent calls in the tree (attempts included, those answered from the cache not), where a merge
-also waits until the calls of everything below it could have been served at the concurrency. Artifact removal
-is one more call after either.
+``L x calls``. Hierarchical merging summarizes the chunks in parallel and merges each group once it is
+summarized; merges within a level are sequential (each takes the previous merge as prior context), so its
+bound is the longest chain of dependent calls in the tree (attempts included, those answered from the cache
+not), where a merge also waits until the calls of everything below it could have been served at the
+concurrency. Artifact removal is one more call after either.
 
 Each strategy is measured twice on ``examples/frankenstein.txt`` against the scripted server in its own
 process: the graph alone in this process (its HTTP client already made, as in :mod:`eval.bench.latency`), and

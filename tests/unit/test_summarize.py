@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import operator
+import random
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from langgraph.graph import END, START, StateGraph
 
 from graphs.summarize import build_graph
 from nodes.artifacts import edit_damage
-from nodes.hierarchical import level_budgets, merge_overhead
+from nodes.hierarchical import level_budgets, merge_overhead, take_group
 from nodes.incremental import keep_newest
 from nodes.writer import (
     LEVEL_RATIO,
@@ -303,6 +305,65 @@ def test_level_zero_summaries_run_concurrently_and_report_progress(fake: Callabl
     assert all(e["stage"] == "summarize" for e in events)
     assert "total" in events[0]
     assert sum(e["advance"] for e in events) == len(model.calls)  # one advance per summary and the edit
+
+
+def test_a_merge_is_sent_while_later_chunks_are_still_being_summarized(
+    fake: Callable[..., FakeModel],
+) -> None:
+    merge_asked = threading.Event()
+    seen: dict[str, bool] = {}
+    last = 39
+
+    def reply(call: Call) -> str:
+        if call.prompt in ("merge", "merge_context"):
+            merge_asked.set()
+        elif call.prompt == "summarize_chunk" and chunk_number(call) == last:
+            seen["merge_before_last_chunk"] = merge_asked.wait(
+                timeout=10
+            )  # the old barrier: 10 s, then False
+        return padded_reply(call)
+
+    model = fake(reply)
+    out = run({"document": document(last + 1)}, strategy="hierarchical", concurrency=8, **SMALL)
+    assert seen == {"merge_before_last_chunk": True}  # the tree did not wait for its slowest chunk
+    assert len(out["tree"]) >= 3 and len(model.named("summarize_chunk")) == last + 1
+
+
+def test_the_dataflow_makes_the_level_by_level_merges_whatever_order_answers_come_in(
+    fake: Callable[..., FakeModel],
+) -> None:
+    rng = random.Random(7)
+    lock = threading.Lock()
+
+    def reply(call: Call) -> str:
+        with lock:
+            pause = rng.random() * 0.02
+        time.sleep(pause)  # answers arrive in an order the tree does not choose
+        if call.prompt == "summarize_chunk":
+            return padded(
+                f"Chunk {chunk_number(call)} summary.", asked_words(call.text) - rng.randrange(0, 9)
+            )
+        if call.prompt == "remove_artifacts":
+            return echo_edit(call)
+        sources = " ".join(block.split(" summary.")[0] for block in blocks(call.text, "summary"))
+        return padded(f"Merged {len(sources)} summary.", asked_words(call.text) - rng.randrange(0, 9))
+
+    fake(reply)
+    out = run({"document": document(90)}, strategy="hierarchical", concurrency=16, **SMALL)
+    tree = out["tree"]
+    assert len(tree) >= 3
+    window = SMALL["context_window"]
+    for below, level in itertools.pairwise(tree):  # each level's groups are those of the sequential method
+        texts = [item["text"] for item in below["summaries"]]
+        start, prior = 0, ""
+        for merged in level["summaries"]:
+            end, _, _, _ = take_group(
+                texts, start, prior, level["budget"], window, level["word_limit"], {"level": 0, "index": 0}
+            )
+            assert merged["sources"] == [item["index"] for item in below["summaries"][start:end]]
+            start, prior = end, merged["text"]
+        assert start == len(texts)
+    assert out["summary"] == tree[-1]["summaries"][0]["text"]
 
 
 def test_level_budgets_shrink_below_the_top() -> None:
