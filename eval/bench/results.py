@@ -642,11 +642,10 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
         "Incremental updating is one chain of dependent calls: its bound is L x calls. Hierarchical merging",
         "summarizes the chunks in parallel and merges each group once it is summarized, each merge after the",
         "previous one of its level: its bound is L x the longest chain of dependent calls in its tree, where a",
-        "merge also",
-        "waits until the calls of everything below it could have been served "
-        f"{rows[0]['concurrency']} at a time. Attempts answered",
-        "from the LLM cache (a request identical to an earlier one) take no wave. `graph` times the",
-        "summarize graph in the benchmark's process (client made beforehand); `process` times",
+        "merge also waits until the calls of everything below it could have been served "
+        f"{rows[0]['concurrency']} at a",
+        "time. Attempts answered from the LLM cache (a request identical to an earlier one) take no wave.",
+        "`graph` times the summarize graph in the benchmark's process (client made beforehand); `process` times",
         "`python -m storyjudge summarize` from its start to its exit (imports and client set-up included);",
         "for it, when the server sent its first answer (start-up, then one call's latency), and the seconds",
         "from the last answer to its exit (the run record, the statistics, the exit).",
