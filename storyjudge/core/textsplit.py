@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from storyjudge.core.tokens import count_tokens
@@ -88,6 +88,15 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         return []
     if len(text) > _SENTENCE_SPLIT_LIMIT:
         return _word_windows(text, 2000)
+    return list(_segmented(text))
+
+
+@lru_cache(maxsize=256)
+def _segmented(text: str) -> tuple[tuple[int, int], ...]:
+    """The segmenter's spans, remembered for the texts a run splits more than once.
+
+    Each refiner call outlines the same scenes, and pysbd takes milliseconds per paragraph.
+    """
     spans: list[tuple[int, int]] = []
     cursor = 0
     for piece in _segmenter().segment(_unwrap_lines(text)):  # type: ignore[attr-defined]
@@ -100,7 +109,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             spans[-1] = (spans[-1][0], len(text))
         else:
             spans.append((0, len(text)))
-    return spans
+    return tuple(spans)
 
 
 _WORD = re.compile(r"[^\W_]")
