@@ -112,6 +112,17 @@ def all_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+class _BurstServer(ThreadingHTTPServer):
+    """An HTTP server that takes a burst of new connections at once.
+
+    The standard library listens with a backlog of 5; a run opening 16 or 32 connections at the same moment
+    then has some of them reset by the kernel, which a client reports as an unreachable server.
+    """
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class OpenAIServer:
     """Start with ``with OpenAIServer(responder) as server: ChatOpenAI(base_url=server.base_url)``."""
 
@@ -135,8 +146,7 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._in_flight = 0
         self.max_in_flight = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _BurstServer(("127.0.0.1", 0), self._handler())
         # a short poll interval lets stop() return at once instead of after up to half a second
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
