@@ -130,51 +130,46 @@ def level_budgets(n_chunks: int, max_summary_tokens: int, context_window: int, o
 # merge groups
 
 
-def prior_context(
-    prior: str, budget: int, context_window: int, where: dict[str, Any]
-) -> tuple[str, list[dict[str, Any]]]:
+@dataclass(frozen=True)
+class MergeRoom:
+    """What a merge of one level must fit: its output budget in the context window, asking for ``words``."""
+
+    budget: int
+    context_window: int
+    words: int
+    prompt_dir: str = ""
+
+    def fits(self, context: str, group: list[str]) -> bool:
+        """Whether the merge prompt of ``group`` (with ``context``) leaves room for the output."""
+        return fits(
+            render_merge(context, group, self.words, self.prompt_dir), self.budget, self.context_window
+        )
+
+
+def prior_context(prior: str, room: MergeRoom, where: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """The previous merge as context for the next, cut to ``PRIOR_CONTEXT_SHARE`` of the room when longer."""
     if not prior:
         return "", []
-    limit = max(1, int(PRIOR_CONTEXT_SHARE * room_for_prompt(budget, context_window)))
+    limit = max(1, int(PRIOR_CONTEXT_SHARE * room_for_prompt(room.budget, room.context_window)))
     if count_tokens(prior) <= limit:
         return prior, []
     context = split_by_tokens(prior, limit)[0]
     return context, [event("prior_context_truncated", **where, tokens=count_tokens(context), limit=limit)]
 
 
-def grow_group(
-    texts: list[str],
-    start: int,
-    end: int,
-    context: str,
-    budget: int,
-    context_window: int,
-    words: int,
-    prompt_dir: str = "",
-) -> int:
+def grow_group(texts: list[str], start: int, end: int, context: str, room: MergeRoom) -> int:
     """Extend the group ``texts[start:end]`` while the next summary still fits beside it.
 
     Returns the new end. It stops at the first summary that does not fit, or at the end of ``texts``, which may
     be only the summaries written so far: the tree calls it again, from the same end, as more arrive.
     """
-    while end < len(texts) and fits(
-        render_merge(context, texts[start : end + 1], words, prompt_dir), budget, context_window
-    ):
+    while end < len(texts) and room.fits(context, texts[start : end + 1]):
         end += 1
     return end
 
 
 def close_group(
-    texts: list[str],
-    start: int,
-    end: int,
-    context: str,
-    budget: int,
-    context_window: int,
-    words: int,
-    where: dict[str, Any],
-    prompt_dir: str = "",
+    texts: list[str], start: int, end: int, context: str, room: MergeRoom, where: dict[str, Any]
 ) -> tuple[int, str, list[str], list[dict[str, Any]]]:
     """The group ``texts[start:end]`` made mergeable: at least two summaries, within the room.
 
@@ -187,14 +182,14 @@ def close_group(
     if end == start + 1 and end < len(texts):
         end += 1
     group = texts[start:end]
-    if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
+    if not room.fits(context, group):
         if context:
             context = ""
             notes.append(event("prior_context_dropped", **where))
-        if not fits(render_merge(context, group, words, prompt_dir), budget, context_window):
-            room = room_for_prompt(budget, context_window)
-            base = count_tokens(render_merge("", [""] * len(group), words, prompt_dir))
-            share = max(1, (room - base) // len(group) - 4)
+        if not room.fits(context, group):
+            space = room_for_prompt(room.budget, room.context_window)
+            base = count_tokens(render_merge("", [""] * len(group), room.words, room.prompt_dir))
+            share = max(1, (space - base) // len(group) - 4)
             group = [
                 split_by_tokens(text, share)[0] if count_tokens(text) > share else text for text in group
             ]
@@ -213,11 +208,10 @@ def take_group(
     prompt_dir: str = "",
 ) -> tuple[int, str, list[str], list[dict[str, Any]]]:
     """The next merge group from ``start`` when every summary of the level is known (see ``close_group``)."""
-    context, notes = prior_context(prior, budget, context_window, where)
-    end = grow_group(texts, start, start + 1, context, budget, context_window, words, prompt_dir)
-    end, context, group, more = close_group(
-        texts, start, end, context, budget, context_window, words, where, prompt_dir
-    )
+    room = MergeRoom(budget, context_window, words, prompt_dir)
+    context, notes = prior_context(prior, room, where)
+    end = grow_group(texts, start, start + 1, context, room)
+    end, context, group, more = close_group(texts, start, end, context, room, where)
     return end, context, group, notes + more
 
 
@@ -288,20 +282,17 @@ class MergeLevel:
         if self.busy or self.start >= len(self.inputs) or not self._decide_budget(plan, prompt_dir):
             return None
         assert self.budget is not None
-        window, words, texts = plan["context_window"], word_limit(self.budget), self._texts()
+        room = MergeRoom(self.budget, plan["context_window"], word_limit(self.budget), prompt_dir)
+        texts = self._texts()
         where = {"level": self.number, "index": len(self.outputs)}
         if self.context is None:
             prior = self.outputs[-1]["text"] if self.outputs else ""
-            self.context, self.notes = prior_context(prior, self.budget, window, where)
+            self.context, self.notes = prior_context(prior, room, where)
             self.end = self.start + 1
-        self.end = grow_group(
-            texts, self.start, self.end, self.context, self.budget, window, words, prompt_dir
-        )
+        self.end = grow_group(texts, self.start, self.end, self.context, room)
         if self.end >= len(texts) and not self.complete:
             return None  # the next summary may still fit: wait for it
-        end, context, group, notes = close_group(
-            texts, self.start, self.end, self.context, self.budget, window, words, where, prompt_dir
-        )
+        end, context, group, notes = close_group(texts, self.start, self.end, self.context, room, where)
         job = MergeJob(
             level=self.number,
             index=len(self.outputs),
@@ -331,19 +322,7 @@ def write_leaf(ctx: Context, chunk: SummaryChunk, budget: int) -> tuple[TreeSumm
             token_limit=budget,
             where={"level": 0, "index": chunk["index"]},
         )
-    leaf = TreeSummary(
-        level=0,
-        index=chunk["index"],
-        sources=[chunk["index"]],
-        prior=None,
-        text=written.text,
-        tokens=written.tokens,
-        budget=budget,
-        word_limit=written.word_limit,
-        attempts=written.attempts,
-        calls=written.calls,
-        valid=written.valid,
-    )
+    leaf = written.as_summary(0, chunk["index"], [chunk["index"]], None, budget)
     return leaf, written
 
 
@@ -360,18 +339,8 @@ def write_merge(ctx: Context, job: MergeJob) -> tuple[TreeSummary, Written]:
             token_limit=job.budget,
             where={"level": job.level, "index": job.index},
         )
-    merged = TreeSummary(
-        level=job.level,
-        index=job.index,
-        sources=job.sources,
-        prior=job.index - 1 if job.context else None,
-        text=written.text,
-        tokens=written.tokens,
-        budget=job.budget,
-        word_limit=written.word_limit,
-        attempts=written.attempts,
-        calls=written.calls,
-        valid=written.valid,
+    merged = written.as_summary(
+        job.level, job.index, job.sources, job.index - 1 if job.context else None, job.budget
     )
     return merged, written
 

@@ -23,7 +23,7 @@ import prompts
 from prompts import Prompt
 from storyjudge.core import llm
 from storyjudge.core.context import Context
-from storyjudge.core.records import SummaryChunk
+from storyjudge.core.records import SummaryChunk, TreeSummary
 from storyjudge.core.textsplit import sentence_spans
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage, totals
@@ -145,6 +145,24 @@ class Written:
     def calls(self) -> int:
         """Attempts that reached the model: a repeated request is answered from the LLM cache and waits for none."""
         return int(totals(self.usage)["calls"])
+
+    def as_summary(
+        self, level: int, index: int, sources: list[int], prior: int | None, budget: int
+    ) -> TreeSummary:
+        """This answer as a node of the summary tree, with what it cost."""
+        return TreeSummary(
+            level=level,
+            index=index,
+            sources=sources,
+            prior=prior,
+            text=self.text,
+            tokens=self.tokens,
+            budget=budget,
+            word_limit=self.word_limit,
+            attempts=self.attempts,
+            calls=self.calls,
+            valid=self.valid,
+        )
 
 
 def write(
