@@ -8,7 +8,8 @@ best-matching passage is shown, and the evidence record says so.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from storyjudge.core.context import Context
@@ -62,24 +63,49 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
     return chosen
 
 
-def _search(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
-    """Scene hits for a query, remembered: a refinement round asks again for every fact it kept."""
-    return list(_remembered_search(json.dumps(index, sort_keys=True), query, k))
+REMEMBERED_SEARCHES = 8192
+"""Searches kept per process (index, query, k -> hits): a refinement round asks again for every fact it kept."""
+_remembered: OrderedDict[tuple[str, str, int], tuple[dict[str, Any], ...]] = OrderedDict()
+_remembered_lock = threading.Lock()
 
 
-@lru_cache(maxsize=8192)
-def _remembered_search(index_json: str, query: str, k: int) -> tuple[dict[str, Any], ...]:
-    # Collections are named by a hash of their content (and the store is in the key), so the same index
-    # reference always gives the same hits.
-    from storyjudge.core.sceneindex import search_scenes
+def forget_searches() -> None:
+    """Drop the remembered searches (a benchmark starts each run as a new process would)."""
+    with _remembered_lock:
+        _remembered.clear()
 
-    return tuple(search_scenes(json.loads(index_json), query, k))
+
+def _searches(index: IndexRef, queries: list[str], k: int) -> dict[str, list[dict[str, Any]]]:
+    """Scene hits for each query (query -> hits), remembered, the new ones asked of the index in one call.
+
+    Collections are named by a hash of their content (and the store is in the key), so the same index
+    reference always gives the same hits.
+    """
+    from storyjudge.core.sceneindex import search_scenes_many
+
+    index_json = json.dumps(index, sort_keys=True)
+    found: dict[str, list[dict[str, Any]]] = {}
+    with _remembered_lock:
+        for query in queries:
+            hit = _remembered.get((index_json, query, k))
+            if hit is not None:
+                _remembered.move_to_end((index_json, query, k))
+                found[query] = list(hit)
+    missing = list(dict.fromkeys(query for query in queries if query not in found))
+    if missing:
+        for query, hits in zip(missing, search_scenes_many(index, missing, k), strict=True):
+            found[query] = hits
+            with _remembered_lock:
+                _remembered[(index_json, query, k)] = tuple(hits)
+                while len(_remembered) > REMEMBERED_SEARCHES:
+                    _remembered.popitem(last=False)
+    return found
 
 
 def gather_evidence(
     ctx: Context, facts: list[Fact], ckg: dict[str, Any], scenes: list[Scene], index: IndexRef | None
 ) -> dict[str, Evidence]:
-    """Evidence for each of ``facts`` (fact id -> evidence), with one batched embedding of their queries.
+    """Evidence for each of ``facts`` (fact id -> evidence): queries embedded in one pass, searched in one call.
 
     Called from the sentence branches at once: the embedder takes its lock per batch and Chroma clients are
     shared per store under a lock, so searches of several branches can overlap with other branches' LLM waits.
@@ -92,10 +118,11 @@ def gather_evidence(
         from storyjudge.core.vectorstore import prepare_queries
 
         prepare_queries(str(index.get("embedder", "minilm")), list(queries.values()))
+    hits_of = _searches(index, list(queries.values()), ctx.retrieval_k) if index else {}
     evidence: dict[str, Evidence] = {}
     for fact in facts:
         query = queries[fact["id"]]
-        hits = _search(index, query, ctx.retrieval_k) if index else []
+        hits = hits_of.get(query, [])
         evidence[fact["id"]] = Evidence(
             query=query,
             scenes=select_scenes(hits, by_id, evidence_budget(ctx)),

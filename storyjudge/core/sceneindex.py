@@ -278,44 +278,69 @@ def search_scenes(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
     its fused rank score (dense similarity rank and BM25 rank, see the module docstring; higher is better).
     Scenes are distinct; fewer than ``k`` come back only when the document has fewer scenes.
     """
-    if k < 1 or not query.strip():
-        return []
+    return search_scenes_many(index, [query], k)[0]
+
+
+def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[list[dict[str, Any]]]:
+    """``search_scenes`` for each query, with one Chroma call for all of them.
+
+    Why one call: Chroma's query lets go of the interpreter lock, and taking it back from the threads that
+    read LLM answers waits up to a switch interval (5 ms), longer than the query itself (about 1.3 ms for one
+    query, 1.6 ms for three). A sentence's facts are searched together.
+    """
+    out: list[list[dict[str, Any]]] = [[] for _ in queries]
+    asked = [i for i, query in enumerate(queries) if query.strip()]
+    if k < 1 or not asked:
+        return out
     collection = _searched(index)
     lexical = _lexical(index, collection)
     total = len(lexical.scene_of)  # the complete collection's passages: what count() would ask Chroma for
     if total == 0:
-        return []
+        return out
     wanted = min(total, max(CANDIDATES, 10 * k))
-    while True:
-        result = _query(index, collection, query, wanted)
-        dense = {pid: 1.0 - float(d) for pid, d in zip(result["ids"][0], result["distances"][0], strict=True)}
-        fused = _fuse(_scaled(dense), _scaled(lexical.top(query, wanted)))
-        best: dict[str, tuple[float, str]] = {}
-        for passage_id, score in fused.items():
-            scene_id = lexical.scene_of[passage_id]
-            if scene_id not in best or score > best[scene_id][0]:
-                best[scene_id] = (score, passage_id)
-        if len(best) >= k or wanted >= total:
-            ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))[:k]
-            return [
-                {
-                    "id": scene_id,
-                    "title": lexical.title_of[passage_id],
-                    "passage": lexical.text_of[passage_id],
-                    "score": round(score, 6),
-                }
-                for scene_id, (score, passage_id) in ranked
-            ]
-        wanted = min(total, wanted * 4)
+    while asked:
+        result = _query(index, collection, [queries[i] for i in asked], wanted)
+        wider = []
+        for row, i in enumerate(asked):
+            ranked = _ranked(lexical, queries[i], result["ids"][row], result["distances"][row], wanted, k)
+            if len(ranked) >= k or wanted >= total:
+                out[i] = ranked[:k]
+            else:  # too few distinct scenes among the candidates: ask for more
+                wider.append(i)
+        asked, wanted = wider, min(total, wanted * 4)
+    return out
 
 
-def _query(index: Mapping[str, Any], collection: Any, query: str, wanted: int) -> Any:
-    """One dense query; the first of a collection in this process loads its segment, which may rewrite it."""
+def _ranked(
+    lexical: LexicalIndex, query: str, ids: Sequence[str], distances: Sequence[float], wanted: int, k: int
+) -> list[dict[str, Any]]:
+    """Scenes by their best passage's fused score, best first (at most ``k``, fewer if the candidates are)."""
+    dense = {pid: 1.0 - float(d) for pid, d in zip(ids, distances, strict=True)}
+    fused = _fuse(_scaled(dense), _scaled(lexical.top(query, wanted)))
+    best: dict[str, tuple[float, str]] = {}
+    for passage_id, score in fused.items():
+        scene_id = lexical.scene_of[passage_id]
+        if scene_id not in best or score > best[scene_id][0]:
+            best[scene_id] = (score, passage_id)
+    ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))[:k]
+    return [
+        {
+            "id": scene_id,
+            "title": lexical.title_of[passage_id],
+            "passage": lexical.text_of[passage_id],
+            "score": round(score, 6),
+        }
+        for scene_id, (score, passage_id) in ranked
+    ]
+
+
+def _query(index: Mapping[str, Any], collection: Any, queries: list[str], wanted: int) -> Any:
+    """One dense query call; the first of a collection in this process loads its segment, which may rewrite it."""
     store_dir, name = str(index.get("store_dir", "")), str(index["scenes_collection"])
     if not store_dir or (store_dir, name) in _scrubbed:
-        return collection.query(query_texts=[query], n_results=wanted, include=["distances"])
+        return collection.query(query_texts=queries, n_results=wanted, include=["distances"])
     with _store_lock(store_dir):
-        result = collection.query(query_texts=[query], n_results=wanted, include=["distances"])
+        result = collection.query(query_texts=queries, n_results=wanted, include=["distances"])
         if (store_dir, name) not in _scrubbed:
             _scrub(store_dir)
             _scrubbed.add((store_dir, name))

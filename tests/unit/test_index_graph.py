@@ -152,6 +152,30 @@ def test_index_graph_end_to_end(scripted_server: Any, ctx_for: Any, bow: BagOfWo
     assert [c.name for c in stored] == [index["scenes_collection"]]
 
 
+def test_a_sentences_searches_are_one_chroma_call_with_the_hits_of_one_search_each(
+    scripted_server: Any, ctx_for: Any, bow: BagOfWords, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batched queries rank exactly as single ones; a blank query has no hits and costs no query."""
+    from storyjudge.core import sceneindex
+
+    out = run(ctx_for(scripted_server(triples_responder), embedder="test-bow", ckg_samples=3))
+    index = out["index"]
+    queries = ["the storm is rising over the grey water", "Alice meets Bob", "", "Captain Reed sleeps"]
+    one_by_one = [search_scenes(index, query, k) for query in queries for k in (1, 3)]
+    calls: list[int] = []
+    real = sceneindex._query
+
+    def counted(index: Any, collection: Any, asked: list[str], wanted: int) -> Any:
+        calls.append(len(asked))
+        return real(index, collection, asked, wanted)
+
+    monkeypatch.setattr(sceneindex, "_query", counted)
+    batched = [hits for k in (1, 3) for hits in sceneindex.search_scenes_many(index, queries, k)]
+    assert batched == [one_by_one[2 * i + j] for j in (0, 1) for i in range(len(queries))]
+    assert calls == [3, 3]  # one call per k for the three queries that are not blank
+    assert batched[2] == [] and len(batched[len(queries)]) == 3
+
+
 def test_samples_are_distinct_requests_at_the_extraction_temperature(
     scripted_server: Any, ctx_for: Any, bow: BagOfWords
 ) -> None:
