@@ -163,6 +163,7 @@ class FactScoreInput(TypedDict, total=False):
     ckg: NodeLinkGraph
     index: IndexRef
     iteration: int
+    previous_summary: str  # in a refinement round, the summary it refined (its decompositions go later)
 
 
 class SentenceTask(TypedDict):
@@ -175,6 +176,7 @@ class SentenceTask(TypedDict):
     scenes: list[Scene]
     ckg_json: str  # the CKG as one JSON text: one long string, which checkpoints store once, not per sentence
     index: IndexRef | None
+    new: bool  # the previous summary has no such sentence: its facts are new, their verdicts calls to make
 
 
 class FactScoreState(IndexState, total=False):
@@ -183,6 +185,7 @@ class FactScoreState(IndexState, total=False):
     summary: str
     iteration: int
     sentences: list[str]
+    previous_summary: str  # a refinement round's: the summary refined, whose sentences' facts are judged
     raw_facts: Annotated[list[Fact], operator.add]
     decompose_failures: Annotated[int, operator.add]  # every round's, summed; scores count failed_sentences
     failed_sentences: Annotated[list[FailedSentence], operator.add]

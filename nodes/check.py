@@ -46,7 +46,11 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
     """Facts, evidence and verdicts of one sentence."""
     ctx = context_of(runtime)
     started = time.perf_counter()
-    with priority(1):  # a decomposition has the sentence's verdicts waiting on it: it goes first for a slot
+    # A decomposition has the sentence's verdicts waiting on it: it goes before verdicts for a slot. In a
+    # refinement round, a sentence the refiner wrote goes first: its facts are new, while an unchanged
+    # sentence's facts come back as before and their verdicts from the cache. Otherwise the last decomposition
+    # of a round may be the one whose verdicts are calls, a wave after the others.
+    with priority(2 if task.get("new", True) else 1):
         raw, failed, usage = decompose(ctx, task)
     decomposed = time.perf_counter()
     progress.emit("decompose", advance=1)

@@ -46,6 +46,7 @@ def route_sentences(state: FactScoreState) -> list[Send] | Literal["score"]:
     if not found:
         return "score"
     ckg_json = json.dumps(state.get("ckg") or {}, sort_keys=True)
+    before = set(sentences(state.get("previous_summary") or ""))
     return [
         Send(
             "check_sentence",
@@ -57,6 +58,7 @@ def route_sentences(state: FactScoreState) -> list[Send] | Literal["score"]:
                 scenes=state.get("scenes") or [],
                 ckg_json=ckg_json,
                 index=state.get("index"),
+                new=sentence not in before,
             ),
         )
         for i, sentence in enumerate(found)

@@ -208,6 +208,7 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         "summary": revised,
         "iteration": state.get("iteration", 0) + 1,
         "refined_from": base,
+        "previous_summary": summary,
         "events": events,
         "usage": usage,
         "timings": {"refine": time.perf_counter() - started},
