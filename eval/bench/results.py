@@ -24,11 +24,15 @@ WHY_SHORT = {
     "factscore": (
         "Each sentence is decomposed, retrieved and judged in its own branch, so no wave waits for another "
         "sentence; what is left is CPU work the bound does not count (the client CPU column), in one process "
-        "whose threads share one interpreter lock. The fact queries are embedded while the run goes on, in "
-        "passes of one sentence's facts, so that the first judges wait for one short pass; the transformer runs "
-        "traced, outside the lock. Two passes at once, one per core, were no faster: the threads reading "
-        "answers need the second core then. The 16 answers of a wave arrive together and are read one after "
-        "the other under the lock, so the last of them waits for the others' client work."
+        "whose threads share one interpreter lock. Most of it is embedding the fact queries: a verdict waits for "
+        "its sentence's decomposition and then for its facts' query vectors, and the embedder, one pass of a "
+        "sentence's facts at a time, is busy from the first decompositions' answers until the last facts' "
+        "vectors, so the verdicts of the first wave after the decompositions reach the server a few at a time. "
+        "The pass is compute (the thread's CPU time is most of its wall time), traced and outside the lock, "
+        "which it takes back once a pass; a sentence's facts are searched in one Chroma call. Two passes at "
+        "once, one per core, were no faster: the threads reading answers need the second core then. The 16 "
+        "answers of a wave arrive together and are read one after the other under the lock, so the last of "
+        "them waits for the others' client work."
     ),
     "refine": (
         "Segmentation, the CKG build, the index check, three retrieval rounds (the first embeds the fact "
