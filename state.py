@@ -163,7 +163,7 @@ class FactScoreInput(TypedDict, total=False):
     ckg: NodeLinkGraph
     index: IndexRef
     iteration: int
-    previous_summary: str  # in a refinement round, the summary it refined (its decompositions go later)
+    previous_summary: str  # in a refinement round, the summary it refined (its unchanged sentences go later)
 
 
 class SentenceTask(TypedDict):

@@ -8,8 +8,7 @@ best-matching passage is shown, and the evidence record says so.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
+from functools import lru_cache
 from typing import Any
 
 from storyjudge.core.context import Context
@@ -63,43 +62,24 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
     return chosen
 
 
-REMEMBERED_SEARCHES = 8192
-"""Searches kept per process (index, query, k -> hits): a refinement round asks again for every fact it kept."""
-_remembered: OrderedDict[tuple[str, str, int], tuple[dict[str, Any], ...]] = OrderedDict()
-_remembered_lock = threading.Lock()
-
-
-def forget_searches() -> None:
-    """Drop the remembered searches (a benchmark starts each run as a new process would)."""
-    with _remembered_lock:
-        _remembered.clear()
-
-
 def _searches(index: IndexRef, queries: list[str], k: int) -> dict[str, list[dict[str, Any]]]:
-    """Scene hits for each query (query -> hits), remembered, the new ones asked of the index in one call.
+    """Scene hits for each of a sentence's queries (query -> hits), asked of the index in one call.
 
-    Collections are named by a hash of their content (and the store is in the key), so the same index
-    reference always gives the same hits.
+    Remembered: a refinement round asks again for the facts of every sentence it kept.
     """
+    hits = _remembered_searches(json.dumps(index, sort_keys=True), tuple(queries), k)
+    return {query: list(found) for query, found in zip(queries, hits, strict=True)}
+
+
+@lru_cache(maxsize=4096)
+def _remembered_searches(
+    index_json: str, queries: tuple[str, ...], k: int
+) -> tuple[tuple[dict[str, Any], ...], ...]:
+    # Collections are named by a hash of their content (and the store is in the key), so the same index
+    # reference always gives the same hits.
     from storyjudge.core.sceneindex import search_scenes_many
 
-    index_json = json.dumps(index, sort_keys=True)
-    found: dict[str, list[dict[str, Any]]] = {}
-    with _remembered_lock:
-        for query in queries:
-            hit = _remembered.get((index_json, query, k))
-            if hit is not None:
-                _remembered.move_to_end((index_json, query, k))
-                found[query] = list(hit)
-    missing = list(dict.fromkeys(query for query in queries if query not in found))
-    if missing:
-        for query, hits in zip(missing, search_scenes_many(index, missing, k), strict=True):
-            found[query] = hits
-            with _remembered_lock:
-                _remembered[(index_json, query, k)] = tuple(hits)
-                while len(_remembered) > REMEMBERED_SEARCHES:
-                    _remembered.popitem(last=False)
-    return found
+    return tuple(tuple(hits) for hits in search_scenes_many(json.loads(index_json), list(queries), k))
 
 
 def gather_evidence(

@@ -46,10 +46,10 @@ def _context(
 
 def forget_searches() -> None:
     """Start each run as a new process would: no remembered query vectors or scene searches."""
-    from nodes.retrieve import forget_searches as forget_hits
+    from nodes.retrieve import _remembered_searches
     from storyjudge.core import vectorstore
 
-    forget_hits()
+    _remembered_searches.cache_clear()
     with vectorstore._prepared_lock:
         vectorstore._prepared.clear()
 
