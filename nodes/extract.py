@@ -20,6 +20,7 @@ import prompts
 from prompts.schemas import SceneTriples
 from state import ExtractTask, IndexState, SceneExtraction
 from storyjudge.core import progress
+from storyjudge.core.concurrency import AFTER_EVERY_OTHER, priority
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import ask_structured, schema_instruction
 from storyjudge.core.models import LOCAL_MODELS, is_local, resolve_spec
@@ -123,15 +124,18 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
     text = prompt.render(scene=prompts.data_block("scene", scene["text"], **attributes))
     sample = task["sample"]
     part = task.get("part", 0)
-    answer = ask_structured(
-        ctx,
-        "extractor",
-        prompt,
-        [("user", text)],
-        SceneTriples,
-        temperature=ctx.extraction_temperature,
-        sample=sample,
-    )
+    with priority(
+        AFTER_EVERY_OTHER
+    ):  # the CKG build waits for every sample; the summarizer beside it, for one
+        answer = ask_structured(
+            ctx,
+            "extractor",
+            prompt,
+            [("user", text)],
+            SceneTriples,
+            temperature=ctx.extraction_temperature,
+            sample=sample,
+        )
     record = SceneExtraction(
         scene_id=scene["id"],
         sample=sample,

@@ -196,6 +196,12 @@ call_priority: contextvars.ContextVar[int] = contextvars.ContextVar("call_priori
 """How many dependent LLM calls wait on the calls made in this context (higher is sent first)."""
 
 
+AFTER_EVERY_OTHER = -(2**62)
+"""The level of calls that only a join over all of them waits on (a scene's extraction samples, joined by the CKG
+build): sending one early brings nothing forward until the last is answered, so any call beside them goes first,
+the summarizer's chain that runs beside the index above all (each of its calls waits on the one before)."""
+
+
 @contextmanager
 def priority(level: int) -> Iterator[None]:
     """Calls made inside the block take slots before those of a lower level."""

@@ -70,8 +70,7 @@ def _ctx(server: OpenAIServer, tmp_path: Path, **fields: Any) -> Context:
         cache_dir=str(tmp_path / "cache"),
         max_retries=0,
         parse_retries=0,
-        ckg_samples=1,
-        **fields,
+        **{"ckg_samples": 1, **fields},
     )
 
 
@@ -116,6 +115,29 @@ def test_the_summarizer_works_while_the_scenes_are_extracted(
         "target reached"
     )
     assert story.calls["summarize"] >= 1 and story.calls["extract"] == len(began)
+
+
+def test_the_summarizers_calls_take_a_free_slot_before_the_extraction_samples_waiting_for_it(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    """Factscore waits for the CKG and the summary: the summarizer's second call, queued behind every extraction
+    sample, would add the extraction's length to the summary's chain.
+
+    One slot: the first of the summarizer's calls may find it taken, and the second waits while a sample it
+    gave the slot to is answered; behind the queued samples, every one of them would come between the two.
+    """
+    server = scripted_server(StoryResponder(), latency=0.05)
+    build_graph().invoke(
+        {"document": STORY}, context=_ctx(server, tmp_path, ckg_samples=3, concurrency=1, max_iterations=0)
+    )
+    kinds = ["extract" if schema_name(body) == "SceneTriples" else "other" for body in server.completions]
+    first_summary_call = kinds.index("other")
+    second_summary_call = kinds.index("other", first_summary_call + 1)
+    extraction_samples = kinds.count("extract")
+    assert extraction_samples >= 6
+    assert first_summary_call <= 1, kinds
+    assert second_summary_call - first_summary_call <= 2, kinds
+    assert kinds[: first_summary_call + extraction_samples + 2].count("extract") == extraction_samples, kinds
 
 
 def test_loop_stops_on_saturation_and_keeps_best(
