@@ -41,28 +41,31 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
 
 
 def route_sentences(state: FactScoreState) -> list[Send] | Literal["score"]:
-    """One branch per sentence: it decomposes, retrieves and judges that sentence on its own."""
+    """One branch per sentence: it decomposes, retrieves and judges that sentence on its own.
+
+    In a refinement round the sentences the refiner wrote are sent first, so that their decompositions take
+    the free slots (``check_sentence`` gives them the first slot among those that wait): their facts are the
+    round's new ones, whose verdicts are calls. The score orders everything by sentence, not by branch.
+    """
     found = state.get("sentences") or []
     if not found:
         return "score"
     ckg_json = json.dumps(state.get("ckg") or {}, sort_keys=True)
     before = set(sentences(state.get("previous_summary") or ""))
-    return [
-        Send(
-            "check_sentence",
-            SentenceTask(
-                summary=state["summary"],
-                sentence=sentence,
-                sentence_index=i,
-                iteration=state.get("iteration", 0),
-                scenes=state.get("scenes") or [],
-                ckg_json=ckg_json,
-                index=state.get("index"),
-                new=sentence not in before,
-            ),
+    tasks = [
+        SentenceTask(
+            summary=state["summary"],
+            sentence=sentence,
+            sentence_index=i,
+            iteration=state.get("iteration", 0),
+            scenes=state.get("scenes") or [],
+            ckg_json=ckg_json,
+            index=state.get("index"),
+            new=sentence not in before,
         )
         for i, sentence in enumerate(found)
     ]
+    return [Send("check_sentence", task) for task in sorted(tasks, key=lambda task: not task["new"])]
 
 
 def decompose(ctx: Context, task: SentenceTask) -> tuple[list[Fact], list[FailedSentence], Usage]:

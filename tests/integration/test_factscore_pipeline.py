@@ -69,27 +69,21 @@ def test_facts_are_judged_while_another_sentence_is_still_being_decomposed(
     assert all(v["evidence"]["scenes"] for v in card["verdicts"]), "each verdict keeps its evidence"
 
 
+_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "Easter", "Midsummer"]
+
+
+@pytest.mark.parametrize("slots", [1, 3])
 def test_in_a_refinement_round_the_sentence_the_refiner_wrote_is_decomposed_before_unchanged_ones(
-    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context], slots: int
 ) -> None:
     """Its facts are the new ones, whose verdicts are calls: decomposed last, they would be judged a wave late.
 
-    Branches reach the one slot in no fixed order, so ten sentences: by arrival alone, the rewritten one would
-    be among the first two decomposed in one run of five.
+    Ten sentences, the rewritten one last. With one slot, the first branch to ask takes it and the rewritten
+    sentence goes first of those that wait (by arrival alone, it would be among the first two in one run of
+    five); with three, the free slots go to the branches sent first, and it is sent first.
     """
-    server = scripted_server(StoryResponder(), latency=0.2)  # the other branches queue for the one slot
-    days = [
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "Easter",
-        "Midsummer",
-    ]
-    kept = [f"Alice meets Bob at the harbour of Port Wren on {day}." for day in days]
+    server = scripted_server(StoryResponder(), latency=0.2)  # the other branches queue for the slots
+    kept = [f"Alice meets Bob at the harbour of Port Wren on {day}." for day in _DAYS]
     rewritten = "Alice finds the treasure on Gull Island."
     previous = " ".join([*kept, "Alice looks for the treasure on Gull Island."])
     out = build_graph().invoke(
@@ -100,15 +94,15 @@ def test_in_a_refinement_round_the_sentence_the_refiner_wrote_is_decomposed_befo
             "title": "t",
             "iteration": 1,
         },
-        context=ctx_for(server, ckg_samples=1, concurrency=1),
+        context=ctx_for(server, ckg_samples=1, concurrency=slots),
     )
     decomposed = [
         sentence_of(body).strip() for body in server.completions if schema_name(body) == "AtomicFacts"
     ]
     assert len(decomposed) == 10
-    # the first branch to ask takes the free slot; of those that wait, the rewritten sentence goes first
-    assert rewritten in decomposed[:2], decomposed
+    assert rewritten in decomposed[: 2 if slots == 1 else slots], decomposed
     assert out["factscore"]["judged"] == 10
+    assert [row["sentence"] for row in out["factscore"]["per_sentence"]][-1] == rewritten  # in summary order
 
 
 def test_a_fact_two_sentences_state_counts_once_and_is_judged_once(
