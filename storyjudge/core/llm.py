@@ -521,12 +521,24 @@ def ask_structured(
     conversation = list(base)
     text, error, finish, cached = "", "not attempted", None, False
 
+    checked: dict[tuple[str, str | None], tuple[T | None, str]] = {}
+
+    def check(answer: str, finish_reason: str | None) -> tuple[T | None, str]:
+        """The parsed answer and why it cannot count ("" when it can), worked out once per answer.
+
+        The cache asks before it replays or stores an answer, and the same answer is then used.
+        """
+        seen = (answer, finish_reason)
+        if seen not in checked:
+            try:
+                value = parse_json_as(answer, schema)
+                checked[seen] = (value, _unread(answer, finish_reason, prompt, base, schema) or "")
+            except ParseFailure as exc:
+                checked[seen] = (None, str(exc))
+        return checked[seen]
+
     def usable(answer: str, finish_reason: str | None) -> bool:
-        try:
-            parse_json_as(answer, schema)
-        except ParseFailure:
-            return False
-        return _unread(answer, finish_reason, prompt, base, schema) is None
+        return not check(answer, finish_reason)[1]
 
     attempts = 0
     while attempts <= ctx.parse_retries:
@@ -554,13 +566,9 @@ def ask_structured(
         attempts += 1
         usage = merge_usage(usage, reply.usage)
         text, finish, cached = reply.text, reply.finish_reason, reply.cached
-        try:
-            value = parse_json_as(text, schema)
-            problem = _unread(text, finish, prompt, base, schema)
-            if problem:
-                raise ParseFailure(problem)
-        except ParseFailure as exc:
-            error = str(exc)
+        value, problem = check(text, finish)
+        if problem or value is None:
+            error = problem or "no answer"
             if cut_off(finish) and "cut off" not in error:
                 error += f" (output cut off: finish_reason {finish!r})"
             conversation = [
