@@ -36,7 +36,13 @@ WHY_SHORT = {
     ),
     "refine": (
         "Segmentation, the CKG build, the index check, three retrieval rounds (the first embeds the fact "
-        "queries) and the run record are CPU work between dependent stages."
+        "queries) and the run record are CPU work between dependent stages. The summarizer's calls go before "
+        "the extraction samples for a slot, so the summary is written within the extraction's waves; the "
+        "first round's decompositions, which need only the summary, still wait for the extraction's last, "
+        "partly filled wave: factscore starts once the index subgraph and the summarizer have both returned "
+        "(a LangGraph superstep ends when all of its tasks do). In each refinement round the rewritten "
+        "sentence is decomposed in the first wave, and its verdicts wait for the unchanged sentences' "
+        "cached verdicts, read under the same interpreter lock."
     ),
     "coherence": "",
 }
