@@ -9,10 +9,10 @@ are not counted. The log is cut, in arrival order, into segments:
   the prompt, which names its template) that depend on everything before them and not on each other
   (extraction, then merging, the refiner, the coherence passes). A stage of ``n`` calls needs
   ``ceil(n / C)`` waves.
-- **The summarizer beside the extraction**: before the first decomposition, the extraction's ``n`` calls
-  (``SceneTriples``) depend on nothing but the scenes, and so do the summarizer's stages (a refine run sends
-  both at once). The summarizer's stages, ``m_1 .. m_k`` calls, need ``w = sum ceil(m_i / C)`` waves and leave
-  their free slots to the extraction calls, which fit anywhere: ``max(w, ceil((n + sum m_i) / C))`` waves.
+- **The summarizer beside the extraction**: the extraction's ``n`` calls (``SceneTriples``, a run indexes
+  once) depend on nothing but the scenes, and so do the summarizer's stages (a refine run sends both at once).
+  The summarizer's stages, ``m_1 .. m_k`` calls, need ``w = sum ceil(m_i / C)`` waves and leave their free
+  slots to the extraction calls, which fit anywhere: ``max(w, ceil((n + sum m_i) / C))`` waves.
 - **Pipelined segments**: a run of decomposition (``AtomicFacts``) and judge (``Verdict``) requests, in any
   interleaving. Each verdict depends only on the decomposition of its own sentence (found from the request
   bodies: the decomposition whose ``<sentence>`` contains the verdict's ``<fact>``). The calls form an
@@ -20,8 +20,15 @@ are not counted. The log is cut, in arrival order, into segments:
   schedule, which is optimal for in-forests, applied to the reversed forest (a schedule of the reversed graph,
   read backwards, is one of the original, of the same length). With 20 decompositions of 3 facts each and
   ``C = 16``, that is 5 waves (80 calls), where a barrier between decomposing and judging needs 2 + 4 = 6.
+- **The first round beside the extraction**: the first pipelined segment's decompositions need only the
+  summary, so they may share the extraction's waves once the summarizer's ``w`` are over, while its verdicts
+  also need the CKG, so every extraction call. ``first_round_waves`` tries each wave ``t`` in which the
+  extraction could end: the slots of waves ``w+1 .. t`` the extraction leaves go to decompositions (those with
+  the most verdicts first), and the rest is the forest above, from wave ``t + 1``. The fewest over ``t`` is
+  the bound (checked against an exhaustive search on small cases in the tests).
 
-    bound = L x (sum over stages of ceil(n_stage / C) + sum over pipelined segments of hu_waves(segment, C))
+    bound = L x (first_round_waves + sum over later stages of ceil(n_stage / C)
+                 + sum over later pipelined segments of hu_waves(segment, C))
 
 ``barrier_waves`` keeps the earlier bound, which charges a pipelined segment ``ceil(decompositions / C) +
 ceil(verdicts / C)`` as if every verdict waited for every decomposition, and the summarizer's stages after the
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,11 +104,12 @@ def bound_seconds(found: list[Stage], concurrency: int, latency: float) -> float
 def beside(
     bodies: list[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The extraction's requests before the first pipelined one, the others before it, and all after it."""
+    """The extraction's requests, the others before the first pipelined one, and the others from it on."""
     first = next((i for i, body in enumerate(bodies) if request_kind(body) in PIPELINED), len(bodies))
-    extraction = [body for body in bodies[:first] if request_kind(body) == EXTRACTION]
+    extraction = [body for body in bodies if request_kind(body) == EXTRACTION]
     others = [body for body in bodies[:first] if request_kind(body) != EXTRACTION]
-    return extraction, others, bodies[first:]
+    rest = [body for body in bodies[first:] if request_kind(body) != EXTRACTION]
+    return extraction, others, rest
 
 
 def beside_waves(extraction: int, lead: list[Stage], concurrency: int) -> int:
@@ -187,11 +196,47 @@ def forest_waves(parents: list[int | None], concurrency: int) -> int:
     return rounds
 
 
+def first_round_waves(
+    extraction: int, lead: list[Stage], segment: list[dict[str, Any]], concurrency: int
+) -> int:
+    """Fewest waves of the extraction, the summarizer's stages and the first pipelined segment together.
+
+    Decompositions wait for the summarizer's stages; verdicts for their own decomposition and every
+    extraction call (the module docstring).
+    """
+    parents = verdict_parents(segment)
+    decompositions = [i for i, body in enumerate(segment) if request_kind(body) == DECOMPOSE]
+    verdicts_of = Counter(parent for parent in parents if parent is not None)
+    first = sorted(decompositions, key=lambda i: (-verdicts_of[i], i))  # most verdicts waiting on it first
+    chain = waves(lead, concurrency)
+    lead_calls = sum(stage.calls for stage in lead)
+    after_chain = max(0, extraction - (chain * concurrency - lead_calls))  # extraction calls after the chain
+    earliest = max(chain, math.ceil((extraction + lead_calls) / concurrency))
+    best: int | None = None
+    for end in range(earliest, earliest + math.ceil(len(decompositions) / concurrency) + 2):
+        room = max(0, (end - chain) * concurrency - after_chain)  # the decompositions' slots by then
+        done = set(first[:room])
+        left = [i for i in range(len(segment)) if i not in done]
+        position = {i: n for n, i in enumerate(left)}
+        rest = [
+            position[parent] if (parent := parents[i]) is not None and parent not in done else None
+            for i in left
+        ]
+        total = end + forest_waves(rest, concurrency)
+        best = total if best is None else min(best, total)
+    return best or 0
+
+
 def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
     """The fewest waves any schedule of these calls needs (the module docstring's bound)."""
     extraction, lead, rest = beside(bodies)
-    total = beside_waves(len(extraction), _runs(lead), concurrency)
-    for segment in segments(rest):
+    parts = segments(rest)
+    if parts and request_kind(parts[0][0]) in PIPELINED:
+        total = first_round_waves(len(extraction), _runs(lead), parts[0], concurrency)
+        parts = parts[1:]
+    else:
+        total = beside_waves(len(extraction), _runs(lead), concurrency)
+    for segment in parts:
         if request_kind(segment[0]) in PIPELINED:
             total += forest_waves(verdict_parents(segment), concurrency)
         else:

@@ -37,10 +37,12 @@ WHY_SHORT = {
     "refine": (
         "Segmentation, the CKG build, the index check, three retrieval rounds (the first embeds the fact "
         "queries) and the run record are CPU work between dependent stages. The summarizer's calls go before "
-        "the extraction samples for a slot, so the summary is written within the extraction's waves; the "
-        "first round's decompositions, which need only the summary, still wait for the extraction's last, "
-        "partly filled wave: factscore starts once the index subgraph and the summarizer have both returned "
-        "(a LangGraph superstep ends when all of its tasks do). In each refinement round the rewritten "
+        "the extraction samples for a slot, but the slot its first call frees is handed to a waiting sample "
+        "before its second call asks, so that call waits for the next wave. The first round's "
+        "decompositions, which need only the summary, wait for the extraction's last, partly filled wave: "
+        "factscore starts once the index subgraph and the summarizer have both returned (a LangGraph "
+        "superstep ends when all of its tasks do), and the bound lets them share that wave. In each "
+        "refinement round the rewritten "
         "sentence is decomposed in the first wave, and its verdicts wait for the unchanged sentences' "
         "cached verdicts, read under the same interpreter lock."
     ),
@@ -463,8 +465,10 @@ def render(
             "The scripted server (its own process) waits L per call and serves K calls at once. The",
             "bound is L x the fewest waves of at most K calls that the calls' dependencies allow: a stage",
             "(extraction, merging, the refiner) waits for all before it, a verdict only for its own",
-            "sentence's decomposition, and the summarizer's stages only for the scenes, beside the",
-            "extraction (`eval/bench/critical_path.py`); calls answered from the cache do not count. The",
+            "sentence's decomposition (and the first round's for the whole extraction too, the CKG), the",
+            "first round's decompositions only for the summary, and the summarizer's stages only for the",
+            "scenes, beside the extraction (`eval/bench/critical_path.py`); calls answered from the cache",
+            "do not count. The",
             "barrier bound charges decomposing and judging as two stages, and the summarizer after the",
             "extraction, as a graph with barriers between them would. Goal at "
             f"{slots} in flight: measured / bound <= {LATENCY_GOAL} "

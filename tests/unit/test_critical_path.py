@@ -92,8 +92,9 @@ def test_the_summarizer_beside_the_extraction_fills_the_free_slots_of_its_waves(
     # a refine run's arrival order: the summarizer's calls among the extraction's, then the first round
     bodies = [*map(extraction, range(10)), leaf, *map(extraction, range(10, 30)), edit]
     bodies += [*map(extraction, range(30, 36)), decomposition(0), verdict(0, "Ann")]
-    # 38 calls before the round: 3 waves of 16 hold the summarizer's 2 dependent ones, against 3 + 2 in a row
-    assert dependency_waves(bodies, 16) == 3 + 2
+    # 38 calls before the round: 3 waves of 16 hold the summarizer's 2 dependent ones, against 3 + 2 in a row;
+    # the decomposition needs only the summary, so it shares the third wave, and its verdict takes a fourth
+    assert dependency_waves(bodies, 16) == 3 + 1
     assert barrier_waves(bodies, 16) == 3 + 2 + 2
     assert dependency_waves(bodies, 1) == barrier_waves(bodies, 1) == len(bodies)
     assert [(s.kind, s.calls) for s in stages(bodies)][:3] == [
@@ -134,3 +135,51 @@ def test_the_summarize_tree_bound_counts_calls_not_cached_attempts_and_waits_for
         {"step": 1, "summary": {"attempts": 1}, "compressed": True},
     ]
     assert tree_waves(steps, 16) == (3, 3)
+
+
+def dag_optimal_waves(waits_for: list[set[int]], slots: int) -> int:
+    """Fewest waves of unit-time tasks where task i waits for every task in ``waits_for[i]`` (small DAGs only)."""
+    frontier: set[frozenset[int]] = {frozenset()}
+    rounds = 0
+    while all(len(state) < len(waits_for) for state in frontier):
+        rounds += 1
+        following = set()
+        for state in frontier:
+            ready = [i for i in range(len(waits_for)) if i not in state and waits_for[i] <= state]
+            for pick in itertools.combinations(ready, min(slots, len(ready))):
+                following.add(state | frozenset(pick))
+        frontier = following
+    return rounds
+
+
+def test_the_first_rounds_decompositions_share_the_extractions_waves_and_its_verdicts_wait_for_all_of_it() -> (
+    None
+):
+    """The bound of the first round, against an exhaustive search of every schedule on small cases."""
+    rng = random.Random(11)
+    for _ in range(80):
+        extraction, slots = rng.randint(0, 5), rng.randint(1, 3)
+        chain = [rng.randint(1, 2) for _ in range(rng.randint(0, 2))]  # the summarizer's stages, calls each
+        sentences = rng.randint(1, 3)
+        facts = [rng.randint(0, 2) for _ in range(sentences)]  # verdicts of each decomposition
+        log = [body("SceneTriples", f"<scene>\nscene {i}\n</scene>") for i in range(extraction)]
+        waits_for: list[set[int]] = [set() for _ in range(extraction)]
+        everything_extracted = set(range(extraction))
+        before: set[int] = set()
+        for k, calls in enumerate(chain):
+            stage = set(range(len(waits_for), len(waits_for) + calls))
+            for _ in range(calls):
+                log.append(body("", f"Stage {k}."))
+                waits_for.append(set(before))
+            before = stage
+        firsts = {}
+        for i in range(sentences):
+            firsts[i] = len(waits_for)
+            log.append(decomposition(i))
+            waits_for.append(set(before))
+        for i in range(sentences):
+            for who in ["Ann", "Bo"][: facts[i]]:
+                log.append(verdict(i, who))
+                waits_for.append({firsts[i], *everything_extracted})
+        case = (extraction, chain, facts, slots)
+        assert dependency_waves(log, slots) == dag_optimal_waves(waits_for, slots), case
