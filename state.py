@@ -185,7 +185,7 @@ class FactScoreState(IndexState, total=False):
     summary: str
     iteration: int
     sentences: list[str]
-    previous_summary: str  # a refinement round's: the summary refined, whose sentences' facts are judged
+    previous_summary: str  # a refinement round's: the summary refined (which of this one's sentences are new)
     raw_facts: Annotated[list[Fact], operator.add]
     decompose_failures: Annotated[int, operator.add]  # every round's, summed; scores count failed_sentences
     failed_sentences: Annotated[list[FailedSentence], operator.add]

@@ -124,9 +124,8 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
     text = prompt.render(scene=prompts.data_block("scene", scene["text"], **attributes))
     sample = task["sample"]
     part = task.get("part", 0)
-    with priority(
-        AFTER_EVERY_OTHER
-    ):  # the CKG build waits for every sample; the summarizer beside it, for one
+    # the CKG build waits for every sample, the summarizer's next call beside the index for one of its own
+    with priority(AFTER_EVERY_OTHER):
         answer = ask_structured(
             ctx,
             "extractor",
