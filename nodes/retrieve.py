@@ -37,6 +37,15 @@ def expand_query(fact: str, ckg: dict[str, Any]) -> str:
     return fact if not extra else f"{fact} ({'; '.join(extra)})"
 
 
+@lru_cache(maxsize=1024)
+def _tokens(text: str) -> int:
+    """Tokens of a retrieved scene or passage, counted once: a run retrieves the same scenes for many facts.
+
+    About a thousand texts, so a novel's scenes fit and a long experiment's process holds no more than that.
+    """
+    return count_tokens(text)
+
+
 def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: int) -> list[EvidenceScene]:
     """Whole scenes in rank order while they fit, then best passages; never silently cut."""
     chosen: list[EvidenceScene] = []
@@ -45,7 +54,7 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
         scene = scenes.get(hit["id"])
         full = scene["text"] if scene else hit.get("passage", "")
         title = hit.get("title") or (scene["title"] if scene else "")
-        n_full = count_tokens(full)
+        n_full = _tokens(full)
         if n_full <= left:
             chosen.append(
                 EvidenceScene(id=hit["id"], title=title, text=full, score=hit["score"], excerpt=False)
@@ -53,7 +62,7 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
             left -= n_full
             continue
         passage = hit.get("passage", "")
-        n_passage = count_tokens(passage)
+        n_passage = _tokens(passage)
         if passage and n_passage <= left:
             chosen.append(
                 EvidenceScene(id=hit["id"], title=title, text=passage, score=hit["score"], excerpt=True)

@@ -455,16 +455,14 @@ def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
 
     Longer names win where names overlap, so "Lady Macbeth" does not also mention "Macbeth".
     """
-    lookup: dict[str, str] = {}
-    for canonical, others in aliases(ckg).items():
-        for name in (canonical, *others):
-            key = name_key(name)
-            if key:
-                lookup.setdefault(key, canonical)
-    if not lookup or not text:
+    if not text:
+        return []
+    names = tuple((canonical, tuple(others)) for canonical, others in aliases(ckg).items())
+    lookup, pattern = _name_finder(names)
+    if pattern is None:
         return []
     found: list[str] = []
-    for match in _any_name(tuple(sorted(lookup, key=lambda name: (-len(name), name)))).finditer(text):
+    for match in pattern.finditer(text):
         hit = lookup.get(name_key(match.group(0)))
         if hit and hit not in found:
             found.append(hit)
@@ -472,9 +470,26 @@ def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
 
 
 @lru_cache(maxsize=64)
-def _any_name(names: tuple[str, ...]) -> re.Pattern[str]:
-    """One pattern for all names, longest first so the longest name wins where names overlap."""
-    return re.compile("|".join(_name_pattern(name) for name in names), re.IGNORECASE)
+def _name_finder(
+    names: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[dict[str, str], re.Pattern[str] | None]:
+    """(name key -> canonical name, one pattern for all names) of a CKG's characters, built once per CKG.
+
+    Every fact of a run is matched against the same names (its query, then its CKG lines), and building the
+    lookup cleans every alias of every character: on a novel's CKG that is most of the matching's time. The
+    pattern puts longer names first, so the longest name wins where names overlap. Callers must not change
+    the lookup.
+    """
+    lookup: dict[str, str] = {}
+    for canonical, others in names:
+        for name in (canonical, *others):
+            key = name_key(name)
+            if key:
+                lookup.setdefault(key, canonical)
+    if not lookup:
+        return lookup, None
+    ordered = sorted(lookup, key=lambda name: (-len(name), name))
+    return lookup, re.compile("|".join(_name_pattern(name) for name in ordered), re.IGNORECASE)
 
 
 def subgraph_lines(ckg: Mapping[str, Any], text: str, limit: int | None = None) -> list[str]:

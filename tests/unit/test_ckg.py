@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import given, settings
@@ -290,6 +291,19 @@ def test_characters_in_finds_names_through_aliases_whole_word_any_case() -> None
     assert characters_in(ckg, "The THANE OF CAWDOR kills the old king Duncan.") == ["Macbeth", "Duncan"]
     assert characters_in(ckg, "Lady Macbeth walks at night.") == ["Lady Macbeth"]  # not also Macbeth
     assert characters_in(ckg, "Banquos and Duncanson are no one here.") == []
+
+
+def test_characters_in_reads_the_names_of_the_graph_it_is_given_each_time() -> None:
+    """The name lookup is built once per set of names: a graph whose names changed is matched by its new ones."""
+    ckg = sample_ckg()
+    assert characters_in(ckg, "The Tyrant falls.") == []
+    renamed = copy.deepcopy(ckg)
+    for node in renamed["nodes"]:
+        if node["id"] == "Macbeth":
+            node["aliases"] = [*node.get("aliases", []), "the Tyrant"]
+    assert characters_in(renamed, "The Tyrant falls.") == ["Macbeth"]
+    assert characters_in(ckg, "The Tyrant falls.") == []  # the first graph keeps its own names
+    assert characters_in({"nodes": [], "edges": []}, "Macbeth falls.") == []
 
 
 def test_subgraph_lines_touch_the_mentioned_characters_ordered_by_count() -> None:
