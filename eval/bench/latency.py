@@ -124,16 +124,18 @@ def run_all(
         ctx = _context(setup_server, tmp / "setup-cache", run_dir, slots, ckg_samples=3)
         index = index_graph().invoke({"document": document, "title": "bench"}, context=ctx)
     indexed = {key: index[key] for key in ("scenes", "ckg", "index", "title")}
+    # compiled once, untimed, as a program compiles a graph once (a module's ``graph``) and invokes it per run
+    graphs = {"coherence": coherence_graph(), "factscore": factscore_graph(), "refine": refine_graph()}
 
     def coherence(ctx: Context) -> dict[str, Any]:
         summaries = workload.coherence_summaries(n_summaries, sentences)
-        return dict(coherence_graph().invoke({"summaries": summaries}, context=ctx))
+        return dict(graphs["coherence"].invoke({"summaries": summaries}, context=ctx))
 
     def factscore(ctx: Context) -> dict[str, Any]:
-        return dict(factscore_graph().invoke({"summary": summary, **indexed}, context=ctx))
+        return dict(graphs["factscore"].invoke({"summary": summary, **indexed}, context=ctx))
 
     def refine(ctx: Context) -> dict[str, Any]:
-        return dict(refine_graph().invoke({"document": document, "title": "bench"}, context=ctx))
+        return dict(graphs["refine"].invoke({"document": document, "title": "bench"}, context=ctx))
 
     def coherence_result(out: dict[str, Any]) -> str:
         coherence = out["coherence"]

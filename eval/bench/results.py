@@ -474,7 +474,8 @@ def render(
             f"{slots} in flight: measured / bound <= {LATENCY_GOAL} "
             f"({COHERENCE_GOAL} for coherence). Each run starts with an empty LLM",
             "cache; the index that factscore and refine search is built beforehand (embedding is in the",
-            "overhead table). Client CPU: the seconds of CPU that the benchmark's process (every thread) spent",
+            "overhead table), and each graph is compiled once before its runs, as a program compiles a",
+            "module's graph once. Client CPU: the seconds of CPU that the benchmark's process (every thread) spent",
             "during the run, on a machine of "
             f"{os.cpu_count() or '?'} cores; the graph's Python work holds one interpreter lock.",
             "",
@@ -659,7 +660,8 @@ def _summarize_section(rows: list[dict[str, Any]], latency: float) -> list[str]:
         "merge also waits until the calls of everything below it could have been served "
         f"{rows[0]['concurrency']} at a",
         "time. Attempts answered from the LLM cache (a request identical to an earlier one) take no wave.",
-        "`graph` times the summarize graph in the benchmark's process (client made beforehand); `process` times",
+        "`graph` times the summarize graph in the benchmark's process (client made and graph compiled",
+        "beforehand); `process` times",
         "`python -m storyjudge summarize` from its start to its exit (imports and client set-up included);",
         "for it, when the server sent its first answer (start-up, then one call's latency), and the seconds",
         "from the last answer to its exit (the run record, the statistics, the exit).",
