@@ -100,13 +100,18 @@ def clean_output(text: str) -> str:
     return text.strip().strip("-").strip()
 
 
-def problem_of(text: str, finish_reason: str | None, token_limit: int | None) -> str | None:
-    """Why an answer cannot be used as is: "empty", "cut_off", "over_length", or None when it can."""
+def problem_of(
+    text: str, finish_reason: str | None, token_limit: int | None, tokens: int | None = None
+) -> str | None:
+    """Why an answer cannot be used as is: "empty", "cut_off", "over_length", or None when it can.
+
+    ``tokens``: the text's count when the caller has it (a chain's next call waits on each count).
+    """
     if not text.strip():
         return "empty"
     if finish_reason == "length" or not ends_sentence(text):
         return "cut_off"
-    if token_limit is not None and count_tokens(text) > token_limit:
+    if token_limit is not None and (count_tokens(text) if tokens is None else tokens) > token_limit:
         return "over_length"
     return None
 
@@ -214,7 +219,7 @@ def write(
         usage = merge_usage(usage, answer.usage)
         text = clean_output(answer.text)
         tokens = count_tokens(text)
-        problem = problem_of(text, answer.finish_reason, token_limit)
+        problem = problem_of(text, answer.finish_reason, token_limit, tokens)
         if problem is None:
             return Written(text, tokens, attempt + 1, True, asked, usage, events)
         if attempt < MAX_REGENERATIONS:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import Literal
 
-from storyjudge.core.tokens import count_tokens
+from storyjudge.core.tokens import count_tokens, fewest_tokens
 
 Counter = Callable[[str], int]
 Splitter = Literal["pysbd", "punkt"]
@@ -208,9 +208,12 @@ def split_counted(text: str, max_tokens: int, count: Counter = count_tokens) -> 
         raise ValueError("max_tokens must be >= 1")
     if not text:
         return []
-    whole = count(text)
-    if whole <= max_tokens:
-        return [(text, whole)]
+    # a text that cannot fit (a novel) is not tokenized whole only to learn that: its pieces are counted below
+    cannot_fit = count is count_tokens and fewest_tokens(text) > max_tokens
+    if not cannot_fit:
+        whole = count(text)
+        if whole <= max_tokens:
+            return [(text, whole)]
     chunks: list[str] = []
     current, current_tokens = "", 0
     for unit, n in _units(text, max_tokens, count):

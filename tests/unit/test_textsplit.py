@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storyjudge.core.textsplit import paragraphs, sentence_spans, sentences, split_by_tokens
-from storyjudge.core.tokens import count_tokens
+from storyjudge.core.textsplit import paragraphs, sentence_spans, sentences, split_by_tokens, split_counted
+from storyjudge.core.tokens import count_tokens, fewest_tokens
 
 WORD = st.text(alphabet=st.characters(categories=["L", "N", "P", "S"]), min_size=1, max_size=12)
 SEPARATOR = st.sampled_from([" ", " ", " ", "\n", "\n\n", "\n \n\t", ". ", "! ", "... ", "\u3002", "\t"])
@@ -28,6 +28,40 @@ def test_split_by_tokens_is_lossless_and_within_budget(text: str, max_tokens: in
     assert "".join(pieces) == text
     assert all(piece for piece in pieces)
     assert all(count_tokens(piece) <= max_tokens for piece in pieces)
+
+
+@SETTINGS
+@given(
+    text=st.one_of(
+        TEXT,
+        st.builds(
+            lambda run, n: run * n, st.sampled_from([" ", "-", "=", "\n", "\u3002"]), st.integers(1, 3000)
+        ),
+    )
+)
+def test_fewest_tokens_is_a_lower_bound_of_the_count(text: str) -> None:
+    assert fewest_tokens(text) <= count_tokens(text)
+
+
+@SETTINGS
+@given(text=st.lists(PROSE, min_size=2, max_size=6).map("\n\n".join), max_tokens=st.integers(1, 40))
+def test_a_text_that_cannot_fit_splits_as_when_counted_whole(text: str, max_tokens: int) -> None:
+    """Skipping the whole text's count changes nothing: the same pieces with the same counts."""
+    counted_whole = split_counted(text, max_tokens, lambda piece: count_tokens(piece))
+    assert split_counted(text, max_tokens) == counted_whole
+
+
+def test_a_novel_splits_the_same_whether_or_not_it_is_counted_whole() -> None:
+    text = "\n\n".join(f"Chapter {i}. The creature wandered on. It was cold and dark." for i in range(400))
+    assert fewest_tokens(text) > 64  # so the whole text is never counted
+    counted: list[str] = []
+
+    def spy(piece: str) -> int:
+        counted.append(piece)
+        return count_tokens(piece)
+
+    assert split_counted(text, 64) == split_counted(text, 64, spy)
+    assert text in counted  # the custom counter has no lower bound: it counts the whole text first
 
 
 @SETTINGS
