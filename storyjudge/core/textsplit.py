@@ -209,7 +209,7 @@ def split_counted(text: str, max_tokens: int, count: Counter = count_tokens) -> 
     if not text:
         return []
     # a text that cannot fit (a novel) is not tokenized whole only to learn that: its pieces are counted below
-    cannot_fit = count is count_tokens and fewest_tokens(text) > max_tokens
+    cannot_fit = count is count_tokens and len(text) > max_tokens and fewest_tokens(text) > max_tokens
     if not cannot_fit:
         whole = count(text)
         if whole <= max_tokens:
