@@ -27,10 +27,12 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     begun = time.monotonic()
     run = run_context(ctx, state["run_dir"])
     store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)
-    progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
 
     def go_on() -> None:  # a call of this run beside the index has failed, or Ctrl-C: stop here
         stop_if_run_ended(run, begun)
+
+    def splitting() -> None:
+        progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
 
     def planned(passages: int) -> None:
         go_on()
@@ -48,6 +50,7 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
         progress=embedded,
         on_total=planned,
         go_on=go_on,
+        on_split=splitting,
     )
     if not built:
         progress.emit("index", message="reused")

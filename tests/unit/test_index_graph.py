@@ -202,6 +202,37 @@ def test_reindexing_an_unchanged_document_is_free(
     assert second["index"] == first["index"] and second["ckg"] == first["ckg"]
 
 
+def test_an_unchanged_documents_index_is_reused_without_splitting_it_again(
+    scripted_server: Any, ctx_for: Any, bow: BagOfWords, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collection is found from the scenes alone; a changed scene names a new one, split and embedded."""
+    from storyjudge.core import sceneindex
+
+    ctx = ctx_for(scripted_server(triples_responder), embedder="test-bow")
+    first = run(ctx)["index"]
+    splits: list[int] = []
+    real = sceneindex.passages_of
+
+    def counted(scenes: Any, *args: Any, **kwargs: Any) -> Any:
+        splits.append(len(scenes))
+        return real(scenes, *args, **kwargs)
+
+    monkeypatch.setattr(sceneindex, "passages_of", counted)
+    embedded = bow.embedded
+    assert run(ctx)["index"] == first
+    assert splits == [] and bow.embedded == embedded
+
+    out = run(ctx)
+    scenes = [dict(scene) for scene in out["scenes"]]
+    scenes[1]["text"] = scenes[1]["text"].replace("grey water", "green water")
+    changed, built = sceneindex.build_index(scenes, store_dir=first["store_dir"], embedder="test-bow")  # type: ignore[arg-type]
+    assert built and splits == [3] and bow.embedded > embedded
+    assert changed["scenes_collection"] != first["scenes_collection"]
+    assert changed["passages"] == first["passages"]
+    stored = chroma_client(first["store_dir"]).list_collections()
+    assert {c.name for c in stored} == {first["scenes_collection"], changed["scenes_collection"]}
+
+
 CUT = '{"characters": [{"name": "Captain Reed", "aliases": []}], "triples": [{"subject": "Captain Reed", "predic'
 
 
