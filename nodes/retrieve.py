@@ -84,8 +84,8 @@ def _searches(index: IndexRef, queries: list[str], k: int) -> dict[str, list[dic
 def _remembered_searches(
     index_json: str, queries: tuple[str, ...], k: int
 ) -> tuple[tuple[dict[str, Any], ...], ...]:
-    # Collections are named by a hash of their content (and the store is in the key), so the same index
-    # reference always gives the same hits.
+    # Collections are named by a hash of the scenes and embedder their passages come from (and the store is in
+    # the key), so the same index reference always gives the same hits.
     from storyjudge.core.sceneindex import search_scenes_many
 
     return tuple(tuple(hits) for hits in search_scenes_many(json.loads(index_json), list(queries), k))
