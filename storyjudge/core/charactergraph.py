@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from storyjudge.core import heap
 from storyjudge.core.records import CKGStats
 
 if TYPE_CHECKING:
@@ -162,9 +163,12 @@ def preload() -> None:
     it would come before the run's first progress line.
     """
     if "networkx" not in sys.modules:
-        threading.Thread(
-            target=importlib.import_module, args=("networkx",), name="import-networkx", daemon=True
-        ).start()
+        threading.Thread(target=_import_networkx, name="import-networkx", daemon=True).start()
+
+
+def _import_networkx() -> None:
+    with heap.loading():
+        importlib.import_module("networkx")
 
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:

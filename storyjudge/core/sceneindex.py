@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from storyjudge.core import heap
 from storyjudge.core.embeddings import get_embedder
 from storyjudge.core.records import IndexRef, Scene
 from storyjudge.core.textsplit import split_by_tokens
@@ -49,12 +50,13 @@ Progress = Callable[[int], None]
 
 
 def _client(store_dir: str, chroma_url: str) -> Any:
-    from storyjudge.core.vectorstore import chroma_client
-
     with _clients_lock:
         key = (store_dir, chroma_url)
         if key not in _clients:
-            _clients[key] = chroma_client(store_dir, chroma_url)
+            with heap.loading():  # Chroma's imports and its store
+                from storyjudge.core.vectorstore import chroma_client
+
+                _clients[key] = chroma_client(store_dir, chroma_url)
         return _clients[key]
 
 
