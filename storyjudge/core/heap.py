@@ -36,11 +36,6 @@ def manage() -> None:
     _managed = True
 
 
-def managed() -> bool:
-    """Whether this process asked for ``manage()``."""
-    return _managed
-
-
 @contextmanager
 def loading() -> Iterator[None]:
     """Around an import or model load: no collection while it runs, what it loaded frozen after (if managed)."""
