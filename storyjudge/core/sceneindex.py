@@ -5,8 +5,8 @@ tokenizer) into passages that fit the embedder's window, each pointing back to i
 scenes by their best passage. Collections are named by a hash of everything their passages are made from
 (the scenes, the embedder, the way of cutting), and marked complete only after the last batch, so indexing
 an unchanged document again costs nothing, not even the split, and a run that crashed halfway is filled up
-rather than trusted. The CKG is not embedded:
-retrieval takes a fact's CKG lines from the graph by character name (``nodes/retrieve.py``).
+rather than trusted. The CKG is not embedded: retrieval takes a fact's CKG lines from the graph by character
+name (``nodes/retrieve.py``).
 
 Passages are ranked by dense similarity and BM25 over the same passages, each scaled to [0, 1] over the
 candidates and averaged. Measured on Macbeth with the default MiniLM embedder and 128-token passages (72
@@ -223,12 +223,13 @@ def collection_name(scenes: Sequence[Scene], embedder: str) -> str:
     return f"sj-scenes-{key[:32]}"
 
 
-def plan(scenes: Sequence[Scene], embedder: str, go_on: Callable[[], None] | None = None) -> dict[str, Any]:
-    """What an index of these scenes consists of: its passages and the collection's name."""
+def embedder_passages(
+    scenes: Sequence[Scene], embedder: str, go_on: Callable[[], None] | None = None
+) -> list[dict[str, Any]]:
+    """The passages an index of these scenes holds, cut with the embedder's own tokenizer (which loads it)."""
     model = get_embedder(embedder)
     window = passage_tokens(model.window_tokens)  # leaves room for the model's [CLS]/[SEP]
-    passages = passages_of(scenes, window, model.count_tokens, go_on)
-    return {"passages": passages, "scenes_collection": collection_name(scenes, embedder)}
+    return passages_of(scenes, window, model.count_tokens, go_on)
 
 
 def _complete_size(client: Any, name: str, embedder: str) -> int | None:
@@ -265,28 +266,20 @@ def build_index(
     store = "" if chroma_url else str(store_dir)
     client = _client(store, chroma_url)
     name = collection_name(scenes, embedder)
-    reused = _complete_size(client, name, embedder)
-    if reused is not None:  # an unchanged document: neither split again nor the embedder loaded for it
+    built = False
+    passages = _complete_size(client, name, embedder)
+    if passages is None:
+        if on_split:
+            on_split()
+        items = embedder_passages(scenes, embedder, go_on)
+        passages = len(items)
         if on_total:
-            on_total(reused)
-        ref = IndexRef(
-            store_dir=store, chroma_url=chroma_url, embedder=embedder, scenes_collection=name, passages=reused
-        )
-        return ref, False
-    if on_split:
-        on_split()
-    layout = plan(scenes, embedder, go_on)
-    if on_total:
-        on_total(len(layout["passages"]))
-    built = _ensure_collection(
-        client, layout["scenes_collection"], embedder, layout["passages"], progress, store
-    )
+            on_total(passages)
+        built = _ensure_collection(client, name, embedder, items, progress, store)
+    elif on_total:  # an unchanged document: neither split again nor the embedder loaded for it
+        on_total(passages)
     ref = IndexRef(
-        store_dir=store,
-        chroma_url=chroma_url,
-        embedder=embedder,
-        scenes_collection=layout["scenes_collection"],
-        passages=len(layout["passages"]),
+        store_dir=store, chroma_url=chroma_url, embedder=embedder, scenes_collection=name, passages=passages
     )
     return ref, built
 
