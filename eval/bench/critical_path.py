@@ -144,6 +144,11 @@ def _words(text: str) -> str:
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
 
 
+def fact_of(body: dict[str, Any]) -> str:
+    """The fact a verdict request asks about."""
+    return _block(last_user_text(body), "fact")
+
+
 def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
     """For each request of a pipelined segment, the position of the request it waits for (None: none)."""
     sentences = {
@@ -155,7 +160,7 @@ def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
     for body in segment:
         parent = None
         if request_kind(body) == VERDICT:
-            fact = _words(_block(last_user_text(body), "fact"))
+            fact = _words(fact_of(body))
             parent = next((i for i, sentence in sentences.items() if fact.strip() and fact in sentence), None)
         parents.append(parent)
     return parents

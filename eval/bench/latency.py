@@ -4,7 +4,10 @@ Against the scripted server with latency ``L`` per call and ``K`` serving slots,
 concurrency ``K`` and at concurrency 1 (the papers' code is sequential), each with a fresh LLM cache, then
 once more on the warm cache (an identical experiment rerun: it should make no call). The bound of each run
 comes from the calls the server actually received and their dependencies (:mod:`eval.bench.critical_path`);
-each row also gives the earlier barrier bound, which made every verdict wait for every decomposition. The
+each row also gives the earlier barrier bound, which made every verdict wait for every decomposition, and
+the floors of a concurrent run: its calls posted again with their dependencies by a client that does
+nothing else (:mod:`eval.bench.floor`), what this machine and server allow, and again with each
+decomposition's facts retrieved for real before its verdicts go (the method's own compute on the path). The
 server runs in a process of its own, as a real endpoint would. The index the factscore and refine runs search
 is built once beforehand; embedding is measured by :mod:`eval.bench.overhead`.
 
@@ -22,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from eval.bench import workload
-from eval.bench.critical_path import barrier_waves, dependency_waves, stages
+from eval.bench.critical_path import DECOMPOSE, barrier_waves, dependency_waves, request_kind, stages
+from eval.bench.floor import replay, retrieval
 from eval.bench.server_process import ServerProcess
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
@@ -55,9 +59,20 @@ def forget_searches() -> None:
 
 
 def measure(
-    server: ServerProcess, label: str, run: Runner, ctx: Context, latency: float, check: Callable[[Any], str]
+    server: ServerProcess,
+    label: str,
+    run: Runner,
+    ctx: Context,
+    latency: float,
+    check: Callable[[Any], str],
+    floor: bool = False,
+    indexed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One timed run: wall time, calls, stages, bound and ratio."""
+    """One timed run: wall time, calls, stages, bound and ratio.
+
+    With ``floor``, also its floors (module docstring); the method's floor retrieves from ``indexed``, the index,
+    scenes and CKG that the run searched.
+    """
     forget_searches()
     begin = len(server.completions)
     cpu = time.process_time()  # every thread of this process: the client's work, embedding included
@@ -70,6 +85,14 @@ def measure(
     rounds = dependency_waves(bodies, ctx.concurrency)
     bound = rounds * latency
     barrier = barrier_waves(bodies, ctx.concurrency) * latency
+    floor_s = method_floor_s = None
+    if floor and bodies:
+        floor_s = replay(server.base_url, bodies, ctx.concurrency)
+        if indexed and any(request_kind(body) == DECOMPOSE for body in bodies):
+            forget_searches()  # the run's searches are remembered: the floor must pay for them as a run does
+            work = retrieval(bodies, ctx, indexed)
+            method_floor_s = replay(server.base_url, bodies, ctx.concurrency, work)
+    highest = method_floor_s or floor_s
     return {
         "workload": label,
         "concurrency": ctx.concurrency,
@@ -83,6 +106,11 @@ def measure(
         "ratio": round(wall / bound, 3) if bound else None,
         "barrier_bound_s": round(barrier, 2),
         "barrier_ratio": round(wall / barrier, 3) if barrier else None,
+        "floor_s": None if floor_s is None else round(floor_s, 2),
+        "floor_ratio": round(floor_s / bound, 3) if floor_s and bound else None,
+        "method_floor_s": None if method_floor_s is None else round(method_floor_s, 2),
+        "method_floor_ratio": round(method_floor_s / bound, 3) if method_floor_s and bound else None,
+        "over_floor": round(wall / highest, 3) if highest else None,
         "result": check(out),
     }
 
@@ -173,7 +201,8 @@ def run_all(
                 for attempt in range(repeats):
                     cache = tmp / f"cache-{label.split()[0]}-{concurrency}-{attempt}"
                     ctx = _context(server, cache, run_dir, concurrency, **fields)
-                    tries.append(measure(server, label, run, ctx, latency, check))
+                    timed = measure(server, label, run, ctx, latency, check, concurrency == slots, indexed)
+                    tries.append(timed)
                 row = sorted(tries, key=lambda r: r["wall_s"])[len(tries) // 2]
                 row["repeats"] = [r["wall_s"] for r in tries]
                 rows.append(row)
@@ -204,7 +233,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             f"{row['workload']:<44} c={row['concurrency']:<3} calls {row['calls']:>5} "
             f"waves {row['waves']:>4} "
             f"bound {row['bound_s']:>7.2f}s wall {row['wall_s']:>7.2f}s ratio {row['ratio']} "
-            f"(barrier bound {row['barrier_bound_s']:.2f}s: {row['barrier_ratio']})  {row['result']}"
+            f"(barrier bound {row['barrier_bound_s']:.2f}s: {row['barrier_ratio']}; floors "
+            f"{row['floor_s']}s, with retrieval {row['method_floor_s']}s: x{row['method_floor_ratio']} of the "
+            f"bound; run x{row['over_floor']} of the floor)  {row['result']}"
         )
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

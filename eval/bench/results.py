@@ -81,6 +81,22 @@ COMMON_CAUSE = (
 )
 
 
+FLOORS_TEXT = """
+Floors (`eval/bench/floor.py`), measured after each run at K in flight: the floor posts the run's
+own request bodies again, with the bound's dependencies and its highest-level-first order, from bare
+HTTP connections on K threads that do nothing else: what this machine, loopback and the scripted
+server cost. The method floor does the same and, once a decomposition is answered, retrieves its
+facts' evidence for real (query embedding, Chroma, the CKG lines: the function a sentence's branch
+calls) before its verdicts may go: the bound counts retrieval as free, but it is the method's own
+compute on the path from a decomposition to its verdicts. x floor: measured / the method floor (the
+floor where a run retrieves nothing): the part of the time that is storyjudge's own work."""
+
+
+def _cell(value: Any) -> str:
+    """A measured number with two decimals, or an empty cell where it was not measured."""
+    return f"{float(value):.2f}" if value else ""
+
+
 def client_cpu_per_call(row: dict[str, Any], rerun: dict[str, Any] | None) -> float | None:
     """Milliseconds of client CPU per live call: the run's CPU less its cached rerun's, over its calls."""
     if (
@@ -144,6 +160,11 @@ def latency_goal(row: dict[str, Any]) -> float:
     return COHERENCE_GOAL if _name(row["workload"]) == "coherence" else LATENCY_GOAL
 
 
+def _floor_ratio(row: dict[str, Any]) -> float:
+    """The highest floor of a latency row (the method's, else the bare one) over its bound."""
+    return float(row.get("method_floor_ratio") or row.get("floor_ratio") or 0)
+
+
 def bound_of(row: dict[str, Any]) -> float:
     """A latency row's bound: the fewest waves the calls' dependencies allow (``critical_path.dependency_waves``)."""
     return float(row["bound_s"])
@@ -191,6 +212,12 @@ def goals(
         measured = (
             f"worst {ratio:.2f} x {kind} (goal {target:.2f}): {worst['workload']}, concurrency {widest}"
         )
+        floored = [r for r in concurrent if r.get("over_floor")]
+        if floored:
+            measured += "; against the method's floor (bare client, retrieval included): " + ", ".join(
+                f"{_name(r['workload'])} {r['over_floor']:.2f} (floor {_floor_ratio(r):.2f} x bound)"
+                for r in floored
+            )
         rows.append(_goal(1, "latency within the critical-path bound",
                           f"<= {LATENCY_GOAL} x bound ({COHERENCE_GOAL} for coherence) at {widest} in flight",
                           measured, ratio / target, ratio <= target))  # fmt: skip
@@ -456,6 +483,7 @@ def render(
     latency, slots = settings["latency"], settings["slots"]
     live = [r for r in latency_rows if "rerun" not in r["workload"]]
     barrier = any(r.get("barrier_bound_s") for r in live)
+    floors = any(r.get("floor_s") for r in live)
     lines += (
         []
         if not live
@@ -478,6 +506,7 @@ def render(
             "module's graph once. Client CPU: the seconds of CPU that the benchmark's process (every thread) spent",
             "during the run, on a machine of "
             f"{os.cpu_count() or '?'} cores; the graph's Python work holds one interpreter lock.",
+            *(FLOORS_TEXT.splitlines() if floors else []),
             "",
             *_table(
                 [
@@ -491,6 +520,7 @@ def render(
                     "measured s",
                     "client CPU s",
                     "ratio",
+                    *(["floor s", "method floor s", "x floor"] if floors else []),
                     "result",
                 ],
                 [
@@ -509,6 +539,15 @@ def render(
                         f"{r['wall_s']:.2f}",
                         f"{r['client_cpu_s']:.2f}" if r.get("client_cpu_s") is not None else "",
                         f"{r['ratio']:.2f}" if r["ratio"] else "",
+                        *(
+                            [
+                                _cell(r.get("floor_s")),
+                                _cell(r.get("method_floor_s")),
+                                _cell(r.get("over_floor")),
+                            ]
+                            if floors
+                            else []
+                        ),
                         r["result"] + _repeats(r),
                     ]
                     for r in live

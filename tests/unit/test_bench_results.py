@@ -91,6 +91,20 @@ def test_the_barrier_bound_is_shown_beside_the_dependency_bound() -> None:
     assert "barrier bound s" not in _render(latency=LATENCY[:1])
 
 
+def test_the_floors_are_shown_and_the_goal_row_sets_each_run_against_the_methods_floor() -> None:
+    factscore = {**LATENCY[0], "floor_s": 1.83, "floor_ratio": 1.017, "method_floor_s": 2.1,
+                 "method_floor_ratio": 1.167, "over_floor": 1.143}  # fmt: skip
+    # retrieval not measured: the bare floor stands in
+    refine = {**LATENCY[1], "floor_s": 4.9, "floor_ratio": 1.02, "over_floor": 1.388}
+    text = _render(latency=[factscore, refine])
+    assert "| floor s | method floor s | x floor |" in text
+    assert "| 1.83 | 2.10 | 1.14 |" in text and "| 4.90 |  | 1.39 |" in text
+    goal = _goal_rows(text)[1][3]
+    assert "factscore 1.14 (floor 1.17 x bound), refine 1.39 (floor 1.02 x bound)" in goal
+    assert goal.startswith("worst 1.42 x dependency bound") and _goal_rows(text)[1][5] == "**no**"
+    assert "floor s" not in _render()  # rows measured without floors keep the table as it was
+
+
 def test_coherence_has_the_tighter_goal() -> None:
     row = {
         **LATENCY[0],
