@@ -160,6 +160,23 @@ def latency_goal(row: dict[str, Any]) -> float:
     return COHERENCE_GOAL if _name(row["workload"]) == "coherence" else LATENCY_GOAL
 
 
+def floor_note(row: dict[str, Any]) -> str:
+    """What a short latency row's floors say: how much of its time over the bound any client would spend."""
+    if not row.get("over_floor"):
+        return ""
+    floor = _floor_ratio(row)
+    which = "the method's floor (retrieval included)" if row.get("method_floor_s") else "the floor"
+    verdict = (
+        "already over the goal, so no client can meet it on this machine"
+        if floor > latency_goal(row)
+        else "within the goal"
+    )
+    return (
+        f"The same calls from a client that does nothing but HTTP take {float(row['floor_s']):.2f} s; "
+        f"{which} is {floor:.2f} x the bound, {verdict}; the run takes {float(row['over_floor']):.2f} x it."
+    )
+
+
 def _floor_ratio(row: dict[str, Any]) -> float:
     """The highest floor of a latency row (the method's, else the bare one) over its bound."""
     return float(row.get("method_floor_ratio") or row.get("floor_ratio") or 0)
@@ -669,7 +686,7 @@ def render(
         )
         lines.append(
             f"- {row['workload']} at concurrency {row['concurrency']}: {row['ratio']:.2f} x the bound. "
-            + " ".join(part for part in (why, fixed) if part)
+            + " ".join(part for part in (why, fixed, floor_note(row)) if part)
         )
     if short:
         per_call = [

@@ -103,6 +103,9 @@ def test_the_floors_are_shown_and_the_goal_row_sets_each_run_against_the_methods
     assert "factscore 1.14 (floor 1.17 x bound), refine 1.39 (floor 1.02 x bound)" in goal
     assert goal.startswith("worst 1.42 x dependency bound") and _goal_rows(text)[1][5] == "**no**"
     assert "floor s" not in _render()  # rows measured without floors keep the table as it was
+    why = text.split("## Short of the goal, and why", 1)[1]
+    assert "method's floor (retrieval included) is 1.17 x the bound, already over the goal" in why
+    assert "the floor is 1.02 x the bound, within the goal; the run takes 1.39 x it" in why
 
 
 def test_coherence_has_the_tighter_goal() -> None:
