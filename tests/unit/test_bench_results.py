@@ -91,7 +91,7 @@ def test_the_barrier_bound_is_shown_beside_the_dependency_bound() -> None:
     assert "barrier bound s" not in _render(latency=LATENCY[:1])
 
 
-def test_the_floors_are_shown_and_the_goal_row_sets_each_run_against_the_methods_floor() -> None:
+def test_the_floors_are_shown_and_the_goal_row_sets_each_run_against_its_floor() -> None:
     factscore = {**LATENCY[0], "floor_s": 1.83, "floor_ratio": 1.017, "method_floor_s": 2.1,
                  "method_floor_ratio": 1.167, "over_floor": 1.143}  # fmt: skip
     # retrieval not measured: the bare floor stands in
