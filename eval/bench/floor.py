@@ -172,9 +172,13 @@ def replay(
                     if done[0] >= len(bodies) or failures:
                         return
                     _, i = heapq.heappop(ready)
-                connection.request("POST", path, payloads[i], {"Content-Type": "application/json"})
-                response = connection.getresponse()
-                response.read()
+                try:
+                    connection.request("POST", path, payloads[i], {"Content-Type": "application/json"})
+                    response = connection.getresponse()
+                    response.read()
+                except OSError as exc:  # the server went away: stop every worker instead of waiting forever
+                    release(i, f"call {i}: {exc!r}")
+                    return
                 if response.status != 200:
                     release(i, f"call {i}: HTTP {response.status}")
                 elif after is not None and children[i]:  # beside the senders, as a run's branch does it

@@ -6,6 +6,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from eval.bench.critical_path import dependency_waves
 from eval.bench.floor import dependencies, levels, replay
 from storyjudge.apps.scripted_server import OpenAIServer
@@ -69,3 +71,13 @@ def test_the_replay_sends_every_call_after_those_it_waits_for_within_the_slots(
         for parent in parents:
             answered = entries[position[str(log[parent])]].answered
             assert answered is not None and entries[position[str(log[i])]].arrived >= answered
+
+
+def test_a_replay_whose_server_is_gone_fails_instead_of_waiting(
+    scripted_server: Callable[..., OpenAIServer],
+) -> None:
+    server = scripted_server(lambda _: "{}")
+    base_url = server.base_url
+    server.stop()
+    with pytest.raises(RuntimeError, match="the floor replay failed: call 0"):
+        replay(base_url, [decomposition(0), verdict(0, "Ann")], concurrency=2)
