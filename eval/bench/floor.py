@@ -66,14 +66,15 @@ def dependencies(bodies: list[dict[str, Any]]) -> list[set[int]]:
         if kinds[segment[0]] in PIPELINED:
             parents = verdict_parents([bodies[i] for i in segment])
             first_round = n == 0
+            ckg = extraction if first_round else set()  # the first round's verdicts need the whole CKG
             for position, i in enumerate(segment):
                 parent = parents[position]
-                if kinds[i] == DECOMPOSE or parent is None:
-                    needs[i] = set(summarizer_end) if first_round and kinds[i] == DECOMPOSE else set(before)
-                    if first_round and kinds[i] != DECOMPOSE:
-                        needs[i] |= extraction
+                if kinds[i] == DECOMPOSE:
+                    needs[i] = set(summarizer_end if first_round else before)
+                elif parent is None:  # a verdict whose sentence the log does not show: all before the round
+                    needs[i] = before | ckg
                 else:
-                    needs[i] = {segment[parent]} | (extraction if first_round else set())
+                    needs[i] = {segment[parent]} | ckg
         else:
             for i in segment:
                 needs[i] = set(before)
