@@ -154,10 +154,9 @@ def replay(
                     heapq.heappush(ready, (-level[child], child))
             state.notify_all()
 
-    def work_then_release(i: int) -> None:
+    def work_then_release(i: int, work: Callable[[int], None]) -> None:
         try:
-            assert after is not None
-            after(i)
+            work(i)
         except Exception as exc:  # noqa: BLE001 - reported by replay; the workers stop
             release(i, f"after call {i}: {exc!r}")
         else:
@@ -183,7 +182,7 @@ def replay(
                 if response.status != 200:
                     release(i, f"call {i}: HTTP {response.status}")
                 elif after is not None and children[i]:  # beside the senders, as a run's branch does it
-                    threading.Thread(target=work_then_release, args=(i,), daemon=True).start()
+                    threading.Thread(target=work_then_release, args=(i, after), daemon=True).start()
                 else:
                     release(i, "")
         finally:
