@@ -37,8 +37,8 @@ WHY_SHORT = {
     "refine": (
         "Segmentation, the CKG build, the index check, three retrieval rounds (the first embeds the fact "
         "queries) and the run record are CPU work between dependent stages. The summarizer's calls go before "
-        "the extraction samples for a slot, but the slot its first call frees is handed to a waiting sample "
-        "before its second call asks, so that call waits for the next wave. The first round's "
+        "the extraction samples for a slot, and the slot each of its calls gives back is kept for its next "
+        "call for a moment instead of going to a waiting sample. The first round's "
         "decompositions, which need only the summary, wait for the extraction's last, partly filled wave: "
         "factscore starts once the index subgraph and the summarizer have both returned (a LangGraph "
         "superstep ends when all of its tasks do), and the bound lets them share that wave. In each "

@@ -17,7 +17,8 @@ Two bounds, one owner each:
   default cache). A server that must be protected across runs needs its own limit; storyjudge's is per run.
   Waiters are served by ``priority`` (a sentence's decomposition before verdicts), then in arrival order. A
   call gives its slot back when the server's answer arrives (``answer_arrived``, the HTTP client's response
-  hook), not after the client has parsed it.
+  hook), not after the client has parsed it; a chain's slot is kept from the join-only extraction samples
+  for its next call (``Slots.KEEP_SECONDS``).
 
 The slots are pluggable: ``set_budget_factory(factory)`` installs a function that maps a run's Context to the
 context manager held around each call, or to None for the per-run semaphore above. An experiment on a Dask
@@ -139,7 +140,15 @@ class Slots:
     Priority is what the caller's context says (``call_priority``): the critical-path bound assumes the calls
     with the longest chain of dependent calls after them are sent first (a fact's decomposition before
     other facts' verdicts).
+
+    One exception to handing a slot straight on: a call above ``AFTER_EVERY_OTHER`` whose slot would go to a
+    call at that level keeps it for ``KEEP_SECONDS``, for the next call above that level (``_keep``).
     """
+
+    KEEP_SECONDS = 0.1
+    """How long a kept slot waits for the next call of a chain before it goes to the join-only calls. The next
+    call of a chain asks a few milliseconds after the answer (the summarizer's artifact removal 7 ms after its
+    chunk summary, measured at 16 in flight); at a hosted model's latency 0.1 s is a small share of a call."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -147,10 +156,16 @@ class Slots:
         self._lock = threading.Lock()
         self._waiting: list[tuple[int, int, _Ticket]] = []
         self._order = itertools.count()
+        # deadlines (time.monotonic()) of the slots kept for a chain's next call, oldest first
+        self._kept: list[float] = []
 
     def acquire(self, priority: int = 0) -> None:
         """Take a slot, waiting for one if none is free; ``Cancelled`` if the work is cancelled meanwhile."""
         with self._lock:
+            self._expire_locked()
+            if self._kept and priority > AFTER_EVERY_OTHER:
+                self._kept.pop(0)
+                return
             if self._free:
                 self._free -= 1
                 return
@@ -169,9 +184,40 @@ class Slots:
                     heapq.heapify(self._waiting)
             raise
 
-    def release(self) -> None:
-        """Give a slot back: to the best waiter, or to the free ones."""
+    def release(self, priority: int | None = None) -> None:
+        """Give back a slot taken at ``priority`` (None: unknown): to the best waiter, or to the free ones."""
         with self._lock:
+            self._expire_locked()
+            if priority is not None and self._keep(priority):
+                return
+            self._release_locked()
+
+    def _keep(self, priority: int) -> bool:
+        """Keep the slot of a call above ``AFTER_EVERY_OTHER`` from the join-only calls for a while.
+
+        Why: a chain beside the index (the summarizer's steps, each waiting on the one before) asks for its
+        next slot a few milliseconds after its answer, and by then an extraction sample waiting at the lowest
+        level has taken the slot, and the chain waits a whole latency for the next answer. The critical-path
+        bound gives the chain one slot in each wave, as this does. Kept only from calls at the lowest level,
+        which nothing waits on but their join: a verdict waiting for a slot freed by a decomposition gets it.
+        """
+        if priority <= AFTER_EVERY_OTHER or not self._waiting or -self._waiting[0][0] > AFTER_EVERY_OTHER:
+            return False
+        self._kept.append(time.monotonic() + self.KEEP_SECONDS)
+        timer = threading.Timer(self.KEEP_SECONDS, self._expire)
+        timer.daemon = True
+        timer.start()
+        return True
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expire_locked()
+
+    def _expire_locked(self) -> None:
+        """Hand on the kept slots whose time is up."""
+        now = time.monotonic()
+        while self._kept and self._kept[0] <= now:
+            self._kept.pop(0)
             self._release_locked()
 
     def _release_locked(self) -> None:
@@ -199,7 +245,9 @@ call_priority: contextvars.ContextVar[int] = contextvars.ContextVar("call_priori
 AFTER_EVERY_OTHER = -(2**62)
 """The level of calls that only a join over all of them waits on (a scene's extraction samples, joined by the CKG
 build): sending one early brings nothing forward until the last is answered, so any call beside them goes first,
-the summarizer's chain that runs beside the index above all (each of its calls waits on the one before)."""
+the summarizer's chain that runs beside the index above all (each of its calls waits on the one before): a
+slot that a call above this level gives back while only these wait is kept for a moment for the next such
+call (``Slots._keep``)."""
 
 
 @contextmanager
@@ -327,9 +375,11 @@ class _HeldSlot:
         self._slots = slots
         self._lock = threading.Lock()
         self._held = False
+        self._priority = 0
 
     def __enter__(self) -> _HeldSlot:
-        self._slots.acquire(call_priority.get())
+        self._priority = call_priority.get()
+        self._slots.acquire(self._priority)
         self._held = True
         return self
 
@@ -339,7 +389,7 @@ class _HeldSlot:
             if not self._held:
                 return
             self._held = False
-        self._slots.release()
+        self._slots.release(self._priority)
 
     def __exit__(self, *exc: object) -> None:
         self.release()

@@ -241,6 +241,67 @@ def test_slots_go_to_the_highest_priority_waiter_then_in_arrival_order() -> None
     assert slots._free == 1, "every slot came back"
 
 
+def waiting_at(slots: concurrency.Slots, level: int, got: list[str], name: str) -> threading.Thread:
+    """A thread that waits for a slot at ``level`` (queued before this returns) and notes when it has one."""
+    queued = len(slots._waiting)
+
+    def take() -> None:
+        slots.acquire(level)
+        got.append(name)
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    while len(slots._waiting) == queued:
+        threading.Event().wait(0.001)
+    return thread
+
+
+def test_a_chains_slot_is_kept_from_the_extraction_samples_for_its_next_call(monkeypatch: Any) -> None:
+    """The summarizer beside the index asks again a few ms after its answer: a waiting sample must not have
+    taken its slot by then. The kept slot goes to the next call above the samples' level, not to a sample."""
+    monkeypatch.setattr(concurrency.Slots, "KEEP_SECONDS", 60.0)  # longer than any stall of a busy machine
+    slots = concurrency.Slots(2)
+    slots.acquire(0)  # the chain's call in flight
+    slots.acquire(concurrency.AFTER_EVERY_OTHER)  # a sample in flight
+    got: list[str] = []
+    sample = waiting_at(slots, concurrency.AFTER_EVERY_OTHER, got, "sample")
+    slots.release(0)  # the chain's answer arrived
+    assert got == [] and len(slots._kept) == 1, "the sample took the chain's slot"
+    slots.acquire(0)  # the chain's next call takes the kept slot at once
+    assert slots._kept == [] and got == []
+    slots.release(concurrency.AFTER_EVERY_OTHER)  # a sample's slot is never kept: the waiting sample gets it
+    sample.join(10)
+    assert got == ["sample"]
+
+
+def test_a_kept_slot_nobody_claims_goes_to_the_waiting_samples(monkeypatch: Any) -> None:
+    monkeypatch.setattr(concurrency.Slots, "KEEP_SECONDS", 0.05)
+    slots = concurrency.Slots(1)
+    slots.acquire(0)
+    got: list[str] = []
+    sample = waiting_at(slots, concurrency.AFTER_EVERY_OTHER, got, "sample")
+    slots.release(0)  # the chain's last call: no next call comes
+    sample.join(10)
+    assert got == ["sample"], "a kept slot was never handed on"
+    assert slots._kept == [] and slots._free == 0
+
+
+def test_a_slot_is_not_kept_when_a_call_above_the_samples_waits(monkeypatch: Any) -> None:
+    """Only the join-only samples wait for a kept slot: a verdict waiting behind a decomposition gets it."""
+    monkeypatch.setattr(concurrency.Slots, "KEEP_SECONDS", 60.0)
+    slots = concurrency.Slots(1)
+    slots.acquire(2)  # a decomposition
+    got: list[str] = []
+    verdict = waiting_at(slots, 0, got, "verdict")
+    sample = waiting_at(slots, concurrency.AFTER_EVERY_OTHER, got, "sample")
+    slots.release(2)
+    verdict.join(10)
+    assert got == ["verdict"] and slots._kept == []
+    slots.release(None)  # a release that does not say its level hands the slot on as before
+    sample.join(10)
+    assert got == ["verdict", "sample"]
+
+
 def test_a_cancelled_wait_for_a_slot_leaves_the_slots_whole() -> None:
     import pytest
 
