@@ -20,7 +20,7 @@ from langgraph.types import Send
 from prompts import data_block, load
 from prompts.schemas import BatchedConfusions
 from state import CoherenceState, CoherenceTask
-from storyjudge.core import progress
+from storyjudge.core import heavy_imports, progress
 from storyjudge.core.booookscore import coherence_report
 from storyjudge.core.concurrency import in_parallel
 from storyjudge.core.confusion import ConfusionAnswer, normalise_types, parse_confusion, says_no_confusion
@@ -123,6 +123,7 @@ def prepare(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
             sentences[item["id"]] = split_sentences(item["summary"], ctx.sentence_splitter)
             split[item["id"]] = ctx.sentence_splitter
     progress.emit("coherence", total=sum(len(s) for s in sentences.values()))
+    heavy_imports.load_before_branches()  # numpy, for the score, imported before the branches start
     return {
         "summary": None,  # consumed: the next invocation on a checkpointed thread brings its own input
         "summaries": None,

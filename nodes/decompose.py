@@ -19,8 +19,8 @@ from langgraph.types import Send
 import prompts
 from prompts.schemas import AtomicFacts
 from state import FactScoreState, SentenceTask
-from storyjudge.core import progress
-from storyjudge.core.context import Context
+from storyjudge.core import heavy_imports, progress
+from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import ask_structured
 from storyjudge.core.records import Fact, FailedSentence
 from storyjudge.core.textsplit import NO_WORDS, has_words, sentences
@@ -37,6 +37,8 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
         raise ValueError("The summary to score " + NO_WORDS.format(sample=summary[:40]) + ".")
     for stage in ("decompose", "retrieve", "judge"):  # each counts sentences: one branch does all three
         progress.emit(stage, total=len(found))
+    # the branches search the index: Chroma and the embedder are imported before they start
+    heavy_imports.load_before_branches(index=True, embedder=context_of(runtime).embedder)
     return {"sentences": found, "iteration": state.get("iteration", 0)}
 
 

@@ -10,9 +10,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from state import IndexState
-from storyjudge.core import charactergraph
+from storyjudge.core import heavy_imports, progress
 from storyjudge.core.context import ConfigError, Context, context_of
-from storyjudge.core.embeddings import preload
 from storyjudge.core.records import Scene
 from storyjudge.core.rundir import RunDir, default_run_dir, document_hash
 from storyjudge.core.segmentation import guess_title, join_scenes, normalize_scenes, segment_document
@@ -45,11 +44,11 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     title = state.get("title") or guess_title(source)
     run_dir = ctx.run_dir or str(default_run_dir(title, doc_hash))
     RunDir(Path(run_dir)).claim(doc_hash, title)
-    # what the CKG build and the index node need (networkx, the embedder) loads while the extraction calls wait
-    # on the network; it starts only now, since its imports (seconds, taking the interpreter lock in turns)
-    # would slow the work before the run's first progress line
-    preload(ctx.embedder)
-    charactergraph.preload()
+    # the index, the CKG build and retrieval need Chroma, networkx and the embedder: imported here, before the
+    # graph forks, so that no two threads ever import them at once (storyjudge.core.heavy_imports)
+    if not heavy_imports.ready(index=True, embedder=ctx.embedder):
+        progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
+        heavy_imports.load_before_branches(index=True, embedder=ctx.embedder)
     return {
         "doc_hash": doc_hash,
         "title": title,

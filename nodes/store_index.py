@@ -31,9 +31,6 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     def go_on() -> None:  # a call of this run beside the index has failed, or Ctrl-C: stop here
         stop_if_run_ended(run, begun)
 
-    def splitting() -> None:
-        progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
-
     def planned(passages: int) -> None:
         go_on()
         progress.emit("index", total=passages)
@@ -50,7 +47,6 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
         progress=embedded,
         on_total=planned,
         go_on=go_on,
-        on_split=splitting,
     )
     if not built:
         progress.emit("index", message="reused")

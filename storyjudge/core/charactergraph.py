@@ -20,18 +20,14 @@ pronouns; the graph is stored as networkx node-link JSON, and the lookup functio
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
-import sys
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from storyjudge.core import heap
 from storyjudge.core.records import CKGStats
 
 if TYPE_CHECKING:
@@ -154,21 +150,6 @@ def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
         graph.edges[a, b]["reasons"].add(reason)
     else:
         graph.add_edge(a, b, weight=1, reasons={reason})
-
-
-def preload() -> None:
-    """Import networkx in a daemon thread, so that its 0.2 s of imports overlap the extraction calls' waits.
-
-    Only building and converting graphs needs it; the lookups read the node-link JSON. Imported at the start,
-    it would come before the run's first progress line.
-    """
-    if "networkx" not in sys.modules:
-        threading.Thread(target=_import_networkx, name="import-networkx", daemon=True).start()
-
-
-def _import_networkx() -> None:
-    with heap.loading():
-        importlib.import_module("networkx")
 
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:

@@ -330,30 +330,6 @@ def check_embedder(spec: str = "minilm") -> str:
 
 _embedders: dict[str, WindowedEmbeddings] = {}
 _lock = threading.Lock()  # held by get_embedder for the whole load
-_preloading: set[str] = set()
-_preloading_lock = threading.Lock()  # never waits for a load
-
-
-def preload(spec: str = "minilm") -> None:
-    """Start loading an embedder in a daemon thread, so that its seconds of imports overlap other work.
-
-    ``get_embedder(spec)`` then waits for the load (or does it, if the load has not begun). A load that fails
-    here fails again, with its message, where ``get_embedder`` is called. A second call returns at once: it
-    does not take the lock that ``get_embedder`` holds while it loads (the refine graph and its index subgraph
-    both segment, and the second would have waited out the whole load before its first extraction call).
-    """
-    with _preloading_lock:
-        if spec in _embedders or spec in _preloading:
-            return
-        _preloading.add(spec)
-
-    def load() -> None:
-        try:
-            get_embedder(spec)
-        except Exception:  # noqa: BLE001, S110 - reported by the caller's own get_embedder
-            pass
-
-    threading.Thread(target=load, name=f"load-embedder-{spec}", daemon=True).start()
 
 
 def get_embedder(spec: str = "minilm") -> WindowedEmbeddings:

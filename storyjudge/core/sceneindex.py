@@ -255,12 +255,10 @@ def build_index(
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
     go_on: Callable[[], None] | None = None,
-    on_split: Callable[[], None] | None = None,
 ) -> tuple[IndexRef, bool]:
     """Index scenes, reusing a complete collection; returns the reference and whether it embedded anything.
 
-    ``on_split`` hears that the scenes are about to be split, which loads the embedder (no complete collection
-    of them exists); ``on_total`` hears the number of passages to embed before any work; ``progress`` hears
+    ``on_total`` hears the number of passages to embed before any work; ``progress`` hears
     each batch's size; ``go_on`` is asked between scenes while they are split, and may raise to stop.
     """
     store = "" if chroma_url else str(store_dir)
@@ -269,8 +267,6 @@ def build_index(
     built = False
     passages = _complete_size(client, name, embedder)
     if passages is None:
-        if on_split:
-            on_split()
         items = embedder_passages(scenes, embedder, go_on)
         passages = len(items)
         if on_total:

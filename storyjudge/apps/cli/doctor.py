@@ -52,10 +52,6 @@ def doctor(
         require_models(ctx, ROLES)
     except ConfigError as exc:
         fail(str(exc))
-    if deep:
-        from storyjudge.core.embeddings import preload
-
-        preload(ctx.embedder)  # torch and the weights load while the structured call waits
     print_models(ctx)
     spec = resolve_spec(ctx, "judge")
     if is_local(spec) and not deep:

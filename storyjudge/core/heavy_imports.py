@@ -1,0 +1,61 @@
+"""The heavy modules a run uses, imported once, on one thread, before the run's branches start.
+
+Why: when two threads import the same package at once and the package's own imports go in a circle (numpy's
+do: ``numpy.linalg`` imports ``numpy._typing``, whose imports need ``numpy``), Python's import system breaks the
+apparent deadlock by handing one thread the unfinished module, which then fails with "cannot import name ...
+from partially initialized module". A refine run of a novel did exactly this, in about one run of three: its
+index branch imported Chroma (and numpy with it) while a preload thread imported the embedder's transformers
+(and numpy) and a third thread imported networkx.
+
+So nothing heavy is imported in a branch or in a background thread: a graph's first node, which runs alone
+before any fan-out, calls ``load_before_branches``, and every branch after it finds the modules imported. The
+lock makes concurrent runs of one process (the web UI's jobs, ``eval``'s items in threads) take turns, so
+two first nodes never import at once either.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+from storyjudge.core import heap
+
+_lock = threading.Lock()
+_loaded: set[str] = set()
+
+
+def _wanted(index: bool, embedder: str | None) -> set[str]:
+    return (
+        {"numpy"}
+        | ({"chromadb", "networkx"} if index else set())
+        | ({f"embedder:{embedder}"} if embedder else set())
+    )
+
+
+def ready(*, index: bool = False, embedder: str | None = None) -> bool:
+    """Whether ``load_before_branches`` with the same arguments has nothing left to do."""
+    return _wanted(index, embedder) <= _loaded
+
+
+def load_before_branches(*, index: bool = False, embedder: str | None = None) -> None:
+    """Import what the coming branches use: numpy always; with ``index`` Chroma and networkx; the embedder named.
+
+    A run that searches scenes needs all of them (the index and retrieval), a coherence run only numpy. Later
+    calls with what is already loaded return at once.
+    """
+    wanted = _wanted(index, embedder)
+    if wanted <= _loaded:
+        return
+    with _lock, heap.loading():
+        for name in sorted(wanted - _loaded):
+            if name.startswith("embedder:"):
+                from storyjudge.core.embeddings import get_embedder
+
+                get_embedder(
+                    name.partition(":")[2]
+                )  # torch, transformers, sentence-transformers, the weights
+            elif name == "chromadb":
+                importlib.import_module("storyjudge.core.vectorstore")  # Chroma, with telemetry off first
+            else:
+                importlib.import_module(name)
+            _loaded.add(name)
