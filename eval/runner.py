@@ -31,6 +31,7 @@ import prompts
 from eval.datasets import Dataset, EvalItem
 from eval.grid import Cell, DatasetSpec, ExperimentConfig, cell_context, cells
 from eval.storysumm import coherence_sentence_predictions, sentence_predictions, summary_prediction
+from storyjudge.core import heavy_imports
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ModelError
 from storyjudge.core.models import resolve_spec
@@ -40,6 +41,9 @@ from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import merge_usage, totals
 
 GraphInvoker = Callable[[str, dict[str, Any], Context], dict[str, Any]]
+
+METRIC_MODULES = ("eval.metrics", "rouge_score.rouge_scorer")
+"""What ROUGE imports (numpy, NLTK's stemmer): imported before an item's threads could import it at once."""
 
 
 def invoke_graph(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -364,6 +368,8 @@ class Experiment:
         ctx = self.item_context(cell, item, own_cache=own_cache)
         row = self._base_row(cell, item, ctx)
         record: dict[str, Any] = {}
+        # items run in threads (here and on a Dask worker): the metrics' heavy imports happen once, in turn
+        heavy_imports.load_before_branches(modules=METRIC_MODULES if "rouge" in self.config.metrics else ())
         try:
             if cell.task == "refine":
                 self._refine_item(cell, item, ctx, row, record)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Iterable
 
 from storyjudge.core import heap
 
@@ -24,26 +25,26 @@ _lock = threading.Lock()
 _loaded: set[str] = set()
 
 
-def _wanted(index: bool, embedder: str | None) -> set[str]:
-    return (
-        {"numpy"}
-        | ({"chromadb", "networkx"} if index else set())
-        | ({f"embedder:{embedder}"} if embedder else set())
-    )
+def _wanted(index: bool, embedder: str | None, modules: Iterable[str]) -> set[str]:
+    wanted = {"numpy", "chromadb", "networkx"} if index else {"numpy"}
+    return wanted | set(modules) | ({f"embedder:{embedder}"} if embedder else set())
 
 
-def ready(*, index: bool = False, embedder: str | None = None) -> bool:
+def ready(*, index: bool = False, embedder: str | None = None, modules: Iterable[str] = ()) -> bool:
     """Whether ``load_before_branches`` with the same arguments has nothing left to do."""
-    return _wanted(index, embedder) <= _loaded
+    return _wanted(index, embedder, modules) <= _loaded
 
 
-def load_before_branches(*, index: bool = False, embedder: str | None = None) -> None:
+def load_before_branches(
+    *, index: bool = False, embedder: str | None = None, modules: Iterable[str] = ()
+) -> None:
     """Import what the coming branches use: numpy always; with ``index`` Chroma and networkx; the embedder named.
 
-    A run that searches scenes needs all of them (the index and retrieval), a coherence run only numpy. Later
-    calls with what is already loaded return at once.
+    A run that searches scenes needs all of them (the index and retrieval), a coherence run only numpy; a caller
+    names any other heavy module it is about to use from threads (``eval``'s ROUGE). Later calls with what is
+    already loaded return at once.
     """
-    wanted = _wanted(index, embedder)
+    wanted = _wanted(index, embedder, modules)
     if wanted <= _loaded:
         return
     with _lock, heap.loading():
@@ -51,9 +52,7 @@ def load_before_branches(*, index: bool = False, embedder: str | None = None) ->
             if name.startswith("embedder:"):
                 from storyjudge.core.embeddings import get_embedder
 
-                get_embedder(
-                    name.partition(":")[2]
-                )  # torch, transformers, sentence-transformers, the weights
+                get_embedder(name.partition(":")[2])  # torch, transformers and the weights
             elif name == "chromadb":
                 importlib.import_module("storyjudge.core.vectorstore")  # Chroma, with telemetry off first
             else:
