@@ -127,6 +127,11 @@ def test_get_checks_converts_and_the_name_then_works(served: tuple[Files, str], 
     assert (cache / "storysumm" / "test.json").read_bytes() == before
     assert not [p for p in _files(cache) if ".partial-" in p]
 
+    listed = _data(["data", "list"], cache, base)
+    assert listed.exit_code == 0, listed.output
+    assert f"fetched: {cache / 'storysumm' / 'test.json'}" in listed.output
+    assert "squality:test" in listed.output and "storyjudge data get squality --split test" in listed.output
+
 
 @pytest.mark.parametrize("fault", ["damaged", "cut off", "missing"])
 def test_a_failed_download_writes_nothing_and_says_what_to_do(
