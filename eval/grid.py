@@ -273,7 +273,7 @@ def shortcut_config(
     metrics: Sequence[str] | None = None,
     context: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
-    """The config behind ``storyjudge eval storysumm FILE`` and ``storyjudge eval squality FILE``.
+    """The config behind ``storyjudge eval storysumm DATASET`` and ``storyjudge eval squality DATASET``.
 
     STORYSUMM: score the given summaries (task ``score``). SQuALITY: summarize and refine each story (task
     ``refine``) and compare the summaries with the question-1 references. The default output directory depends
