@@ -63,7 +63,11 @@ def get_command(
 
     try:
         fetched = get(
-            name, split, home=folder, force=force, say=lambda line: console.print(line, highlight=False)
+            name,
+            split,
+            home=folder,
+            force=force,
+            say=lambda line: console.print(line, highlight=False, soft_wrap=True),
         )
     except ValueError as exc:
         fail(str(exc))
