@@ -1,9 +1,11 @@
 """Dataset loaders: STORYSUMM (faithfulness labels), SQuALITY (reference plot summaries), plain documents.
 
-Every loader takes an explicit path and works on any file of the same format; without one it falls back to the
-development copy in ``../shared/data`` next to the repository. Loaders return :class:`EvalItem` records, the
-one shape the experiment runner consumes, and a list of notes about anything they had to repair, so a glitch
-in the data is said in the output instead of being silently absorbed.
+Every loader takes a path or a dataset name (``squality:dev``, see :func:`resolve`) and works on any file of the
+same format; without one it reads the split bundled in ``eval/data`` (STORYSUMM val, SQuALITY dev), so a clone
+or an installed package evaluates without a download. Other splits come from ``storyjudge data get`` into the
+data cache (:func:`data_home`). Loaders return :class:`EvalItem` records, the one shape the experiment runner
+consumes, and a list of notes about anything they had to repair, so a glitch in the data is said in the output
+instead of being silently absorbed.
 
 STORYSUMM stores several fields as strings that hold Python or JSON lists (``"['a', 'b']"``, ``"[1, 0]"``);
 some copies already hold real lists. Both are accepted. Labels: ``label`` 1 faithful / 0 unfaithful per
@@ -15,14 +17,91 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-STORYSUMM_VAL = SHARED_DATA / "storysumm" / "val.json"
-SQUALITY_DEV = SHARED_DATA / "squality" / "dev.jsonl"
+BUNDLED_DATA = Path(__file__).resolve().parent / "data"
+STORYSUMM_VAL = BUNDLED_DATA / "storysumm" / "val.json"
+SQUALITY_DEV = BUNDLED_DATA / "squality" / "dev.jsonl"
+
+
+@dataclass(frozen=True)
+class Published:
+    """A public dataset by name: its splits, the one a bare name means, and the suffix of a split's file."""
+
+    splits: tuple[str, ...]
+    default: str
+    suffix: str
+
+
+PUBLISHED = {
+    "storysumm": Published(("val", "test"), "val", ".json"),
+    "squality": Published(("train", "dev", "test"), "dev", ".jsonl"),
+    "booookscore": Published(("chatgpt-2048-inc",), "chatgpt-2048-inc", ".jsonl"),
+}
+"""The datasets ``storyjudge data get`` fetches; a split lives at ``<folder>/<name>/<split><suffix>``."""
+
+
+def data_home() -> Path:
+    """The data cache: ``STORYJUDGE_DATA_DIR``, else ``$XDG_CACHE_HOME/storyjudge/data`` (``~/.cache/...``)."""
+    given = os.environ.get("STORYJUDGE_DATA_DIR", "").strip()
+    if given:
+        return Path(given).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "storyjudge" / "data"
+
+
+def split_name(spec: str) -> tuple[str, str] | None:
+    """``(name, split)`` of a dataset name such as ``squality`` or ``squality:test``; None for anything else."""
+    name, _, split = spec.strip().partition(":")
+    if name.lower() not in PUBLISHED:
+        return None
+    return name.lower(), split.strip() or PUBLISHED[name.lower()].default
+
+
+def split_file(name: str, split: str, home: Path | None = None) -> Path:
+    """Where ``storyjudge data get`` writes a split (in the data cache, or ``home``)."""
+    return (home or data_home()) / name / f"{split}{PUBLISHED[name].suffix}"
+
+
+def _names() -> str:
+    return ", ".join(f"{name}[:{'|'.join(p.splits)}]" for name, p in PUBLISHED.items())
+
+
+def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None) -> Path:
+    """The file a dataset path or name stands for; a ValueError naming what was looked for and how to get it.
+
+    A path that exists wins (relative ones against ``base`` when given, else the working directory). A name is
+    looked for first among the bundled splits, then in the data cache.
+    """
+    text = str(spec).strip()
+    path = Path(text).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if text and path.is_file():
+        return path
+    named = split_name(text)
+    if named is None:
+        wanted = f"a {kind} file" if kind else "a dataset file"
+        raise ValueError(
+            f"{path} does not exist and {text!r} is no dataset name; give the path of {wanted}, or a name "
+            f"({_names()}; `storyjudge data get NAME --split SPLIT` fetches one)."
+        )
+    name, split = named
+    if kind is not None and name != kind:
+        raise ValueError(f"{text!r} is a {name} dataset, not {kind}; give a {kind} file or name.")
+    if split not in PUBLISHED[name].splits:
+        raise ValueError(f"{name} has no split {split!r}; its splits: {', '.join(PUBLISHED[name].splits)}.")
+    places = [BUNDLED_DATA / name / f"{split}{PUBLISHED[name].suffix}", split_file(name, split)]
+    for place in places:
+        if place.is_file():
+            return place
+    raise ValueError(
+        f"dataset {name}:{split} is not here (looked for {places[0]} and {places[1]}); "
+        f"fetch it with `storyjudge data get {name} --split {split}`, or give the path of a {name} file."
+    )
 
 
 @dataclass
@@ -166,18 +245,18 @@ def _align_sentence_labels(
 
 
 def load_storysumm(path: str | Path | None = None) -> Dataset:
-    """Load a STORYSUMM-format file (default: the shared validation split).
+    """Load a STORYSUMM-format file (default: the bundled validation split).
 
     Args:
-        path: A JSON object keyed by summary id (the upstream layout), a JSON list or JSON lines of records
-        with
-            ``story``, ``summary`` (list of sentences or a string holding one), ``label``, and optionally
-            ``errors``, ``story-id``, ``model``, ``difficulty``, ``explanations``, ``claims``.
+        path: A dataset name (``storysumm:test``) or a file: a JSON object keyed by summary id (the upstream
+            layout), a JSON list or JSON lines of records with ``story``, ``summary`` (list of sentences or a
+            string holding one), ``label``, and optionally ``errors``, ``story-id``, ``model``, ``difficulty``,
+            ``explanations``, ``claims``.
 
     Returns:
         A Dataset whose items group summaries by story (``group``), with notes on every label repair.
     """
-    file = Path(path) if path else STORYSUMM_VAL
+    file = resolve(path, "storysumm") if path else STORYSUMM_VAL
     items: list[EvalItem] = []
     notes: list[str] = []
     for item_id, record in _read_records(file):
@@ -263,16 +342,16 @@ def _title_of(document: str) -> str:
 
 
 def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:
-    """Load a SQuALITY-format JSON-lines file (default: the shared dev split).
+    """Load a SQuALITY-format JSON-lines file (default: the bundled dev split).
 
     Args:
-        path: JSON lines with ``document``, ``metadata`` (``uid``, ``passage_id``) and ``questions`` (each
-        with
-            ``question_number`` and ``responses`` holding ``response_text``).
+        path: A dataset name (``squality:test``) or a file of JSON lines with ``document``, ``metadata``
+            (``uid``, ``passage_id``) and ``questions`` (each with ``question_number`` and ``responses`` holding
+            ``response_text``).
         question: Which question's answers become the references; question 1 asks for the plot, so its answers
             are reference plot summaries.
     """
-    file = Path(path) if path else SQUALITY_DEV
+    file = resolve(path, "squality") if path else SQUALITY_DEV
     items: list[EvalItem] = []
     notes: list[str] = []
     for item_id, record in _read_records(file):

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from eval.datasets import Dataset, load
+from eval.datasets import Dataset, load, resolve, split_name
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.rundir import slug
 
@@ -44,7 +44,7 @@ class DatasetSpec:
     """Which file to load and how much of it."""
 
     kind: str  # storysumm | squality | documents
-    path: str = ""
+    path: str = ""  # a file's absolute path, or a dataset name (eval.datasets.resolve)
     paths: tuple[str, ...] = ()
     limit: int | None = None
     name: str = ""
@@ -189,15 +189,22 @@ def _dataset_spec(raw: Any, base: Path | None) -> DatasetSpec:
     if extra:
         raise ConfigError(f"unknown dataset setting(s) {extra}")
 
-    def resolve(p: str) -> str:
-        path = Path(p).expanduser()
-        return str(path if path.is_absolute() or base is None else (base / path).resolve())
+    def locate(p: str, kind: str | None) -> str:
+        """A file's absolute path, or a dataset name as given (it names the same data wherever it is read)."""
+        try:
+            found = resolve(p, kind, base)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        given = Path(p).expanduser()
+        is_file = (given if given.is_absolute() or base is None else base / given).is_file()
+        return p if split_name(p) and not is_file else str(found.resolve())
 
+    kind = str(raw["kind"])
     limit = raw.get("limit")
     return DatasetSpec(
-        kind=str(raw["kind"]),
-        path=resolve(str(raw["path"])) if raw.get("path") else "",
-        paths=tuple(resolve(str(p)) for p in raw.get("paths") or ()),
+        kind=kind,
+        path=locate(str(raw["path"]), kind) if raw.get("path") else "",
+        paths=tuple(locate(str(p), kind) for p in raw.get("paths") or ()),
         limit=int(limit) if limit is not None else None,
         name=str(raw.get("name") or ""),
     )
@@ -266,16 +273,17 @@ def shortcut_config(
     metrics: Sequence[str] | None = None,
     context: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
-    """The config behind ``storyjudge eval storysumm FILE`` and ``storyjudge eval squality FILE``.
+    """The config behind ``storyjudge eval storysumm DATASET`` and ``storyjudge eval squality DATASET``.
 
     STORYSUMM: score the given summaries (task ``score``). SQuALITY: summarize and refine each story (task
     ``refine``) and compare the summaries with the question-1 references. The default output directory depends
     on the file's content and the model (not the limit), so the same command resumes where it stopped and a
     later run without ``--limit`` reuses the items a limited run finished.
     """
-    path = Path(file)
-    if not path.is_file():
-        raise ConfigError(f"{path} does not exist; give the path of a {kind} file")
+    try:
+        path = resolve(file, kind)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:8]
     task = "score" if kind == "storysumm" else "refine"
     settings = dict(context or {})

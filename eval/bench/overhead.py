@@ -24,7 +24,7 @@ from eval.bench import checkout_env
 
 ROOT = Path(__file__).resolve().parents[2]
 FRANKENSTEIN = ROOT / "examples" / "frankenstein.txt"
-SQUALITY = ROOT.parent / "shared" / "data" / "squality" / "dev.jsonl"
+SQUALITY = ROOT / "eval" / "data" / "squality" / "dev.jsonl"
 NOVEL_WORDS = 130_000
 RENAMES = {"Victor": "Anselm", "Elizabeth": "Marguerite", "Clerval": "Dorval", "Justine": "Lisette"}
 

@@ -32,12 +32,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from eval.datasets import SHARED_DATA
 from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.textsplit import sentences as split_sentences
 
-DATA = SHARED_DATA / "booookscore"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "booookscore"
 SUMMARIES = DATA / "summaries-chatgpt-2048-inc.json"
 V1 = DATA / "annotations-v1-chatgpt-2048-inc.json"
 V2 = DATA / "annotations-v2-chatgpt-2048-inc.json"

@@ -1,4 +1,4 @@
-"""Dataset loaders on the real development files, on the upstream string-encoded layout, and on the glitch."""
+"""Dataset loaders on the bundled splits, on the upstream string-encoded layout, and on the glitch; names resolve."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from eval.datasets import SQUALITY_DEV, STORYSUMM_VAL, load_squality, load_storysumm, parse_listish
+from eval.datasets import (
+    SQUALITY_DEV,
+    STORYSUMM_VAL,
+    load,
+    load_squality,
+    load_storysumm,
+    parse_listish,
+    resolve,
+)
 
-needs_val = pytest.mark.skipif(not STORYSUMM_VAL.is_file(), reason="shared STORYSUMM val split not present")
-needs_dev = pytest.mark.skipif(not SQUALITY_DEV.is_file(), reason="shared SQuALITY dev split not present")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parse_listish_accepts_lists_json_and_python_literals() -> None:
@@ -22,7 +29,6 @@ def test_parse_listish_accepts_lists_json_and_python_literals() -> None:
         parse_listish("[unclosed", "summary")
 
 
-@needs_val
 def test_real_val_split() -> None:
     data = load_storysumm()
     assert len(data.items) == 33
@@ -59,7 +65,6 @@ def _upstream_layout(records: dict[str, dict], drop_last_label_of: list[str]) ->
     return out
 
 
-@needs_val
 def test_glitch_one_label_fewer_than_sentences(tmp_path: Path) -> None:
     records = json.loads(STORYSUMM_VAL.read_text())
     unfaithful = next(k for k, r in records.items() if r["label"] == 0)
@@ -122,7 +127,6 @@ def test_bad_files_are_clear_errors(tmp_path: Path) -> None:
         load_storysumm(bad_label)
 
 
-@needs_dev
 def test_real_squality_dev_split() -> None:
     data = load_squality()
     assert len(data.items) == 25
@@ -154,3 +158,56 @@ def test_squality_other_question(tmp_path: Path) -> None:
     path.write_text(json.dumps(record) + "\n")
     assert load_squality(path).items[0].references == ["P."]
     assert load_squality(path, question=2).items[0].references == ["A sailor."]
+
+
+def test_names_resolve_to_the_bundled_splits_then_the_data_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STORYJUDGE_DATA_DIR", str(tmp_path / "cache"))
+    assert resolve("squality") == SQUALITY_DEV == resolve("squality:dev", "squality")
+    assert resolve("storysumm", "storysumm") == STORYSUMM_VAL
+    assert len(load("squality", "squality:dev").items) == 25
+    with pytest.raises(ValueError) as missing:
+        resolve("squality:test", "squality")
+    said = str(missing.value)
+    assert "\n" not in said and "storyjudge data get squality --split test" in said
+    assert str(tmp_path / "cache" / "squality" / "test.jsonl") in said  # where it looked
+    fetched = tmp_path / "cache" / "squality" / "test.jsonl"
+    fetched.parent.mkdir(parents=True)
+    fetched.write_text(SQUALITY_DEV.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    assert resolve("squality:test") == fetched
+    assert [item.dataset for item in load_squality("squality:test").items] == ["squality"]
+    with pytest.raises(ValueError, match="is a squality dataset, not storysumm"):
+        load_storysumm("squality")
+    with pytest.raises(ValueError, match="no split 'nope'"):
+        resolve("squality:nope")
+    with pytest.raises(ValueError, match="is no dataset name; give the path of a squality file"):
+        resolve(tmp_path / "missing.jsonl", "squality")
+    own = tmp_path / "squality"  # a file of that name wins over the name
+    own.write_text("{}", encoding="utf-8")
+    assert resolve("squality", base=tmp_path) == own
+
+
+def test_no_product_file_points_outside_the_repository() -> None:
+    """The configs, loaders, help texts and docs name data inside the repository (or a name), never ../shared."""
+    files = [
+        ROOT / name for name in ("README.md", "DEVELOPING.md", "pyproject.toml", "Makefile", "langgraph.json")
+    ]
+    for folder, pattern in (
+        ("eval", "*.py"),
+        ("eval", "*.yaml"),
+        ("storyjudge", "*.py"),
+        ("examples", "*.md"),
+    ):
+        files += sorted((ROOT / folder).rglob(pattern))
+    files += sorted((ROOT / "storyjudge" / "apps").rglob("*.html")) + sorted(
+        (ROOT / "storyjudge").rglob("*.js")
+    )
+    outside = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in files
+        if path.is_file()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "../shared" in line or "shared/data" in line or 'shared" / "data' in line
+    ]
+    assert outside == []

@@ -54,7 +54,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": (
         "evaluate",
         "Experiments and meta-evaluation: 'storyjudge eval CONFIG.yaml' (or 'eval run CONFIG.yaml'), "
-        "'eval storysumm FILE', 'eval squality FILE'.",
+        "'eval storysumm DATASET', 'eval squality DATASET'.",
+    ),
+    "data": (
+        "data",
+        "Fetch the public datasets (STORYSUMM, SQuALITY, BooookScore annotations) by name into the data cache.",
     ),
     "bench": (
         "bench",

@@ -1,8 +1,10 @@
 """``storyjudge eval``: experiment grids, agreement with STORYSUMM labels, ROUGE on SQuALITY.
 
     storyjudge eval CONFIG.yaml            (same as: storyjudge eval run CONFIG.yaml)
-    storyjudge eval storysumm FILE         agreement of NarrativeFactScore with the human labels
-    storyjudge eval squality FILE          summarize + refine, ROUGE against the question-1 references
+    storyjudge eval storysumm DATASET      agreement of NarrativeFactScore with the human labels
+    storyjudge eval squality DATASET       summarize + refine, ROUGE against the question-1 references
+
+DATASET is a file or a dataset name (``storysumm``, ``squality:test``; see ``storyjudge data get``).
 
 Every command resumes: finished items are skipped and LLM calls are cached in the output directory.
 ``--dry-run`` estimates calls, tokens and (for priced OpenAI models) dollars without calling a model.
@@ -40,7 +42,7 @@ eval_app = typer.Typer(
     name="eval",
     cls=_ConfigFirstGroup,
     help="Experiments and meta-evaluation: 'storyjudge eval CONFIG.yaml' (or 'eval run CONFIG.yaml'), "
-    "'eval storysumm FILE', 'eval squality FILE'.",
+    "'eval storysumm DATASET', 'eval squality DATASET'.",
     no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
@@ -218,7 +220,11 @@ def _run(
     first_ctx = cell_context(config, cells(config)[0], config.out_dir)
     print_models(first_ctx)
     if dry_run:
-        _print_estimate(estimate(config))
+        try:
+            estimated = estimate(config)
+        except (ConfigError, ValueError) as exc:  # a dataset file that does not read
+            fail(str(exc))
+        _print_estimate(estimated)
         return
     for cell in cells(config):
         try:
@@ -339,7 +345,7 @@ def run_command(
 
 def _shortcut(
     kind: str,
-    file: Path,
+    dataset_spec: str,
     settings: Settings,
     options: dict[str, Any],
     metrics: list[str],
@@ -347,12 +353,11 @@ def _shortcut(
     executor: str = "local",
     scheduler: str = "",
 ) -> None:
-    from eval.datasets import load
+    from eval.datasets import load, resolve
     from eval.grid import shortcut_config
 
-    if not file.is_file():
-        fail(f"{file} does not exist; give the path of a {kind} file.")
     try:
+        file = resolve(dataset_spec, kind)
         dataset = load(kind, file)
     except ValueError as exc:
         fail(str(exc))
@@ -383,7 +388,11 @@ def _shortcut(
 
 def _storysumm(
     file: Annotated[
-        Path, typer.Argument(help="STORYSUMM-format JSON (e.g. ../shared/data/storysumm/val.json).")
+        str,
+        typer.Argument(
+            metavar="DATASET",
+            help="STORYSUMM-format JSON, or a dataset name: storysumm (the bundled val split), storysumm:test.",
+        ),
     ],
     coherence: Annotated[
         bool,
@@ -396,7 +405,11 @@ def _storysumm(
 
 def _squality(
     file: Annotated[
-        Path, typer.Argument(help="SQuALITY-format JSON lines (e.g. ../shared/data/squality/dev.jsonl).")
+        str,
+        typer.Argument(
+            metavar="DATASET",
+            help="SQuALITY-format JSON lines, or a dataset name: squality (the bundled dev split), squality:test.",
+        ),
     ],
     bertscore: Annotated[
         bool,

@@ -26,7 +26,7 @@ def ui_command(
     squality: Annotated[
         Path | None,
         typer.Option(
-            help="SQuALITY JSONL to offer stories from. Default: ../shared/data/squality/dev.jsonl when present.",
+            help="SQuALITY JSONL to offer stories from. Default: the dev split bundled in eval/data.",
         ),
     ] = None,
     *,

@@ -1,7 +1,7 @@
-"""The narratives the demo offers: the bundled public-domain examples and, when present, SQuALITY stories.
+"""The narratives the demo offers: the bundled public-domain examples and SQuALITY's dev stories.
 
 Examples are found next to the package (``examples/`` in a checkout, ``storyjudge/examples`` in a wheel);
-SQuALITY's dev split is read from ``../shared/data/squality/dev.jsonl`` or a path the user gives.
+SQuALITY's dev split is the one bundled with the evaluation data (``eval/data``), or a path the user gives.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ BUNDLED = (
     ("macbeth", "macbeth.md", "Macbeth (5 acts, 28 scenes)"),
     ("frankenstein", "frankenstein.txt", "Frankenstein (4 letters, 24 chapters)"),
 )
-SQUALITY_RELATIVE = Path("shared") / "data" / "squality" / "dev.jsonl"
 
 
 @dataclass(frozen=True)
@@ -48,12 +47,10 @@ def example_dirs() -> list[Path]:
 
 
 def default_squality() -> Path | None:
-    """SQuALITY's dev split next to the checkout or the working directory, if either has it."""
-    for base in (REPO_ROOT.parent, Path.cwd().parent, Path.cwd()):
-        candidate = base / SQUALITY_RELATIVE
-        if candidate.is_file():
-            return candidate
-    return None
+    """SQuALITY's dev split as bundled with the evaluation data, if this installation has it."""
+    from eval.datasets import SQUALITY_DEV
+
+    return SQUALITY_DEV if SQUALITY_DEV.is_file() else None
 
 
 BOILERPLATE = ("produced by", "distributed proofreading", "***", "[transcriber")

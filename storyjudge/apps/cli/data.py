@@ -1,0 +1,103 @@
+"""``storyjudge data``: the public datasets by name, fetched from their published sources into the data cache.
+
+storyjudge data get storysumm --split test     STORYSUMM's test split (val comes bundled)
+storyjudge data get squality --split train     SQuALITY v1.3 (dev comes bundled)
+storyjudge data get booookscore                the BooookScore authors' summaries and GPT-4 annotations
+storyjudge data list                           what is here, bundled or fetched
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from storyjudge.apps.cli import app
+from storyjudge.apps.cli.common import console, fail, out
+
+data_app = typer.Typer(
+    name="data",
+    help="Fetch the public datasets (STORYSUMM, SQuALITY, BooookScore annotations) by name into the data cache.",
+    no_args_is_help=True,
+)
+app.add_typer(data_app, name="data")
+
+DirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--dir",
+        help="The data folder. Default: STORYJUDGE_DATA_DIR, else ~/.cache/storyjudge/data "
+        "($XDG_CACHE_HOME/storyjudge/data).",
+    ),
+]
+
+USE = {
+    "storysumm": "storyjudge eval storysumm {ref}",
+    "squality": "storyjudge eval squality {ref}",
+    "booookscore": "storyjudge coherence {path}",
+}
+
+
+@data_app.command("get")
+def get_command(
+    name: Annotated[str, typer.Argument(help="storysumm, squality or booookscore.")],
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split",
+            help="storysumm: val, test; squality: train, dev, test; booookscore: chatgpt-2048-inc. "
+            "Default: val, dev, chatgpt-2048-inc.",
+        ),
+    ] = None,
+    folder: DirOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Fetch again even files already here. Default: off.")
+    ] = False,
+) -> None:
+    """Download one split from its published source, check its checksum, convert it for the loaders.
+
+    Files come from the authors' GitHub repositories at fixed commits (STORYJUDGE_DATA_URL: a mirror instead).
+    """
+    from eval.download import get
+
+    try:
+        fetched = get(
+            name,
+            split,
+            home=folder,
+            force=force,
+            say=lambda line: console.print(line, highlight=False, soft_wrap=True),
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    for note in fetched.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    ref = f"{fetched.name}:{fetched.split}"
+    out.print(f"{ref}: {fetched.items} item(s) -> {fetched.path}", highlight=False, soft_wrap=True)
+    out.print(f"  sources: {', '.join(str(p) for p in fetched.sources)}", highlight=False, soft_wrap=True)
+    name_works = folder is None
+    use = USE[fetched.name].format(ref=ref if name_works else fetched.path, path=fetched.path)
+    out.print(f"  use it: {use}", highlight=False, soft_wrap=True)
+
+
+@data_app.command("list")
+def list_command(folder: DirOpt = None) -> None:
+    """Every dataset name and split, and where it is: bundled, fetched, or not here."""
+    from eval.datasets import BUNDLED_DATA, PUBLISHED, data_home, split_file
+
+    home = folder or data_home()
+    for name, published in PUBLISHED.items():
+        for split in published.splits:
+            bundled = BUNDLED_DATA / name / f"{split}{published.suffix}"
+            fetched = split_file(name, split, home)
+            where = (
+                f"bundled: {bundled}"
+                if bundled.is_file()
+                else f"fetched: {fetched}"
+                if fetched.is_file()
+                else f"not here: storyjudge data get {name} --split {split}"
+            )
+            out.print(f"{name + ':' + split:<29} {where}", highlight=False, soft_wrap=True)
+    if not home.is_dir():
+        console.print(f"(data folder {home} does not exist yet)", highlight=False)
