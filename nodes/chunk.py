@@ -1,8 +1,9 @@
 """Cutting a narrative into the chunks the book summarizer reads, never losing text.
 
 A plain document is cut with ``split_filled`` (paragraphs, each chunk filled up with the sentences of the next
-one, words only inside an over-long sentence), so the chunks join back to exactly the document and are never
-more than the official BooookScore chunker makes; ``chunker="official"`` cuts exactly where that chunker does
+one), so the chunks join back to exactly the document; they are never more than the official BooookScore
+chunker makes (each is a dependent call of incremental updating), and where whole sentences would need more,
+a chunk runs on to a clause or word bound. ``chunker="official"`` cuts exactly where that chunker does
 (``storyjudge.core.officialchunks``). Scenes are packed greedily: consecutive scenes share a chunk while the chunk
 stays within the budget, and a scene is only split when it alone is over the budget; scene boundaries are
 where the narrative itself changes place or time, so a summary that reads whole scenes loses less than one
@@ -23,7 +24,7 @@ from nodes.writer import cost_of_tokens, fits, word_limit
 from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
 from storyjudge.core.context import ConfigError, Context, context_of
-from storyjudge.core.officialchunks import split_official
+from storyjudge.core.officialchunks import official_starts, split_official
 from storyjudge.core.records import Scene, SummaryChunk
 from storyjudge.core.textsplit import split_by_tokens, split_filled
 from storyjudge.core.tokens import count_tokens
@@ -35,13 +36,19 @@ SCENE_JOINER = "\n\n"
 def chunk_document(text: str, max_tokens: int, chunker: str = "sentences") -> list[SummaryChunk]:
     """Chunks whose texts concatenate to exactly ``text``: of at most ``max_tokens``, or the official ones.
 
-    The official chunker counts its budget on the text without blank lines, which the chunks here keep, so an
-    official chunk can hold a token or two more than ``max_tokens``.
+    By default chunks end at paragraph or sentence bounds, unless that would make more chunks than the official
+    BooookScore chunker: then a chunk whose whole sentences stop short of the official chunk's end goes on to
+    a clause or word bound at or past it. The official chunker counts its budget on the text without blank
+    lines, which the chunks here keep, so an official chunk can hold a token or two more than ``max_tokens``.
     """
     if chunker == "official":
         pieces = [(piece, count_tokens(piece)) for piece in split_official(text, max_tokens)]
     else:
         pieces = split_filled(text, max_tokens)
+        if len(pieces) > 1:  # never more than the official chunker: where whole sentences would be, keep up
+            official = official_starts(text, max_tokens)
+            if len(pieces) > len(official):
+                pieces = split_filled(text, max_tokens, reach=official[1:])
     chunks: list[SummaryChunk] = []
     offset = 0
     for index, (piece, tokens) in enumerate(pieces):

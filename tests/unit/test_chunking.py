@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from nodes.chunk import SCENE_JOINER, chunk_document, chunk_scenes
 from storyjudge.core.officialchunks import split_official
 from storyjudge.core.records import Scene
-from storyjudge.core.textsplit import paragraphs, sentence_spans
+from storyjudge.core.textsplit import paragraphs, sentence_spans, split_filled
 from storyjudge.core.tokens import count_tokens
 
 WORDS = st.sampled_from(
@@ -157,3 +157,13 @@ def test_official_chunker_cuts_an_overlong_line_at_its_second_to_last_sentence_e
 @given(text=TEXTS, budget=st.integers(min_value=8, max_value=120))
 def test_official_chunks_lose_no_text(text: str, budget: int) -> None:
     assert "".join(c["text"] for c in chunk_document(text, budget, chunker="official")) == text
+
+
+def test_default_chunks_keep_up_with_the_official_chunker_where_sentences_alone_would_not() -> None:
+    text = FRANKENSTEIN.read_text(encoding="utf-8")[:60_000]
+    official = len(split_official(text, 512))
+    sentences_only = split_filled(text, 512)
+    assert len(sentences_only) > official  # whole sentences at 512 tokens would need more chunks
+    chunks = chunk_document(text, 512)
+    assert len(chunks) <= official and "".join(c["text"] for c in chunks) == text
+    assert all(c["tokens"] <= 512 for c in chunks)
