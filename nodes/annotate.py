@@ -110,7 +110,9 @@ def prepare(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Normalise the input and split every summary into sentences (the paper's required preprocessing).
 
     ``ctx.sentence_splitter`` splits each summary, unless the input gives its ``sentences`` (for instance the
-    official split of a released data set), which are then used as they are.
+    official split of a released data set), which are then used as they are. With ``repeated_sentences="once"``
+    a sentence the summary repeats is kept once, so it is asked about and counted once, as the official code
+    does by keying its annotations by sentence.
     """
     ctx = context_of(runtime)
     summaries = input_summaries(state)
@@ -122,6 +124,8 @@ def prepare(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
         else:
             sentences[item["id"]] = split_sentences(item["summary"], ctx.sentence_splitter)
             split[item["id"]] = ctx.sentence_splitter
+        if ctx.repeated_sentences == "once":
+            sentences[item["id"]] = list(dict.fromkeys(sentences[item["id"]]))
     progress.emit("coherence", total=sum(len(s) for s in sentences.values()))
     heavy_imports.load_before_branches()  # numpy, for the score, imported before the branches start
     return {
@@ -323,6 +327,7 @@ def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
     for card in result["summaries"]:
         card["split"] = split.get(card["id"], ctx.sentence_splitter)
     result["sentence_splitter"] = ctx.sentence_splitter
+    result["repeated_sentences"] = ctx.repeated_sentences
     result["sentences_given"] = sum(1 for card in result["summaries"] if card["split"] == GIVEN)
     prompt = load("coherence_batched" if mode == BATCHED else "coherence", ctx.prompt_dir)
     result["prompt"] = prompt.record

@@ -1,7 +1,10 @@
 """Cutting a narrative into the chunks the book summarizer reads, never losing text.
 
-A plain document is cut with ``split_by_tokens`` (paragraphs, then sentences, then words), so the chunks join
-back to exactly the document. Scenes are packed greedily: consecutive scenes share a chunk while the chunk
+A plain document is cut with ``split_filled`` (paragraphs, each chunk filled up with the sentences of the next
+one), so the chunks join back to exactly the document; they are never more than the official BooookScore
+chunker makes (each is a dependent call of incremental updating), and where whole sentences would need more,
+a chunk runs on to a clause or word bound. ``chunker="official"`` cuts exactly where that chunker does
+(``storyjudge.core.officialchunks``). Scenes are packed greedily: consecutive scenes share a chunk while the chunk
 stays within the budget, and a scene is only split when it alone is over the budget; scene boundaries are
 where the narrative itself changes place or time, so a summary that reads whole scenes loses less than one
 that reads halves.
@@ -21,19 +24,34 @@ from nodes.writer import cost_of_tokens, fits, word_limit
 from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
 from storyjudge.core.context import ConfigError, Context, context_of
+from storyjudge.core.officialchunks import official_starts, split_official
 from storyjudge.core.records import Scene, SummaryChunk
-from storyjudge.core.textsplit import split_by_tokens, split_counted
+from storyjudge.core.textsplit import split_by_tokens, split_filled
 from storyjudge.core.tokens import count_tokens
 
 SCENE_JOINER = "\n\n"
 """Placed between two packed scenes not contiguous in the source (contiguous ones join with nothing)."""
 
 
-def chunk_document(text: str, max_tokens: int) -> list[SummaryChunk]:
-    """Chunks of at most ``max_tokens`` whose texts concatenate to exactly ``text``."""
+def chunk_document(text: str, max_tokens: int, chunker: str = "sentences") -> list[SummaryChunk]:
+    """Chunks whose texts concatenate to exactly ``text``: of at most ``max_tokens``, or the official ones.
+
+    By default chunks end at paragraph or sentence bounds, unless that would make more chunks than the official
+    BooookScore chunker: then a chunk whose whole sentences stop short of the official chunk's end goes on to
+    a clause or word bound at or past it. The official chunker counts its budget on the text without blank
+    lines, which the chunks here keep, so an official chunk can hold a token or two more than ``max_tokens``.
+    """
+    if chunker == "official":
+        pieces = [(piece, count_tokens(piece)) for piece in split_official(text, max_tokens)]
+    else:
+        pieces = split_filled(text, max_tokens)
+        if len(pieces) > 1:  # never more than the official chunker: where whole sentences would be, keep up
+            official = official_starts(text, max_tokens)
+            if len(pieces) > len(official):
+                pieces = split_filled(text, max_tokens, reach=official[1:])
     chunks: list[SummaryChunk] = []
     offset = 0
-    for index, (piece, tokens) in enumerate(split_counted(text, max_tokens)):
+    for index, (piece, tokens) in enumerate(pieces):
         chunks.append(
             SummaryChunk(
                 index=index,
@@ -121,12 +139,12 @@ def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
     return strategy, chunk_size, top
 
 
-def _chunks(state: SummarizeWork, chunk_size: int) -> list[SummaryChunk]:
+def _chunks(state: SummarizeWork, chunk_size: int, chunker: str) -> list[SummaryChunk]:
     scenes = state.get("scenes") or []
     if scenes:
         chunks = chunk_scenes(scenes, chunk_size)
     elif (state.get("document") or "").strip():
-        chunks = chunk_document(state["document"], chunk_size)
+        chunks = chunk_document(state["document"], chunk_size, chunker)
     else:
         chunks = []
     if not chunks:
@@ -174,7 +192,7 @@ def prepare(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     started = time.time()
     ctx = context_of(runtime)
     strategy, chunk_size, top = _settings(state, ctx)
-    chunks = _chunks(state, chunk_size)
+    chunks = _chunks(state, chunk_size, ctx.chunker)
     window = ctx.context_window
     if strategy == "hierarchical":
         budgets = level_budgets(len(chunks), top, window, merge_overhead(ctx.prompt_dir))

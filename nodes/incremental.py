@@ -2,7 +2,7 @@
 
 Step 0 summarizes the first chunk; every later step gives the model the next chunk and the running summary and
 asks for the updated summary. The prompts ask for a length that grows with the share of the book read
-(``word_limit(G_n) * (step + 1) / chunks``, as in the seed's code), so every chunk gets an equal share of the
+(``word_limit(G_n) * (step + 1) / chunks``, as in the official code), so every chunk gets an equal share of the
 final summary. When an updated summary is longer than G_n tokens, the compression prompt (A.2.1) condenses it
 to that step's target, at temperature 1 as in the seed, with bounded retries: compression happens exactly
 then. A summary still over G_n after compression keeps its newest sentences (``keep_newest``): the oldest

@@ -2,7 +2,9 @@
 
 The score is a precision over the facts that were judged, so it always travels with its coverage: facts whose
 verdict could not be read and sentences whose decomposition failed lower the coverage, and below the run's
-coverage floor the score is marked not reliable instead of quietly rising.
+coverage floor the score is marked not reliable instead of quietly rising. ``nfs_unjudged="unsupported"`` is
+the paper's indicator instead: every fact is in the denominator and one whose verdict could not be read counts
+as not supported (the coverage is reported all the same).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ def score_card(
     *,
     coverage_floor: float = DEFAULT_FLOOR,
     failed_sentences: Collection[int] = (),
+    unjudged: str = "exclude",
 ) -> ScoreCard:
-    """Score of one summary from its verdicts (unjudged facts are reported and excluded from the denominator).
+    """Score of one summary from its verdicts; unjudged facts are reported, and excluded from the denominator.
 
+    ``unjudged="unsupported"`` counts them as not supported instead, every fact in the denominator.
     ``failed_sentences`` names the sentences whose decomposition failed, when known, so the per-sentence rows
     say which sentences nobody judged; the count alone is ``decompose_failures``.
     """
@@ -42,7 +46,7 @@ def score_card(
     for index, sentence in enumerate(sentences):
         own = [v for v in mine if v["fact"]["sentence_index"] == index]
         s_sup = sum(v["status"] == "supported" for v in own)
-        s_judged = sum(v["status"] != "unjudged" for v in own)
+        s_judged = sum(v["status"] != "unjudged" for v in own) if unjudged == "exclude" else len(own)
         per_sentence.append(
             SentenceScore(
                 index=index,
@@ -54,7 +58,8 @@ def score_card(
                 score=(s_sup / s_judged) if s_judged else None,
             )
         )
-    value = (supported / judged) if judged else None
+    denominator = judged if unjudged == "exclude" else len(mine)
+    value = (supported / denominator) if denominator else None
     coverage = nfs_coverage(
         facts=len(mine), judged=judged, sentences=len(sentences), decompose_failures=decompose_failures
     )
@@ -73,6 +78,7 @@ def score_card(
         reliable=is_reliable(value, coverage, coverage_floor),
         per_sentence=per_sentence,
         verdicts=mine,
+        unjudged_rule=unjudged,
     )
 
 
@@ -92,5 +98,6 @@ def score(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
         len(failed),
         coverage_floor=context_of(runtime).coverage_floor,
         failed_sentences=failed,
+        unjudged=context_of(runtime).nfs_unjudged,
     )
     return {"factscore": card, "facts": facts}

@@ -30,23 +30,23 @@ from storyjudge.core.usage import Usage, merge_usage, totals
 
 ROLE = "summarizer"
 WORDS_PER_TOKEN = 0.65
-"""Words asked for per token of budget (the seed's code uses 0.65: English prose is ~1.3 tokens a word)."""
+"""Words asked for per token of budget (the official BooookScore code's 0.65: English prose is ~1.3 tokens a word)."""
 LEVEL_RATIO = 0.65
-"""G_l = LEVEL_RATIO * G_(l+1): each hierarchical level below the top gets a smaller budget (the seed's)."""
+"""G_l = LEVEL_RATIO * G_(l+1): each level below the top gets a smaller budget (the official code's ratio)."""
 MIN_BUDGET = 64
 """No level's budget goes below this many tokens (a handful of sentences)."""
 MAX_REGENERATIONS = 3
 """Extra attempts for a summary that is over budget, cut off or empty, before the best attempt is kept."""
 REGENERATION_TEMPERATURE = 1.0
-"""Temperature of regenerations (the seed regenerates at 1): the first answer was deterministic and wrong."""
+"""Temperature of regenerations (the official code retries at 1): the first answer was deterministic and wrong."""
 WORD_LIMIT_SHRINK = 0.1
-"""Each regeneration asks for this share fewer words than the first attempt (the seed: 10 % per attempt)."""
+"""Each regeneration asks for this share fewer words than the first attempt (the official code: 10 % per attempt)."""
 TOKENIZER_SLACK = 0.06
 """Prompts are counted in cl100k_base; the model's tokenizer may need this share more."""
 CHAT_OVERHEAD = 32
 """Tokens of the chat template around one user message."""
 PRIOR_CONTEXT_SHARE = 0.2
-"""Largest share of a merge prompt's room that the prior context may take (as in the seed)."""
+"""Largest share of a merge prompt's room that the prior context may take (as in the official code)."""
 
 _FINAL_PUNCTUATION = re.compile(r"""[.!?…]["'”’)\]»*_]*$|["'”’»)]$""")
 _PREAMBLE = re.compile(

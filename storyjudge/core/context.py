@@ -140,6 +140,14 @@ class Context:
         default=2048,
         metadata=_describe("Largest chunk or scene, in tokens (as OpenAI's cl100k_base counts them)."),
     )
+    chunker: str = field(
+        default="sentences",
+        metadata=_describe(
+            "How the book summarizer cuts a plain document into chunks: 'sentences' (paragraphs, each chunk "
+            "filled up with sentences, never more chunks than the official BooookScore chunker) or 'official' "
+            "(exactly where the official BooookScore chunker cuts: packed lines, often mid-sentence)."
+        ),
+    )
     ckg_samples: int = field(
         default=3,
         metadata=_describe(
@@ -160,6 +168,14 @@ class Context:
         ),
     )
     retrieval_k: int = field(default=3, metadata=_describe("Scenes retrieved as evidence per atomic fact."))
+    nfs_unjudged: str = field(
+        default="exclude",
+        metadata=_describe(
+            "A fact whose verdict could not be read: 'exclude' it from NarrativeFactScore's denominator and "
+            "report it in the coverage (ours), or count it as 'unsupported' with every fact in the denominator "
+            "(the paper's indicator)."
+        ),
+    )
     evidence_tokens: int = field(
         default=4000,
         metadata=_describe(
@@ -250,6 +266,13 @@ class Context:
         default=False,
         metadata=_describe("Annotate several sentences per call (cheaper; not the paper's setting)."),
     )
+    repeated_sentences: str = field(
+        default="each",
+        metadata=_describe(
+            "A sentence a summary states more than once: BooookScore asks about and counts 'each' occurrence "
+            "(ours), or asks 'once' and counts it once, as the official code keys its annotations by sentence."
+        ),
+    )
     sentence_splitter: str = field(
         default="punkt",
         metadata=_describe(
@@ -284,8 +307,8 @@ class Context:
     bge_m3_path: str = field(
         default="",
         metadata=_describe(
-            "Local folder with BGE-M3 weights; the nfs-paper preset then retrieves with BGE-M3 (never "
-            "downloaded). Empty: the preset keeps the default embedder."
+            "Local folder with BGE-M3 weights; the nfs-paper preset retrieves with BGE-M3 from it (never "
+            "downloaded). Empty: none; the preset then stops unless you choose the embedder yourself."
         ),
     )
     prompt_dir: str = field(
@@ -359,9 +382,14 @@ class Context:
         checks: list[tuple[bool, str]] = [
             (self.concurrency >= 1, "concurrency must be >= 1"),
             (self.chunk_size >= 64, "chunk_size must be >= 64 tokens"),
+            (self.chunker in ("sentences", "official"), "chunker must be 'sentences' or 'official'"),
             (self.ckg_samples >= 1, "ckg_samples must be >= 1"),
             (0.0 <= self.predicate_threshold <= 1.0, "predicate_threshold must be between 0 and 1"),
             (self.retrieval_k >= 1, "retrieval_k must be >= 1"),
+            (
+                self.nfs_unjudged in ("exclude", "unsupported"),
+                "nfs_unjudged must be 'exclude' or 'unsupported'",
+            ),
             (self.evidence_tokens >= 64, "evidence_tokens must be >= 64"),
             (
                 self.strategy in ("hierarchical", "incremental"),
@@ -380,6 +408,7 @@ class Context:
             (self.max_retries >= 0 and self.parse_retries >= 0, "max_retries and parse_retries must be >= 0"),
             (0.0 <= self.coherence_margin <= 1.0, "coherence_margin must be between 0 and 1"),
             (0.0 <= self.coverage_floor <= 1.0, "coverage_floor must be between 0 and 1"),
+            (self.repeated_sentences in ("each", "once"), "repeated_sentences must be 'each' or 'once'"),
             (
                 self.sentence_splitter in ("punkt", "pysbd"),
                 "sentence_splitter must be 'punkt' or 'pysbd'",

@@ -1,14 +1,13 @@
 """The two papers' own settings, one switch away: ``preset="booookscore-paper"`` or ``preset="nfs-paper"``.
 
-Every value a preset sets is in ``PRESETS`` below, with the place in the seed text it comes from. A preset fills
-only the settings the user left alone: a value given explicitly (CLI option, ``Context(...)`` argument,
-``graph.invoke(..., context=...)`` key or ``STORYJUDGE_<FIELD>`` variable) always wins, and a ``temperature``
-given explicitly also keeps the summarizer's. The run record keeps the preset's name and the settings it filled
-(``context.preset_applied`` in ``result.json``).
-
-Seed 000 is BooookScore (Chang et al., ICLR 2024); seed 001 is NarrativeFactScore (Jeong et al., 2025). Where a
-seed names a setting but no number (NarrativeFactScore's sample count and threshold), the value chosen and the
-reason are in its source line, and the README says so.
+Every value a preset sets is in ``PRESETS`` below, with where it comes from: ``seed 000`` (BooookScore, Chang et
+al., ICLR 2024) or ``seed 001`` (NarrativeFactScore, Jeong et al., 2025) with the place in the paper, ``official
+code`` (what the authors' released code does where the paper gives no value; ``../shared/official-code.md``), or
+``ours`` (a value the project chose where neither gives one). FIDELITY.md lists every difference from the papers,
+preset or not. A preset fills only the settings the user left alone: a value given explicitly (CLI option,
+``Context(...)`` argument, ``graph.invoke(..., context=...)`` key or ``STORYJUDGE_<FIELD>`` variable) always wins,
+and a ``temperature`` given explicitly also keeps the summarizer's. The run record keeps the preset's name and the
+settings it filled (``context.preset_applied`` in ``result.json``).
 """
 
 from __future__ import annotations
@@ -32,38 +31,70 @@ BGE_M3 = "bge-m3"
 PRESETS: dict[str, dict[str, PresetValue]] = {
     "booookscore-paper": {
         "summary_temperature": PresetValue(
-            0.5, "000 §5 Experimental setup: decoding temperature 0.5, p = 1 (compression stays at 1, fn. 15)"
+            0.5, "seed 000 §5 Experimental setup: decoding temperature 0.5, p = 1 (compression at 1, fn. 15)"
         ),
-        "chunk_size": PresetValue(2048, "000 §5 Experimental setup: chunk size 2048"),
-        "max_summary_tokens": PresetValue(900, "000 §5 Experimental setup: maximum summary length G_n = 900"),
+        "chunk_size": PresetValue(2048, "seed 000 §5 Experimental setup: chunk size 2048"),
+        "chunker": PresetValue(
+            "official",
+            "official code booookscore/chunk.py: lines packed greedily, cut where it cuts (the seed gives only "
+            "the size)",
+        ),
+        "max_summary_tokens": PresetValue(
+            900, "seed 000 §5 Experimental setup: maximum summary length G_n = 900"
+        ),
         "context_window": PresetValue(
-            8192, "000 App. D: the gpt-4 (2023-03-15) checkpoint uses its full context window, 8,192 tokens"
+            8192,
+            "ours: seed 000 App. D says models use their full context window and gives no number; 8,192 is our "
+            "default",
         ),
         "artifact_removal": PresetValue(
-            True, "000 App. A.2 fn. 18 and D.1: the artifact-removal prompt (M.3)"
+            True, "seed 000 App. A.2 fn. 18 and App. D.1: the artifact-removal prompt (M.3)"
         ),
         "batched_coherence": PresetValue(
-            False, "000 §4.1 fn. 9: the metric asks about one sentence per call (per-sentence setting)"
+            False, "seed 000 §4.1 Specification: the model is prompted separately for each sentence"
+        ),
+        "sentence_splitter": PresetValue(
+            "punkt", "official code booookscore/score.py: NLTK sent_tokenize (the seed names no splitter)"
+        ),
+        "repeated_sentences": PresetValue(
+            "once",
+            "official code booookscore/score.py: annotations keyed by sentence text, a repeated sentence counts "
+            "once (equation 1 of seed 000 does not say)",
         ),
     },
     "nfs-paper": {
         "retrieval_k": PresetValue(
-            1, "001 stage 2(i): the single most relevant scene S_i is retrieved per fact"
+            1, "seed 001 stage 2(i): the single most relevant scene S_i is retrieved per fact"
         ),
         "embedder": PresetValue(
-            BGE_M3, "001 stage 2(i): retrieval with BGE-M3 embeddings (only when bge_m3_path is set)"
+            BGE_M3, "seed 001 stage 2(i): retrieval with BGE-M3 embeddings (bge_m3_path must be set)"
         ),
         "ckg_samples": PresetValue(
-            3, "001 stage 1: inference is run several times per scene (no number given; 3, our default)"
+            3,
+            "seed 001 stage 1: inference is run several times per scene (no number; 3 is ours, the official "
+            "code extracts once)",
         ),
         "predicate_min_count": PresetValue(
             2,
-            "001 stage 1(b): predicates recurring for a (subject, object) pair are kept, counted over all "
-            "samples and scenes (no number given; 2 = stated at least twice)",
+            "official code src/kg: the refined graph keeps relations extracted at least twice (seed 001 stage "
+            "1(b) keeps predicates above a threshold it does not give)",
+        ),
+        "refine_guard": PresetValue(
+            False,
+            "seed 001 stage 3: the refined summary is taken as it is, no acceptance check (official code "
+            "self_correction.py likewise)",
+        ),
+        "nfs_unjudged": PresetValue(
+            "unsupported",
+            "seed 001 stage 2: the score is the mean of an indicator over every atomic fact; official code "
+            "calculate_factuality.py reads '1' in the answer, anything else is a 0",
         ),
     },
 }
 """Preset name -> Context field -> value and source. The only place the papers' values live."""
+
+SOURCES = ("seed 000", "seed 001", "official code", "ours")
+"""How every source line begins."""
 
 NOT_SET = {
     "booookscore-paper": "models (000 uses gpt-4 / claude-2 etc.: the model is the user's choice)",
@@ -80,8 +111,9 @@ def names() -> tuple[str, ...]:
 def resolve(name: str, settable: set[str], bge_m3_path: str) -> dict[str, Any]:
     """The values preset ``name`` fills, limited to the fields in ``settable`` (those the user left alone).
 
-    The embedder row becomes ``bge-m3:<bge_m3_path>`` when that folder exists, and is skipped when no path is
-    set (the default embedder stays); a path that is not a folder is an error, so nothing is ever downloaded.
+    The embedder row becomes ``bge-m3:<bge_m3_path>``; without a path it is an error naming ``bge_m3_path``
+    (the paper retrieves with BGE-M3, and a preset that quietly kept another embedder would not be the paper's),
+    as is a path that is not a folder, so nothing is ever downloaded. An embedder the user chose skips the row.
     """
     values: dict[str, Any] = {}
     for field_name, setting in PRESETS[name].items():
@@ -90,7 +122,11 @@ def resolve(name: str, settable: set[str], bge_m3_path: str) -> dict[str, Any]:
         value = setting.value
         if field_name == "embedder" and value == BGE_M3:
             if not bge_m3_path:
-                continue
+                raise ValueError(
+                    f"the {name} preset retrieves with BGE-M3, as the paper does: set bge_m3_path to the local "
+                    "folder of the BGE-M3 weights (--set bge_m3_path=DIR or STORYJUDGE_BGE_M3_PATH; nothing is "
+                    "downloaded), or choose the embedder yourself (embedder=minilm) to run it without BGE-M3."
+                )
             if not Path(bge_m3_path).is_dir():
                 raise ValueError(
                     f"bge_m3_path {bge_m3_path!r} is not a folder; give the local folder of the BGE-M3 weights "

@@ -213,6 +213,7 @@ class ScoreCard(TypedDict):
     reliable: bool  # a score exists and coverage >= coverage_floor
     per_sentence: list[SentenceScore]
     verdicts: list[FactVerdict]
+    unjudged_rule: NotRequired[str]  # Context.nfs_unjudged: "exclude" (from the denominator) or "unsupported"
 
 
 class SummaryChunk(TypedDict):

@@ -2,7 +2,10 @@
 
 Everything that cuts text (scene splitting, summarizer chunks, embedder passages, summary sentences) goes through
 here, so every cut follows one rule: paragraph boundaries first, then sentence boundaries, then words, and the
-pieces always join back to exactly the input.
+pieces always join back to exactly the input. ``split_filled`` (the summarizer's chunks) also fills each piece up
+to the budget with the sentences of the paragraph that no longer fits whole, and can be held to another
+chunker's ends: every chunk is a dependent call of incremental updating, so the summarizer never makes more of
+them than the official BooookScore chunker, which packs lines.
 
 Summary sentences come from one of two splitters (``SPLITTERS``): ``pysbd``, rule-based, which also ends a
 sentence at a blank line, a heading or a list item; and ``punkt``, NLTK's Punkt English model (shipped compiled
@@ -13,7 +16,7 @@ summaries with (``nltk.sent_tokenize``), line breaks being plain spaces to it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from typing import Literal
 
@@ -233,3 +236,104 @@ def split_counted(text: str, max_tokens: int, count: Counter = count_tokens) -> 
         else:
             fixed.extend((piece, count(piece)) for piece in _hard_split(chunk, max_tokens, count))
     return fixed
+
+
+def split_filled(
+    text: str, max_tokens: int, count: Counter = count_tokens, reach: Sequence[int] = ()
+) -> list[tuple[str, int]]:
+    """Pieces of at most ``max_tokens`` (with their counts) joining back to ``text``, each filled to the brim.
+
+    Paragraphs are packed greedily; one that does not fit whole lends the piece as many of its sentences as
+    fit, and the rest start the next piece. So pieces end at paragraph or sentence bounds (at words only inside
+    a sentence over the budget): greedy over sentences, the fewest pieces that sentence bounds allow.
+
+    ``reach[k]``, when given, is an offset that piece ``k`` must end at or after (where another chunker's piece
+    ``k`` ends): a piece whose last whole sentence stops short of it also takes the next sentence up to its last
+    clause bound (``,`` ``;`` ``:`` a dash) or word bound within the budget that gets there. Following another
+    chunker's ends, it makes no more pieces than that chunker.
+    """
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be >= 1")
+    if not text:
+        return []
+    pieces: list[tuple[str, int]] = []
+    current, used, done = "", 0, 0  # done: characters in the closed pieces
+
+    def close() -> None:
+        nonlocal current, used, done
+        if current:
+            pieces.append((current, count(current)))
+            done += len(current)
+        current, used = "", 0
+
+    def fits(unit: str, n: int) -> int:
+        """The tokens of ``current + unit`` if within the budget, else 0: a sum first, then counted.
+
+        A sum of sentences overcounts (a sentence's trailing space is a token of its own until the next word
+        takes it), so a piece filled by sums alone would stop tens of tokens short of the budget.
+        """
+        if used + n <= max_tokens:
+            return used + n
+        if not current:
+            return 0
+        exact = count(current + unit)
+        return exact if exact <= max_tokens else 0
+
+    for paragraph in paragraphs(text):
+        n = count(paragraph)
+        if total := fits(paragraph, n):
+            current, used = current + paragraph, total
+            continue
+        for sentence, m in (
+            _units(paragraph, max_tokens, count) if n > max_tokens else _sentences_of(paragraph, count)
+        ):
+            if total := fits(sentence, m):
+                current, used = current + sentence, total
+                continue
+            k = len(pieces)
+            if k < len(reach) and done + len(current) < reach[k]:  # short of where piece k must end
+                cut = _reach_into(current, sentence, reach[k] - done - len(current), max_tokens, count)
+                if cut:
+                    current, sentence = current + sentence[:cut], sentence[cut:]
+                    m = count(sentence)
+            close()
+            current, used = sentence, m
+    close()
+    # counts are not exactly additive across a join; re-split the rare piece that the sum let through
+    fixed: list[tuple[str, int]] = []
+    for piece, n in pieces:
+        if n <= max_tokens:
+            fixed.append((piece, n))
+        else:
+            fixed.extend(split_counted(piece, max_tokens, count))
+    return fixed
+
+
+_CLAUSE_END = ",;:\u2014\u2013-)"
+
+
+def _reach_into(current: str, unit: str, needed: int, max_tokens: int, count: Counter) -> int:
+    """How much of ``unit`` to add to ``current`` to end ``needed`` characters into it, or as near as fits.
+
+    The longest prefix within the budget is found by bisection; the cut is the last clause bound, else the
+    last word bound, from ``needed`` to that prefix's end. When ``needed`` is out of reach (the other chunker
+    counted a text without blank lines), the cut is the last word bound that fits: the next piece catches up.
+    """
+    lo, hi = 0, len(unit)
+    while lo < hi:
+        middle = (lo + hi + 1) // 2
+        if count(current + unit[:middle]) <= max_tokens:
+            lo = middle
+        else:
+            hi = middle - 1
+    if lo == len(unit):  # all of it fits after all (counts are not exactly additive)
+        return lo
+    words = [i for i in range(1, lo + 1) if unit[i - 1].isspace() and not unit[i].isspace()]
+    enough = [i for i in words if i >= needed]
+    clauses = [i for i in enough if unit[:i].rstrip()[-1:] in _CLAUSE_END]
+    return (clauses or enough or words or [0])[-1]
+
+
+def _sentences_of(paragraph: str, count: Counter) -> list[tuple[str, int]]:
+    """A paragraph (within the budget) as its sentences with their counts."""
+    return [(paragraph[a:b], count(paragraph[a:b])) for a, b in sentence_spans(paragraph)]

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodes.chunk import SCENE_JOINER, chunk_document, chunk_scenes
+from storyjudge.core.officialchunks import split_official
 from storyjudge.core.records import Scene
+from storyjudge.core.textsplit import paragraphs, sentence_spans, split_filled
 from storyjudge.core.tokens import count_tokens
 
 WORDS = st.sampled_from(
@@ -97,3 +103,67 @@ def test_blank_scenes_are_skipped_and_bad_budget_refused() -> None:
     assert chunk_scenes(_scenes(["", "Hello there."]), 50)[0]["scene_ids"] == ["S002"]
     with pytest.raises(ValueError):
         chunk_scenes(_scenes(["x"]), 0)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+FRANKENSTEIN = ROOT / "examples" / "frankenstein.txt"  # the shared novel, byte for byte
+OFFICIAL = ROOT / "tests" / "fixtures" / "frankenstein-official-chunks-2048.json"
+
+
+def official_chunks() -> list[dict[str, str]]:
+    """The official chunker's 49 Frankenstein chunks (whitespace-normalised: head, tail, length, hash)."""
+    rows: list[dict[str, str]] = json.loads(OFFICIAL.read_text(encoding="utf-8"))["chunks"]
+    return rows
+
+
+def fingerprint(text: str) -> dict[str, object]:
+    flat = " ".join(text.split())
+    digest = hashlib.sha256(flat.encode()).hexdigest()[:16]
+    return {"head": flat[:40], "tail": flat[-40:], "chars": len(flat), "sha256": digest}
+
+
+def test_official_chunker_cuts_frankenstein_where_the_official_code_does() -> None:
+    text = FRANKENSTEIN.read_text(encoding="utf-8")
+    chunks = chunk_document(text, 2048, chunker="official")
+    assert "".join(c["text"] for c in chunks) == text
+    assert [fingerprint(c["text"]) for c in chunks] == official_chunks()  # 49, the same boundaries
+
+
+def test_default_chunks_of_frankenstein_are_no_more_than_the_official_and_end_at_sentences() -> None:
+    text = FRANKENSTEIN.read_text(encoding="utf-8")
+    chunks = chunk_document(text, 2048)
+    assert "".join(c["text"] for c in chunks) == text
+    assert len(chunks) <= len(official_chunks()) == 49
+    assert all(c["tokens"] <= 2048 for c in chunks)
+    ends, offset = {c["end"] for c in chunks}, 0
+    for paragraph in paragraphs(text):  # a chunk ends with a paragraph or with one of its sentences
+        inside = {end - offset for end in ends if offset < end < offset + len(paragraph)}
+        if inside:
+            assert inside <= {end for _, end in sentence_spans(paragraph)}
+        offset += len(paragraph)
+
+
+def test_official_chunker_cuts_an_overlong_line_at_its_second_to_last_sentence_end() -> None:
+    line = "One sat. Two sat. Three sat. Four sat."
+    pieces = split_official("Intro line\n\n" + line + "\n" + "Coda.", 8)
+    assert "".join(pieces) == "Intro line\n\n" + line + "\nCoda."
+    # the line is over budget: with the intro it is cut back sentence by sentence until it fits
+    assert all(count_tokens(" ".join(p.split())) <= 8 for p in pieces[:-1])
+    assert pieces[0].startswith("Intro line") and pieces[0].rstrip().endswith(".")
+    assert split_official("Short.\nAlso short.", 50) == ["Short.\nAlso short."]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXTS, budget=st.integers(min_value=8, max_value=120))
+def test_official_chunks_lose_no_text(text: str, budget: int) -> None:
+    assert "".join(c["text"] for c in chunk_document(text, budget, chunker="official")) == text
+
+
+def test_default_chunks_keep_up_with_the_official_chunker_where_sentences_alone_would_not() -> None:
+    text = FRANKENSTEIN.read_text(encoding="utf-8")[:60_000]
+    official = len(split_official(text, 512))
+    sentences_only = split_filled(text, 512)
+    assert len(sentences_only) > official  # whole sentences at 512 tokens would need more chunks
+    chunks = chunk_document(text, 512)
+    assert len(chunks) <= official and "".join(c["text"] for c in chunks) == text
+    assert all(c["tokens"] <= 512 for c in chunks)

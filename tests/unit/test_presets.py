@@ -32,37 +32,51 @@ def test_every_preset_row_is_a_described_field_with_a_source() -> None:
     for name in presets.names():
         for field_name, value, source in presets.describe(name):
             assert field_name in known, (name, field_name)
-            assert source.startswith(("000 ", "001 ")), source  # which seed it comes from
+            assert source.startswith(presets.SOURCES), source  # seed, official code or ours
             assert value is not None
-        Context(preset=name)  # every preset's values pass validation
+        Context(preset=name, embedder="minilm")  # every preset's values pass validation
 
 
 def test_booookscore_preset_fills_the_papers_values() -> None:
     ctx = Context(preset="booookscore-paper")
     assert (ctx.summary_temperature, ctx.chunk_size, ctx.max_summary_tokens) == (0.5, 2048, 900)
     assert (ctx.context_window, ctx.artifact_removal, ctx.batched_coherence) == (8192, True, False)
+    assert (ctx.chunker, ctx.sentence_splitter, ctx.repeated_sentences) == ("official", "punkt", "once")
     assert ctx.summarizer_temperature == 0.5 and ctx.temperature == 0.0  # the annotator's stays
     assert ctx.preset_applied == {
         "summary_temperature": 0.5,
         "chunk_size": 2048,
+        "chunker": "official",
         "max_summary_tokens": 900,
         "context_window": 8192,
         "artifact_removal": True,
         "batched_coherence": False,
+        "sentence_splitter": "punkt",
+        "repeated_sentences": "once",
     }
+    assert (Context().chunker, Context().repeated_sentences) == ("sentences", "each")
     assert Context().preset_applied == {} and Context().summarizer_temperature == 0.0
 
 
 def test_nfs_preset_retrieves_one_scene_and_counts_predicates(tmp_path: Path) -> None:
-    ctx = Context(preset="nfs-paper")
+    ctx = Context(preset="nfs-paper", bge_m3_path=str(tmp_path))
     assert (ctx.retrieval_k, ctx.ckg_samples, ctx.predicate_min_count) == (1, 3, 2)
-    assert ctx.embedder == "minilm" and "embedder" not in ctx.preset_applied  # no local BGE-M3: unchanged
+    assert (ctx.refine_guard, ctx.nfs_unjudged) == (False, "unsupported")  # the paper's: no guard, indicator
+    assert (Context().refine_guard, Context().nfs_unjudged) == (True, "exclude")  # ours stay the default
     with_bge = Context(preset="nfs-paper", bge_m3_path=str(tmp_path))
     assert with_bge.embedder == f"bge-m3:{tmp_path}"
     assert with_bge.preset_applied["embedder"] == f"bge-m3:{tmp_path}"
     with pytest.raises(ConfigError, match="not a folder"):
         Context(preset="nfs-paper", bge_m3_path=str(tmp_path / "missing"))
     assert Context(preset="nfs-paper", bge_m3_path=str(tmp_path), embedder="minilm").embedder == "minilm"
+
+
+def test_nfs_preset_without_bge_m3_names_the_setting_unless_the_embedder_is_chosen() -> None:
+    with pytest.raises(ConfigError, match=r"nfs-paper preset retrieves with BGE-M3.*bge_m3_path"):
+        Context(preset="nfs-paper")
+    chosen = Context(preset="nfs-paper", embedder="minilm")  # the user's own choice wins, and is recorded
+    assert chosen.embedder == "minilm" and "embedder" not in chosen.preset_applied
+    assert chosen.refine_guard is False and chosen.nfs_unjudged == "unsupported"
 
 
 def test_explicit_values_win_over_the_preset(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,12 +88,12 @@ def test_explicit_values_win_over_the_preset(monkeypatch: pytest.MonkeyPatch) ->
     # a temperature the user chose covers the summarizer too
     assert Context(preset="booookscore-paper", temperature=0.2).summarizer_temperature == 0.2
     # even a value equal to the default wins: retrieval_k=3 given by hand stays 3
-    assert Context(preset="nfs-paper", retrieval_k=3).retrieval_k == 3
+    assert Context(preset="nfs-paper", retrieval_k=3, embedder="minilm").retrieval_k == 3
 
 
 def test_preset_from_the_environment_and_from_an_invoke_dict(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORYJUDGE_PRESET", "nfs-paper")
-    assert Context().retrieval_k == 1
+    assert Context(embedder="minilm").retrieval_k == 1
     monkeypatch.delenv("STORYJUDGE_PRESET")
     ctx = as_context({"preset": "booookscore-paper", "context_window": 4096})
     assert ctx.summary_temperature == 0.5 and ctx.context_window == 4096
@@ -91,13 +105,13 @@ def test_unknown_preset_names_the_known_ones() -> None:
 
 
 def test_replace_keeps_the_preset_record() -> None:
-    ctx = Context(preset="nfs-paper").replace(run_dir="/tmp/x", retrieval_k=2)
+    ctx = Context(preset="nfs-paper", embedder="minilm").replace(run_dir="/tmp/x", retrieval_k=2)
     assert ctx.run_dir == "/tmp/x" and ctx.retrieval_k == 2
     assert "retrieval_k" not in ctx.preset_applied and ctx.preset_applied["predicate_min_count"] == 2
 
 
 def test_run_record_holds_the_preset_and_the_prompt_overrides() -> None:
-    ctx = Context(preset="nfs-paper", prompt_dir=str(OFFICIAL))
+    ctx = Context(preset="nfs-paper", prompt_dir=str(OFFICIAL), embedder="minilm")
     result = build_result({}, ctx, prompt_versions=prompts.versions(ctx.prompt_dir))
     assert result["context"]["preset"] == "nfs-paper"
     assert result["context"]["preset_applied"]["retrieval_k"] == 1

@@ -174,9 +174,10 @@ def with_tokens(n: int, head: str = "Story") -> str:
 
 
 def document(chunks: int) -> str:
-    """``chunks`` paragraphs of ~200 tokens: with chunk_size 256 each paragraph is one chunk."""
+    """``chunks`` paragraphs of one ~200-token sentence: with chunk_size 256 each paragraph is one chunk."""
     return "".join(
-        f"Chunk {i} begins. " + "Events unfold in the valley. " * 33 + "\n\n" for i in range(chunks)
+        f"Chunk {i} begins and " + "events unfold in the valley, " * 33 + "and it ends.\n\n"
+        for i in range(chunks)
     )
 
 
@@ -453,7 +454,9 @@ def test_compression_happens_exactly_when_over_the_budget(fake: Callable[..., Fa
         return with_tokens(next(sizes))
 
     model = fake(reply)
-    doc = "".join(f"Chunk {i} begins. " + "Snow falls on the ice. " * 12 + "\n\n" for i in range(5))
+    doc = "".join(
+        f"Chunk {i} begins and " + "snow falls on the ice, " * 12 + "and stops.\n\n" for i in range(5)
+    )
     out = run(
         {"document": doc, "strategy": "incremental", "chunk_size": 80, "max_summary_tokens": 100},
         artifact_removal=False,

@@ -200,7 +200,10 @@ def _score_line(result: dict[str, Any]) -> str:
     return f"BooookScore (system) {score} over {len(result['summaries'])} summaries"
 
 
-SETTINGS = (*run_settings("coherence"), "batched_coherence", "sentence_splitter", "coverage_floor")
+SETTINGS = (
+    *run_settings("coherence"),
+    *("batched_coherence", "sentence_splitter", "repeated_sentences", "coverage_floor"),
+)
 
 
 add_graph_command(GraphCommand("coherence", ("coherence",), SETTINGS, _read, _write, run_dir=False))

@@ -95,6 +95,7 @@ def _write(run: Run) -> None:
         "settings": {
             "strategy": ctx.strategy,
             "chunk_size": ctx.chunk_size,
+            "chunker": ctx.chunker,
             "max_summary_tokens": ctx.max_summary_tokens,
             "context_window": ctx.context_window,
             "artifact_removal": ctx.artifact_removal,
@@ -135,7 +136,7 @@ def _write(run: Run) -> None:
 SETTINGS = (
     *run_settings("summarizer"),
     *("run_dir", "strategy", "chunk_size", "max_summary_tokens", "context_window", "artifact_removal"),
-    *("summary_temperature",),
+    *("summary_temperature", "chunker"),
 )
 add_graph_command(
     GraphCommand("summarize", ("summarizer",), SETTINGS, read=_read, write=_write, prepare=_scenes)

@@ -1,0 +1,139 @@
+"""Where the official BooookScore chunker cuts a document, so that the paper's preset reads the same chunks.
+
+The official chunker (``booookscore.chunk``, 0.1.3) works on lines, not on paragraphs: it splits the text at
+every line break, drops empty lines, and packs the lines greedily, rejoined with one line break, while the
+chunk stays within the budget (cl100k_base tokens of the rejoined text). A single line over the budget is cut
+back, with whatever the chunk already holds, to its second-to-last sentence end (``.``, ``?``, ``!``, or a
+straight quote right after one), else to its second-to-last such mark or comma, until it fits; the rest opens
+the next chunk. On a hard-wrapped novel its chunks therefore end at line ends, often mid-sentence.
+
+This module reproduces those decisions on the rejoined text and maps each chunk's start back into the original
+text, so the chunks are slices of the document (they keep its blank lines; the boundaries are the official
+ones). Where the official code would drop text (a line over the budget with fewer than two marks left to cut
+at), the rest is kept as the next chunk instead.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+
+from storyjudge.core.tokens import count_tokens
+
+Counter = Callable[[str], int]
+_ENDS = ".?!"
+_QUOTES = "\"'"
+
+
+def _cut(piece: str, commas: bool) -> int | None:
+    """Length the official chunker keeps of an over-budget piece: up to its second-to-last mark, if any."""
+    marks = _ENDS + ("," if commas else "")
+    found = [
+        i
+        for i, char in enumerate(piece)
+        if char in marks or (char in _QUOTES and i > 0 and piece[i - 1] in _ENDS)
+    ]
+    return found[-2] + 1 if len(found) >= 2 else None
+
+
+def _truncate(joined: str, start: int, end: int, limit: int, count: Counter) -> int:
+    """Where the chunk ``joined[start:end]`` ends once cut back within ``limit`` (``end`` if it cannot be)."""
+    stop = end
+    while count(joined[start:stop]) > limit:
+        piece = joined[start:stop]
+        keep = _cut(piece, commas=False)
+        if keep is None:
+            keep = _cut(piece, commas=True)
+        if keep is None:
+            return stop
+        stop = start + keep
+    return stop
+
+
+def _first_overflow(
+    joined: str, begin: int, ends: list[int], lo: int, hi: int, limit: int, count: Counter
+) -> int:
+    """The first line ``j`` in ``[lo, hi)`` whose end takes the chunk from ``begin`` over ``limit`` (``hi``: none).
+
+    The official chunker counts the chunk again at every line; a line only ever adds tokens, so a galloping
+    then binary search over the lines finds the same line with a handful of counts per chunk instead of one
+    count per line (seconds on a novel).
+    """
+
+    def over(j: int) -> bool:
+        return count(joined[begin : ends[j]]) > limit
+
+    step, fits = 1, lo - 1  # the last line known to fit
+    while fits + step < hi and not over(fits + step):
+        fits, step = fits + step, step * 2
+    high = min(fits + step, hi)  # over the limit there, or hi
+    while high - fits > 1:
+        middle = (fits + high) // 2
+        if over(middle):
+            high = middle
+        else:
+            fits = middle
+    return high
+
+
+def official_starts(text: str, max_tokens: int, count: Counter = count_tokens) -> list[int]:
+    """Offsets in ``text`` where the official chunker's chunks begin (the first is 0)."""
+    lines: list[tuple[int, str]] = []  # (offset in text, line) of the non-empty lines
+    offset = 0
+    for line in text.split("\n"):
+        if line:
+            lines.append((offset, line))
+        offset += len(line) + 1
+    if not lines:
+        return [0]
+    joined = "\n".join(line for _, line in lines)
+    if len(joined.encode()) <= max_tokens or count(joined) <= max_tokens:  # a token holds a byte at least
+        return [0]
+    line_at: list[int] = []  # offset of each line in the rejoined text
+    position = 0
+    for _, line in lines:
+        line_at.append(position)
+        position += len(line) + 1
+    ends = [at + len(line) for at, (_, line) in zip(line_at, lines, strict=True)]
+    # lines over the budget by themselves (a line of no more bytes than the budget never is)
+    alone = [len(line.encode()) > max_tokens and count(line) > max_tokens for _, line in lines]
+    next_alone = [len(lines)] * (len(lines) + 1)  # index of the next such line at or after each line
+    for i in range(len(lines) - 1, -1, -1):
+        next_alone[i] = i if alone[i] else next_alone[i + 1]
+
+    starts: list[int] = []  # chunk starts in the rejoined text
+    begin: int | None = None  # start of the open chunk, which runs to the end of the last line taken
+    i = 0
+    while i < len(lines):
+        if alone[i]:  # cut back with what the chunk holds, as often as needed; the rest stays open
+            first = line_at[i] if begin is None else begin
+            stop = _truncate(joined, first, ends[i], max_tokens, count)
+            starts.append(first)
+            while stop < ends[i] and count(joined[stop : ends[i]]) > max_tokens:
+                first, stop = stop, _truncate(joined, stop, ends[i], max_tokens, count)
+                starts.append(first)
+            begin = stop if stop < ends[i] else None
+            i += 1
+            continue
+        if begin is None:
+            begin, i = line_at[i], i + 1
+        limit = next_alone[i]
+        overflow = _first_overflow(joined, begin, ends, i, limit, max_tokens, count)
+        if overflow < limit:  # that line opens the next chunk
+            starts.append(begin)
+            begin = None
+        i = overflow
+    if begin is not None:
+        starts.append(begin)
+
+    def original(position: int) -> int:
+        k = bisect_right(line_at, position) - 1
+        return lines[k][0] + (position - line_at[k])
+
+    return [0, *(original(p) for p in starts[1:])]
+
+
+def split_official(text: str, max_tokens: int, count: Counter = count_tokens) -> list[str]:
+    """The document cut where the official chunker cuts it; the pieces join back to exactly ``text``."""
+    starts = official_starts(text, max_tokens, count)
+    return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True) if b > a]
