@@ -29,6 +29,7 @@ from markupsafe import Markup
 
 from storyjudge.core.coverage import card_reliable
 from storyjudge.core.rundir import RunDir
+from storyjudge.core.runs import RUNS_FOLDER
 from storyjudge.core.usage import cost_text, price_known
 
 ASSET_PACKAGE = "storyjudge.apps"
@@ -737,6 +738,12 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     )
 
 
+def story_ckg(run_dir: Path) -> Path:
+    """The CKG of the story a kept run (``<story>/runs/<id>/``) belongs to (a missing path for another folder)."""
+    story = RunDir(run_dir.parent.parent)
+    return story.ckg if run_dir.parent.name == RUNS_FOLDER and story.meta.is_file() else RunDir(run_dir).ckg
+
+
 def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> Path:
     """Render ``report.html`` from a run directory's ``result.json`` and CKG; returns its path.
 
@@ -754,7 +761,8 @@ def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> P
                 f"{rd.root} has no result.json; run 'storyjudge refine' or 'score' into it first."
             )
         result = json.loads(rd.result.read_text(encoding="utf-8"))
-    ckg = json.loads(rd.ckg.read_text(encoding="utf-8")) if rd.ckg.is_file() else None
+    ckg_file = rd.ckg if rd.ckg.is_file() else story_ckg(rd.root)
+    ckg = json.loads(ckg_file.read_text(encoding="utf-8")) if ckg_file.is_file() else None
     html = render_report(result, ckg)
     tmp = rd.report.with_suffix(".html.tmp")
     tmp.write_text(html, encoding="utf-8")

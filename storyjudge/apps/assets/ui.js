@@ -180,6 +180,7 @@
     }
     $("summary-given").hidden = !(view.summary && view.summary.given);
     renderIterations(view);
+    renderRuns(view);
     var u = view.usage;
     $("usage-card").hidden = false;
     $("usage").textContent = u.calls + " LLM calls (" + u.cache_hits + " cache hits, " + u.failures + " failures), " +
@@ -200,6 +201,66 @@
     renderButtons(view);
     renderJob(view.job);
     if (view.job && view.job.status === "running") { poll(); }
+  }
+
+  function cell(row, text) {
+    var td = document.createElement("td");
+    td.textContent = text;
+    row.appendChild(td);
+    return td;
+  }
+
+  function renderRuns(view) {
+    var body = $("runs-body");
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    var runs = view.runs || [];
+    $("runs").hidden = runs.length === 0;
+    $("runs-empty").hidden = runs.length > 0;
+    $("btn-compare").hidden = runs.length === 0;
+    $("compare-hint").hidden = runs.length === 0;
+    runs.forEach(function (r) {
+      var row = document.createElement("tr");
+      row.className = r.id === view.run_id ? "current" : "";
+      var picks = cell(row, "");
+      var choices = [[r.id, "best"]];
+      if (r.rounds > 1) {
+        for (var n = 0; n < r.rounds; n++) { choices.push([r.id + "#" + n, "#" + n]); }
+      }
+      choices.forEach(function (choice) {
+        var label = document.createElement("label");
+        var box = document.createElement("input");
+        box.type = "checkbox";
+        box.className = "compare-pick";
+        box.value = choice[0];
+        label.appendChild(box);
+        label.appendChild(document.createTextNode(" " + choice[1]));
+        picks.appendChild(label);
+      });
+      cell(row, r.id);
+      cell(row, r.summary_source === "given" ? "your own" : (r.summary_source || "-"));
+      cell(row, String(r.rounds));
+      cell(row, fmt(r.nfs) + (r.reliable === false ? " (not reliable)" : ""));
+      cell(row, r.coverage === null || r.coverage === undefined ? "-" : Math.round(r.coverage * 100) + "%");
+      cell(row, String(r.words));
+      cell(row, r.summarizer || "-");
+      cell(row, r.judge || "-");
+      cell(row, (r.created || "").replace("T", " ").replace("Z", ""));
+      var open = document.createElement("a");
+      open.href = "/runs/" + encodeURIComponent(view.name) + "/runs/" + encodeURIComponent(r.id) + "/report.html";
+      open.target = "_blank";
+      open.rel = "noopener";
+      open.textContent = "open";
+      cell(row, "").appendChild(open);
+      body.appendChild(row);
+    });
+  }
+
+  function compareSelected() {
+    var picked = Array.prototype.filter.call(document.querySelectorAll("input.compare-pick"), function (box) {
+      return box.checked;
+    }).map(function (box) { return "runs=" + encodeURIComponent(box.value); });
+    if (picked.length < 2) { showError("Tick two or more runs to compare."); return; }
+    window.open("/runs/" + encodeURIComponent(current.name) + "/compare.html?" + picked.join("&"), "_blank", "noopener");
   }
 
   function renderEmbedded(view) {
@@ -271,7 +332,7 @@
       runs.forEach(function (r) {
         var option = document.createElement("option");
         option.value = r.name;
-        option.textContent = r.title + " \u2014 " + r.iterations + " iteration(s) \u00b7 " + r.name;
+        option.textContent = r.title + " \u2014 " + r.runs + " run(s), " + r.iterations + " iteration(s) \u00b7 " + r.name;
         select.appendChild(option);
       });
     }).catch(function () { /* the list is a convenience */ });
@@ -335,6 +396,7 @@
     reader.onload = function () { $("own-summary-text").value = String(reader.result || ""); };
     reader.readAsText(file);
   });
+  $("btn-compare").addEventListener("click", compareSelected);
   $("btn-own-summary").addEventListener("click", function () {
     var text = $("own-summary-text").value.trim();
     if (!text) { showError("Paste or upload your summary first (the Summary box is empty)."); return; }

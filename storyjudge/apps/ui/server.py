@@ -19,7 +19,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from storyjudge.apps.report import CSP as REPORT_CSP
 from storyjudge.apps.report import ckg_html, environment, inline_asset, iteration_html
@@ -32,6 +32,7 @@ from storyjudge.core.context import ConfigError
 from storyjudge.core.coverage import card_reliable
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.rundir import RunDirMismatch
+from storyjudge.core.runs import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.usage import totals
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,9 @@ ROUTES = {
     "job": re.compile(rf"^/api/runs/{_RUN}/job$"),
     "step": re.compile(rf"^/api/runs/{_RUN}/steps/(?P<step>[a-z]+)$"),
     "report": re.compile(rf"^/runs/{_RUN}/report\.html$"),
+    "kept": re.compile(rf"^/runs/{_RUN}/runs/(?P<kept>[a-z0-9][a-z0-9-]{{0,80}})/report\.html$"),
+    "compare": re.compile(rf"^/runs/{_RUN}/compare\.html$"),
+    "compare_api": re.compile(rf"^/api/runs/{_RUN}/compare$"),
 }
 DOWNLOAD = re.compile(rf"^/runs/{_RUN}/download/(?P<file>summary\.txt|result\.json|report\.html)$")
 DOWNLOAD_TYPES = {
@@ -223,7 +227,26 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "report": session.rd.report.is_file(),
         "result": session.rd.result.is_file(),
         "job": job.view() if job else state.get("last_job"),
+        "run_id": state.get("run_id"),
+        "runs": story_runs(session.rd.root),
     }
+
+
+def compared(session: RunSession, query: str) -> dict[str, Any]:
+    """The comparison of a story's kept runs named in the query (``runs=ID`` or ``runs=ID#N``, twice or more)."""
+    from storyjudge.apps.compare import compare
+
+    names = parse_qs(query).get("runs") or []
+    refs = []
+    for name in names:
+        ref = RunRef.parse(name)
+        if not RUN_ID.match(str(ref.path)):
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"No run named {name!r}.")
+        refs.append(RunRef(runs_folder(session.rd.root) / ref.path, ref.round))
+    try:
+        return compare(refs)
+    except ValueError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, str(exc)) from None
 
 
 def current_summary(session: RunSession) -> str:
@@ -302,12 +325,13 @@ class Handler(BaseHTTPRequestHandler):
         if not self._host_ok():
             self._json(HTTPStatus.FORBIDDEN, {"error": "Unexpected Host header."})
             return
-        path = urlsplit(self.path).path
+        parts = urlsplit(self.path)
+        path = parts.path
         try:
             if method == "GET" and (download := DOWNLOAD.match(path)):
                 self._download(download["run"], download["file"])
             elif method == "GET":
-                self._get(path)
+                self._get(path, parts.query)
             else:
                 self._post(path)
         except ApiError as exc:
@@ -354,7 +378,7 @@ class Handler(BaseHTTPRequestHandler):
         disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
         self._send(HTTPStatus.OK, body, DOWNLOAD_TYPES[name], {"Content-Disposition": disposition})
 
-    def _get(self, path: str) -> None:
+    def _get(self, path: str, query: str = "") -> None:
         server = self.server
         if path in ("/", "/index.html"):
             self._send(
@@ -380,6 +404,35 @@ class Handler(BaseHTTPRequestHandler):
             session = self._session(match["run"])
             job = server.runner.job_of(session.name)
             self._json(HTTPStatus.OK, {"job": job.view() if job else session.state.get("last_job")})
+            return
+        if match := ROUTES["kept"].match(path):
+            from storyjudge.apps.report import render_report
+
+            session = self._session(match["run"])
+            try:
+                kept = load_summary(RunRef(runs_folder(session.rd.root) / match["kept"]))
+            except ValueError:
+                raise ApiError(HTTPStatus.NOT_FOUND, f"No run {match['kept']!r} of this story.") from None
+            self._send(
+                HTTPStatus.OK,
+                render_report(kept.record, session.ckg()).encode("utf-8"),
+                "text/html; charset=utf-8",
+                {"Content-Security-Policy": REPORT_PAGE_CSP},
+            )
+            return
+        if match := ROUTES["compare"].match(path):
+            from storyjudge.apps.compare import render_html
+
+            page = render_html(compared(self._session(match["run"]), query))
+            self._send(
+                HTTPStatus.OK,
+                page.encode("utf-8"),
+                "text/html; charset=utf-8",
+                {"Content-Security-Policy": REPORT_PAGE_CSP},
+            )
+            return
+        if match := ROUTES["compare_api"].match(path):
+            self._json(HTTPStatus.OK, compared(self._session(match["run"]), query))
             return
         if match := ROUTES["report"].match(path):
             report = self._session(match["run"]).rd.report

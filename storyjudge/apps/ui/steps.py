@@ -20,6 +20,10 @@ Pressing ``summary`` or ``score`` again forks the thread from its checkpoint bef
 first ``factscore``), so a new summary, or a new score, starts the iterations afresh; ``graph`` starts a new
 thread. ``refine`` is refused once the loop has stopped, with the graph's stop reason.
 
+Each scoring (``score``) starts a run of its own (``storyjudge.core.runs``): its record is kept in
+``runs/<run id>/`` of the run directory after every step that changes it, refinement rounds included, so a new
+summary or a new score never replaces an earlier run; the page lists them all.
+
 ``result.json`` has one writer, the graph's ``finish`` node, when the loop stops; ``report.html`` is then
 rendered from it. While the thread is paused nothing has finished: a ``result.json`` of an earlier thread or
 branch is removed, and ``report.html`` renders the record ``build_result`` makes of the checkpoint's state
@@ -30,6 +34,7 @@ events (``storyjudge.core.progress``, the custom stream) are passed to the calle
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 import uuid
@@ -43,6 +48,7 @@ from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
 from storyjudge.core.llm import require_models
 from storyjudge.core.runrecord import build_result
+from storyjudge.core.runs import keep_run, new_run_id
 
 Step = Literal["graph", "summary", "score", "refine"]
 STEPS: tuple[Step, ...] = ("graph", "summary", "score", "refine")
@@ -202,19 +208,25 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
         state["usage"] = values.get("usage") or {}
         state["timings"] = values.get("timings") or {}
         session.save()
+        run_id, given = state.get("run_id"), bool(state.get("summary_given"))
         if finished and rd.result.is_file():
             write_report(rd.root)  # the finish node wrote result.json
-            return
-        rd.result.unlink(missing_ok=True)  # an earlier thread's or branch's record: this one has not stopped
-        if iterations:
+            record = json.loads(rd.result.read_text(encoding="utf-8"))
+        else:
+            rd.result.unlink(
+                missing_ok=True
+            )  # an earlier thread's or branch's record: this one has not stopped
+            if not iterations:
+                rd.report.unlink(missing_ok=True)
+                return
             record = build_result(
                 {**values, "iterations": iterations, "stop_reason": PAUSED},
                 ctx,
                 prompt_versions=prompts.versions(ctx.prompt_dir),
             )
             write_report(rd.root, record)
-        else:
-            rd.report.unlink(missing_ok=True)
+        if run_id and iterations:
+            keep_run(rd.root, str(run_id), {**record, "summary_source": "given" if given else "generated"})
 
 
 def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
@@ -223,6 +235,8 @@ def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_sum
     given_summary = given_summary.strip()
     if step == "summary":
         session.update(summary_given=bool(given_summary))
+    if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
+        session.update(run_id=new_run_id("ui") if step == "score" else None)
     with _refine_graph(session) as graph:
         thread = session.state.get("thread")
         start: Any = None
