@@ -3,13 +3,12 @@
 Each summary is a round of a kept run (``storyjudge.core.runs``). Its NarrativeFactScore is the mean of its
 judged facts (supported 1, unsupported 0; unjudged ones are out, and counted in the coverage), so the interval
 resamples facts; BooookScore's resamples the scored sentences. Every summary after the first is set against the
-first: the difference of the scores with its interval, paired when both judged the same facts (one summary judged
-twice), else each side resampled on its own. Two runs whose judge (model or prompt version) differs are flagged
-not comparable: their difference is as much the judge's as the summaries'. Runs of different stories are refused.
-
-The facts one summary has supported and the other has not are found by aligning each fact with its nearest
-counterpart in the other summary: words in common (a sequence match of their words) and evidence scenes in
-common (the scenes the judge was shown for each).
+first. The two summaries' facts are aligned one to one (words in common, by a sequence match of their words, and
+evidence scenes in common, the scenes the judge was shown for each); the difference of the scores gets a paired
+bootstrap interval over the aligned units, a fact and its counterpart resampled together (what they share
+cancels out), a fact without one alone. The same alignment lists the facts supported in one summary and not in
+the other. Two runs whose judge (model or prompt version) differs are flagged not comparable: their difference
+is as much the judge's as the summaries'. Runs of different stories are refused.
 """
 
 from __future__ import annotations
@@ -21,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from storyjudge.core.coverage import card_reliable, describe
-from storyjudge.core.intervals import difference_interval, interval_text, mean_interval, signed_text
+from storyjudge.core.intervals import (
+    aligned_difference_interval,
+    difference_interval,
+    interval_text,
+    mean_interval,
+    signed_text,
+)
 from storyjudge.core.runs import RunRef, Summary, load_summary
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text
@@ -135,45 +140,74 @@ def _fact_view(verdict: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def supported_only_in(
-    mine: Sequence[dict[str, Any]], theirs: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The facts supported in ``mine`` whose counterpart in ``theirs`` is not a supported same fact.
+Unit = tuple[int | None, int | None, float]
+"""An aligned unit: a fact of the first summary, its counterpart in the second (None: none) and their score."""
 
-    Each with its verdict and evidence, and the counterpart (or None when no fact of ``theirs`` is near).
+
+def align(left: Sequence[dict[str, Any]], right: Sequence[dict[str, Any]]) -> list[Unit]:
+    """One-to-one alignment of two summaries' facts, the best-scoring pairs first; the rest stand alone."""
+    candidates = sorted(
+        ((_alignment(a, b), i, j) for i, a in enumerate(left) for j, b in enumerate(right)),
+        key=lambda c: (-c[0], c[1], c[2]),
+    )
+    used_left: set[int] = set()
+    used_right: set[int] = set()
+    units: list[Unit] = []
+    for score, i, j in candidates:
+        if score < COUNTERPART:
+            break
+        if i not in used_left and j not in used_right:
+            used_left.add(i)
+            used_right.add(j)
+            units.append((i, j, score))
+    units += [(i, None, 0.0) for i in range(len(left)) if i not in used_left]
+    units += [(None, j, 0.0) for j in range(len(right)) if j not in used_right]
+    return units
+
+
+def supported_only(
+    left: Sequence[dict[str, Any]], right: Sequence[dict[str, Any]], units: Sequence[Unit]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The facts supported in one summary whose counterpart in the other is not the same fact, supported.
+
+    Each with its verdict and evidence, and its counterpart (None when the other summary states nothing near).
     """
-    out = []
-    for verdict in mine:
-        if verdict.get("status") != "supported":
-            continue
-        scored = [(_alignment(verdict, other), other) for other in theirs]
-        best_score, best = max(scored, key=lambda pair: pair[0], default=(0.0, None))
-        if best is not None and best_score >= SAME_FACT and best.get("status") == "supported":
-            continue
-        out.append(
-            {
-                "fact": _fact_view(verdict),
-                "counterpart": _fact_view(best) if best is not None and best_score >= COUNTERPART else None,
-                "alignment": round(best_score, 3),
-            }
-        )
-    return out
+    only: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    for i, j, score in units:
+        for side, mine, theirs in ((0, i, j), (1, j, i)):
+            if mine is None:
+                continue
+            fact = (left, right)[side][mine]
+            other = None if theirs is None else (right, left)[side][theirs]
+            if fact.get("status") != "supported":
+                continue
+            if other is not None and score >= SAME_FACT and other.get("status") == "supported":
+                continue
+            only[side].append(
+                {
+                    "fact": _fact_view(fact),
+                    "counterpart": None if other is None else _fact_view(other),
+                    "alignment": round(score, 3),
+                }
+            )
+    return only
 
 
 def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dict[str, Any]:
     verdicts_a = (a.round.get("factscore") or {}).get("verdicts") or []
     verdicts_b = (b.round.get("factscore") or {}).get("verdicts") or []
-    same_facts = [v["fact"]["text"] for v in verdicts_a] == [v["fact"]["text"] for v in verdicts_b]
-    nfs = difference_interval(
-        [_verdict_value(v.get("status", "")) for v in verdicts_a],
-        [_verdict_value(v.get("status", "")) for v in verdicts_b],
-        paired=same_facts and bool(verdicts_a),
-    )
+    units = align(verdicts_a, verdicts_b)
+
+    def value(verdicts: Sequence[dict[str, Any]], n: int | None) -> float | None:
+        return None if n is None else _verdict_value(verdicts[n].get("status", ""))
+
+    nfs = aligned_difference_interval([(value(verdicts_a, i), value(verdicts_b, j)) for i, j, _ in units])
     sa, sb = _sentence_values(a.round), _sentence_values(b.round)
     coherence = None
     if sa is not None and sb is not None:
         coherence = difference_interval(sa, sb, paired=False)
     judge_differs = sorted(k for k in va["judging"] if va["judging"][k] != vb["judging"][k])
+    only_a, only_b = supported_only(verdicts_a, verdicts_b, units)
     return {
         "a": va["label"],
         "b": vb["label"],
@@ -182,8 +216,8 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
         "comparable": not judge_differs,
         "unreliable": [v["label"] for v in (va, vb) if not v["reliable"]],
         "not_comparable_because": [f"{k}: {va['judging'][k]} vs {vb['judging'][k]}" for k in judge_differs],
-        "only_a": supported_only_in(verdicts_a, verdicts_b),
-        "only_b": supported_only_in(verdicts_b, verdicts_a),
+        "only_a": only_a,
+        "only_b": only_b,
     }
 
 
@@ -210,7 +244,8 @@ def compare(refs: Sequence[RunRef]) -> dict[str, Any]:
             "interval": "95% percentile bootstrap, 2000 resamples, seed 0",
             "nfs_unit": "judged facts (supported 1, unsupported 0)",
             "booookscore_unit": "scored sentences (clean 1, confused 0)",
-            "difference": "later summary minus the first; paired when both judged the same facts",
+            "difference": "later summary minus the first, resampling aligned facts (a fact and its "
+            "counterpart together)",
         },
     }
 
@@ -264,7 +299,7 @@ def pair_line(pair: dict[str, Any]) -> str:
         if nfs["ci95"]
         else "no interval"
     )
-    how = "paired" if nfs["paired"] else "independent"
+    how = f"paired over {nfs['pairs']} aligned facts, {nfs['n'] - nfs['pairs']} without counterpart"
     line = f"{pair['b']} - {pair['a']}: NFS {signed_text(nfs['difference'], nfs['ci95'])}, {verdict} ({how})"
     if pair["booookscore"] is not None:
         b = pair["booookscore"]

@@ -87,6 +87,48 @@ def difference_interval(
     return out
 
 
+def aligned_difference_interval(
+    units: Sequence[tuple[float | None, float | None]], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, Any]:
+    """mean(second) - mean(first) over aligned units, each a pair or one side alone, resampled as units.
+
+    For two summaries whose facts were aligned one to one: a fact and its counterpart are one unit (what
+    they share cancels out, as in a paired bootstrap), a fact without counterpart is a unit with one side
+    (None on the other). Each resample draws units with replacement and takes each side's mean over the
+    values it drew. Returns ``{difference, ci95, excludes_zero, paired: True, n, pairs}``.
+    """
+    import numpy as np
+
+    first = np.array([np.nan if x is None else float(x) for x, _ in units], dtype=float)
+    second = np.array([np.nan if y is None else float(y) for _, y in units], dtype=float)
+    kept = ~(np.isnan(first) & np.isnan(second))
+    first, second = first[kept], second[kept]
+    out: dict[str, Any] = {
+        "difference": None,
+        "ci95": None,
+        "excludes_zero": False,
+        "paired": True,
+        "n": int(first.size),
+        "pairs": int((~np.isnan(first) & ~np.isnan(second)).sum()),
+    }
+    if np.isnan(first).all() or np.isnan(second).all():
+        return out
+    out["difference"] = float(np.nanmean(second) - np.nanmean(first))
+    if first.size >= 2:
+        picks = np.random.default_rng(seed).integers(0, first.size, size=(resamples, first.size))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a, b = first[picks], second[picks]
+            means_a = np.nansum(a, axis=1) / (~np.isnan(a)).sum(axis=1)
+            means_b = np.nansum(b, axis=1) / (~np.isnan(b)).sum(axis=1)
+        diffs = means_b - means_a
+        diffs = diffs[np.isfinite(diffs)]  # a resample that drew no value on one side has no difference
+        if diffs.size >= resamples // 2:
+            out["ci95"] = _percentiles(np, diffs)
+            low, high = out["ci95"]
+            out["excludes_zero"] = low > 0 or high < 0
+    return out
+
+
 def _percentiles(np: Any, values: Any) -> list[float]:
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])

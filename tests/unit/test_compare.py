@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.compare import compare, render_html, supported_only_in
+from storyjudge.apps.compare import align, compare, render_html, supported_only
 from storyjudge.core.runs import RunRef, keep_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"
@@ -30,7 +30,7 @@ def test_rounds_of_a_refinement_compare_as_runs(run: Path) -> None:
     assert low < 0.625 < high
     assert first["coverage"] is None or 0 <= first["coverage"] <= 1
     pair = result["pairs"][0]
-    assert pair["comparable"] and pair["nfs"]["paired"] is False  # three facts changed between the rounds
+    assert pair["comparable"] and pair["nfs"]["paired"] and pair["nfs"]["pairs"] == 8  # one side unjudged
     assert pair["nfs"]["difference"] == pytest.approx(8 / 9 - 0.625)
     assert pair["only_a"] == []  # all that round 0 supported, round 1 still supports
     gained = {item["fact"]["text"]: item for item in pair["only_b"]}
@@ -47,7 +47,7 @@ def test_the_same_facts_judged_twice_are_paired(run: Path, tmp_path: Path) -> No
     other["context"]["resolved_models"]["judge"] = "openai:gpt-4o"
     again = keep_run(tmp_path, "score-2", other).root
     pair = compare([RunRef(run, 0), RunRef(again, 0)])["pairs"][0]
-    assert pair["nfs"]["paired"] and pair["nfs"]["n"] == 8
+    assert pair["nfs"]["pairs"] == 8 and pair["nfs"]["n"] == 9  # round 0 left one fact unjudged
     assert not pair["comparable"]
     assert pair["not_comparable_because"] == ["judge model: openai:gpt-4o-mini vs openai:gpt-4o"]
 
@@ -62,21 +62,24 @@ def test_runs_of_different_stories_are_refused(run: Path, tmp_path: Path) -> Non
         compare([RunRef(run)])
 
 
-def test_alignment_keeps_a_reworded_supported_fact_as_the_same() -> None:
+def test_alignment_pairs_a_reworded_fact_and_leaves_a_new_one_alone() -> None:
     def verdict(text: str, status: str, scenes: list[str]) -> dict:
-        return {
-            "fact": {"text": text},
-            "status": status,
-            "evidence": {"scenes": [{"id": s} for s in scenes]},
-        }
+        return {"fact": {"text": text}, "status": status, "evidence": {"scenes": [{"id": s} for s in scenes]}}
 
-    mine = [verdict("The witches hail Macbeth as king.", "supported", ["S003"])]
-    assert (
-        supported_only_in(mine, [verdict("The witches hail Macbeth as the king.", "supported", ["S003"])])
-        == []
-    )
-    left = supported_only_in(mine, [verdict("Duncan visits Inverness.", "supported", ["S006"])])
-    assert len(left) == 1 and left[0]["counterpart"] is None
+    first = [
+        verdict("The witches hail Macbeth as king.", "supported", ["S003"]),
+        verdict("Macbeth kills Duncan in the great hall.", "unsupported", ["S007"]),
+    ]
+    second = [
+        verdict("Duncan visits Inverness.", "supported", ["S006"]),
+        verdict("The witches hail Macbeth as the king.", "supported", ["S003"]),
+    ]
+    units = align(first, second)
+    assert (0, 1) in [(i, j) for i, j, _ in units] and (1, None, 0.0) in units and (None, 0, 0.0) in units
+    only_first, only_second = supported_only(first, second, units)
+    assert only_first == []  # the reworded fact is supported in both
+    assert [item["fact"]["text"] for item in only_second] == ["Duncan visits Inverness."]
+    assert only_second[0]["counterpart"] is None
 
 
 def test_compare_command_prints_the_table_and_writes_the_page(run: Path, tmp_path: Path) -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from storyjudge.core.intervals import difference_interval, interval_text, mean_interval, signed_text
+from storyjudge.core.intervals import (
+    aligned_difference_interval,
+    difference_interval,
+    interval_text,
+    mean_interval,
+    signed_text,
+)
 
 
 def test_mean_interval_holds_the_mean_and_is_reproducible() -> None:
@@ -43,3 +49,14 @@ def test_texts() -> None:
     assert interval_text(0.5, [0.25, 0.75]) == "0.500 [0.250, 0.750]"
     assert interval_text(None, None) == "-"
     assert signed_text(0.05, [-0.1, 0.2]) == "+0.050 [-0.100, +0.200]"
+
+
+def test_aligned_units_pair_what_both_sides_have() -> None:
+    same = [(1.0, 1.0)] * 8 + [(0.0, 1.0)] * 2  # two facts fixed, the rest unchanged
+    out = aligned_difference_interval(same)
+    assert out["difference"] == pytest.approx(0.2) and out["pairs"] == 10 and out["n"] == 10
+    assert out["ci95"][0] >= 0.0 and out["ci95"][1] <= 0.6
+    alone = aligned_difference_interval([(1.0, 1.0), (1.0, 1.0), (None, 0.0), (1.0, None), (None, None)])
+    assert alone["n"] == 4 and alone["pairs"] == 2  # a unit with no value on either side is dropped
+    assert alone["difference"] == pytest.approx(2 / 3 - 1.0)
+    assert aligned_difference_interval([(1.0, None)])["difference"] is None
