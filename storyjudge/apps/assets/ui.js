@@ -222,10 +222,11 @@
       var row = document.createElement("tr");
       row.className = r.id === view.run_id ? "current" : "";
       var picks = cell(row, "");
-      var choices = [[r.id, "best"]];
-      if (r.rounds > 1) {
-        for (var n = 0; n < r.rounds; n++) { choices.push([r.id + "#" + n, "#" + n]); }
+      var choices = [];
+      if (r.rounds > 1) {  // each round of a refinement, then the run's best
+        for (var n = 0; n < r.rounds; n++) { choices.push([r.id + "#" + n, "round " + n]); }
       }
+      choices.push([r.id, "best"]);
       choices.forEach(function (choice) {
         var label = document.createElement("label");
         var box = document.createElement("input");
@@ -236,15 +237,18 @@
         label.appendChild(document.createTextNode(" " + choice[1]));
         picks.appendChild(label);
       });
-      cell(row, r.id);
+      var run = cell(row, (r.created || "").replace("T", " ").replace("Z", ""));
+      var id = document.createElement("small");
+      id.className = "meta run-id";
+      id.textContent = r.id;
+      run.appendChild(document.createElement("br"));
+      run.appendChild(id);
       cell(row, r.summary_source === "given" ? "your own" : (r.summary_source || "-"));
       cell(row, String(r.rounds));
-      cell(row, fmt(r.nfs) + (r.reliable === false ? " (not reliable)" : ""));
+      cell(row, r.reliable === false ? "not reliable" : fmt(r.nfs));
       cell(row, r.coverage === null || r.coverage === undefined ? "-" : Math.round(r.coverage * 100) + "%");
       cell(row, String(r.words));
-      cell(row, r.summarizer || "-");
-      cell(row, r.judge || "-");
-      cell(row, (r.created || "").replace("T", " ").replace("Z", ""));
+      cell(row, (r.summarizer || "-") + " / " + (r.judge || "-"));
       var open = document.createElement("a");
       open.href = "/runs/" + encodeURIComponent(view.name) + "/runs/" + encodeURIComponent(r.id) + "/report.html";
       open.target = "_blank";
@@ -256,9 +260,12 @@
   }
 
   function compareSelected() {
-    var picked = Array.prototype.filter.call(document.querySelectorAll("input.compare-pick"), function (box) {
-      return box.checked;
-    }).map(function (box) { return "runs=" + encodeURIComponent(box.value); });
+    var picked = [];  // the oldest run first: the others are set against it
+    Array.prototype.slice.call(document.querySelectorAll("#runs-body tr")).reverse().forEach(function (row) {
+      row.querySelectorAll("input.compare-pick").forEach(function (box) {
+        if (box.checked) { picked.push("runs=" + encodeURIComponent(box.value)); }
+      });
+    });
     if (picked.length < 2) { showError("Tick two or more runs to compare."); return; }
     window.open("/runs/" + encodeURIComponent(current.name) + "/compare.html?" + picked.join("&"), "_blank", "noopener");
   }
