@@ -74,6 +74,19 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     coherence = round_.get("coherence") or {}
     usage = record.get("usage") or {}
     models = (record.get("context") or {}).get("resolved_models") or {}
+    corrections = int(card.get("corrections") or 0)
+    judges = None
+    if corrections:  # the judge's own score beside the one a person corrected
+        from nodes.corrections import uncorrected
+
+        own = uncorrected(card)
+        judges = {
+            "score": own.get("score"),
+            "ci95": mean_interval([_verdict_value(v.get("status", "")) for v in own.get("verdicts") or []])[
+                "ci95"
+            ],
+            "reliable": card_reliable(own),
+        }
     return {
         "label": summary.label,
         "path": str(summary.ref.path),
@@ -85,6 +98,8 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         "summary": round_.get("summary", ""),
         "words": len(words(str(round_.get("summary") or ""))),
         "nfs": {"score": card.get("score"), "ci95": nfs["ci95"], "judged": nfs["n"]},
+        "corrections": corrections,
+        "nfs_without_corrections": judges,
         "facts": card.get("facts", len(verdicts)),
         "supported": card.get("supported"),
         "unsupported": card.get("unsupported"),
@@ -264,12 +279,23 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
     def nfs(v: dict[str, Any]) -> str:
         if not v["reliable"]:  # as everywhere: a score judged on too few of its facts is not read as a number
             return describe(v["nfs"]["score"], v["coverage"], False)
-        return interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
+        shown = interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
+        n = v["corrections"]
+        return f"{shown} with {n} correction{'s' if n != 1 else ''}" if n else shown
+
+    def judges(v: dict[str, Any]) -> str:
+        own = v["nfs_without_corrections"]
+        if own is None:
+            return "(no corrections)"
+        if not own["reliable"]:
+            return describe(own["score"], v["coverage"], False)
+        return interval_text(own["score"], own["ci95"])
 
     rows = [
         row("round", lambda v: f"{v['round']} of {len(v['rounds'])}"),
         row("summary", lambda v: v["summary_source"] or "-"),
         row("NFS [95% CI]", nfs),
+        *([row("NFS without corrections", judges)] if any(v["corrections"] for v in views) else []),
         row("facts (sup/unsup/unjudged)", lambda v: f"{v['supported']}/{v['unsupported']}/{v['unjudged']}"),
         row("coverage", lambda v: "-" if v["coverage"] is None else f"{v['coverage']:.0%}"),
         row("reliable", lambda v: "yes" if v["reliable"] else "no"),

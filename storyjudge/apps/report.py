@@ -425,6 +425,7 @@ class FactRow:
     query: str
     evidence: list[EvidenceLink]
     ckg_lines: list[str]
+    correction: dict[str, str] | None = None  # a person's correction of the judge's verdict
 
 
 @dataclass
@@ -459,6 +460,7 @@ class IterationView:
     facts: list[FactRow]
     passages: list[Passage]
     open_facts: bool
+    corrections: int = 0  # verdicts a person corrected; the score counts them
 
 
 def sentence_status(verdicts: list[dict[str, Any]]) -> str:
@@ -550,6 +552,7 @@ def _fact_rows(key: str, card: dict[str, Any]) -> tuple[list[FactRow], list[Pass
                 query=str(evidence.get("query", "")),
                 evidence=links,
                 ckg_lines=[str(line) for line in evidence.get("ckg_lines") or []],
+                correction=verdict.get("correction"),
             )
         )
     return rows, list(passages.values())
@@ -588,6 +591,7 @@ def iteration_view(
         facts=rows,
         passages=passages,
         open_facts=open_facts,
+        corrections=int(card.get("corrections") or 0),
     )
 
 

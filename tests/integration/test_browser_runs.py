@@ -1,6 +1,6 @@
 """A story's runs in the web UI, in Chromium: a generated and refined run, then one's own summary; both remain,
-listed with their rounds, and two of them compared side by side, read at 1280 and 1920 px. Screenshots go to
-the test's temp dir."""
+listed with their rounds, and two of them compared side by side; then a person corrects a verdict. Read at 1280
+and 1920 px; screenshots go to the test's temp dir."""
 
 from __future__ import annotations
 
@@ -95,4 +95,20 @@ def test_runs_of_a_story_stay_and_compare(browser: Any, ui: UIServer, tmp_path: 
             compare.set_viewport_size({"width": width, "height": 1000})
             assert compare.evaluate(OVERFLOW) == [], width
             compare.screenshot(path=str(tmp_path / f"compare-{width}.png"), full_page=True)
+
+        page.bring_to_front()  # a person marks a verdict of their own summary's round wrong
+        fact = page.locator(".iteration[data-iteration='0'] tr.fact.supported").first
+        fact.locator("button.correct-open").click()
+        fact.locator(".correct-form input").fill("The witches greet no one in this scene")
+        fact.locator("button.correct-save").click()
+        _wait_for_step(page, ".iteration[data-iteration='0'] .corrections", 30_000)
+        assert "with 1 correction" in page.locator("#score-line").inner_text()
+        assert "0.600" in page.locator(".iteration[data-iteration='0'] .nfs").inner_text()
+        assert (
+            "Corrected by a person" in page.locator(".iteration[data-iteration='0'] .correction").inner_text()
+        )
+        for width in (1280, 1920):
+            page.set_viewport_size({"width": width, "height": 1000})
+            assert page.evaluate(OVERFLOW) == [], width
+            page.locator("#score-panel").screenshot(path=str(tmp_path / f"corrected-{width}.png"))
         assert not errors

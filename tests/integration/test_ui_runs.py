@@ -103,3 +103,48 @@ def test_a_story_keeps_every_run_and_compares_them(ui: UIServer, tmp_path: Path)
     assert status == 400 and "two or more" in answer["error"]
     status, answer = _request(ui, "GET", f"/api/runs/{name}/compare?runs=..%2Fx&runs={own}")
     assert status == 400
+
+
+@pytest.mark.slow
+def test_a_person_corrects_a_verdict_and_the_refiner_reads_it(ui: UIServer, tmp_path: Path) -> None:
+    reason = "Banquo is not named in these scenes; say who meets the witches."
+    with OpenAIServer(MacbethResponder()) as model:
+        settings = {"model": "openai:scripted", "base_url": model.base_url, "ckg_samples": 1}
+        _, view = _request(ui, "POST", "/api/runs", {"example": "macbeth-witches", "settings": settings})
+        name = view["name"]
+        _step(ui, name, "graph", {"settings": settings})
+        _step(ui, name, "summary", {"settings": settings})
+        view = _step(ui, name, "score", {"settings": settings})
+        assert view["iterations"][0]["score"] == 0.8
+        state = json.loads((tmp_path / "runs" / name / "ui.json").read_text())
+        verdicts = state["iterations"][0]["factscore"]["verdicts"]
+        fact = next(v["fact"] for v in verdicts if v["fact"]["text"].startswith("Macbeth and Banquo meet"))
+        body = {"iteration": 0, "fact_id": fact["id"], "verdict": "unsupported", "reason": "  "}
+        status, answer = _request(ui, "POST", f"/api/runs/{name}/corrections", body)
+        assert status == 400 and "Say why" in answer["error"]
+        status, view = _request(ui, "POST", f"/api/runs/{name}/corrections", {**body, "reason": reason})
+        assert status == 200
+        shown = view["iterations"][0]
+        assert shown["score"] == pytest.approx(0.6) and shown["corrections"] == 1
+        assert "with 1 correction" in shown["html"] and reason in shown["html"]
+        kept = json.loads((tmp_path / "runs" / name / "runs" / view["run_id"] / "result.json").read_text())
+        (record,) = kept["corrections"]
+        assert record["who"] == "a person" and record["verdict"] == "unsupported" and record["when"]
+        card = kept["iterations"][0]["factscore"]
+        assert card["corrections"] == 1 and card["score"] == pytest.approx(0.6)
+        marked = next(v for v in card["verdicts"] if v["fact"]["id"] == fact["id"])
+        assert marked["correction"]["old"] == "supported" and marked["correction"]["new"] == "unsupported"
+
+        view = _step(ui, name, "refine", {"settings": settings})
+        refiner = [b for b in model.completions if "You revise a summary" in json.dumps(b)]
+        assert refiner and reason in json.dumps(refiner[-1])  # the refiner saw the person's verdict
+        assert [it["iteration"] for it in view["iterations"]] == [0, 1]
+        assert view["iterations"][0]["corrections"] == 1  # the corrected round stays corrected
+
+    status, result = _request(
+        ui, "GET", f"/api/runs/{name}/compare?runs={view['run_id']}%230&runs={view['run_id']}"
+    )
+    assert status == 200
+    first = result["summaries"][0]
+    assert first["corrections"] == 1 and first["nfs"]["score"] == pytest.approx(0.6)
+    assert first["nfs_without_corrections"]["score"] == pytest.approx(0.8)

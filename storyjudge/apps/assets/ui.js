@@ -93,6 +93,7 @@
       slot.className = "iteration-slot";
       slot.innerHTML = it.html;  // rendered and escaped by the server
       row.appendChild(slot);
+      slot.querySelectorAll("tr.fact").forEach(function (fact) { addCorrection(view, it.iteration, fact); });
     });
     var line = $("score-line");
     if (!view.iterations.length) {
@@ -102,7 +103,8 @@
     var parts = view.iterations.map(function (it) {
       var shown = it.reliable === false ? "not reliable" : fmt(it.score);
       var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
-      return "iteration " + it.iteration + ": " + shown + cover;
+      var corrected = it.corrections ? " with " + it.corrections + " correction" + (it.corrections === 1 ? "" : "s") : "";
+      return "iteration " + it.iteration + ": " + shown + cover + corrected;
     });
     var last = view.iterations[view.iterations.length - 1];
     var text = "NarrativeFactScore \u2014 " + parts.join(", ");
@@ -120,6 +122,48 @@
     if (view.stop_reason && !(last.accepted !== false && last.unsupported === 0)) {
       line.textContent += " The refinement loop stopped: " + view.stop_reason + ".";
     }
+  }
+
+  function addCorrection(view, iteration, fact) {
+    // a person marks the judge's verdict wrong, with a reason; the server recomputes the score
+    var cell = fact.children[2];
+    var id = fact.querySelector("td.fid");
+    if (!cell || !id) { return; }
+    var status = fact.classList.contains("supported") ? "supported" : (fact.classList.contains("unsupported") ? "unsupported" : "unjudged");
+    var open = document.createElement("button");
+    open.type = "button";
+    open.className = "correct-open";
+    open.textContent = "mark wrong";
+    cell.appendChild(open);
+    open.addEventListener("click", function () {
+      open.hidden = true;
+      var form = document.createElement("div");
+      form.className = "correct-form";
+      var verdict = document.createElement("select");
+      ["supported", "unsupported"].forEach(function (v) {
+        var option = document.createElement("option");
+        option.value = v;
+        option.textContent = v;
+        option.selected = v !== status;
+        verdict.appendChild(option);
+      });
+      var reason = document.createElement("input");
+      reason.type = "text";
+      reason.placeholder = "why the verdict is wrong";
+      var save = document.createElement("button");
+      save.type = "button";
+      save.className = "correct-save";
+      save.textContent = "save";
+      form.appendChild(verdict);
+      form.appendChild(reason);
+      form.appendChild(save);
+      cell.appendChild(form);
+      save.addEventListener("click", function () {
+        api("POST", "/api/runs/" + encodeURIComponent(view.name) + "/corrections", {
+          iteration: iteration, fact_id: id.textContent.trim(), verdict: verdict.value, reason: reason.value
+        }).then(render).catch(function (err) { showError(err.message); });
+      });
+    });
   }
 
   function renderButtons(view) {

@@ -35,7 +35,7 @@ from storyjudge.apps.ui.guards import API_CSP, HEADER_ONLY_CSP, RequestGuard, Se
 from storyjudge.apps.ui.jobs import Busy, JobRunner
 from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
-from storyjudge.apps.ui.steps import StepRefused, refinable
+from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
 from storyjudge.core.coverage import card_reliable
 from storyjudge.core.models import LOCAL_NOTE, describe_models
@@ -214,6 +214,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                 "unsupported": card.get("unsupported", 0),
                 "unjudged": card.get("unjudged", 0),
                 "accepted": bool(it.get("accepted", True)),
+                "corrections": int(card.get("corrections", 0)),
                 "note": str(it.get("note", "")),
                 "html": iteration_html(
                     it,
@@ -373,6 +374,26 @@ def build_app(server: UIServer) -> Starlette:
         started = server.runner.start(session, step_name, str(body.get("summary") or "").strip())
         return _json({"job": started.view()}, HTTPStatus.ACCEPTED)
 
+    async def correction(request: Request) -> Response:
+        body = await _body(request)
+        return await run_in_threadpool(_correction, request.path_params["run"], body)
+
+    def _correction(name: str, body: dict[str, Any]) -> Response:
+        session = _session(server, name)
+        try:
+            iteration = int(body.get("iteration"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "Say which round: iteration is a whole number.") from None
+        with server.runner.idle():
+            correct_verdict(
+                session,
+                iteration,
+                str(body.get("fact_id") or ""),
+                str(body.get("verdict") or ""),
+                str(body.get("reason") or ""),
+            )
+        return _json(run_view(session, server.runner))
+
     def report(request: Request) -> Response:
         file = _session(server, request.path_params["run"]).rd.report
         if not file.is_file():
@@ -456,6 +477,7 @@ def build_app(server: UIServer) -> Starlette:
         Route(f"/api/runs/{RUN}/job", job),
         Route(f"/api/runs/{RUN}/steps/{{step:str}}", step, methods=["POST"]),
         Route(f"/api/runs/{RUN}/compare", compare_api),
+        Route(f"/api/runs/{RUN}/corrections", correction, methods=["POST"]),
         Route(f"/runs/{RUN}/report.html", report),
         Route(f"/runs/{RUN}/runs/{{kept:str}}/report.html", kept_report),
         Route(f"/runs/{RUN}/compare.html", compare_page),

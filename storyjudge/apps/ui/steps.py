@@ -186,11 +186,15 @@ def _initial_summary(
 
 def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Context) -> None:
     """Copy the thread's state into ``ui.json`` for the page; refresh (or clear) result.json's report."""
+    from nodes.corrections import apply_corrections
     from storyjudge.apps.report import write_report
 
     snapshot = graph.get_state(config)
     values: dict[str, Any] = dict(snapshot.values)
-    iterations = sorted(values.get("iterations") or [], key=lambda it: it["iteration"])
+    corrections = run_corrections(session.state)
+    iterations = apply_corrections(
+        sorted(values.get("iterations") or [], key=lambda it: it["iteration"]), corrections
+    )
     finished = snapshot.created_at is not None and not snapshot.next
     rd = session.rd
     with session.lock:
@@ -226,7 +230,54 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
             )
             write_report(rd.root, record)
         if run_id and iterations:
+            record = {**record, "iterations": iterations, "corrections": corrections}
             keep_run(rd.root, str(run_id), {**record, "summary_source": "given" if given else "generated"})
+
+
+def run_corrections(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The corrections a person made to the current run's verdicts."""
+    return [c for c in state.get("corrections") or [] if c.get("run") == state.get("run_id")]
+
+
+def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: str, reason: str) -> None:
+    """A person's correction of one verdict: recorded, the round's score recomputed, the run's record kept.
+
+    While the loop waits before its next refinement, the thread's round is replaced by the corrected one (as
+    if ``assess`` had written it), so the refiner reads the corrected verdicts and the person's reason.
+    """
+    from nodes.corrections import WHO, apply_corrections, correct
+
+    state = session.state
+    rounds = {it["iteration"]: it for it in state.get("iterations") or []}
+    if not state.get("run_id") or iteration not in rounds:
+        raise StepRefused(f"No scored round {iteration} in this run; compute the factuality score first.")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    correct(rounds[iteration]["factscore"], fact_id, verdict, reason, when=when)  # checks the correction
+    entry = {
+        "run": state["run_id"],
+        "iteration": iteration,
+        "fact_id": fact_id,
+        "verdict": verdict,
+        "reason": reason.strip(),
+        "who": WHO,
+        "when": when,
+    }
+    with session.lock:
+        kept = [
+            c
+            for c in state.get("corrections") or []
+            if (c.get("run"), c.get("iteration"), c.get("fact_id")) != (entry["run"], iteration, fact_id)
+        ]
+        session.update(corrections=[*kept, entry])
+    ctx = session.context()
+    config = _thread_config(str(state["thread"]), ctx)
+    with _refine_graph(session) as graph:
+        if refinable(session.state):
+            snapshot = graph.get_state(config)
+            mine = [it for it in snapshot.values.get("iterations") or [] if it["iteration"] == iteration]
+            corrected = apply_corrections(mine, run_corrections(session.state))
+            graph.update_state(config, {"iterations": corrected}, as_node="assess")
+        _mirror(session, graph, config, ctx)
 
 
 def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
