@@ -153,11 +153,13 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
     """The cells side by side (a column each, scores with their 95% intervals), then the paired differences."""
     from storyjudge.core.intervals import interval_text, signed_text
 
+    number: dict[str, str] = {}
     for task in dict.fromkeys(str(line.get("task")) for line in table_rows):
         lines = [line for line in table_rows if str(line.get("task")) == task]
         table = Table(title=f"{task} cells (means over items, 95% bootstrap interval)", header_style="bold")
         table.add_column("")
-        for n in range(1, len(lines) + 1):
+        for n, line in enumerate(lines, start=1):
+            number[str(line["cell"])] = f"cell {n}"
             table.add_column(f"cell {n}", overflow="fold")
         for key in ("cell", "dataset", "model", "strategy", "chunk_size", "loop"):
             table.add_row(key, *(_fmt(line.get(key)) for line in lines))
@@ -177,10 +179,20 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
         table = Table(
             title="Paired differences over the same items (second minus first)", header_style="bold"
         )
-        for column in ("metric", "setting", "from -> to", "items", "difference [95% CI]", "excludes 0"):
+        for column in (
+            "cells",
+            "metric",
+            "setting",
+            "from -> to",
+            "items",
+            "difference [95% CI]",
+            "excludes 0",
+        ):
             table.add_column(column, overflow="fold")
         for diff in diffs:
+            a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
             table.add_row(
+                a if a == b else f"{a} -> {b}",
                 diff["metric"],
                 diff["setting"],
                 f"{diff['from']} -> {diff['to']}",
