@@ -22,7 +22,9 @@ def compare_command(
             "RUN#N names round N of a refinement (0: the first summary), RUN alone its best round."
         ),
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="The comparison alone on stdout, as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The comparison alone on standard output, as JSON. Default: off.")
+    ] = False,
     html: Annotated[
         Path, typer.Option("--html", help="Where to write the self-contained compare page.")
     ] = Path("compare.html"),
