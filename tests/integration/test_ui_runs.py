@@ -104,6 +104,15 @@ def test_a_story_keeps_every_run_and_compares_them(ui: UIServer, tmp_path: Path)
     status, answer = _request(ui, "GET", f"/api/runs/{name}/compare?runs=..%2Fx&runs={own}")
     assert status == 400
 
+    ui.store.open(name).update(
+        run_id=None
+    )  # as a run scored before runs were kept: a new step keeps it first
+    with OpenAIServer(MacbethResponder()) as model:
+        settings = {"model": "openai:scripted", "base_url": model.base_url, "ckg_samples": 1}
+        view = _step(ui, name, "summary", {"settings": settings, "summary": OWN})
+    assert len(view["runs"]) == 3 and view["runs"][0]["summary_source"] == "given"
+    assert view["runs"][0]["rounds"] == 1 and view["runs"][0]["nfs"] == 0.8
+
 
 @pytest.mark.slow
 def test_a_person_corrects_a_verdict_and_the_refiner_reads_it(ui: UIServer, tmp_path: Path) -> None:

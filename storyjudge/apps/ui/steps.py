@@ -234,6 +234,24 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
             keep_run(rd.root, str(run_id), {**record, "summary_source": "given" if given else "generated"})
 
 
+def _keep_unkept(session: RunSession, ctx: Context) -> None:
+    """Keep the rounds of a run scored before runs were kept (it has no run id) before a new step replaces them."""
+    state = session.state
+    if state.get("run_id") or not state.get("iterations"):
+        return
+    record = build_result(
+        {
+            **state,
+            "summary": (state.get("summary") or {}).get("text", ""),
+            "stop_reason": state.get("stop_reason") or PAUSED,
+        },
+        ctx,
+        prompt_versions=prompts.versions(ctx.prompt_dir),
+    )
+    source = "given" if state.get("summary_given") else "generated"
+    keep_run(session.rd.root, new_run_id("ui"), {**record, "summary_source": source})
+
+
 def run_corrections(state: dict[str, Any]) -> list[dict[str, Any]]:
     """The corrections a person made to the current run's verdicts."""
     return [c for c in state.get("corrections") or [] if c.get("run") == state.get("run_id")]
@@ -284,10 +302,11 @@ def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_sum
     """Run the thread on through one step, from where that step starts (see the module docstring)."""
     ctx = session.context()
     given_summary = given_summary.strip()
+    if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
+        _keep_unkept(session, ctx)
+        session.update(run_id=new_run_id("ui") if step == "score" else None)
     if step == "summary":
         session.update(summary_given=bool(given_summary))
-    if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
-        session.update(run_id=new_run_id("ui") if step == "score" else None)
     with _refine_graph(session) as graph:
         thread = session.state.get("thread")
         start: Any = None
