@@ -58,3 +58,12 @@ def test_cells_differing_in_one_setting_are_paired_item_by_item(tmp_path: Path) 
     md = (tmp_path / "summary.md").read_text()
     assert "Paired differences" in md and "+0.100 [+0.100, +0.100]" in md
     assert "nfs_ci95" in (tmp_path / "summary.csv").read_text().splitlines()[0]
+
+
+def test_the_cost_plot_draws_each_cell_s_interval(tmp_path: Path) -> None:
+    from eval.plots import cost_plot
+
+    line = {"cell": "a", "ok": 2, "calls": 4, "nfs": 2 / 3, "nfs_ci95": [0.6667, 0.6667]}  # rounded ends
+    wide = {**line, "cell": "b", "nfs": 0.5, "nfs_ci95": [0.2, 0.8]}
+    assert cost_plot([line, wide], tmp_path / "cost.png") is None
+    assert (tmp_path / "cost.png").read_bytes()[:4] == b"\x89PNG"
