@@ -20,6 +20,7 @@ def test_two_summaries_scored_are_kept_and_compared(
     tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.chdir(tmp_path)  # compare writes compare.html into the working directory by default
     story = tmp_path / "story.txt"
     story.write_text(STORY)
     server = scripted_server(StoryResponder())

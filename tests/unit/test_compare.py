@@ -95,7 +95,7 @@ def test_compare_command_prints_the_table_and_writes_the_page(run: Path, tmp_pat
     as_json = runner.invoke(app, ["compare", f"{run}#0", f"{run}#1", "--json", "--html", str(page)])
     assert as_json.exit_code == 0
     assert json.loads(as_json.stdout)["pairs"][0]["nfs"]["difference"] == pytest.approx(8 / 9 - 0.625)
-    bad = runner.invoke(app, ["compare", f"{run}#7", str(run)])
+    bad = runner.invoke(app, ["compare", f"{run}#7", str(run), "--html", str(page)])
     assert bad.exit_code == 1 and "no round 7" in bad.output
 
 
