@@ -32,6 +32,7 @@ from storyjudge.core.records import (
     TreeStep,
     TripleRecord,
     add_timings,
+    merge_rounds,
 )
 from storyjudge.core.usage import Usage, merge_usage
 
@@ -257,7 +258,7 @@ class RefineState(FactScoreState, SummarizeState, total=False):
     """State of the refine graph (shares channels with the graphs it composes)."""
 
     started_at: float
-    iterations: Annotated[list[Iteration], operator.add]
+    iterations: Annotated[list[Iteration], merge_rounds]
     refined_from: int  # the iteration whose summary the latest refinement revised
     best_iteration: int
     stop_reason: str

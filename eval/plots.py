@@ -130,9 +130,13 @@ def cost_plot(table: Sequence[Mapping[str, Any]], path: Path) -> str | None:
             spend = float(line["cost_usd"]) / items
         else:
             spend = (int(line.get("calls") or 0) + int(line.get("cache_hits") or 0)) / items
-        ax.scatter([spend], [float(line.get("nfs_best", line.get("nfs")))], label=_label(line))
+        key = "nfs_best" if "nfs_best" in line else "nfs"
+        mean = float(line[key])
+        ci = line.get(f"{key}_ci95")  # the 95% bootstrap interval over the cell's items, as an error bar
+        yerr = [[max(0.0, mean - ci[0])], [max(0.0, ci[1] - mean)]] if ci else None  # ends are rounded
+        ax.errorbar([spend], [mean], yerr=yerr, fmt="o", capsize=4, label=_label(line))
     ax.set_xlabel("USD per item" if use_usd else "LLM calls per item (made + answered from the cache)")
-    ax.set_ylabel("mean NFS (best iteration)")
+    ax.set_ylabel("mean NFS (best iteration), 95% interval over items")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Cost vs score per cell")
     ax.legend(fontsize=7)

@@ -583,10 +583,11 @@ def finish(outcome: RunOutcome, config: ExperimentConfig) -> dict[str, Any]:
     """Write the summary table, agreement reports of labelled cells and plots; return what was written."""
     from eval.plots import write_plots
     from eval.storysumm import agreement_report
-    from eval.tables import summary_table, write_tables
+    from eval.tables import differences, summary_table, write_tables
 
     table = summary_table(outcome.rows, config)
-    files = write_tables(table, config.out_dir)
+    diffs = differences(outcome.rows, table)
+    files = write_tables(table, config.out_dir, diffs)
     agreements = {}
     for cell in cells(config):
         mine = [r for r in outcome.rows if r["cell"] == cell.id]
@@ -599,6 +600,7 @@ def finish(outcome: RunOutcome, config: ExperimentConfig) -> dict[str, Any]:
     plots = write_plots(outcome.rows, table, config.out_dir)
     return {
         "table": table,
+        "differences": diffs,
         "agreements": agreements,
         "files": [*files, *plots["files"]],
         "plot_notes": plots["notes"],

@@ -1,4 +1,11 @@
-"""Summaries of finished runs: a line per cell (parameters, mean scores, spending, time), Markdown and CSV."""
+"""Summaries of finished runs: a line per cell (parameters, mean scores, spending, time), Markdown and CSV.
+
+Each mean score comes with its 95% bootstrap interval over the cell's items (``<metric>_ci95``), and cells that
+differ in one setting over the same items (refine vs not, one strategy vs the other, model A vs B) are set
+against each other: the paired difference per item with its interval (``differences``), so an experiment says
+whether a gain is larger than the spread between items. A refine cell also compares its best rounds with its
+first summaries, item by item.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from eval.grid import ExperimentConfig, cells
+from storyjudge.core.intervals import difference_interval, mean_interval, signed_text
 from storyjudge.core.usage import Usage, merge_usage, totals
+
+SETTINGS = ("model", "strategy", "chunk_size", "loop")
+"""The settings a pair of cells may differ in (one of them) to be compared."""
 
 
 def _mean(values: Iterable[Any]) -> float | None:
@@ -47,18 +58,15 @@ def summary_table(
             "items": len(group),
             "ok": len(ok),
         }
+        per_item = item_scores(ok)
         if first.get("task") == "refine":
             scores = [r.get("scores") or {} for r in ok]
-            line["nfs_initial"] = _mean(
-                s.get("nfs_initial") for s in scores if s.get("nfs_initial_reliable") is not False
-            )
-            line["nfs_best"] = _mean(
-                s.get("nfs_best") for s in scores if s.get("nfs_best_reliable") is not False
-            )
+            _with_interval(line, "nfs_initial", per_item)
+            _with_interval(line, "nfs_best", per_item)
             line["nfs_best_coverage"] = _mean(s.get("nfs_best_coverage") for s in scores)
             line["nfs_best_unreliable"] = sum(s.get("nfs_best_reliable") is False for s in scores)
-            line["coherence_initial"] = _mean((r.get("scores") or {}).get("coherence_initial") for r in ok)
-            line["coherence_best"] = _mean((r.get("scores") or {}).get("coherence_best") for r in ok)
+            _with_interval(line, "coherence_initial", per_item)
+            _with_interval(line, "coherence_best", per_item)
             line["iterations"] = _mean(len(r.get("iterations") or []) for r in ok)
             for kind in ("rouge1", "rouge2", "rougeL"):
                 line[f"{kind}_best"] = _mean(((r.get("rouge") or {}).get("best") or {}).get(kind) for r in ok)
@@ -81,10 +89,10 @@ def summary_table(
             cards = [r.get("factscore") or {} for r in ok]
             coherence = [r.get("coherence") or {} for r in ok]
             # means over the scores that count; the unreliable ones are counted beside them
-            line["nfs"] = _mean(c.get("score") for c in cards if c.get("reliable") is not False)
+            _with_interval(line, "nfs", per_item)
             line["nfs_coverage"] = _mean(c.get("coverage") for c in cards)
             line["nfs_unreliable"] = sum(c.get("reliable") is False for c in cards)
-            line["coherence"] = _mean(c.get("score") for c in coherence if c.get("reliable") is not False)
+            _with_interval(line, "coherence", per_item)
             line["coherence_unreliable"] = sum(c.get("reliable") is False for c in coherence)
             labelled = [r for r in ok if (r.get("labels") or {}).get("summary") is not None]
             if labelled and any(r.get("factscore") for r in labelled):
@@ -105,6 +113,105 @@ def summary_table(
     return table
 
 
+def _item_id(row: Mapping[str, Any]) -> str:
+    item = row.get("item")
+    return str(item.get("id") if isinstance(item, Mapping) else item)
+
+
+def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Each score of each item (by item id) that a cell's mean counts: an unreliable score is None."""
+    out: dict[str, dict[str, float | None]] = {}
+
+    def put(metric: str, item: str, value: Any, reliable: Any = True) -> None:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        out.setdefault(metric, {})[item] = float(value) if ok and reliable is not False else None
+
+    for row in rows:
+        item = _item_id(row)
+        if row.get("task") == "refine":
+            scores = row.get("scores") or {}
+            put("nfs_initial", item, scores.get("nfs_initial"), scores.get("nfs_initial_reliable"))
+            put("nfs_best", item, scores.get("nfs_best"), scores.get("nfs_best_reliable"))
+            put("coherence_initial", item, scores.get("coherence_initial"))
+            put("coherence_best", item, scores.get("coherence_best"))
+        else:
+            card, coherence = row.get("factscore") or {}, row.get("coherence") or {}
+            put("nfs", item, card.get("score"), card.get("reliable"))
+            put("coherence", item, coherence.get("score"), coherence.get("reliable"))
+    return out
+
+
+def _with_interval(line: dict[str, Any], metric: str, per_item: Mapping[str, Mapping[str, Any]]) -> None:
+    """The metric's mean over items and its 95% bootstrap interval (``<metric>_ci95``: ``[low, high]``)."""
+    found = mean_interval(list((per_item.get(metric) or {}).values()))
+    line[metric] = found["mean"]
+    line[f"{metric}_ci95"] = [round(v, 4) for v in found["ci95"]] if found["ci95"] else None
+
+
+def differences(
+    rows: Sequence[Mapping[str, Any]], table: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Paired differences, item by item, between cells of one task and dataset that differ in one setting.
+
+    And, in a refine cell, its best rounds against its first summaries. A pair is over the items both cells
+    scored (reliably); ``ci95`` is the 95% bootstrap interval of the mean difference (second minus first).
+    """
+    by_cell: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row.get("status") == "ok":
+            by_cell.setdefault(str(row["cell"]), []).append(row)
+    scores = {cell: item_scores(group) for cell, group in by_cell.items()}
+    out: list[dict[str, Any]] = []
+
+    def add(first: str, second: str, metric: str, setting: str, was: Any, now: Any, base: str = "") -> None:
+        left, right = scores[first].get(base or metric) or {}, scores[second].get(metric) or {}
+        items = sorted(set(left) & set(right))
+        if not items:
+            return
+        found = difference_interval([left[i] for i in items], [right[i] for i in items], paired=True)
+        if found["difference"] is None:
+            return
+        out.append(
+            {
+                "metric": metric if not base else f"{metric} - {base}",
+                "setting": setting,
+                "from": was,
+                "to": now,
+                "cell_a": first,
+                "cell_b": second,
+                "items": found["n"],
+                "difference": round(found["difference"], 4),
+                "ci95": [round(v, 4) for v in found["ci95"]] if found["ci95"] else None,
+                "excludes_zero": found["excludes_zero"],
+            }
+        )
+
+    lines = [line for line in table if line["cell"] in scores]
+    for line in lines:
+        if line.get("task") == "refine":
+            for metric in ("nfs", "coherence"):
+                add(
+                    line["cell"],
+                    line["cell"],
+                    f"{metric}_best",
+                    "refinement",
+                    "initial",
+                    "best",
+                    base=f"{metric}_initial",
+                )
+    for n, a in enumerate(lines):
+        for b in lines[n + 1 :]:
+            if (a.get("task"), a.get("dataset")) != (b.get("task"), b.get("dataset")):
+                continue
+            differing = [k for k in SETTINGS if a.get(k) != b.get(k)]
+            if len(differing) != 1:
+                continue
+            metrics = ("nfs_best", "coherence_best") if a.get("task") == "refine" else ("nfs", "coherence")
+            for metric in metrics:
+                add(a["cell"], b["cell"], metric, differing[0], a.get(differing[0]), b.get(differing[0]))
+    return out
+
+
 def _cell_text(value: Any) -> str:
     if value is None:
         return ""
@@ -113,8 +220,13 @@ def _cell_text(value: Any) -> str:
     return str(value)
 
 
-def write_tables(table: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
-    """``summary.md`` and ``summary.csv`` of a summary table (columns: the union over cells, in order)."""
+def write_tables(
+    table: Sequence[Mapping[str, Any]], out_dir: Path, diffs: Sequence[Mapping[str, Any]] = ()
+) -> list[Path]:
+    """``summary.md`` and ``summary.csv`` of a summary table (columns: the union over cells, in order).
+
+    With paired differences (``differences``), summary.md lists them under the table, and differences.csv.
+    """
     columns: list[str] = []
     for line in table:
         columns.extend(k for k in line if k not in columns)
@@ -128,8 +240,38 @@ def write_tables(table: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path
     md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for line in table:
         md.append("| " + " | ".join(_cell_text(line.get(k)).replace("|", "/") for k in columns) + " |")
+    written = [md_path, csv_path]
+    if diffs:
+        names = (
+            "metric",
+            "setting",
+            "from",
+            "to",
+            "items",
+            "difference",
+            "ci95",
+            "excludes_zero",
+            "cell_a",
+            "cell_b",
+        )
+        md += ["", "Paired differences over the same items (second minus first, 95% bootstrap interval):", ""]
+        md += ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+        for diff in diffs:
+            shown = {
+                **diff,
+                "difference": signed_text(diff["difference"], diff["ci95"]),
+                "ci95": diff["ci95"],
+            }
+            md.append("| " + " | ".join(_cell_text(shown.get(k)).replace("|", "/") for k in names) + " |")
+        diff_path = out_dir / "differences.csv"
+        with diff_path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=names)
+            writer.writeheader()
+            for diff in diffs:
+                writer.writerow({k: diff.get(k, "") for k in names})
+        written.append(diff_path)
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
-    return [md_path, csv_path]
+    return written
 
 
 def usage_of(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

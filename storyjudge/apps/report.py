@@ -29,6 +29,7 @@ from markupsafe import Markup
 
 from storyjudge.core.coverage import card_reliable
 from storyjudge.core.rundir import RunDir
+from storyjudge.core.runs import RUNS_FOLDER
 from storyjudge.core.usage import cost_text, price_known
 
 ASSET_PACKAGE = "storyjudge.apps"
@@ -424,6 +425,7 @@ class FactRow:
     query: str
     evidence: list[EvidenceLink]
     ckg_lines: list[str]
+    correction: dict[str, str] | None = None  # a person's correction of the judge's verdict
 
 
 @dataclass
@@ -458,6 +460,7 @@ class IterationView:
     facts: list[FactRow]
     passages: list[Passage]
     open_facts: bool
+    corrections: int = 0  # verdicts a person corrected; the score counts them
 
 
 def sentence_status(verdicts: list[dict[str, Any]]) -> str:
@@ -549,6 +552,7 @@ def _fact_rows(key: str, card: dict[str, Any]) -> tuple[list[FactRow], list[Pass
                 query=str(evidence.get("query", "")),
                 evidence=links,
                 ckg_lines=[str(line) for line in evidence.get("ckg_lines") or []],
+                correction=verdict.get("correction"),
             )
         )
     return rows, list(passages.values())
@@ -587,6 +591,7 @@ def iteration_view(
         facts=rows,
         passages=passages,
         open_facts=open_facts,
+        corrections=int(card.get("corrections") or 0),
     )
 
 
@@ -737,6 +742,12 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     )
 
 
+def story_ckg(run_dir: Path) -> Path:
+    """The CKG of the story a kept run (``<story>/runs/<id>/``) belongs to (a missing path for another folder)."""
+    story = RunDir(run_dir.parent.parent)
+    return story.ckg if run_dir.parent.name == RUNS_FOLDER and story.meta.is_file() else RunDir(run_dir).ckg
+
+
 def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> Path:
     """Render ``report.html`` from a run directory's ``result.json`` and CKG; returns its path.
 
@@ -754,7 +765,8 @@ def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> P
                 f"{rd.root} has no result.json; run 'storyjudge refine' or 'score' into it first."
             )
         result = json.loads(rd.result.read_text(encoding="utf-8"))
-    ckg = json.loads(rd.ckg.read_text(encoding="utf-8")) if rd.ckg.is_file() else None
+    ckg_file = rd.ckg if rd.ckg.is_file() else story_ckg(rd.root)
+    ckg = json.loads(ckg_file.read_text(encoding="utf-8")) if ckg_file.is_file() else None
     html = render_report(result, ckg)
     tmp = rd.report.with_suffix(".html.tmp")
     tmp.write_text(html, encoding="utf-8")

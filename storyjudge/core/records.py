@@ -126,6 +126,21 @@ def add_timings(left: dict[str, float] | None, right: dict[str, float] | None) -
     return merged
 
 
+def merge_rounds(left: list[Iteration] | None, right: list[Iteration] | None) -> list[Iteration]:
+    """Reducer: rounds added in order; a round written again under its number replaces its earlier record.
+
+    (A person's correction of a round's verdicts writes the round again; it must not stand beside the old one.)
+    """
+    merged = list(left or [])
+    for record in right or []:
+        at = next((n for n, it in enumerate(merged) if it["iteration"] == record["iteration"]), None)
+        if at is None:
+            merged.append(record)
+        else:
+            merged[at] = record
+    return merged
+
+
 class Scene(TypedDict):
     """One scene (or chapter, or chunk) of a narrative with its place in the source."""
 
@@ -194,6 +209,7 @@ class FactVerdict(TypedDict):
     evidence: Evidence
     raw: str
     error: NotRequired[str]
+    correction: NotRequired[dict[str, str]]  # a person's: who, when, old, new, reason (nodes/corrections.py)
 
 
 class ScoreCard(TypedDict):
@@ -214,6 +230,7 @@ class ScoreCard(TypedDict):
     per_sentence: list[SentenceScore]
     verdicts: list[FactVerdict]
     unjudged_rule: NotRequired[str]  # Context.nfs_unjudged: "exclude" (from the denominator) or "unsupported"
+    corrections: NotRequired[int]  # verdicts a person corrected; the score counts them
 
 
 class SummaryChunk(TypedDict):

@@ -51,6 +51,7 @@ def test_refine_grid_writes_rows_tables_and_plots(
 
     result = CliRunner().invoke(app, ["eval", str(config)])
     assert result.exit_code == 0, result.output
+    assert "Paired differences" in result.output  # the two loop settings, item by item
     out = tmp_path / "exp"
     rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows), rows

@@ -271,7 +271,11 @@ def test_finish_writes_tables_agreement_and_plots(
     outcome = Experiment(config, invoke=stand_in()).run()
     result = finish(outcome, config)
     out = config.out_dir
-    assert (out / "summary.md").read_text().count("\n") == 2 + len(cells(config))
+    summary, _, paired = (out / "summary.md").read_text().partition("\n\n")
+    assert summary.count("\n") == 1 + len(cells(config))
+    assert (
+        "Paired differences" in paired and (out / "differences.csv").is_file()
+    )  # the two models, item by item
     header = (out / "summary.csv").read_text().splitlines()[0]
     assert "balanced_accuracy" in header and "calls" in header and "nfs" in header
     agreement = json.loads((out / "agreement.json").read_text())

@@ -93,6 +93,7 @@
       slot.className = "iteration-slot";
       slot.innerHTML = it.html;  // rendered and escaped by the server
       row.appendChild(slot);
+      slot.querySelectorAll("tr.fact").forEach(function (fact) { addCorrection(view, it.iteration, fact); });
     });
     var line = $("score-line");
     if (!view.iterations.length) {
@@ -102,7 +103,8 @@
     var parts = view.iterations.map(function (it) {
       var shown = it.reliable === false ? "not reliable" : fmt(it.score);
       var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
-      return "iteration " + it.iteration + ": " + shown + cover;
+      var corrected = it.corrections ? " with " + it.corrections + " correction" + (it.corrections === 1 ? "" : "s") : "";
+      return "iteration " + it.iteration + ": " + shown + cover + corrected;
     });
     var last = view.iterations[view.iterations.length - 1];
     var text = "NarrativeFactScore \u2014 " + parts.join(", ");
@@ -120,6 +122,48 @@
     if (view.stop_reason && !(last.accepted !== false && last.unsupported === 0)) {
       line.textContent += " The refinement loop stopped: " + view.stop_reason + ".";
     }
+  }
+
+  function addCorrection(view, iteration, fact) {
+    // a person marks the judge's verdict wrong, with a reason; the server recomputes the score
+    var cell = fact.children[2];
+    var id = fact.querySelector("td.fid");
+    if (!cell || !id) { return; }
+    var status = fact.classList.contains("supported") ? "supported" : (fact.classList.contains("unsupported") ? "unsupported" : "unjudged");
+    var open = document.createElement("button");
+    open.type = "button";
+    open.className = "correct-open";
+    open.textContent = "mark wrong";
+    cell.appendChild(open);
+    open.addEventListener("click", function () {
+      open.hidden = true;
+      var form = document.createElement("div");
+      form.className = "correct-form";
+      var verdict = document.createElement("select");
+      ["supported", "unsupported"].forEach(function (v) {
+        var option = document.createElement("option");
+        option.value = v;
+        option.textContent = v;
+        option.selected = v !== status;
+        verdict.appendChild(option);
+      });
+      var reason = document.createElement("input");
+      reason.type = "text";
+      reason.placeholder = "why the verdict is wrong";
+      var save = document.createElement("button");
+      save.type = "button";
+      save.className = "correct-save";
+      save.textContent = "save";
+      form.appendChild(verdict);
+      form.appendChild(reason);
+      form.appendChild(save);
+      cell.appendChild(form);
+      save.addEventListener("click", function () {
+        api("POST", "/api/runs/" + encodeURIComponent(view.name) + "/corrections", {
+          iteration: iteration, fact_id: id.textContent.trim(), verdict: verdict.value, reason: reason.value
+        }).then(render).catch(function (err) { showError(err.message); });
+      });
+    });
   }
 
   function renderButtons(view) {
@@ -180,6 +224,7 @@
     }
     $("summary-given").hidden = !(view.summary && view.summary.given);
     renderIterations(view);
+    renderRuns(view);
     var u = view.usage;
     $("usage-card").hidden = false;
     $("usage").textContent = u.calls + " LLM calls (" + u.cache_hits + " cache hits, " + u.failures + " failures), " +
@@ -200,6 +245,73 @@
     renderButtons(view);
     renderJob(view.job);
     if (view.job && view.job.status === "running") { poll(); }
+  }
+
+  function cell(row, text) {
+    var td = document.createElement("td");
+    td.textContent = text;
+    row.appendChild(td);
+    return td;
+  }
+
+  function renderRuns(view) {
+    var body = $("runs-body");
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    var runs = view.runs || [];
+    $("runs").hidden = runs.length === 0;
+    $("runs-empty").hidden = runs.length > 0;
+    $("btn-compare").hidden = runs.length === 0;
+    $("compare-hint").hidden = runs.length === 0;
+    runs.forEach(function (r) {
+      var row = document.createElement("tr");
+      row.className = r.id === view.run_id ? "current" : "";
+      var picks = cell(row, "");
+      var choices = [];
+      if (r.rounds > 1) {  // each round of a refinement, then the run's best
+        for (var n = 0; n < r.rounds; n++) { choices.push([r.id + "#" + n, "round " + n]); }
+      }
+      choices.push([r.id, "best"]);
+      choices.forEach(function (choice) {
+        var label = document.createElement("label");
+        var box = document.createElement("input");
+        box.type = "checkbox";
+        box.className = "compare-pick";
+        box.value = choice[0];
+        label.appendChild(box);
+        label.appendChild(document.createTextNode(" " + choice[1]));
+        picks.appendChild(label);
+      });
+      var run = cell(row, (r.created || "").replace("T", " ").replace("Z", ""));
+      var id = document.createElement("small");
+      id.className = "meta run-id";
+      id.textContent = r.id;
+      run.appendChild(document.createElement("br"));
+      run.appendChild(id);
+      cell(row, r.summary_source === "given" ? "your own" : (r.summary_source || "-"));
+      cell(row, String(r.rounds));
+      cell(row, r.reliable === false ? "not reliable" : fmt(r.nfs));
+      cell(row, r.coverage === null || r.coverage === undefined ? "-" : Math.round(r.coverage * 100) + "%");
+      cell(row, String(r.words));
+      cell(row, (r.summarizer || "-") + " / " + (r.judge || "-"));
+      var open = document.createElement("a");
+      open.href = "/runs/" + encodeURIComponent(view.name) + "/runs/" + encodeURIComponent(r.id) + "/report.html";
+      open.target = "_blank";
+      open.rel = "noopener";
+      open.textContent = "open";
+      cell(row, "").appendChild(open);
+      body.appendChild(row);
+    });
+  }
+
+  function compareSelected() {
+    var picked = [];  // the oldest run first: the others are set against it
+    Array.prototype.slice.call(document.querySelectorAll("#runs-body tr")).reverse().forEach(function (row) {
+      row.querySelectorAll("input.compare-pick").forEach(function (box) {
+        if (box.checked) { picked.push("runs=" + encodeURIComponent(box.value)); }
+      });
+    });
+    if (picked.length < 2) { showError("Tick two or more runs to compare."); return; }
+    window.open("/runs/" + encodeURIComponent(current.name) + "/compare.html?" + picked.join("&"), "_blank", "noopener");
   }
 
   function renderEmbedded(view) {
@@ -271,7 +383,7 @@
       runs.forEach(function (r) {
         var option = document.createElement("option");
         option.value = r.name;
-        option.textContent = r.title + " \u2014 " + r.iterations + " iteration(s) \u00b7 " + r.name;
+        option.textContent = r.title + " \u2014 " + r.runs + " run(s), " + r.iterations + " iteration(s) \u00b7 " + r.name;
         select.appendChild(option);
       });
     }).catch(function () { /* the list is a convenience */ });
@@ -335,6 +447,7 @@
     reader.onload = function () { $("own-summary-text").value = String(reader.result || ""); };
     reader.readAsText(file);
   });
+  $("btn-compare").addEventListener("click", compareSelected);
   $("btn-own-summary").addEventListener("click", function () {
     var text = $("own-summary-text").value.trim();
     if (!text) { showError("Paste or upload your summary first (the Summary box is empty)."); return; }

@@ -43,6 +43,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "coherence",
         "Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion.",
     ),
+    "compare": (
+        "compare",
+        "Compare summaries of one story: scores with 95% intervals, differences, the facts only one supports.",
+    ),
     "report": (
         "report",
         "Write RUN_DIR/report.html: the character graph drawn, iterations with unsupported facts marked, evidence.",

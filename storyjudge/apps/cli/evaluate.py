@@ -151,19 +151,57 @@ SUMMARY_COLUMNS = {
 }
 
 
-def _print_summary(table_rows: list[dict[str, Any]]) -> None:
-    for n, line in enumerate(table_rows, start=1):
-        table = Table(title=f"Cell {n}: {line['cell']}", header_style="bold", show_header=False)
-        table.add_column("setting")
-        table.add_column("value")
-        table.add_row(
-            "settings",
-            f"{line['dataset']} | {line['model']} | {line['strategy']} | "
-            f"chunk {line['chunk_size']} | loop {line['loop']}",
+def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]] | None = None) -> None:
+    """The cells side by side (a column each, scores with their 95% intervals), then the paired differences."""
+    from storyjudge.core.intervals import interval_text, signed_text
+
+    number: dict[str, str] = {}
+    for task in dict.fromkeys(str(line.get("task")) for line in table_rows):
+        lines = [line for line in table_rows if str(line.get("task")) == task]
+        table = Table(title=f"{task} cells (means over items, 95% bootstrap interval)", header_style="bold")
+        table.add_column("")
+        for n, line in enumerate(lines, start=1):
+            number[str(line["cell"])] = f"cell {n}"
+            table.add_column(f"cell {n}", overflow="fold")
+        for key in ("cell", "dataset", "model", "strategy", "chunk_size", "loop"):
+            table.add_row(key, *(_fmt(line.get(key)) for line in lines))
+        for key in SUMMARY_COLUMNS.get(task, ()):
+            if not any(key in line for line in lines):
+                continue
+            cells = []
+            for line in lines:
+                value = line.get(key)
+                if f"{key}_ci95" in line and (value is None or isinstance(value, float)):
+                    cells.append(interval_text(value, line[f"{key}_ci95"]))
+                else:
+                    cells.append(_fmt(value))
+            table.add_row(key, *cells)
+        out.print(table)
+    if diffs:
+        table = Table(
+            title="Paired differences over the same items (second minus first)", header_style="bold"
         )
-        for key in SUMMARY_COLUMNS.get(str(line.get("task")), ()):
-            if key in line:
-                table.add_row(key, _fmt(line[key]))
+        for column in (
+            "cells",
+            "metric",
+            "setting",
+            "from -> to",
+            "items",
+            "difference [95% CI]",
+            "excludes 0",
+        ):
+            table.add_column(column, overflow="fold")
+        for diff in diffs:
+            a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
+            table.add_row(
+                a if a == b else f"{a} -> {b}",
+                diff["metric"],
+                diff["setting"],
+                f"{diff['from']} -> {diff['to']}",
+                str(diff["items"]),
+                signed_text(diff["difference"], diff["ci95"]),
+                "yes" if diff["excludes_zero"] else "no",
+            )
         out.print(table)
 
 
@@ -256,7 +294,7 @@ def _run(
     if outcome.stopped:
         console.print(f"[yellow]Stopped early:[/] {outcome.stopped}. Rerun the same command to continue.")
     result = finish(outcome, config)
-    _print_summary(result["table"])
+    _print_summary(result["table"], result.get("differences"))
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)

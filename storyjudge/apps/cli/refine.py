@@ -19,6 +19,7 @@ from storyjudge.core.context import Context
 from storyjudge.core.coverage import describe
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import build_result, write_result
+from storyjudge.core.runs import keep_run, new_run_id
 from storyjudge.core.usage import cost_text, run_usage, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
@@ -122,6 +123,9 @@ def _write_refine(run: Run) -> None:
     summary = final.get("summary", "")
     rd.summary.write_text(summary + "\n", encoding="utf-8")
     report = _write_report(rd)
+    record = json.loads(rd.result.read_text(encoding="utf-8"))
+    given = "summary" in run.job.graph_input
+    _keep(rd, "refine", {**record, "summary_source": "given" if given else "generated"})
     iterations = final.get("iterations") or []
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         card = it["factscore"]
@@ -141,6 +145,14 @@ def _write_refine(run: Run) -> None:
         print_json(json.loads(rd.result.read_text(encoding="utf-8")))
     else:
         print_result(summary)
+
+
+def _keep(rd: RunDir, kind: str, record: dict[str, Any]) -> None:
+    """Keep the run beside the story's earlier ones (``runs/<thread>/``): a later run never replaces it."""
+    run_id = str(rd.read_meta().get(f"{kind}_thread") or new_run_id(kind))
+    kept = keep_run(rd.root, run_id, record)
+    _write_report(kept)
+    console.print(f"Kept as run {run_id}: {kept.root}", soft_wrap=True, highlight=False)
 
 
 def _print_paths(rd: RunDir, report: bool) -> None:
@@ -171,6 +183,7 @@ def _write_score(run: Run) -> None:
     write_result(rd.root, result)
     rd.summary.write_text(summary_text.rstrip("\n") + "\n", encoding="utf-8")
     report = _write_report(rd)
+    _keep(rd, "score", {**result, "summary_source": "given"})
     table = Table(title="Atomic facts", header_style="bold", show_lines=False)
     table.add_column("fact")
     table.add_column("verdict")

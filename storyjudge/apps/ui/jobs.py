@@ -12,6 +12,8 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +95,16 @@ class JobRunner:
         session.update(last_job=job.view())
         threading.Thread(target=self._work, args=(session, job), name=f"ui-{step}", daemon=True).start()
         return job
+
+    @contextmanager
+    def idle(self) -> Iterator[None]:
+        """Hold off new steps while something else changes a run; Busy while a step runs."""
+        with self._lock:
+            if self.current is not None and self.current.status == "running":
+                raise Busy(
+                    f"'{self.current.step}' is still running on {self.current.run}; wait for it to finish."
+                )
+            yield
 
     def job_of(self, run: str) -> Job | None:
         """The latest job of a run in this server's lifetime."""

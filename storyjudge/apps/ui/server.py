@@ -1,10 +1,10 @@
-"""The UI's HTTP server: the standard library's threading server, a JSON API and one page of our own.
+"""The UI's HTTP server: Starlette routes under uvicorn, a JSON API and one page of our own.
 
-Why the standard library: the demo needs a page, a few JSON endpoints and a background thread, which
-``http.server`` does without a new dependency, a template CDN, web fonts or analytics; nothing here can make
-an outbound call. It binds 127.0.0.1 by default, answers only requests addressed to the host it is bound to
-(DNS-rebinding guard), and takes POST bodies only as JSON (a cross-site form cannot send that without a CORS
-preflight, which it never answers).
+The page, a few JSON endpoints and a background thread per step; no template CDN, web fonts or analytics, and
+nothing here makes an outbound call. It binds 127.0.0.1 by default. The guards are middleware around every
+route (``guards.py``): only requests addressed to the bound host (DNS-rebinding guard), no write from another
+origin, POST bodies as JSON only and within a size limit, and a Content-Security-Policy on every answer. Routes
+that touch the disk or render run in Starlette's thread pool; steps run in the job runner's thread.
 """
 
 from __future__ import annotations
@@ -12,27 +12,38 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import re
 import socket
+import threading
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from storyjudge.apps.report import CSP as REPORT_CSP
 from storyjudge.apps.report import ckg_html, environment, inline_asset, iteration_html
 from storyjudge.apps.ui.examples import Example, list_examples
+from storyjudge.apps.ui.guards import API_CSP, HEADER_ONLY_CSP, RequestGuard, SecurityHeaders, TooLarge
 from storyjudge.apps.ui.jobs import Busy, JobRunner
 from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
-from storyjudge.apps.ui.steps import StepRefused, refinable
+from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
 from storyjudge.core.coverage import card_reliable
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.rundir import RunDirMismatch
+from storyjudge.core.runs import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.usage import totals
+
+__all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "Settings", "UIServer", "make_server"]
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 60 * 1024 * 1024
@@ -41,24 +52,14 @@ PAGE_CSP = (
     "img-src data:; form-action 'none'; base-uri 'none'"
 )
 """The page's policy, in its meta tag and in the header it is served with."""
-HEADER_ONLY_CSP = "; frame-ancestors 'none'"
-"""What only a header can say (browsers ignore ``frame-ancestors`` in a meta tag): no page is framed."""
 REPORT_PAGE_CSP = REPORT_CSP + "; form-action 'none'; base-uri 'none'"
-API_CSP = "default-src 'none'; form-action 'none'; base-uri 'none'"
-"""Every other answer (JSON, errors): nothing may load or run, should a browser ever render one."""
-_RUN = r"(?P<run>[a-z0-9][a-z0-9-]{0,80})"
-ROUTES = {
-    "run": re.compile(rf"^/api/runs/{_RUN}$"),
-    "job": re.compile(rf"^/api/runs/{_RUN}/job$"),
-    "step": re.compile(rf"^/api/runs/{_RUN}/steps/(?P<step>[a-z]+)$"),
-    "report": re.compile(rf"^/runs/{_RUN}/report\.html$"),
-}
-DOWNLOAD = re.compile(rf"^/runs/{_RUN}/download/(?P<file>summary\.txt|result\.json|report\.html)$")
+RUN = "{run:str}"
 DOWNLOAD_TYPES = {
     "summary.txt": "text/plain; charset=utf-8",
     "result.json": "application/json; charset=utf-8",
     "report.html": "text/html; charset=utf-8",
 }
+SHUTDOWN_SECONDS = 2
 
 
 class ApiError(Exception):
@@ -95,10 +96,8 @@ class Settings:
         return values
 
 
-class UIServer(ThreadingHTTPServer):
-    """The server and everything its handlers share."""
-
-    daemon_threads = True
+class UIServer:
+    """The server and everything its routes share: a bound socket, the Starlette app and its uvicorn server."""
 
     def __init__(
         self,
@@ -108,14 +107,24 @@ class UIServer(ThreadingHTTPServer):
         defaults: Settings | None = None,
         squality: Path | None = None,
     ) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, Handler)
         self.store = RunStore(runs_dir)
         self.runner = JobRunner()
         self.defaults = defaults or Settings()
         self.examples: dict[str, Example] = {e.id: e for e in list_examples(squality)}
         self.page = render_page(self)
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.socket.bind(address)
+            self.socket.listen(64)
+        except OSError:
+            self.socket.close()
+            raise
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        self.app = build_app(self)
+        self._uvicorn: Any = None
+        self._stopped = threading.Event()
 
     @property
     def url(self) -> str:
@@ -130,6 +139,34 @@ class UIServer(ThreadingHTTPServer):
         if not is_loopback(host):
             return None
         return {f"{name}:{port}" for name in (host, "localhost", "127.0.0.1", "[::1]")}
+
+    def serve_forever(self) -> None:
+        """Serve until ``shutdown`` (or Ctrl-C, in the main thread)."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            server_header=False,
+            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        )
+        self._uvicorn = uvicorn.Server(config)
+        try:
+            self._uvicorn.run(sockets=[self.socket])
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop serving and wait until the server has stopped."""
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+            self._stopped.wait(SHUTDOWN_SECONDS + 5)
+
+    def server_close(self) -> None:
+        """Close the listening socket."""
+        self.socket.close()
 
 
 def render_page(server: UIServer) -> str:
@@ -177,6 +214,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                 "unsupported": card.get("unsupported", 0),
                 "unjudged": card.get("unjudged", 0),
                 "accepted": bool(it.get("accepted", True)),
+                "corrections": int(card.get("corrections", 0)),
                 "note": str(it.get("note", "")),
                 "html": iteration_html(
                     it,
@@ -223,7 +261,26 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "report": session.rd.report.is_file(),
         "result": session.rd.result.is_file(),
         "job": job.view() if job else state.get("last_job"),
+        "run_id": state.get("run_id"),
+        "runs": story_runs(session.rd.root),
     }
+
+
+def compared(session: RunSession, query: str) -> dict[str, Any]:
+    """The comparison of a story's kept runs named in the query (``runs=ID`` or ``runs=ID#N``, twice or more)."""
+    from storyjudge.apps.compare import compare
+
+    names = parse_qs(query).get("runs") or []
+    refs = []
+    for name in names:
+        ref = RunRef.parse(name)
+        if not RUN_ID.match(str(ref.path)):
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"No run named {name!r}.")
+        refs.append(RunRef(runs_folder(session.rd.root) / ref.path, ref.round))
+    try:
+        return compare(refs)
+    except ValueError as exc:
+        raise ApiError(HTTPStatus.BAD_REQUEST, str(exc)) from None
 
 
 def current_summary(session: RunSession) -> str:
@@ -239,102 +296,138 @@ def current_summary(session: RunSession) -> str:
     return text + "\n" if text else ""
 
 
-class Handler(BaseHTTPRequestHandler):
-    """Routes requests to the store, the job runner and the page."""
+def _session(server: UIServer, name: str) -> RunSession:
+    try:
+        return server.store.open(name)
+    except RunNotFound:
+        raise ApiError(HTTPStatus.NOT_FOUND, f"No run named {name!r}.") from None
 
-    server: UIServer
-    protocol_version = "HTTP/1.1"
-    server_version = "storyjudge-ui"
-    sys_version = ""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        """Request lines go to the debug log, not stderr."""
-        log.debug("%s - %s", self.address_string(), format % args)
+def _json(value: Any, status: int = HTTPStatus.OK) -> JSONResponse:
+    return JSONResponse(value, status_code=status, media_type="application/json; charset=utf-8")
 
-    # --- plumbing ----------------------------------------------------------------------------------------
-    def _send(
-        self, status: HTTPStatus, body: bytes, content_type: str, extra: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        headers = {"Content-Security-Policy": API_CSP, **(extra or {})}
-        headers["Content-Security-Policy"] += HEADER_ONLY_CSP
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
-    def _json(self, status: HTTPStatus, value: Any) -> None:
-        self._send(
-            status, json.dumps(value, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8"
-        )
+def _html(body: str | bytes, csp: str) -> Response:
+    return Response(body, media_type="text/html; charset=utf-8", headers={"Content-Security-Policy": csp})
 
-    def _body(self) -> dict[str, Any]:
-        if not (self.headers.get("Content-Type") or "").startswith("application/json"):
-            raise ApiError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "Send the request body as application/json.")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            raise ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "The text is too large (over 60 MB).")
+
+async def _body(request: Request) -> dict[str, Any]:
+    if not (request.headers.get("content-type") or "").startswith("application/json"):
+        raise ApiError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "Send the request body as application/json.")
+    raw = await request.body()
+    try:
+        value = json.loads(raw or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "The request body is not valid JSON.") from None
+    if not isinstance(value, dict):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "The request body must be a JSON object.")
+    return value
+
+
+def build_app(server: UIServer) -> Starlette:
+    """The routes, the guards around them, and errors answered as ``{"error": message}``."""
+
+    def page(request: Request) -> Response:
+        return _html(server.page, PAGE_CSP)
+
+    def examples(request: Request) -> Response:
+        return _json([{"id": e.id, "label": e.label, "group": e.group} for e in server.examples.values()])
+
+    def runs(request: Request) -> Response:
+        return _json(server.store.list())
+
+    async def create_run(request: Request) -> Response:
+        body = await _body(request)
+        return await run_in_threadpool(_create_run, body)
+
+    def _create_run(body: dict[str, Any]) -> Response:
+        settings = clean_settings(body.get("settings"), server.defaults.as_dict())
+        if body.get("example"):
+            example = server.examples.get(str(body["example"]))
+            if example is None:
+                raise ApiError(HTTPStatus.NOT_FOUND, f"No example {body['example']!r}.")
+            title, text, source = example.title, example.text(), f"example:{example.id}"
+        else:
+            text = str(body.get("text") or "")
+            title = str(body.get("title") or "").strip() or "pasted text"
+            source = "pasted text"
+        session = server.store.create(title, text, source, settings)
+        return _json(run_view(session, server.runner), HTTPStatus.CREATED)
+
+    def run(request: Request) -> Response:
+        return _json(run_view(_session(server, request.path_params["run"]), server.runner))
+
+    def job(request: Request) -> Response:
+        session = _session(server, request.path_params["run"])
+        current = server.runner.job_of(session.name)
+        return _json({"job": current.view() if current else session.state.get("last_job")})
+
+    async def step(request: Request) -> Response:
+        body = await _body(request)
+        return await run_in_threadpool(_step, request.path_params["run"], request.path_params["step"], body)
+
+    def _step(name: str, step_name: str, body: dict[str, Any]) -> Response:
+        session = _session(server, name)
+        if "settings" in body:
+            settings = clean_settings(body.get("settings"), session.state.get("settings"))
+            session.update(settings=settings)
+        started = server.runner.start(session, step_name, str(body.get("summary") or "").strip())
+        return _json({"job": started.view()}, HTTPStatus.ACCEPTED)
+
+    async def correction(request: Request) -> Response:
+        body = await _body(request)
+        return await run_in_threadpool(_correction, request.path_params["run"], body)
+
+    def _correction(name: str, body: dict[str, Any]) -> Response:
+        session = _session(server, name)
         try:
-            value = json.loads(self.rfile.read(length) or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "The request body is not valid JSON.") from None
-        if not isinstance(value, dict):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "The request body must be a JSON object.")
-        return value
+            iteration = int(body.get("iteration"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "Say which round: iteration is a whole number.") from None
+        with server.runner.idle():
+            correct_verdict(
+                session,
+                iteration,
+                str(body.get("fact_id") or ""),
+                str(body.get("verdict") or ""),
+                str(body.get("reason") or ""),
+            )
+        return _json(run_view(session, server.runner))
 
-    def _host_ok(self) -> bool:
-        allowed = self.server.allowed_hosts()
-        return allowed is None or (self.headers.get("Host") or "") in allowed
+    def report(request: Request) -> Response:
+        file = _session(server, request.path_params["run"]).rd.report
+        if not file.is_file():
+            raise ApiError(HTTPStatus.NOT_FOUND, "No report yet: compute the factuality score first.")
+        return _html(file.read_bytes(), REPORT_PAGE_CSP)
 
-    def _session(self, name: str) -> RunSession:
+    def kept_report(request: Request) -> Response:
+        from storyjudge.apps.report import render_report
+
+        session = _session(server, request.path_params["run"])
+        kept = request.path_params["kept"]
+        if not RUN_ID.match(kept):
+            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.")
         try:
-            return self.server.store.open(name)
-        except RunNotFound:
-            raise ApiError(HTTPStatus.NOT_FOUND, f"No run named {name!r}.") from None
+            found = load_summary(RunRef(runs_folder(session.rd.root) / kept))
+        except ValueError:
+            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.") from None
+        return _html(render_report(found.record, session.ckg()), REPORT_PAGE_CSP)
 
-    def _dispatch(self, method: str) -> None:
-        if not self._host_ok():
-            self._json(HTTPStatus.FORBIDDEN, {"error": "Unexpected Host header."})
-            return
-        path = urlsplit(self.path).path
-        try:
-            if method == "GET" and (download := DOWNLOAD.match(path)):
-                self._download(download["run"], download["file"])
-            elif method == "GET":
-                self._get(path)
-            else:
-                self._post(path)
-        except ApiError as exc:
-            self._json(exc.status, {"error": str(exc)})
-        except (ConfigError, RunDirMismatch, StepRefused, ValueError) as exc:
-            self._json(HTTPStatus.BAD_REQUEST, {"error": for_ui(str(exc))})
-        except Busy as exc:
-            self._json(HTTPStatus.CONFLICT, {"error": str(exc)})
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+    def compare_page(request: Request) -> Response:
+        from storyjudge.apps.compare import render_html
 
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        """Serve the page, the API's reads and the run reports."""
-        self._dispatch("GET")
+        result = compared(_session(server, request.path_params["run"]), request.url.query)
+        return _html(render_html(result), REPORT_PAGE_CSP)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - the base class's name
-        """Like GET, without the body."""
-        self._dispatch("GET")
+    def compare_api(request: Request) -> Response:
+        return _json(compared(_session(server, request.path_params["run"]), request.url.query))
 
-    def do_POST(self) -> None:  # noqa: N802 - the base class's name
-        """The API's writes."""
-        self._dispatch("POST")
-
-    # --- routes ------------------------------------------------------------------------------------------
-    def _download(self, run: str, name: str) -> None:
+    def download(request: Request) -> Response:
         """A run's summary (the best one, else the initial one), result.json or report.html, as a file."""
-        session = self._session(run)
+        session = _session(server, request.path_params["run"])
+        name = request.path_params["file"]
+        if name not in DOWNLOAD_TYPES:
+            raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {request.url.path}.")
         if name == "summary.txt":
             body = current_summary(session).encode("utf-8")
             if not body:
@@ -352,75 +445,62 @@ class Handler(BaseHTTPRequestHandler):
                 )
             body = file.read_bytes()
         disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
-        self._send(HTTPStatus.OK, body, DOWNLOAD_TYPES[name], {"Content-Disposition": disposition})
+        return Response(body, media_type=DOWNLOAD_TYPES[name], headers={"Content-Disposition": disposition})
 
-    def _get(self, path: str) -> None:
-        server = self.server
-        if path in ("/", "/index.html"):
-            self._send(
-                HTTPStatus.OK,
-                server.page.encode("utf-8"),
-                "text/html; charset=utf-8",
-                {"Content-Security-Policy": PAGE_CSP},
-            )
-            return
-        if path == "/api/examples":
-            self._json(
-                HTTPStatus.OK,
-                [{"id": e.id, "label": e.label, "group": e.group} for e in server.examples.values()],
-            )
-            return
-        if path == "/api/runs":
-            self._json(HTTPStatus.OK, server.store.list())
-            return
-        if match := ROUTES["run"].match(path):
-            self._json(HTTPStatus.OK, run_view(self._session(match["run"]), server.runner))
-            return
-        if match := ROUTES["job"].match(path):
-            session = self._session(match["run"])
-            job = server.runner.job_of(session.name)
-            self._json(HTTPStatus.OK, {"job": job.view() if job else session.state.get("last_job")})
-            return
-        if match := ROUTES["report"].match(path):
-            report = self._session(match["run"]).rd.report
-            if not report.is_file():
-                raise ApiError(HTTPStatus.NOT_FOUND, "No report yet: compute the factuality score first.")
-            self._send(
-                HTTPStatus.OK,
-                report.read_bytes(),
-                "text/html; charset=utf-8",
-                {"Content-Security-Policy": REPORT_PAGE_CSP},
-            )
-            return
-        raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {path}.")
+    def error(status: int, message: str) -> Response:
+        return _json({"error": message}, status)
 
-    def _post(self, path: str) -> None:
-        server = self.server
-        if path == "/api/runs":
-            body = self._body()
-            settings = clean_settings(body.get("settings"), server.defaults.as_dict())
-            if body.get("example"):
-                example = server.examples.get(str(body["example"]))
-                if example is None:
-                    raise ApiError(HTTPStatus.NOT_FOUND, f"No example {body['example']!r}.")
-                title, text, source = example.title, example.text(), f"example:{example.id}"
-            else:
-                text = str(body.get("text") or "")
-                title = str(body.get("title") or "").strip() or "pasted text"
-                source = "pasted text"
-            session = server.store.create(title, text, source, settings)
-            self._json(HTTPStatus.CREATED, run_view(session, server.runner))
-            return
-        if match := ROUTES["step"].match(path):
-            session = self._session(match["run"])
-            body = self._body()
-            if "settings" in body:
-                settings = clean_settings(body.get("settings"), session.state.get("settings"))
-                session.update(settings=settings)
-            job = server.runner.start(session, match["step"], str(body.get("summary") or "").strip())
-            self._json(HTTPStatus.ACCEPTED, {"job": job.view()})
-            return
-        raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {path}.")
+    async def api_error(request: Request, exc: Exception) -> Response:
+        return error(getattr(exc, "status", HTTPStatus.BAD_REQUEST), str(exc))
+
+    async def bad_input(request: Request, exc: Exception) -> Response:
+        return error(HTTPStatus.BAD_REQUEST, for_ui(str(exc)))
+
+    async def busy(request: Request, exc: Exception) -> Response:
+        return error(HTTPStatus.CONFLICT, str(exc))
+
+    async def too_large(request: Request, exc: Exception) -> Response:
+        return error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", HTTPStatus.NOT_FOUND)
+        message = f"Nothing at {request.url.path}." if status == HTTPStatus.NOT_FOUND else str(exc)
+        return error(status, message)
+
+    routes = [
+        Route("/", page),
+        Route("/index.html", page),
+        Route("/api/examples", examples),
+        Route("/api/runs", runs),
+        Route("/api/runs", create_run, methods=["POST"]),
+        Route(f"/api/runs/{RUN}", run),
+        Route(f"/api/runs/{RUN}/job", job),
+        Route(f"/api/runs/{RUN}/steps/{{step:str}}", step, methods=["POST"]),
+        Route(f"/api/runs/{RUN}/compare", compare_api),
+        Route(f"/api/runs/{RUN}/corrections", correction, methods=["POST"]),
+        Route(f"/runs/{RUN}/report.html", report),
+        Route(f"/runs/{RUN}/runs/{{kept:str}}/report.html", kept_report),
+        Route(f"/runs/{RUN}/compare.html", compare_page),
+        Route(f"/runs/{RUN}/download/{{file:str}}", download),
+    ]
+    handlers: dict[Any, Any] = {
+        ApiError: api_error,
+        ConfigError: bad_input,
+        RunDirMismatch: bad_input,
+        StepRefused: bad_input,
+        ValueError: bad_input,
+        Busy: busy,
+        TooLarge: too_large,
+        HTTPException: http_error,
+    }
+    return Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(RequestGuard, allowed_hosts=server.allowed_hosts, max_body=MAX_BODY_BYTES),
+        ],
+        exception_handlers=handlers,
+    )
 
 
 def make_server(

@@ -20,6 +20,10 @@ Pressing ``summary`` or ``score`` again forks the thread from its checkpoint bef
 first ``factscore``), so a new summary, or a new score, starts the iterations afresh; ``graph`` starts a new
 thread. ``refine`` is refused once the loop has stopped, with the graph's stop reason.
 
+Each scoring (``score``) starts a run of its own (``storyjudge.core.runs``): its record is kept in
+``runs/<run id>/`` of the run directory after every step that changes it, refinement rounds included, so a new
+summary or a new score never replaces an earlier run; the page lists them all.
+
 ``result.json`` has one writer, the graph's ``finish`` node, when the loop stops; ``report.html`` is then
 rendered from it. While the thread is paused nothing has finished: a ``result.json`` of an earlier thread or
 branch is removed, and ``report.html`` renders the record ``build_result`` makes of the checkpoint's state
@@ -30,6 +34,7 @@ events (``storyjudge.core.progress``, the custom stream) are passed to the calle
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 import uuid
@@ -43,6 +48,7 @@ from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
 from storyjudge.core.llm import require_models
 from storyjudge.core.runrecord import build_result
+from storyjudge.core.runs import keep_run, new_run_id
 
 Step = Literal["graph", "summary", "score", "refine"]
 STEPS: tuple[Step, ...] = ("graph", "summary", "score", "refine")
@@ -180,11 +186,15 @@ def _initial_summary(
 
 def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Context) -> None:
     """Copy the thread's state into ``ui.json`` for the page; refresh (or clear) result.json's report."""
+    from nodes.corrections import apply_corrections
     from storyjudge.apps.report import write_report
 
     snapshot = graph.get_state(config)
     values: dict[str, Any] = dict(snapshot.values)
-    iterations = sorted(values.get("iterations") or [], key=lambda it: it["iteration"])
+    corrections = run_corrections(session.state)
+    iterations = apply_corrections(
+        sorted(values.get("iterations") or [], key=lambda it: it["iteration"]), corrections
+    )
     finished = snapshot.created_at is not None and not snapshot.next
     rd = session.rd
     with session.lock:
@@ -202,25 +212,99 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
         state["usage"] = values.get("usage") or {}
         state["timings"] = values.get("timings") or {}
         session.save()
+        run_id, given = state.get("run_id"), bool(state.get("summary_given"))
         if finished and rd.result.is_file():
             write_report(rd.root)  # the finish node wrote result.json
-            return
-        rd.result.unlink(missing_ok=True)  # an earlier thread's or branch's record: this one has not stopped
-        if iterations:
+            record = json.loads(rd.result.read_text(encoding="utf-8"))
+        else:
+            rd.result.unlink(
+                missing_ok=True
+            )  # an earlier thread's or branch's record: this one has not stopped
+            if not iterations:
+                rd.report.unlink(missing_ok=True)
+                return
             record = build_result(
                 {**values, "iterations": iterations, "stop_reason": PAUSED},
                 ctx,
                 prompt_versions=prompts.versions(ctx.prompt_dir),
             )
             write_report(rd.root, record)
-        else:
-            rd.report.unlink(missing_ok=True)
+        if run_id and iterations:
+            record = {**record, "iterations": iterations, "corrections": corrections}
+            keep_run(rd.root, str(run_id), {**record, "summary_source": "given" if given else "generated"})
+
+
+def _keep_unkept(session: RunSession, ctx: Context) -> None:
+    """Keep the rounds of a run scored before runs were kept (it has no run id) before a new step replaces them."""
+    state = session.state
+    if state.get("run_id") or not state.get("iterations"):
+        return
+    record = build_result(
+        {
+            **state,
+            "summary": (state.get("summary") or {}).get("text", ""),
+            "stop_reason": state.get("stop_reason") or PAUSED,
+        },
+        ctx,
+        prompt_versions=prompts.versions(ctx.prompt_dir),
+    )
+    source = "given" if state.get("summary_given") else "generated"
+    keep_run(session.rd.root, new_run_id("ui"), {**record, "summary_source": source})
+
+
+def run_corrections(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The corrections a person made to the current run's verdicts."""
+    return [c for c in state.get("corrections") or [] if c.get("run") == state.get("run_id")]
+
+
+def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: str, reason: str) -> None:
+    """A person's correction of one verdict: recorded, the round's score recomputed, the run's record kept.
+
+    While the loop waits before its next refinement, the thread's round is replaced by the corrected one (as
+    if ``assess`` had written it), so the refiner reads the corrected verdicts and the person's reason.
+    """
+    from nodes.corrections import WHO, apply_corrections, correct
+
+    state = session.state
+    rounds = {it["iteration"]: it for it in state.get("iterations") or []}
+    if not state.get("run_id") or iteration not in rounds:
+        raise StepRefused(f"No scored round {iteration} in this run; compute the factuality score first.")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    correct(rounds[iteration]["factscore"], fact_id, verdict, reason, when=when)  # checks the correction
+    entry = {
+        "run": state["run_id"],
+        "iteration": iteration,
+        "fact_id": fact_id,
+        "verdict": verdict,
+        "reason": reason.strip(),
+        "who": WHO,
+        "when": when,
+    }
+    with session.lock:
+        kept = [
+            c
+            for c in state.get("corrections") or []
+            if (c.get("run"), c.get("iteration"), c.get("fact_id")) != (entry["run"], iteration, fact_id)
+        ]
+        session.update(corrections=[*kept, entry])
+    ctx = session.context()
+    config = _thread_config(str(state["thread"]), ctx)
+    with _refine_graph(session) as graph:
+        if refinable(session.state):
+            snapshot = graph.get_state(config)
+            mine = [it for it in snapshot.values.get("iterations") or [] if it["iteration"] == iteration]
+            corrected = apply_corrections(mine, run_corrections(session.state))
+            graph.update_state(config, {"iterations": corrected}, as_node="assess")
+        _mirror(session, graph, config, ctx)
 
 
 def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
     """Run the thread on through one step, from where that step starts (see the module docstring)."""
     ctx = session.context()
     given_summary = given_summary.strip()
+    if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
+        _keep_unkept(session, ctx)
+        session.update(run_id=new_run_id("ui") if step == "score" else None)
     if step == "summary":
         session.update(summary_given=bool(given_summary))
     with _refine_graph(session) as graph:

@@ -1,0 +1,362 @@
+"""Summaries of one story side by side: scores with intervals, the pairs' differences, and the facts that differ.
+
+Each summary is a round of a kept run (``storyjudge.core.runs``). Its NarrativeFactScore is the mean of its
+judged facts (supported 1, unsupported 0; unjudged ones are out, and counted in the coverage), so the interval
+resamples facts; BooookScore's resamples the scored sentences. Every summary after the first is set against the
+first. The two summaries' facts are aligned one to one (words in common, by a sequence match of their words, and
+evidence scenes in common, the scenes the judge was shown for each); the difference of the scores gets a paired
+bootstrap interval over the aligned units, a fact and its counterpart resampled together (what they share
+cancels out), a fact without one alone. The same alignment lists the facts supported in one summary and not in
+the other. Two runs whose judge (model or prompt version) differs are flagged not comparable: their difference
+is as much the judge's as the summaries'. Runs of different stories are refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from storyjudge.core.coverage import card_reliable, describe
+from storyjudge.core.intervals import (
+    aligned_difference_interval,
+    difference_interval,
+    interval_text,
+    mean_interval,
+    signed_text,
+)
+from storyjudge.core.runs import RunRef, Summary, load_summary
+from storyjudge.core.summary_stats import words
+from storyjudge.core.usage import cost_text
+
+JUDGE_ROLES = ("decomposer", "judge")
+JUDGE_PROMPTS = ("decompose", "judge")
+SAME_FACT = 0.6
+"""Alignment score from which a fact counts as the same fact as its counterpart (text 0.7, scenes 0.3)."""
+COUNTERPART = 0.3
+"""Below this the nearest fact is no counterpart at all."""
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def _verdict_value(status: str) -> float | None:
+    return {"supported": 1.0, "unsupported": 0.0}.get(status)
+
+
+def _sentence_values(round_: dict[str, Any]) -> list[float] | None:
+    """BooookScore's scored sentences of a round as 1 (clean) / 0 (confused); None when it was not scored."""
+    coherence = round_.get("coherence") or {}
+    rows = coherence.get("summaries") or []
+    if not rows:
+        return None
+    clean = sum(int(r.get("clean", 0)) for r in rows)
+    confused = sum(int(r.get("confused", 0)) for r in rows)
+    return [1.0] * clean + [0.0] * confused
+
+
+def _judging(record: dict[str, Any]) -> dict[str, str]:
+    models = (record.get("context") or {}).get("resolved_models") or {}
+    prompts = record.get("prompts") or {}
+    return {
+        **{f"{role} model": str(models.get(role, "?")) for role in JUDGE_ROLES},
+        **{f"{name} prompt": str(prompts.get(name, "?")) for name in JUDGE_PROMPTS},
+    }
+
+
+def summary_view(summary: Summary) -> dict[str, Any]:
+    """One summary's figures: scores with intervals, coverage, words, models, calls and cost."""
+    round_, record = summary.round, summary.record
+    card = round_.get("factscore") or {}
+    verdicts = card.get("verdicts") or []
+    nfs = mean_interval([_verdict_value(v.get("status", "")) for v in verdicts])
+    sentences = _sentence_values(round_)
+    coherence = round_.get("coherence") or {}
+    usage = record.get("usage") or {}
+    models = (record.get("context") or {}).get("resolved_models") or {}
+    corrections = int(card.get("corrections") or 0)
+    judges = None
+    if corrections:  # the judge's own score beside the one a person corrected
+        from nodes.corrections import uncorrected
+
+        own = uncorrected(card)
+        judges = {
+            "score": own.get("score"),
+            "ci95": mean_interval([_verdict_value(v.get("status", "")) for v in own.get("verdicts") or []])[
+                "ci95"
+            ],
+            "reliable": card_reliable(own),
+        }
+    return {
+        "label": summary.label,
+        "path": str(summary.ref.path),
+        "run_id": record.get("run_id", ""),
+        "round": round_.get("iteration"),
+        "rounds": [it.get("iteration") for it in record.get("iterations") or []],
+        "best_round": record.get("best_iteration"),
+        "summary_source": record.get("summary_source", ""),
+        "summary": round_.get("summary", ""),
+        "words": len(words(str(round_.get("summary") or ""))),
+        "nfs": {"score": card.get("score"), "ci95": nfs["ci95"], "judged": nfs["n"]},
+        "corrections": corrections,
+        "nfs_without_corrections": judges,
+        "facts": card.get("facts", len(verdicts)),
+        "supported": card.get("supported"),
+        "unsupported": card.get("unsupported"),
+        "unjudged": card.get("unjudged"),
+        "coverage": card.get("coverage"),
+        "reliable": card_reliable(card),
+        "booookscore": None
+        if not coherence
+        else {
+            "score": coherence.get("score"),
+            "ci95": None if sentences is None else mean_interval(sentences)["ci95"],
+            "scored": None if sentences is None else len(sentences),
+            "coverage": coherence.get("coverage"),
+            "reliable": coherence.get("reliable"),
+        },
+        "models": {role: spec for role, spec in sorted(models.items())},
+        "judging": _judging(record),
+        "calls": (usage.get("total") or {}).get("calls"),
+        "cost": cost_text(usage.get("by_model")),
+        "created": record.get("created", ""),
+        "document_hash": (record.get("document") or {}).get("hash", ""),
+    }
+
+
+def _fact_words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _scene_ids(verdict: dict[str, Any]) -> set[str]:
+    return {str(s.get("id")) for s in (verdict.get("evidence") or {}).get("scenes") or []}
+
+
+def _alignment(left: dict[str, Any], right: dict[str, Any]) -> float:
+    text = difflib.SequenceMatcher(
+        None, _fact_words(left["fact"]["text"]), _fact_words(right["fact"]["text"]), autojunk=False
+    ).ratio()
+    a, b = _scene_ids(left), _scene_ids(right)
+    scenes = len(a & b) / len(a | b) if a | b else 0.0
+    return 0.7 * text + 0.3 * scenes
+
+
+def _fact_view(verdict: dict[str, Any]) -> dict[str, Any]:
+    evidence = verdict.get("evidence") or {}
+    return {
+        "text": verdict["fact"]["text"],
+        "verdict": verdict.get("status", ""),
+        "rationale": verdict.get("rationale", "") or verdict.get("error", ""),
+        "scenes": [
+            {"id": s.get("id", ""), "title": s.get("title", ""), "text": s.get("text", "")}
+            for s in evidence.get("scenes") or []
+        ],
+        "ckg_lines": list(evidence.get("ckg_lines") or []),
+    }
+
+
+Unit = tuple[int | None, int | None, float]
+"""An aligned unit: a fact of the first summary, its counterpart in the second (None: none) and their score."""
+
+
+def align(left: Sequence[dict[str, Any]], right: Sequence[dict[str, Any]]) -> list[Unit]:
+    """One-to-one alignment of two summaries' facts, the best-scoring pairs first; the rest stand alone."""
+    candidates = sorted(
+        ((_alignment(a, b), i, j) for i, a in enumerate(left) for j, b in enumerate(right)),
+        key=lambda c: (-c[0], c[1], c[2]),
+    )
+    used_left: set[int] = set()
+    used_right: set[int] = set()
+    units: list[Unit] = []
+    for score, i, j in candidates:
+        if score < COUNTERPART:
+            break
+        if i not in used_left and j not in used_right:
+            used_left.add(i)
+            used_right.add(j)
+            units.append((i, j, score))
+    units += [(i, None, 0.0) for i in range(len(left)) if i not in used_left]
+    units += [(None, j, 0.0) for j in range(len(right)) if j not in used_right]
+    return units
+
+
+def supported_only(
+    left: Sequence[dict[str, Any]], right: Sequence[dict[str, Any]], units: Sequence[Unit]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The facts supported in one summary whose counterpart in the other is not the same fact, supported.
+
+    Each with its verdict and evidence, and its counterpart (None when the other summary states nothing near).
+    """
+    only: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    for i, j, score in units:
+        for side, mine, theirs in ((0, i, j), (1, j, i)):
+            if mine is None:
+                continue
+            fact = (left, right)[side][mine]
+            other = None if theirs is None else (right, left)[side][theirs]
+            if fact.get("status") != "supported":
+                continue
+            if other is not None and score >= SAME_FACT and other.get("status") == "supported":
+                continue
+            only[side].append(
+                {
+                    "fact": _fact_view(fact),
+                    "counterpart": None if other is None else _fact_view(other),
+                    "alignment": round(score, 3),
+                }
+            )
+    return only
+
+
+def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dict[str, Any]:
+    verdicts_a = (a.round.get("factscore") or {}).get("verdicts") or []
+    verdicts_b = (b.round.get("factscore") or {}).get("verdicts") or []
+    units = align(verdicts_a, verdicts_b)
+
+    def value(verdicts: Sequence[dict[str, Any]], n: int | None) -> float | None:
+        return None if n is None else _verdict_value(verdicts[n].get("status", ""))
+
+    nfs = aligned_difference_interval([(value(verdicts_a, i), value(verdicts_b, j)) for i, j, _ in units])
+    sa, sb = _sentence_values(a.round), _sentence_values(b.round)
+    coherence = None
+    if sa is not None and sb is not None:
+        coherence = difference_interval(sa, sb, paired=False)
+    judge_differs = sorted(k for k in va["judging"] if va["judging"][k] != vb["judging"][k])
+    only_a, only_b = supported_only(verdicts_a, verdicts_b, units)
+    return {
+        "a": va["label"],
+        "b": vb["label"],
+        "nfs": nfs,
+        "booookscore": coherence,
+        "comparable": not judge_differs,
+        "unreliable": [v["label"] for v in (va, vb) if not v["reliable"]],
+        "not_comparable_because": [f"{k}: {va['judging'][k]} vs {vb['judging'][k]}" for k in judge_differs],
+        "only_a": only_a,
+        "only_b": only_b,
+    }
+
+
+def compare(refs: Sequence[RunRef]) -> dict[str, Any]:
+    """The comparison of two or more summaries of one story; ValueError (one line) when it cannot be made."""
+    if len(refs) < 2:
+        raise ValueError("Name two or more runs to compare (RUN or RUN#ROUND).")
+    loaded = [load_summary(ref) for ref in refs]
+    views = [summary_view(s) for s in loaded]
+    first = views[0]
+    for view in views[1:]:
+        if view["document_hash"] != first["document_hash"]:
+            raise ValueError(
+                f"{view['label']} is a run of another story than {first['label']} "
+                f"({view['document_hash'][:8]} vs {first['document_hash'][:8]}); compare runs of one story."
+            )
+    pairs = [_pair(loaded[0], s, first, v) for s, v in zip(loaded[1:], views[1:], strict=True)]
+    return {
+        "story": (loaded[0].record.get("document") or {}).get("title", ""),
+        "document_hash": first["document_hash"],
+        "summaries": views,
+        "pairs": pairs,
+        "method": {
+            "interval": "95% percentile bootstrap, 2000 resamples, seed 0",
+            "nfs_unit": "judged facts (supported 1, unsupported 0)",
+            "booookscore_unit": "scored sentences (clean 1, confused 0)",
+            "difference": "later summary minus the first, resampling aligned facts (a fact and its "
+            "counterpart together)",
+        },
+    }
+
+
+def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The summaries side by side, a row per figure, as the terminal and the HTML show them."""
+    views = result["summaries"]
+
+    def row(name: str, cell: Any) -> tuple[str, list[str]]:
+        return name, [cell(v) for v in views]
+
+    def booook(v: dict[str, Any]) -> str:
+        b = v["booookscore"]
+        return "not scored" if b is None else interval_text(b["score"], b["ci95"])
+
+    def nfs(v: dict[str, Any]) -> str:
+        if not v["reliable"]:  # as everywhere: a score judged on too few of its facts is not read as a number
+            return describe(v["nfs"]["score"], v["coverage"], False)
+        shown = interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
+        n = v["corrections"]
+        return f"{shown} with {n} correction{'s' if n != 1 else ''}" if n else shown
+
+    def judges(v: dict[str, Any]) -> str:
+        own = v["nfs_without_corrections"]
+        if own is None:
+            return "(no corrections)"
+        if not own["reliable"]:
+            return describe(own["score"], v["coverage"], False)
+        return interval_text(own["score"], own["ci95"])
+
+    rows = [
+        row("round", lambda v: f"{v['round']} of {len(v['rounds'])}"),
+        row("summary", lambda v: v["summary_source"] or "-"),
+        row("NFS [95% CI]", nfs),
+        *([row("NFS without corrections", judges)] if any(v["corrections"] for v in views) else []),
+        row("facts (sup/unsup/unjudged)", lambda v: f"{v['supported']}/{v['unsupported']}/{v['unjudged']}"),
+        row("coverage", lambda v: "-" if v["coverage"] is None else f"{v['coverage']:.0%}"),
+        row("reliable", lambda v: "yes" if v["reliable"] else "no"),
+        row("BooookScore [95% CI]", booook),
+        row("words", lambda v: str(v["words"])),
+    ]
+    roles = sorted({role for v in views for role in v["models"]})
+    rows += [row(f"{role} model", lambda v, r=role: v["models"].get(r, "-")) for role in roles]
+    rows += [
+        row(
+            "prompts (decompose/judge)",
+            lambda v: "{decompose prompt}/{judge prompt}".format_map(v["judging"]),
+        ),
+        row("calls (whole run)", lambda v: str(v["calls"] if v["calls"] is not None else "-")),
+        row("cost (whole run)", lambda v: v["cost"]),
+    ]
+    return rows
+
+
+def pair_line(pair: dict[str, Any]) -> str:
+    """One line per pair: the difference, its interval and what it means."""
+    nfs = pair["nfs"]
+    verdict = (
+        "excludes 0"
+        if nfs["excludes_zero"]
+        else "includes 0 (no difference shown)"
+        if nfs["ci95"]
+        else "no interval"
+    )
+    how = f"paired over {nfs['pairs']} aligned facts, {nfs['n'] - nfs['pairs']} without counterpart"
+    line = f"{pair['b']} - {pair['a']}: NFS {signed_text(nfs['difference'], nfs['ci95'])}, {verdict} ({how})"
+    if pair["booookscore"] is not None:
+        b = pair["booookscore"]
+        line += f"; BooookScore {signed_text(b['difference'], b['ci95'])}"
+    if pair["unreliable"]:
+        line += f"; not reliable: {', '.join(pair['unreliable'])} (judged on too few of its facts)"
+    if not pair["comparable"]:
+        line += "; NOT COMPARABLE, judged differently: " + "; ".join(pair["not_comparable_because"])
+    return line
+
+
+def render_html(result: dict[str, Any]) -> str:
+    """A self-contained compare.html (no script, no outside resource)."""
+    from storyjudge.apps.report import CSP, environment, inline_asset
+
+    return (
+        environment()
+        .get_template("compare.html.j2")
+        .render(
+            csp=CSP,
+            css=inline_asset("report.css"),
+            result=result,
+            rows=table_rows(result),
+            pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
+        )
+    )
+
+
+def write_html(result: dict[str, Any], path: Path) -> Path:
+    """Write compare.html atomically."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(render_html(result), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,135 @@
+"""The UI server's guards, as ASGI middleware around every route: Host, Origin, body size, security headers.
+
+- Host: a server bound to loopback answers only requests addressed to it (a DNS-rebinding page cannot reach it).
+- Origin: a write (any method but GET and HEAD) from a page of another origin is refused, whatever its content
+  type; a browser sends ``Origin`` with every cross-site POST.
+- Body: a declared length that is not a whole number is refused at once (nothing waits for a body that never
+  comes), one over the limit too, and a body sent in chunks is cut off at the limit.
+- Headers: every answer is uncached, not sniffed, sends no referrer and carries a Content-Security-Policy (the
+  route's own, else one under which nothing may load or run) with ``frame-ancestors 'none'``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+API_CSP = "default-src 'none'; form-action 'none'; base-uri 'none'"
+"""Every answer that sets no policy of its own (JSON, errors): nothing may load or run, should it be rendered."""
+HEADER_ONLY_CSP = "; frame-ancestors 'none'"
+"""What only a header can say (browsers ignore ``frame-ancestors`` in a meta tag): no page is framed."""
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+class TooLarge(Exception):
+    """A request body went past the limit while it was read."""
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class SecurityHeaders:
+    """Adds the security headers to every answer (the guards' refusals included: it is the outermost)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; add the headers to its answer's start."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["Cache-Control"] = "no-store"
+                headers["X-Content-Type-Options"] = "nosniff"
+                headers["Referrer-Policy"] = "no-referrer"
+                headers["Content-Security-Policy"] = (
+                    headers.get("Content-Security-Policy") or API_CSP
+                ) + HEADER_ONLY_CSP
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+class RequestGuard:
+    """Refuses a request for another host, a write from another origin, and a body of a bad or too large size.
+
+    ``allowed_hosts`` gives the accepted Host headers (None: any, for a server bound to a public address on
+    purpose); a write's ``Origin`` must then name one of them, or the Host it was sent to.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, allowed_hosts: Callable[[], Collection[str] | None], max_body: int
+    ) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse the request, or pass it on with its body read under the limit."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        allowed = self.allowed_hosts()
+        if allowed is not None and host not in allowed:
+            await _refuse(send, 403, "Unexpected Host header.")
+            return
+        origin = headers.get("origin")
+        if scope["method"] not in SAFE_METHODS and origin is not None:
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or parts.netloc not in (allowed or {host}):
+                await _refuse(send, 403, "Requests from another site are refused.")
+                return
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                await _refuse(send, 400, "Content-Length must be a whole number of bytes.")
+                return
+            if int(declared) > self.max_body:
+                await _refuse(send, 413, self._too_large())
+                return
+        await self.app(scope, self._limited(receive), send)
+
+    def _too_large(self) -> str:
+        return f"The text is too large (over {self.max_body // (1024 * 1024)} MB)."
+
+    def _limited(self, receive: Receive) -> Receive:
+        read = 0
+
+        async def limited() -> Message:
+            nonlocal read
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > self.max_body:
+                    raise TooLarge(self._too_large())
+            return message
+
+        return limited
+
+
+def error_body(message: str) -> dict[str, Any]:
+    """The JSON every error answer carries."""
+    return {"error": message}

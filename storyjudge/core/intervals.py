@@ -1,0 +1,155 @@
+"""Bootstrap intervals of a mean and of a difference of means: is a gain larger than the noise?
+
+One place for the statistics that ``storyjudge compare`` (over a summary's facts or sentences) and ``eval``'s
+summary (over items) report. Percentile intervals from seeded resamples (numpy's generator): the same data and
+seed give the same interval. A difference is paired when both sides are measured on the same units (the same
+items of an experiment): the units are resampled together, so what they share cancels out; otherwise each side
+is resampled on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+RESAMPLES = 2000
+SEED = 0
+LEVEL = 0.95
+
+
+def _clean(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None]
+
+
+def mean_interval(
+    values: Sequence[float | None], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, Any]:
+    """The mean of ``values`` (None left out) and its 95% bootstrap interval.
+
+    Returns ``{mean, ci95: [low, high] | None, n}``: no interval with fewer than two values.
+    """
+    import numpy as np  # imported where used: only a comparison or an experiment's summary needs it
+
+    kept = np.array(_clean(values), dtype=float)
+    out: dict[str, Any] = {
+        "mean": float(kept.mean()) if kept.size else None,
+        "ci95": None,
+        "n": int(kept.size),
+    }
+    if kept.size >= 2:
+        rng = np.random.default_rng(seed)
+        means = kept[rng.integers(0, kept.size, size=(resamples, kept.size))].mean(axis=1)
+        out["ci95"] = _percentiles(np, means)
+    return out
+
+
+def difference_interval(
+    a: Sequence[float | None],
+    b: Sequence[float | None],
+    *,
+    paired: bool,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """mean(b) - mean(a) with its 95% bootstrap interval, and whether the interval leaves out 0.
+
+    ``paired``: ``a[i]`` and ``b[i]`` measure the same unit (lists of equal length; a pair with a None on
+    either side is left out), resampled together. Returns ``{difference, ci95, excludes_zero, paired, n}``
+    (``n``: pairs, or ``[len(a), len(b)]``); no interval with fewer than two values on a side.
+    """
+    import numpy as np
+
+    out: dict[str, Any] = {"difference": None, "ci95": None, "excludes_zero": False, "paired": paired}
+    rng = np.random.default_rng(seed)
+    if paired:
+        if len(a) != len(b):
+            raise ValueError(f"paired values differ in number ({len(a)} and {len(b)})")
+        pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+        diffs = np.array([float(y) - float(x) for x, y in pairs], dtype=float)
+        out["n"] = int(diffs.size)
+        if diffs.size:
+            out["difference"] = float(diffs.mean())
+        if diffs.size >= 2:
+            means = diffs[rng.integers(0, diffs.size, size=(resamples, diffs.size))].mean(axis=1)
+            out["ci95"] = _percentiles(np, means)
+    else:
+        left, right = np.array(_clean(a), dtype=float), np.array(_clean(b), dtype=float)
+        out["n"] = [int(left.size), int(right.size)]
+        if left.size and right.size:
+            out["difference"] = float(right.mean() - left.mean())
+        if left.size >= 2 and right.size >= 2:
+            lm = left[rng.integers(0, left.size, size=(resamples, left.size))].mean(axis=1)
+            rm = right[rng.integers(0, right.size, size=(resamples, right.size))].mean(axis=1)
+            out["ci95"] = _percentiles(np, rm - lm)
+    if out["ci95"] is not None:
+        low, high = out["ci95"]
+        out["excludes_zero"] = low > 0 or high < 0
+    return out
+
+
+def aligned_difference_interval(
+    units: Sequence[tuple[float | None, float | None]], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, Any]:
+    """mean(second) - mean(first) over aligned units, each a pair or one side alone, resampled as units.
+
+    For two summaries whose facts were aligned one to one: a fact and its counterpart are one unit (what
+    they share cancels out, as in a paired bootstrap), a fact without counterpart is a unit with one side
+    (None on the other). Each resample draws units with replacement and takes each side's mean over the
+    values it drew. Returns ``{difference, ci95, excludes_zero, paired: True, n, pairs}``.
+    """
+    import numpy as np
+
+    first = np.array([np.nan if x is None else float(x) for x, _ in units], dtype=float)
+    second = np.array([np.nan if y is None else float(y) for _, y in units], dtype=float)
+    kept = ~(np.isnan(first) & np.isnan(second))
+    first, second = first[kept], second[kept]
+    out: dict[str, Any] = {
+        "difference": None,
+        "ci95": None,
+        "excludes_zero": False,
+        "paired": True,
+        "n": int(first.size),
+        "pairs": int((~np.isnan(first) & ~np.isnan(second)).sum()),
+    }
+    if np.isnan(first).all() or np.isnan(second).all():
+        return out
+    out["difference"] = float(np.nanmean(second) - np.nanmean(first))
+    if first.size >= 2:
+        picks = np.random.default_rng(seed).integers(0, first.size, size=(resamples, first.size))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a, b = first[picks], second[picks]
+            means_a = np.nansum(a, axis=1) / (~np.isnan(a)).sum(axis=1)
+            means_b = np.nansum(b, axis=1) / (~np.isnan(b)).sum(axis=1)
+        diffs = means_b - means_a
+        diffs = diffs[np.isfinite(diffs)]  # a resample that drew no value on one side has no difference
+        if diffs.size >= resamples // 2:
+            out["ci95"] = _percentiles(np, diffs)
+            low, high = out["ci95"]
+            out["excludes_zero"] = low > 0 or high < 0
+    return out
+
+
+def _percentiles(np: Any, values: Any) -> list[float]:
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return [float(low), float(high)]
+
+
+def interval_text(value: float | None, ci95: Sequence[float] | None, digits: int = 3) -> str:
+    """``0.450 [0.300, 0.600]``: a value with its interval, as tables print it; ``-`` for no value."""
+    if value is None:
+        return "-"
+    text = f"{value:.{digits}f}"
+    if ci95:
+        text += f" [{ci95[0]:.{digits}f}, {ci95[1]:.{digits}f}]"
+    return text
+
+
+def signed_text(value: float | None, ci95: Sequence[float] | None, digits: int = 3) -> str:
+    """``+0.050 [-0.020, +0.120]``: a difference with its interval, signs shown."""
+    if value is None:
+        return "-"
+    text = f"{value:+.{digits}f}"
+    if ci95:
+        text += f" [{ci95[0]:+.{digits}f}, {ci95[1]:+.{digits}f}]"
+    return text

@@ -1,0 +1,73 @@
+"""The UI server's guards over real HTTP: Origin, Host, bad and oversized bodies, headers on every answer."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storyjudge.apps.ui import UIServer, make_server
+from tests.integration.test_browser import _request
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[UIServer]:
+    server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _raw(server: UIServer, request: bytes, timeout: float = 10) -> bytes:
+    """Send bytes as they are; the answer, or b"" when the server closed without one."""
+    with socket.create_connection(server.server_address[:2], timeout=timeout) as conn:
+        conn.sendall(request)
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunk = conn.recv(65536)
+            except TimeoutError:
+                raise AssertionError(f"no answer within {timeout}s to {request[:60]!r}") from None
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            if b"\r\n\r\n" in b"".join(chunks) and b"connection: close" in b"".join(chunks).lower():
+                return b"".join(chunks)
+
+
+def test_a_write_from_another_origin_is_refused(ui: UIServer) -> None:
+    body = {"text": "A story of three words and more.", "title": "t", "settings": {}}
+    status, answer = _request(ui, "POST", "/api/runs", body, headers={"Origin": "http://evil.example"})
+    assert status == 403 and "another site" in answer["error"]
+    assert not (ui.store.root).exists() or not any(ui.store.root.iterdir())  # nothing was created
+    status, _ = _request(ui, "POST", "/api/runs", body, headers={"Origin": ui.url.rstrip("/")})
+    assert status == 201  # the page's own origin
+    status, _ = _request(ui, "POST", "/api/runs", body)  # no Origin: not a browser's cross-site request
+    assert status == 201
+    assert _request(ui, "GET", "/api/runs", headers={"Origin": "http://evil.example"})[0] == 200  # a read
+
+
+def test_bad_and_oversized_bodies_are_answered_at_once(ui: UIServer) -> None:
+    host = f"127.0.0.1:{ui.server_address[1]}".encode()
+    head = b"POST /api/runs HTTP/1.1\r\nHost: " + host + b"\r\nContent-Type: application/json\r\n"
+    negative = _raw(ui, head + b"Content-Length: -1\r\nConnection: close\r\n\r\n")
+    assert negative.startswith(b"HTTP/1.1 400")
+    huge = _raw(ui, head + b"Content-Length: 999999999999\r\nConnection: close\r\n\r\n")
+    assert huge.startswith(b"HTTP/1.1 413") and b"too large" in huge
+
+
+def test_every_answer_carries_the_security_headers(ui: UIServer) -> None:
+    host = f"127.0.0.1:{ui.server_address[1]}".encode()
+    for path in (b"/api/runs", b"/api/nothing", b"/api/runs/no-such-run"):
+        answer = _raw(ui, b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n")
+        headers = answer.split(b"\r\n\r\n")[0].lower()
+        assert (
+            b"content-security-policy: default-src 'none'" in headers and b"frame-ancestors 'none'" in headers
+        )
+        assert b"x-content-type-options: nosniff" in headers and b"cache-control: no-store" in headers
+    wrong_host = _raw(ui, b"GET / HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n")
+    assert wrong_host.startswith(b"HTTP/1.1 403") and b"content-security-policy" in wrong_host.lower()
