@@ -30,6 +30,7 @@ def _recount(card: Mapping[str, Any], verdicts: list[Any]) -> ScoreCard:
         int(card.get("decompose_failures", 0)),
         coverage_floor=float(card.get("coverage_floor", DEFAULT_FLOOR)),
         failed_sentences={int(row["index"]) for row in rows if row.get("decomposed") is False},
+        unjudged=str(card.get("unjudged_rule", "exclude")),  # the rule the run was scored by
     )
     if not rows:  # a card without its sentences: keep the judge's coverage, the facts alone cannot give it
         recomputed["coverage"] = card.get("coverage", recomputed["coverage"])
