@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from state import IndexState
-from storyjudge.core import heavy_imports, progress
+from storyjudge.core import heavy_imports
 from storyjudge.core.context import ConfigError, Context, context_of
 from storyjudge.core.records import Scene
 from storyjudge.core.rundir import RunDir, default_run_dir, document_hash
@@ -46,9 +46,7 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     RunDir(Path(run_dir)).claim(doc_hash, title)
     # the index, the CKG build and retrieval need Chroma, networkx and the embedder: imported here, before the
     # graph forks, so that no two threads ever import them at once (storyjudge.core.heavy_imports)
-    if not heavy_imports.ready(index=True, embedder=ctx.embedder):
-        progress.emit("index", message=f"loading the {ctx.embedder.partition(':')[0]} embedding model")
-        heavy_imports.load_before_branches(index=True, embedder=ctx.embedder)
+    heavy_imports.load_before_branches(index=True, embedder=ctx.embedder)
     return {
         "doc_hash": doc_hash,
         "title": title,

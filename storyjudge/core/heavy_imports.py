@@ -19,7 +19,7 @@ import importlib
 import threading
 from collections.abc import Iterable
 
-from storyjudge.core import heap
+from storyjudge.core import heap, progress
 
 _lock = threading.Lock()
 _loaded: set[str] = set()
@@ -28,11 +28,6 @@ _loaded: set[str] = set()
 def _wanted(index: bool, embedder: str | None, modules: Iterable[str]) -> set[str]:
     wanted = {"numpy", "chromadb", "networkx"} if index else {"numpy"}
     return wanted | set(modules) | ({f"embedder:{embedder}"} if embedder else set())
-
-
-def ready(*, index: bool = False, embedder: str | None = None, modules: Iterable[str] = ()) -> bool:
-    """Whether ``load_before_branches`` with the same arguments has nothing left to do."""
-    return _wanted(index, embedder, modules) <= _loaded
 
 
 def load_before_branches(
@@ -47,6 +42,9 @@ def load_before_branches(
     wanted = _wanted(index, embedder, modules)
     if wanted <= _loaded:
         return
+    slow = bool(embedder) and f"embedder:{embedder}" not in _loaded  # seconds: said, not silent
+    if slow:
+        progress.emit("load", total=1, message=f"the {str(embedder).partition(':')[0]} embedding model")
     with _lock, heap.loading():
         for name in sorted(wanted - _loaded):
             if name.startswith("embedder:"):
@@ -58,3 +56,5 @@ def load_before_branches(
             else:
                 importlib.import_module(name)
             _loaded.add(name)
+    if slow:
+        progress.emit("load", advance=1)

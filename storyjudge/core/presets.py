@@ -2,7 +2,7 @@
 
 Every value a preset sets is in ``PRESETS`` below, with where it comes from: ``seed 000`` (BooookScore, Chang et
 al., ICLR 2024) or ``seed 001`` (NarrativeFactScore, Jeong et al., 2025) with the place in the paper, ``official
-code`` (what the authors' released code does where the paper gives no value; ``../shared/official-code.md``), or
+code`` (what the authors' released code does where the paper gives no value), or
 ``ours`` (a value the project chose where neither gives one). FIDELITY.md lists every difference from the papers,
 preset or not. A preset fills only the settings the user left alone: a value given explicitly (CLI option,
 ``Context(...)`` argument, ``graph.invoke(..., context=...)`` key or ``STORYJUDGE_<FIELD>`` variable) always wins,
