@@ -1,4 +1,4 @@
-"""Benchmarks that measure storyjudge's cost and speed against local test servers; rerunnable offline."""
+"""The benchmark of storyjudge's five performance goals against local test servers; rerunnable offline."""
 
 from __future__ import annotations
 

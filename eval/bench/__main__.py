@@ -1,6 +1,4 @@
-"""Every benchmark, written to ``eval/bench/RESULTS.md``: ``python -m eval.bench`` or ``storyjudge bench``."""
-
-from __future__ import annotations
+"""The benchmark, written to ``eval/bench/RESULTS.md``: ``python -m eval.bench`` or ``storyjudge bench``."""
 
 from eval.bench.run import main
 

@@ -29,11 +29,6 @@ are not counted. The log is cut, in arrival order, into segments:
 
     bound = L x (first_round_waves + sum over later stages of ceil(n_stage / C)
                  + sum over later pipelined segments of hu_waves(segment, C))
-
-``barrier_waves`` keeps the earlier bound, which charges a pipelined segment ``ceil(decompositions / C) +
-ceil(verdicts / C)`` as if every verdict waited for every decomposition, and the summarizer's stages after the
-extraction: the ratio against it says how much a run gained over that bound, the ratio against
-``dependency_waves`` how far it is from the best possible.
 """
 
 from __future__ import annotations
@@ -44,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from eval.bench.workload import block
 from storyjudge.apps.scripted_server import last_user_text, schema_name
 
 DECOMPOSE = "AtomicFacts"
@@ -74,12 +70,6 @@ class Stage:
     calls: int
 
 
-def stages(bodies: list[dict[str, Any]]) -> list[Stage]:
-    """Runs of consecutive requests of one kind, in arrival order; the extraction's first (see ``beside``)."""
-    extraction, lead, rest = beside(bodies)
-    return ([Stage(EXTRACTION, len(extraction))] if extraction else []) + _runs(lead + rest)
-
-
 def _runs(bodies: list[dict[str, Any]]) -> list[Stage]:
     found: list[Stage] = []
     for body in bodies:
@@ -94,11 +84,6 @@ def _runs(bodies: list[dict[str, Any]]) -> list[Stage]:
 def waves(found: list[Stage], concurrency: int) -> int:
     """Rounds of at most ``concurrency`` parallel calls that the stages need."""
     return sum(math.ceil(stage.calls / concurrency) for stage in found)
-
-
-def bound_seconds(found: list[Stage], concurrency: int, latency: float) -> float:
-    """The shortest wall time of the stages, each waiting for the one before: waves x latency."""
-    return waves(found, concurrency) * latency
 
 
 def beside(
@@ -133,26 +118,15 @@ def segments(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return found
 
 
-def _block(text: str, tag: str) -> str:
-    """The last ``tag`` data block of a prompt (prompts may show an example block first)."""
-    hits = re.findall(rf"<{tag}[^>]*>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
-    return hits[-1].strip() if hits else ""
-
-
 def _words(text: str) -> str:
     """Lower-case words between spaces, so that containment matches whole words only."""
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
 
 
-def fact_of(body: dict[str, Any]) -> str:
-    """The fact a verdict request asks about."""
-    return _block(last_user_text(body), "fact")
-
-
 def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
     """For each request of a pipelined segment, the position of the request it waits for (None: none)."""
     sentences = {
-        i: _words(_block(last_user_text(body), "sentence"))
+        i: _words(block(last_user_text(body), "sentence"))
         for i, body in enumerate(segment)
         if request_kind(body) == DECOMPOSE
     }
@@ -160,7 +134,7 @@ def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
     for body in segment:
         parent = None
         if request_kind(body) == VERDICT:
-            fact = _words(fact_of(body))
+            fact = _words(block(last_user_text(body), "fact"))
             parent = next((i for i, sentence in sentences.items() if fact.strip() and fact in sentence), None)
         parents.append(parent)
     return parents
@@ -246,17 +220,4 @@ def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
             total += forest_waves(verdict_parents(segment), concurrency)
         else:
             total += math.ceil(len(segment) / concurrency)
-    return total
-
-
-def barrier_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
-    """The earlier bound: a graph of barriers, where each waits for everything before it.
-
-    Every verdict of a pipelined segment waits for all its decompositions, and the summarizer for the extraction.
-    """
-    extraction, lead, rest = beside(bodies)
-    total = math.ceil(len(extraction) / concurrency) + waves(_runs(lead), concurrency)
-    for segment in segments(rest):
-        kinds = [request_kind(body) for body in segment]
-        total += sum(math.ceil(kinds.count(kind) / concurrency) for kind in sorted(set(kinds)))
     return total

@@ -1,4 +1,4 @@
-"""The summarizers against their critical-path bound: incremental updating and hierarchical merging.
+"""Goal 2: the summarizers' chains of calls against their critical-path bound, process start included.
 
 Incremental updating is one chain of dependent calls (each step needs the summary so far), so its bound is
 ``L x calls``. Hierarchical merging summarizes the chunks in parallel and merges each group once it is
@@ -10,27 +10,22 @@ concurrency. Artifact removal is one more call after either.
 Each strategy is measured twice on ``examples/frankenstein.txt`` against the scripted server in its own
 process: the graph alone in this process (its HTTP client already made, as in :mod:`eval.bench.latency`), and
 ``python -m storyjudge summarize`` as a user runs it, process start, imports and client set-up included.
-
-    python -m eval.bench.sequential [--latency 0.3] [--slots 16] [--strategies incremental,hierarchical]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from eval.bench import checkout_env
-from eval.bench.server_process import ServerProcess
-from storyjudge.core.context import Context
+from eval.bench import ROOT, checkout_env
+from eval.bench.latency import context, warm_up
+from eval.bench.workload import ServerProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "examples" / "frankenstein.txt"
 STRATEGIES = ("incremental", "hierarchical")
 
@@ -80,15 +75,7 @@ def in_process(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> d
     """The summarize graph alone, on a fresh LLM cache."""
     from graphs.summarize import build_graph
 
-    ctx = Context(
-        model="openai:scripted",
-        base_url=server.base_url,
-        cache_dir=str(tmp / f"cache-{strategy}"),
-        run_dir=str(tmp / f"run-{strategy}"),
-        concurrency=slots,
-        max_retries=0,
-        strategy=strategy,
-    )
+    ctx = context(server, tmp / f"cache-{strategy}", tmp / f"run-{strategy}", slots, strategy=strategy)
     graph = build_graph()  # compiled before the clock starts, as the client is made before it
     begin = len(server.completions)
     started = time.perf_counter()
@@ -104,89 +91,30 @@ def in_process(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> d
 
 
 def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> dict[str, Any]:
-    """``python -m storyjudge summarize`` in a fresh process, timed from its start to its exit.
-
-    The server's log (written as it answers) is watched while it runs: ``first_answer_s`` is when the first
-    answer went out (process start, imports and set-up, then one call's latency); ``after_last_answer_s`` is
-    from the last answer to the exit (the run record, the statistics, the exit).
-    """
+    """``python -m storyjudge summarize`` in a fresh process, timed from its start to its exit."""
     run_dir = tmp / f"cli-{strategy}"
-    env = checkout_env()
     begin = len(server.completions)
-    size = server.log.stat().st_size if server.log.exists() else 0
-    first = last = None
     started = time.perf_counter()
-    with subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "storyjudge",
-            "summarize",
-            str(DOCUMENT),
-            "--strategy",
-            strategy,
-            "--model",
-            "openai:scripted",
-            "--base-url",
-            server.base_url,
-            "--run-dir",
-            str(run_dir),
-            "--concurrency",
-            str(slots),
-        ],  # fmt: skip
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
-        while process.poll() is None:
-            now = server.log.stat().st_size if server.log.exists() else 0
-            if now != size:
-                size, last = now, time.perf_counter() - started
-                first = last if first is None else first
-            time.sleep(0.005)
-        _, stderr = process.communicate()
+    done = subprocess.run(
+        [sys.executable, "-m", "storyjudge", "summarize", str(DOCUMENT), "--strategy", strategy,
+         "--model", "openai:scripted", "--base-url", server.base_url, "--run-dir", str(run_dir),
+         "--concurrency", str(slots)],
+        cwd=ROOT, env=checkout_env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
     wall = time.perf_counter() - started
-    if process.returncode != 0:
-        raise RuntimeError(f"storyjudge summarize failed: {stderr[-2000:]}")
+    if done.returncode != 0:
+        raise RuntimeError(f"storyjudge summarize failed: {done.stderr[-2000:]}")
     record = json.loads((run_dir / "summary_tree.json").read_text(encoding="utf-8"))
-    phases = {"first_answer_s": round(first or 0.0, 2), "after_last_answer_s": round(wall - (last or 0.0), 2)}
-    return {"wall_s": wall, "calls": len(server.completions) - begin, "out": record, "phases": phases}
-
-
-IMPORT_FLOOR = "import langgraph.graph, langchain_openai, os; os._exit(0)"
-"""What every LangGraph program that calls a model through LangChain's OpenAI client imports before its first call;
-it exits without the interpreter's teardown, as storyjudge's command line does."""
-
-
-def import_floor(repeat: int = 3) -> float:
-    """Median seconds from start to exit of a fresh Python process that only runs ``IMPORT_FLOOR``."""
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", IMPORT_FLOOR], cwd=ROOT, env=checkout_env(), check=True)
-        times.append(time.perf_counter() - started)
-    return sorted(times)[len(times) // 2]
+    return {"wall_s": wall, "calls": len(server.completions) - begin, "out": record}
 
 
 def run_all(
     latency: float, slots: int, tmp: Path, strategies: tuple[str, ...] = STRATEGIES
 ) -> list[dict[str, Any]]:
     """Every strategy, in this process and as a user runs it; one row each."""
-    from eval.bench.latency import warm_up
-
     rows: list[dict[str, Any]] = []
     with ServerProcess(latency, slots, tmp / "requests.jsonl") as server:
-        warm_up(
-            Context(
-                model="openai:scripted",
-                base_url=server.base_url,
-                cache_dir=str(tmp / "warm-up"),
-                concurrency=slots,
-                max_retries=0,
-            )
-        )
+        warm_up(context(server, tmp / "warm-up", tmp / "warm-up-run", slots))
         for strategy in strategies:
             for where, measure in (("graph", in_process), ("process", as_a_user)):
                 got = measure(server, strategy, slots, tmp)
@@ -199,42 +127,6 @@ def run_all(
                         "bound_s": round(limit, 2),
                         "wall_s": round(got["wall_s"], 2),
                         "ratio": round(got["wall_s"] / limit, 3) if limit else None,
-                        **got.get("phases", {}),
                     }
                 )
-    floor = import_floor()
-    for row in rows:
-        if row["workload"].endswith("(process)"):
-            row.update(import_floor=IMPORT_FLOOR, import_floor_s=round(floor, 2))
     return rows
-
-
-def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run and print the rows (optionally save them as JSON)."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--latency", type=float, default=0.3, help="seconds the server waits per call (L)")
-    parser.add_argument("--slots", type=int, default=16, help="serving slots K, also the concurrency")
-    parser.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated strategies")
-    parser.add_argument("--json", dest="json_path", default="", help="also write the rows to this file")
-    args = parser.parse_args(argv)
-    strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = run_all(args.latency, args.slots, Path(tmp), strategies)
-    for row in rows:
-        print(
-            f"{row['workload']:<36} calls {row['calls']:>4} bound {row['bound_s']:>6.2f}s "
-            f"wall {row['wall_s']:>6.2f}s ratio {row['ratio']}"
-            + (
-                f" (first answer at {row['first_answer_s']:.2f}s, exit {row['after_last_answer_s']:.2f}s "
-                "after the last)"
-                if "first_answer_s" in row
-                else ""
-            )
-        )
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    return rows
-
-
-if __name__ == "__main__":
-    main()

@@ -1,21 +1,12 @@
-"""How fast the CLI starts: ``--help``, ``doctor`` (and ``doctor --deep``), and the first progress line of ``refine``.
+"""Goal 4: how fast the CLI starts: ``doctor`` to its exit, and ``refine`` to its first progress line.
 
-Each command runs in a fresh process on a pseudo-terminal (so rich draws its progress bars as a user sees them)
-against the scripted server in a process of its own. Times are from the process start:
-
-- ``help``: to exit;
-- ``doctor`` (against an in-process server that answers its one question): to its first ``ok`` line (the
-  structured call), and to exit (the embedder's files checked too); ``doctor_deep``: the same with ``--deep``,
-  whose exit waits for the embedder to load and embed;
-- ``refine``: to the models table (settings checked, run directory claimed), and to the first progress bar
-  line on the terminal; then the process is stopped.
-
-    python -m eval.bench.startup [--repeat 2] [--latency 0.3]
+Each command runs in a fresh process on a pseudo-terminal (so rich draws its progress bars as a user sees them);
+``doctor`` against a server that answers its one question, ``refine`` against the scripted server in a process
+of its own, stopped once its first progress bar line is on the terminal. Times are from the process start.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pty
@@ -29,14 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eval.bench import checkout_env
-from eval.bench.server_process import ServerProcess
+from eval.bench import ROOT, checkout_env
+from eval.bench.workload import ServerProcess
 from storyjudge.apps.scripted_server import OpenAIServer
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "examples" / "macbeth-witches.md"
 PROGRESS_LINE = re.compile(rb"\d+/\d+\s+\d+:\d\d:\d\d")  # MofN then elapsed time: a progress bar
-MODELS_TABLE = re.compile(rb"openai:scripted\W+OpenAI-compatible")  # the models table's first row
 DOCTOR_ANSWER = json.dumps({"rationale": "The passage says so.", "supported": True})
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -98,8 +87,8 @@ def timed(
 
 
 def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
-    """Every measurement ``repeat`` times, interleaved so that load on a shared machine hits each alike."""
-    out: dict[str, list[dict[str, Any]]] = {"help": [], "doctor": [], "doctor_deep": [], "refine": []}
+    """Both measurements ``repeat`` times, interleaved so that load on a shared machine hits each alike."""
+    out: dict[str, list[dict[str, Any]]] = {"doctor": [], "refine": []}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         env = checkout_env(STORYJUDGE_CACHE_DIR=str(tmp / "cache"), COLUMNS="120")
@@ -107,37 +96,19 @@ def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
             ServerProcess(latency, 16, tmp / "requests.jsonl") as server,
             OpenAIServer(lambda body: DOCTOR_ANSWER, latency=latency) as doctor_server,
         ):
-            model = ["--model", "openai:scripted", "--base-url", server.base_url]
-            doctor_model = ["--model", "openai:scripted", "--base-url", doctor_server.base_url]
             for i in range(repeat):
-                out["help"].append(timed(["--help"], env, {}))
-                for key, deep in (("doctor", []), ("doctor_deep", ["--deep"])):
-                    out[key].append(
-                        timed(
-                            ["doctor", *deep, *doctor_model, "--run-dir", str(tmp / f"{key}-{i}")],
-                            env,
-                            {"structured_ok_s": re.compile(rb"ok\W+structured call")},
-                        )
-                    )
+                doctor = ["doctor", "--model", "openai:scripted", "--base-url", doctor_server.base_url]
+                out["doctor"].append(timed([*doctor, "--run-dir", str(tmp / f"doctor-{i}")], env, {}))
+                refine = [
+                    "refine",
+                    str(DOCUMENT),
+                    "--model",
+                    "openai:scripted",
+                    "--base-url",
+                    server.base_url,
+                ]
                 out["refine"].append(
-                    timed(
-                        ["refine", str(DOCUMENT), *model, "--run-dir", str(tmp / f"refine-{i}")],
-                        env,
-                        {"models_table_s": MODELS_TABLE, "first_progress_s": PROGRESS_LINE},
-                        stop_at="first_progress_s",
-                    )
-                )
+                    timed([*refine, "--run-dir", str(tmp / f"refine-{i}")], env,
+                          {"first_progress_s": PROGRESS_LINE}, stop_at="first_progress_s")
+                )  # fmt: skip
     return out
-
-
-def main() -> None:
-    """Print the measurements as JSON."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--latency", type=float, default=0.3, help="seconds per call at the scripted server")
-    parser.add_argument("--repeat", type=int, default=2)
-    args = parser.parse_args()
-    print(json.dumps(run_all(args.latency, args.repeat), indent=1))
-
-
-if __name__ == "__main__":
-    main()

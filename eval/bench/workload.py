@@ -1,19 +1,28 @@
-"""Synthetic, fully scripted workloads for the latency benchmarks: a story, summaries, and a model for them.
+"""The benchmark's scripted model endpoint: a story, summaries, a model for them, and its server process.
 
 The story has ``chapters`` chapters about a fixed cast. The scripted model plays every role deterministically:
 the extractor lists the cast members a scene names, the summarizer writes one ``sentences``-sentence book
 summary (the story fits one chunk), the decomposer splits each summary sentence into its three clauses, the
 judge rejects exactly the facts that say someone "steals", and the refiner repairs the first two of them per
 round. So a 2-iteration refine run scores 0.933 -> 0.967 -> 1.0 and each stage's number of calls is known.
+
+The server runs in a process of its own, as a real endpoint would (in the benchmark's process its request
+handling would compete for the interpreter lock), and logs every body it answers for the bound to read.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
 from typing import Any
 
-from storyjudge.apps.scripted_server import all_text, last_user_text, schema_name
+from eval.bench import ROOT, checkout_env
+from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
 
 CAST = ("Mara", "Oren", "Ilsa", "Tobin", "Vera", "Anselm", "Greta", "Piet")
 PLACES = ("harbour", "lighthouse", "market", "chapel", "mill", "bridge", "orchard", "quay", "tower", "inn")
@@ -65,7 +74,7 @@ def coherence_summaries(count: int = 100, sentences: int = 20) -> list[dict[str,
     ]
 
 
-def _block(text: str, tag: str) -> str:
+def block(text: str, tag: str) -> str:
     """The last ``tag`` data block of a prompt (prompts may show an example block first)."""
     found = re.findall(rf"<{tag}[^>]*>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
     return found[-1].strip() if found else ""
@@ -83,7 +92,7 @@ class BenchResponder:
         name = schema_name(body)
         text = last_user_text(body)
         if name == "SceneTriples":
-            scene = _block(text, "scene")
+            scene = block(text, "scene")
             named = [person for person in CAST if person in scene]
             triples = [
                 {"subject": a, "predicate": "meets", "object": b}
@@ -91,10 +100,10 @@ class BenchResponder:
             ]
             return json.dumps({"characters": [{"name": p, "aliases": []} for p in named], "triples": triples})
         if name == "AtomicFacts":
-            sentence = _block(text, "sentence").rstrip(".")
+            sentence = block(text, "sentence").rstrip(".")
             return json.dumps({"facts": [f"{part.strip()}." for part in sentence.split(", and ")]})
         if name == "Verdict":
-            fact = _block(text, "fact")
+            fact = block(text, "fact")
             if WRONG in fact:
                 return json.dumps(
                     {
@@ -114,46 +123,73 @@ class BenchResponder:
                 return f"Questions: What led to part {number}?\nTypes: causal omission"
             return "Questions: no confusion\nTypes: no confusion"
         if "You revise a summary" in whole:
-            summary = _block(text, "summary")
+            summary = block(text, "summary")
             return summary.replace(WRONG, RIGHT, FIXES_PER_ROUND)
         if "Below is a summary of a book" in whole:  # artifact removal: the summary unchanged
-            return _block(text, "summary")
+            return block(text, "summary")
         return book_summary(self.sentences, self.wrong_every)  # a chunk summary or a merge
 
 
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
-_NOT_NAMES = {
-    "The",
-    "And",
-    "But",
-    "When",
-    "Then",
-    "This",
-    "That",
-    "There",
-    "What",
-    "His",
-    "Her",
-    "They",
-    "She",
-}
+class ServerProcess:
+    """``with ServerProcess(latency, slots, log) as server:`` gives ``base_url`` and ``completions``."""
 
-
-class NamesResponder(BenchResponder):
-    """For real novels: the extractor names the scene's most frequent capitalised words as characters."""
-
-    def __call__(self, body: dict[str, Any]) -> str:
-        """The scripted answer to one request."""
-        if schema_name(body) != "SceneTriples":
-            return super().__call__(body)
-        scene = _block(last_user_text(body), "scene")
-        counts: dict[str, int] = {}
-        for word in _NAME.findall(scene):
-            if word not in _NOT_NAMES:
-                counts[word] = counts.get(word, 0) + 1
-        named = sorted(counts, key=lambda w: (-counts[w], w))[:6]
-        triples = [
-            {"subject": a, "predicate": "appears with", "object": b}
-            for a, b in zip(named, named[1:], strict=False)
+    def __init__(self, latency: float, slots: int, log: Path, sentences: int = 20) -> None:
+        self.log = log
+        self.args = [
+            sys.executable,
+            "-m",
+            "eval.bench.workload",
+            str(latency),
+            str(slots),
+            str(log),
+            str(sentences),
         ]
-        return json.dumps({"characters": [{"name": n, "aliases": []} for n in named], "triples": triples})
+        self.process: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> ServerProcess:
+        self.process = subprocess.Popen(
+            self.args, cwd=ROOT, env=checkout_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        self.base_url = self.process.stdout.readline().strip()
+        if not self.base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the scripted server did not start: {self.base_url!r}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+    @property
+    def completions(self) -> list[dict[str, Any]]:
+        """Request bodies answered so far, in the order they were answered."""
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def serve() -> None:
+    """The server process: answer as ``BenchResponder``, log each body, until stdin closes."""
+    parser = argparse.ArgumentParser()
+    for name in ("latency", "slots", "log", "sentences"):
+        parser.add_argument(name)
+    args = parser.parse_args()
+    responder, lock = BenchResponder(int(args.sentences)), threading.Lock()
+    with open(args.log, "a", encoding="utf-8") as log:
+
+        def answer(body: dict[str, Any]) -> str:
+            with lock:
+                log.write(json.dumps(body) + "\n")
+                log.flush()
+            return responder(body)
+
+        with OpenAIServer(answer, latency=float(args.latency), slots=int(args.slots)) as server:
+            print(server.base_url, flush=True)
+            sys.stdin.read()  # returns when the parent closes the pipe or exits
+
+
+if __name__ == "__main__":
+    serve()

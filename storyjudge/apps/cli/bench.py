@@ -1,4 +1,4 @@
-"""``storyjudge bench``: every benchmark in ``eval/bench``, written to ``eval/bench/RESULTS.md``.
+"""``storyjudge bench``: the performance goals measured by ``eval/bench``, written to ``eval/bench/RESULTS.md``.
 
 The benchmarks read the bundled examples and run ``eval/bench`` scripts as processes, so they run from a
 source checkout.
@@ -15,7 +15,7 @@ import typer
 from storyjudge.apps.cli import app
 from storyjudge.apps.cli.common import console, fail
 
-PARTS = ("latency", "summarize", "checkpoint", "startup", "embedding", "overhead", "embedded")
+PARTS = ("latency", "summarize", "checkpoint", "startup", "embedding")
 """The parts of ``eval.bench.run`` (named here too: that module is importable only from a source checkout)."""
 
 
@@ -45,15 +45,13 @@ def bench_command(
     ] = 16,
     quick: Annotated[
         bool,
-        typer.Option(
-            "--quick", help="A tenth of the coherence workload, one novel, fewer repeats. Default: off."
-        ),
+        typer.Option("--quick", help="A tenth of the coherence workload, fewer repeats. Default: off."),
     ] = False,
     skip: Annotated[
         str,
         typer.Option(
-            help="Comma-separated parts to skip: latency, summarize, checkpoint, startup, embedding, overhead, "
-            "embedded. Default: none."
+            help="Comma-separated parts to skip, one per goal: latency, summarize, checkpoint, startup, "
+            "embedding. Default: none."
         ),
     ] = "",
     out_path: Annotated[
@@ -71,8 +69,6 @@ def bench_command(
     _checkout_root()
     from eval.bench.run import run
 
-    console.print(
-        "Benchmarks take about 25 minutes (--quick: about 8); the machine should be otherwise idle."
-    )
+    console.print("The benchmark takes minutes; the machine should be otherwise idle.")
     path = run(latency=latency, slots=slots, quick=quick, skip=parts, out=out_path)
     console.print(f"Wrote {path}")
