@@ -27,7 +27,7 @@ import jinja2
 import networkx as nx
 from markupsafe import Markup
 
-from storyjudge.core.coverage import card_reliable
+from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.usage import cost_text, price_known
 
@@ -458,6 +458,9 @@ class IterationView:
     facts: list[FactRow]
     passages: list[Passage]
     open_facts: bool
+    judge_check: dict[str, Any] | None = None  # the judge's record on the round's planted facts
+    annotator_checks: list[dict[str, Any]] = field(default_factory=list)  # on planted confusing sentences
+    unreliable_why: str = ""  # what makes the score not count, in words
 
 
 def sentence_status(verdicts: list[dict[str, Any]]) -> str:
@@ -587,6 +590,13 @@ def iteration_view(
         facts=rows,
         passages=passages,
         open_facts=open_facts,
+        judge_check=card.get("judge_check"),
+        annotator_checks=[
+            c["annotator_check"]
+            for c in (iteration.get("coherence") or {}).get("summaries") or []
+            if c.get("annotator_check")
+        ],
+        unreliable_why=judge_failure(card) or "too few facts were judged for this number to count",
     )
 
 

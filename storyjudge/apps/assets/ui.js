@@ -100,7 +100,7 @@
       return;
     }
     var parts = view.iterations.map(function (it) {
-      var shown = it.reliable === false ? "not reliable" : fmt(it.score);
+      var shown = it.reliable === false ? "not reliable" + (it.judge ? " (" + it.judge + ")" : "") : fmt(it.score);
       var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
       return "iteration " + it.iteration + ": " + shown + cover;
     });
