@@ -72,9 +72,15 @@ def _characters(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def _presence(names: Mapping[str, list[str]], scenes: Sequence[Scene]) -> dict[str, set[str]]:
-    """Character -> the scenes whose text names them (any of their names, whole words)."""
+    """Character -> the scenes whose text names them (any of their names, whole words).
+
+    The parts of a scene split to fit a window ("S003.2") count as their whole scene: a relation can be told
+    across them.
+    """
     return {
-        character: {s["id"] for s in scenes if any(occurs_in(name, s["text"]) for name in forms)}
+        character: {
+            s["id"].split(".")[0] for s in scenes if any(occurs_in(name, s["text"]) for name in forms)
+        }
         for character, forms in names.items()
     }
 
