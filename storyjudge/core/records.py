@@ -246,7 +246,8 @@ class JudgeCheck(TypedDict):
     max_false_acceptance: float
     passed: bool  # False: the judge accepted more planted false facts than the floor allows
     note: str  # "the judge accepted 3 of 3 planted false facts (...)"
-    calls: int  # what planting cost this round (calls answered from the cache included)
+    calls: int  # what planting cost this round: model calls, then those the LLM cache answered
+    cache_hits: int
     input_tokens: int
     output_tokens: int
     verdicts: list[PlantedVerdict]
