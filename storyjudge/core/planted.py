@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -69,6 +70,16 @@ def _characters(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
         str(node["id"]): [str(node["id"]), *(str(a) for a in node.get("aliases") or [])]
         for node in nodes[:MAX_CHARACTERS]
     }
+
+
+def _proper_nouns(story: str) -> dict[str, list[str]]:
+    """Capitalised words used at least twice inside sentences: the names to use when the graph has no character.
+
+    A sentence with one of them replaced by an invented name is still unsupported by construction, whether the
+    word named a person or a place.
+    """
+    counts = Counter(re.findall(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b", story))
+    return {word: [word] for word, n in counts.most_common(MAX_CHARACTERS) if n >= 2}
 
 
 def _presence(names: Mapping[str, list[str]], scenes: Sequence[Scene]) -> dict[str, set[str]]:
@@ -196,7 +207,7 @@ def plant_facts(
         return []
     rng = random.Random(f"planted-facts:{seed}")
     story = "\n".join(scene["text"] for scene in scenes)
-    names = _characters(ckg)
+    names = _characters(ckg) or _proper_nouns(story)
     lines = _story_sentences(scenes, [form for forms in names.values() for form in forms], rng)
     n_true = count // 3
     n_false = count - n_true

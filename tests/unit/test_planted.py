@@ -96,3 +96,28 @@ def test_planted_sentences_sit_in_their_own_copy_of_the_summary_and_are_scored_a
     assert annotator_check(planted, lenient, 0.34)["note"] == (
         "the annotator flagged 0 of 3 planted confusing sentences"
     )
+
+
+def test_without_characters_in_the_graph_the_story_s_own_names_are_replaced() -> None:
+    scenes = [
+        Scene(
+            id="S001",
+            index=0,
+            title="",
+            text="At dawn Ben meets Ann at the mill by the river.",
+            start=0,
+            end=1,
+        ),
+        Scene(
+            id="S002",
+            index=1,
+            title="",
+            text="Later that day Ben gives Ann the key to the mill.",
+            start=1,
+            end=2,
+        ),
+    ]
+    facts = plant_facts(scenes, {"nodes": [], "edges": []}, count=3, seed=1, iteration=0)
+    false = [f for f in facts if f["expected"] == "unsupported"]
+    assert len(false) == 2 and all(f["kind"] == "invented" for f in false)
+    assert all("replaced by" in f["built"] for f in false)
