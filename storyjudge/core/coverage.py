@@ -76,6 +76,10 @@ def describe_card(card: Mapping[str, Any], digits: int = 3) -> str:
     """``describe`` for a score card, naming the planted-item check when that is what makes it not count."""
     failed = judge_failure(card)
     text = describe(card.get("score"), card.get("coverage"), card.get("reliable"), digits)
-    if failed and card.get("score") is not None:
-        return f"not reliable ({failed}; coverage {card.get('coverage', 0.0):.0%})"
+    if (
+        failed
+        and card.get("score") is not None
+        and card.get("coverage", 0.0) + 1e-12 >= card.get("coverage_floor", 0.0)
+    ):
+        return f"not reliable ({failed.split(' (')[0]})"  # the counts by kind are in the full note
     return text
