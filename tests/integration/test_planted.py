@@ -192,9 +192,11 @@ def test_refine_with_a_correct_judge_reaches_the_target_as_before(
     scripted_server: Callable[..., OpenAIServer], tmp_path: Path
 ) -> None:
     responder = StoryResponder()
-    result, record = _refine(scripted_server(responder), tmp_path)
+    result, record = _refine(scripted_server(responder), tmp_path, "--coherence-guard")
     assert [s["nfs"] for s in record["scores"]] == pytest.approx([2 / 3, 1.0])
     assert all(s["judge_passed"] and s["nfs_reliable"] for s in record["scores"])
+    assert all(s["annotator_passed"] and s["coherence"] == 1.0 for s in record["scores"])
+    assert "the annotator flagged 3 of 3 planted confusing sentences" in record["scores"][0]["annotator_note"]
     assert record["stop_reason"].startswith("target reached") and record["best_iteration"] == 1
     assert "Judge check, iteration 0: the judge accepted 0 of 4" in result.output
     # the same facts are planted every round: the second round's are answered from the cache
