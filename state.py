@@ -8,7 +8,7 @@ they carry are in ``storyjudge.core.records``; the LLM answer schemas are in ``p
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -23,6 +23,7 @@ from storyjudge.core.records import (
     IndexRef,
     Iteration,
     NodeLinkGraph,
+    PlantedVerdict,
     Scene,
     ScoreCard,
     SentenceAnnotation,
@@ -180,6 +181,15 @@ class SentenceTask(TypedDict):
     new: bool  # the previous summary has no such sentence: its facts are new, their verdicts calls to make
 
 
+class PlantTask(TypedDict):
+    """Send payload: what a round's planted facts are built from and judged against (``nodes.plant``)."""
+
+    iteration: int
+    scenes: list[Scene]
+    ckg_json: str
+    index: IndexRef | None
+
+
 class FactScoreState(IndexState, total=False):
     """State of the factscore graph (extends the index state it may build first)."""
 
@@ -192,6 +202,8 @@ class FactScoreState(IndexState, total=False):
     failed_sentences: Annotated[list[FailedSentence], operator.add]
     facts: list[Fact]  # this iteration's distinct facts, in summary order (set by the score)
     verdicts: Annotated[list[FactVerdict], operator.add]
+    planted_verdicts: Annotated[list[PlantedVerdict], operator.add]  # never counted in the score
+    planted_usage: Annotated[Usage, merge_usage]  # what the planted facts cost (also in ``usage``)
     factscore: ScoreCard
 
 
@@ -216,6 +228,7 @@ class CoherenceTask(TypedDict):
     summary: str
     sentence_indices: list[int]  # 0-based positions in the summary
     targets: list[str]  # the sentences at those positions
+    planted: NotRequired[bool]  # a planted confusing sentence, in a copy of the summary (never counted)
 
 
 class CoherenceState(TypedDict, total=False):
@@ -230,6 +243,8 @@ class CoherenceState(TypedDict, total=False):
     sentences: dict[str, list[str]]  # summary id -> sentences
     split: dict[str, str]  # summary id -> the splitter that made its sentences, or "given" with the input
     annotations: Annotated[list[SentenceAnnotation], operator.add]
+    planted: dict[str, list[dict[str, Any]]]  # summary id -> confusing sentences planted in it
+    planted_annotations: Annotated[list[SentenceAnnotation], operator.add]  # theirs; never counted
     coherence: CoherenceReport
     usage: Annotated[Usage, merge_usage]
     timings: Annotated[dict[str, float], add_timings]

@@ -56,19 +56,30 @@ def _scenes_of(item: EvalItem, chunk_size: int) -> list[int]:
     return [count_tokens(s["text"]) for s in scenes] or [count_tokens(item.document)]
 
 
-def _estimate_factscore(tally: _Tally, summary_tokens: int, scene_tokens: list[int], ctx: Context) -> None:
+def _estimate_factscore(
+    tally: _Tally, summary_tokens: int, scene_tokens: list[int], ctx: Context, planted: _Tally | None = None
+) -> None:
+    """A scoring round's calls, its planted control facts' judge calls included (also added to ``planted``)."""
     sentences = max(1, math.ceil(summary_tokens / TOKENS_PER_SENTENCE))
     tally.add(sentences, _prompt_tokens("decompose") + summary_tokens * 1.1, OUTPUT_TOKENS["decompose"])
     evidence = min(ctx.retrieval_k, len(scene_tokens)) * (sum(scene_tokens) / len(scene_tokens))
     evidence = min(evidence, ctx.evidence_tokens)  # the judge's scene-text budget
     judge_in = _prompt_tokens("judge") + evidence + CKG_EVIDENCE_TOKENS + 40
     tally.add(sentences * FACTS_PER_SENTENCE, judge_in, OUTPUT_TOKENS["judge"])
+    for target in (tally, planted) if planted is not None else (tally,):
+        target.add(ctx.planted_facts, judge_in, OUTPUT_TOKENS["judge"])
 
 
-def _estimate_coherence(tally: _Tally, summary_tokens: int) -> None:
+def _estimate_coherence(
+    tally: _Tally, summary_tokens: int, ctx: Context | None = None, planted: _Tally | None = None
+) -> None:
+    """A summary's coherence calls, its planted confusing sentences' included (also added to ``planted``)."""
     sentences = max(1, math.ceil(summary_tokens / TOKENS_PER_SENTENCE))
     each = _prompt_tokens("coherence") + summary_tokens * 1.1
     tally.add(sentences, each, OUTPUT_TOKENS["coherence"])
+    extra = ctx.planted_sentences if ctx is not None else 0
+    for target in (tally, planted) if planted is not None else (tally,):
+        target.add(extra, each + TOKENS_PER_SENTENCE, OUTPUT_TOKENS["coherence"])
 
 
 def estimate_item(config: ExperimentConfig, cell: Cell, item: EvalItem, *, indexed: bool = False) -> _Tally:
@@ -86,18 +97,28 @@ def estimate_item(config: ExperimentConfig, cell: Cell, item: EvalItem, *, index
 
 
 def _tally(
-    ctx: Context, task: str, scene_tokens: list[int], summary_tokens: int, metrics: Any, *, index: bool
+    ctx: Context,
+    task: str,
+    scene_tokens: list[int],
+    summary_tokens: int,
+    metrics: Any,
+    *,
+    index: bool,
+    planted: _Tally | None = None,
 ) -> _Tally:
-    """Calls and tokens of one narrative: its index when ``index``, then scoring its summary or refining one."""
+    """Calls and tokens of one narrative: its index when ``index``, then scoring its summary or refining one.
+
+    ``planted`` also gets the planted control items' share of them.
+    """
     tally = _Tally()
     if index:
         for tokens in scene_tokens:
             tally.add(ctx.ckg_samples, _prompt_tokens("extract_triples") + tokens, OUTPUT_TOKENS["extract"])
     if task == "score":
         if "factscore" in metrics:
-            _estimate_factscore(tally, summary_tokens, scene_tokens, ctx)
+            _estimate_factscore(tally, summary_tokens, scene_tokens, ctx, planted)
         if "coherence" in metrics:
-            _estimate_coherence(tally, summary_tokens)
+            _estimate_coherence(tally, summary_tokens, ctx, planted)
         return tally
     doc_tokens = sum(scene_tokens)
     summary_tokens = min(ctx.max_summary_tokens, max(50, doc_tokens // 4))
@@ -114,9 +135,9 @@ def _tally(
         tally.add(1, _prompt_tokens("remove_artifacts") + summary_tokens, summary_tokens)
     rounds = 1 + ctx.max_iterations  # worst case: every refinement round runs
     for round_number in range(rounds):
-        _estimate_factscore(tally, summary_tokens, scene_tokens, ctx)
+        _estimate_factscore(tally, summary_tokens, scene_tokens, ctx, planted)
         if "coherence" in metrics or ctx.coherence_guard:
-            _estimate_coherence(tally, summary_tokens)
+            _estimate_coherence(tally, summary_tokens, ctx, planted)
         if round_number < rounds - 1:
             evidence = min(ctx.context_window // 2, ctx.retrieval_k * (doc_tokens / len(scene_tokens)))
             tally.add(1, _prompt_tokens("refine") + summary_tokens * 2 + evidence, summary_tokens)
@@ -133,7 +154,10 @@ def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> d
 
     scenes, _ = segment_document(document, ctx.chunk_size)
     scene_tokens = [count_tokens(s["text"]) for s in scenes] or [count_tokens(document)]
-    tally = _tally(ctx, task, scene_tokens, count_tokens(summary), ("factscore",), index=True)
+    planted = _Tally()
+    tally = _tally(
+        ctx, task, scene_tokens, count_tokens(summary), ("factscore",), index=True, planted=planted
+    )
     spec = resolve_spec(ctx, "judge")
     usd = price(spec, tally.input_tokens, tally.output_tokens)
     return {
@@ -144,8 +168,16 @@ def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> d
         "input_tokens": tally.input_tokens,
         "output_tokens": tally.output_tokens,
         "usd": round(usd, 4) if price_known(spec) else None,
+        "planted": {
+            "calls": planted.calls,
+            "input_tokens": planted.input_tokens,
+            "output_tokens": planted.output_tokens,
+        },
         "assumptions": [
             "upper bound before cache hits and without parse retries",
+            f"planted control items, counted above: {ctx.planted_facts} fact(s) judged per scoring round, "
+            f"{ctx.planted_sentences} sentence(s) per coherence score (the same items every round, so later "
+            "rounds answer them from the cache)",
             f"{FACTS_PER_SENTENCE} atomic facts per summary sentence, {TOKENS_PER_SENTENCE} tokens per sentence",
             *(
                 [

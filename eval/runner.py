@@ -446,6 +446,11 @@ class Experiment:
                 "coverage": coherence.get("coverage"),
                 "reliable": coherence.get("reliable"),
                 "mode": coherence.get("mode"),
+                "annotator_passed": all(
+                    s["annotator_check"]["passed"]
+                    for s in coherence.get("summaries") or []
+                    if s.get("annotator_check")
+                ),
             }
             if item.sentences and out.get("annotations"):
                 found = coherence_sentence_predictions(item.sentences, out["annotations"])
@@ -551,6 +556,9 @@ def compact_card(card: Mapping[str, Any]) -> dict[str, Any]:
         "unjudged": card.get("unjudged", 0),
         "facts": card.get("facts", 0),
         "decompose_failures": card.get("decompose_failures", 0),
+        # the judge's record on the planted facts (None: nothing planted); the planted facts are in the record
+        "judge_false_acceptance": (card.get("judge_check") or {}).get("false_acceptance"),
+        "judge_passed": (card.get("judge_check") or {}).get("passed"),
     }
 
 

@@ -4,6 +4,10 @@ The paper's setting (``per-sentence``) asks the annotator once per sentence with
 target sentence, and reads the "Questions: ... / Types: ..." answer with :mod:`storyjudge.core.confusion`. The
 ``batched`` setting (``ctx.batched_coherence``) asks about several sentences per call with a JSON answer:
 cheaper, but not what the paper validated, and every score it produces says so.
+
+Each summary also gets ``ctx.planted_sentences`` confusing sentences (``storyjudge.core.planted``), each asked
+about inside its own copy of the summary, by the same prompt in the same mode. Their annotations go to their own
+channel and decide only whether the summary's score can be trusted.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from storyjudge.core.confusion import ConfusionAnswer, normalise_types, parse_co
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import Message, ask_structured, ask_text, cut_off
 from storyjudge.core.models import resolve_spec
+from storyjudge.core.planted import plant_sentences
 from storyjudge.core.records import SentenceAnnotation
 from storyjudge.core.textsplit import NO_WORDS, has_words
 from storyjudge.core.textsplit import sentences as split_sentences
@@ -126,9 +131,17 @@ def prepare(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
             split[item["id"]] = ctx.sentence_splitter
         if ctx.repeated_sentences == "once":
             sentences[item["id"]] = list(dict.fromkeys(sentences[item["id"]]))
-    progress.emit("coherence", total=sum(len(s) for s in sentences.values()))
+    planted = {
+        item["id"]: plant_sentences(
+            sentences[item["id"]], count=ctx.planted_sentences, seed=ctx.seed, summary_id=item["id"]
+        )
+        for item in summaries
+    }
+    total = sum(len(s) for s in sentences.values()) + sum(len(p) for p in planted.values())
+    progress.emit("coherence", total=total)
     heavy_imports.load_before_branches()  # numpy, for the score, imported before the branches start
     return {
+        "planted": planted,
         "summary": None,  # consumed: the next invocation on a checkpointed thread brings its own input
         "summaries": None,
         "to_score": [{"id": item["id"], "summary": item["summary"]} for item in summaries],
@@ -154,6 +167,17 @@ def tasks_for(state: CoherenceState) -> list[CoherenceTask]:
                     summary=item["summary"],
                     sentence_indices=list(range(start, min(start + size, len(sents)))),
                     targets=sents[start : start + size],
+                )
+            )
+        for control in (state.get("planted") or {}).get(item["id"], []):
+            tasks.append(
+                CoherenceTask(
+                    run=state["run"],
+                    summary_id=item["id"],
+                    summary=control["summary"],
+                    sentence_indices=[control["position"]],
+                    targets=[control["sentence"]],
+                    planted=True,
                 )
             )
     return tasks
@@ -212,7 +236,12 @@ def annotate_sentences(task: CoherenceTask, runtime: Runtime[Context]) -> dict[s
     usage: Usage = done[0][1]
     for _, cost in done[1:]:
         usage = merge_usage(usage, cost)
-    return {"annotations": [annotation for annotation, _ in done], "usage": usage}
+    return {_channel(task): [annotation for annotation, _ in done], "usage": usage}
+
+
+def _channel(task: CoherenceTask) -> str:
+    """Where a task's annotations go: a planted sentence's never reach the score's counts."""
+    return "planted_annotations" if task.get("planted") else "annotations"
 
 
 def annotate_one(
@@ -306,7 +335,7 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
             annotation["raw"] = json.dumps({"index": index + 1, **found}) if index in listed else ""
         annotations.append(annotation)
     progress.emit("coherence", advance=len(targets))
-    return {"annotations": annotations, "usage": answer.usage}
+    return {_channel(task): annotations, "usage": answer.usage}
 
 
 def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -322,6 +351,9 @@ def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
         order=[s["id"] for s in state["to_score"]],
         seed=ctx.seed,
         coverage_floor=ctx.coverage_floor,
+        planted=state.get("planted") or {},
+        planted_annotations=[a for a in state.get("planted_annotations", []) if a.get("run") == run],
+        max_false_acceptance=ctx.max_false_acceptance,
     )
     split = state.get("split", {})
     for card in result["summaries"]:

@@ -29,7 +29,7 @@ from storyjudge.core.usage import Usage, merge_usage
 
 
 @lru_cache(maxsize=4)
-def _graph(ckg_json: str) -> dict[str, Any]:
+def parsed_graph(ckg_json: str) -> dict[str, Any]:
     """The CKG a branch was sent, parsed once per process for all the sentences of a round (read only)."""
     parsed: dict[str, Any] = json.loads(ckg_json)
     return parsed
@@ -55,7 +55,7 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
     decomposed = time.perf_counter()
     progress.emit("decompose", advance=1)
     facts = unique_facts(raw, task["iteration"])  # the same rule the score applies across sentences
-    evidence = gather_evidence(ctx, facts, _graph(task["ckg_json"]), task["scenes"], task["index"])
+    evidence = gather_evidence(ctx, facts, parsed_graph(task["ckg_json"]), task["scenes"], task["index"])
     retrieved = time.perf_counter()
     progress.emit("retrieve", advance=1)
     judged = _judge_all(ctx, facts, evidence)

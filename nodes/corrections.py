@@ -31,6 +31,7 @@ def _recount(card: Mapping[str, Any], verdicts: list[Any]) -> ScoreCard:
         coverage_floor=float(card.get("coverage_floor", DEFAULT_FLOOR)),
         failed_sentences={int(row["index"]) for row in rows if row.get("decomposed") is False},
         unjudged=str(card.get("unjudged_rule", "exclude")),  # the rule the run was scored by
+        judge=card.get("judge_check"),  # a person corrects the summary's verdicts, not the planted ones
     )
     if not rows:  # a card without its sentences: keep the judge's coverage, the facts alone cannot give it
         recomputed["coverage"] = card.get("coverage", recomputed["coverage"])

@@ -18,7 +18,7 @@ from langgraph.types import Send
 
 import prompts
 from prompts.schemas import AtomicFacts
-from state import FactScoreState, SentenceTask
+from state import FactScoreState, PlantTask, SentenceTask
 from storyjudge.core import heavy_imports, progress
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import ask_structured
@@ -42,12 +42,14 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
     return {"sentences": found, "iteration": state.get("iteration", 0)}
 
 
-def route_sentences(state: FactScoreState) -> list[Send] | Literal["score"]:
+def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Send] | Literal["score"]:
     """One branch per sentence: it decomposes, retrieves and judges that sentence on its own.
 
     In a refinement round the sentences the refiner wrote are sent first, so that their decompositions take
     the free slots (``check_sentence`` gives them the first slot among those that wait): their facts are the
-    round's new ones, whose verdicts are calls. The score orders everything by sentence, not by branch.
+    round's new ones, whose verdicts are calls. The score orders everything by sentence, not by branch. The
+    round's planted facts (``nodes.plant``) go in one branch beside them, so their verdicts are asked among the
+    summary's.
     """
     found = state.get("sentences") or []
     if not found:
@@ -67,7 +69,16 @@ def route_sentences(state: FactScoreState) -> list[Send] | Literal["score"]:
         )
         for i, sentence in enumerate(found)
     ]
-    return [Send("check_sentence", task) for task in sorted(tasks, key=lambda task: not task["new"])]
+    sends = [Send("check_sentence", task) for task in sorted(tasks, key=lambda task: not task["new"])]
+    if context_of(runtime).planted_facts > 0:
+        plant = PlantTask(
+            iteration=state.get("iteration", 0),
+            scenes=state.get("scenes") or [],
+            ckg_json=ckg_json,
+            index=state.get("index"),
+        )
+        sends.append(Send("check_planted", plant))
+    return sends
 
 
 def decompose(ctx: Context, task: SentenceTask) -> tuple[list[Fact], list[FailedSentence], Usage]:

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from nodes.guards import guard_round, narrative_text, revised_iteration
 from state import RefineState
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.coverage import card_reliable
+from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.records import Iteration
 
@@ -121,11 +121,15 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         record["accepted"] = False
         record["note"] = "; ".join(note for note in (record["note"], rejection) if note)
     if not is_reliable(record):
-        unreliable = (
-            f"score not reliable: {card.get('judged', 0)} of {card['facts']} facts judged, "
-            f"{card.get('decompose_failures', 0)} sentence(s) not decomposed (coverage "
-            f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%}); not eligible as best"
-        )
+        reasons = [judge_failure(card)] if judge_failure(card) else []
+        if card.get("coverage", 0.0) + 1e-12 < ctx.coverage_floor or not reasons:
+            reasons.insert(
+                0,
+                f"{card.get('judged', 0)} of {card['facts']} facts judged, "
+                f"{card.get('decompose_failures', 0)} sentence(s) not decomposed (coverage "
+                f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%})",
+            )
+        unreliable = f"score not reliable: {'; '.join(reasons)}; not eligible as best"
         record["note"] = f"{record['note']}; {unreliable}" if record["note"] else unreliable
     everything = [*previous, record]
     reason = stop_reason(everything, ctx)

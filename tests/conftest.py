@@ -15,13 +15,27 @@ import pytest
 from storyjudge.apps.scripted_server import OpenAIServer, Responder
 from storyjudge.core.context import ENV_PREFIX, Context
 
+PLANTING_OFF = {f"{ENV_PREFIX}PLANTED_FACTS": "0", f"{ENV_PREFIX}PLANTED_SENTENCES": "0"}
+"""Most scripted models approve every fact and find every sentence clear, which planted control items rightly
+show to be unreliable judges; so tests plant nothing unless they ask (the ``planting`` fixture), and their call
+counts stay those of the summary's own items."""
+
 
 @pytest.fixture(autouse=True)
 def _no_storyjudge_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests see Context defaults, not the developer's shell-wide ``STORYJUDGE_*`` settings."""
+    """Tests see Context defaults, not the developer's shell-wide ``STORYJUDGE_*`` settings (planting off)."""
     for name in list(os.environ):
         if name.startswith(ENV_PREFIX):
             monkeypatch.delenv(name)
+    for name, value in PLANTING_OFF.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def planting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant control items as a user's run does (the Context defaults)."""
+    for name in PLANTING_OFF:
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture

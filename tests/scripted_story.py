@@ -3,6 +3,8 @@
 The responder recognises each call by its structured-output schema name (sent as the JSON-schema response format)
 or, for text calls, by its prompt. Its summary contains one false fact ("Bob steals the map"); the judge flags it,
 the refiner fixes it, and the next round is fully supported — so a refine run goes 2/3 -> 1.0 and stops on target.
+Like a careful model, its judge rejects a fact, and its annotator flags a sentence, that names someone the story
+never does (the planted controls of ``storyjudge.core.planted``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ def _block(text: str, tag: str) -> str:
     return match.group(1).strip() if match else ""
 
 
+def strangers(text: str, story: str = STORY) -> list[str]:
+    """Full names in ``text`` (two capitalised words) neither of whose words ``story`` uses: people it never names."""
+    known = {word.casefold() for word in re.findall(r"[A-Za-z']+", story)}
+    pairs = re.findall(r"\b([A-Z][a-z]+) ([A-Z][a-z]+)\b", text)
+    return [f"{a} {b}" for a, b in pairs if a.casefold() not in known and b.casefold() not in known]
+
+
 def schema_name(body: dict[str, Any]) -> str:
     """The JSON-schema name of a structured request ('' for text requests)."""
     fmt = body.get("response_format") or {}
@@ -77,6 +86,15 @@ class StoryResponder:
         if name == "Verdict":
             self._count("judge")
             fact = _block(text, "fact")
+            if strangers(fact):
+                return json.dumps(
+                    {
+                        "rationale": f"The story never names {strangers(fact)[0]}.",
+                        "supported": False,
+                        "feedback": "No such character in the story.",
+                        "evidence": [],
+                    }
+                )
             if "steals" in fact:
                 return json.dumps(
                     {
@@ -101,6 +119,9 @@ class StoryResponder:
             return FIXED_SUMMARY if self.fix else FIRST_SUMMARY
         if "causes any confusion" in whole:
             self._count("coherence")
+            stranger = strangers(_block(text, "sentence"))
+            if stranger:
+                return f"Questions: Who is {stranger[0]}?\nTypes: entity omission"
             return "Questions: no confusion\nTypes: no confusion"
         self._count("summarize")
         return FIRST_SUMMARY

@@ -27,7 +27,7 @@ import jinja2
 import networkx as nx
 from markupsafe import Markup
 
-from storyjudge.core.coverage import card_reliable
+from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runs import RUNS_FOLDER
 from storyjudge.core.usage import cost_text, price_known
@@ -461,6 +461,9 @@ class IterationView:
     passages: list[Passage]
     open_facts: bool
     corrections: int = 0  # verdicts a person corrected; the score counts them
+    judge_check: dict[str, Any] | None = None  # the judge's record on the round's planted facts
+    annotator_checks: list[dict[str, Any]] = field(default_factory=list)  # on planted confusing sentences
+    unreliable_why: str = ""  # what makes the score not count, in words
 
 
 def sentence_status(verdicts: list[dict[str, Any]]) -> str:
@@ -592,6 +595,13 @@ def iteration_view(
         passages=passages,
         open_facts=open_facts,
         corrections=int(card.get("corrections") or 0),
+        judge_check=card.get("judge_check"),
+        annotator_checks=[
+            c["annotator_check"]
+            for c in (iteration.get("coherence") or {}).get("summaries") or []
+            if c.get("annotator_check")
+        ],
+        unreliable_why=judge_failure(card) or "too few facts were judged for this number to count",
     )
 
 

@@ -7,7 +7,9 @@ stability check resamples the summaries 1000 times with replacement; appendix H'
 each type's count by the number of sentences.
 
 Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
-not reliable and left out of the system score, which says how many summaries it excluded.
+not reliable and left out of the system score, which says how many summaries it excluded. So is a summary whose
+annotator passed too many of the confusing sentences planted in it as clear (``storyjudge.core.planted``): their
+annotations never enter the score.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from storyjudge.core.confusion import ERROR_TYPES
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, share
+from storyjudge.core.planted import annotator_check
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0
@@ -128,6 +131,9 @@ def coherence_report(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
     coverage_floor: float = DEFAULT_FLOOR,
+    planted: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    planted_annotations: Iterable[Mapping[str, Any]] = (),
+    max_false_acceptance: float = 1.0,
 ) -> dict[str, Any]:
     """Everything the metric reports for a set of summaries.
 
@@ -139,6 +145,10 @@ def coherence_report(
         resamples: Bootstrap resamples.
         seed: Bootstrap seed.
         coverage_floor: Least share of a summary's sentences scored for its score to count.
+        planted: Summary id -> the confusing sentences planted in it (``planted.plant_sentences``), if any.
+        planted_annotations: Their annotations (never counted in a score).
+        max_false_acceptance: Largest share of a summary's planted sentences the annotator may pass as clear
+            for its score to count.
 
     Returns:
         ``{mode, score, coverage, reliable, coverage_floor, system_score, excluded_summaries, summaries,
@@ -154,6 +164,13 @@ def coherence_report(
         summary_score(sid, len(sentences.get(sid, [])), by_summary.get(sid, []), coverage_floor)
         for sid in ids
     ]
+    checked = list(planted_annotations)
+    for card in summaries:
+        items = (planted or {}).get(card["id"])
+        if items:
+            mine = [a for a in checked if str(a.get("summary_id")) == card["id"]]
+            card["annotator_check"] = annotator_check(items, mine, max_false_acceptance)
+            card["reliable"] = bool(card["reliable"] and card["annotator_check"]["passed"])
     kept = [s["score"] for s in summaries if s["reliable"]]
     system = system_score(kept)
     total = sum(s["sentences"] for s in summaries)

@@ -219,6 +219,31 @@ class Context:
             "never picks that round as best, and evaluations leave it out of agreement figures (0..1)."
         ),
     )
+    planted_facts: int = field(
+        default=6,
+        metadata=_describe(
+            "Control facts planted among each scored round's facts, built from the story without a model: "
+            "two in three false by construction (a relation given to an invented name, or moved to a "
+            "character who never meets its partner), the rest sentences of the story. Judged like the "
+            "others, never counted in the score; they measure the judge. 0 plants none."
+        ),
+    )
+    planted_sentences: int = field(
+        default=3,
+        metadata=_describe(
+            "Confusing control sentences (about a character the summary never introduced) planted in each "
+            "summary BooookScore scores, each asked about like the summary's own sentences, never counted in "
+            "the score; they measure the annotator. 0 plants none."
+        ),
+    )
+    max_false_acceptance: float = field(
+        default=0.34,
+        metadata=_describe(
+            "Largest share of planted false facts the judge may accept, and of planted confusing sentences "
+            "the annotator may pass as clear, for its score to count (0..1; 0.34 allows 1 of 3): above it "
+            "the score is not reliable, as with too low a coverage."
+        ),
+    )
     coherence_guard: bool = field(
         default=False,
         metadata=_describe("Score BooookScore each round; reject refinements that lose coherence."),
@@ -409,6 +434,9 @@ class Context:
             (0.0 <= self.coherence_margin <= 1.0, "coherence_margin must be between 0 and 1"),
             (0.0 <= self.coverage_floor <= 1.0, "coverage_floor must be between 0 and 1"),
             (self.repeated_sentences in ("each", "once"), "repeated_sentences must be 'each' or 'once'"),
+            (self.planted_facts >= 0, "planted_facts must be >= 0 (0 plants none)"),
+            (self.planted_sentences >= 0, "planted_sentences must be >= 0 (0 plants none)"),
+            (0.0 <= self.max_false_acceptance <= 1.0, "max_false_acceptance must be between 0 and 1"),
             (
                 self.sentence_splitter in ("punkt", "pysbd"),
                 "sentence_splitter must be 'punkt' or 'pysbd'",

@@ -4,7 +4,8 @@ A score over the units that happened to be judged moves when judging fails: Narr
 judged, so facts whose verdict could not be read, and sentences whose decomposition failed, simply drop out, and
 worse judging can raise the score. Every score therefore travels with its *coverage*, the share of its units that
 were judged, and is *reliable* only when that share reaches the run's coverage floor. Unreliable rounds are
-shown as such, never chosen as the best summary, and left out of agreement figures (with a count).
+shown as such, never chosen as the best summary, and left out of agreement figures (with a count). A score
+whose judge failed its planted control items (``storyjudge.core.planted``) is not reliable in the same way.
 """
 
 from __future__ import annotations
@@ -60,3 +61,25 @@ def describe(score: float | None, coverage: float | None, reliable: bool | None,
     if reliable is False:
         return "not reliable" + cover
     return f"{score:.{digits}f}" + cover
+
+
+def judge_failure(card: Mapping[str, Any]) -> str:
+    """Why planted control items make a score not count ("" when they passed or nothing was planted).
+
+    E.g. "the judge accepted 3 of 3 planted false facts ...", or the annotator's record for BooookScore.
+    """
+    check = card.get("judge_check") or card.get("annotator_check") or {}
+    return "" if not check or check.get("passed", True) else str(check.get("note", ""))
+
+
+def describe_card(card: Mapping[str, Any], digits: int = 3) -> str:
+    """``describe`` for a score card, naming the planted-item check when that is what makes it not count."""
+    failed = judge_failure(card)
+    text = describe(card.get("score"), card.get("coverage"), card.get("reliable"), digits)
+    if (
+        failed
+        and card.get("score") is not None
+        and card.get("coverage", 0.0) + 1e-12 >= card.get("coverage_floor", 0.0)
+    ):
+        return f"not reliable ({failed.split(' (')[0]})"  # the counts by kind are in the full note
+    return text

@@ -76,6 +76,19 @@ class TreeStep(TypedDict, total=False):
     summary: str
 
 
+class AnnotatorCheck(TypedDict):
+    """The coherence annotator's record on the confusing sentences planted in one summary."""
+
+    planted: int
+    judged: int  # readable annotations
+    flagged: int  # marked as confusing, as they must be
+    missed_share: float | None  # (judged - flagged) / judged; None when none was readable
+    max_false_acceptance: float
+    passed: bool
+    note: str  # "the annotator flagged 0 of 3 planted confusing sentences"
+    sentences: list[dict[str, Any]]  # each planted sentence: text, position, how it was built, the answer
+
+
 class SummaryCoherence(TypedDict, total=False):
     """BooookScore of one summary (``storyjudge.core.booookscore.summary_score``)."""
 
@@ -92,6 +105,7 @@ class SummaryCoherence(TypedDict, total=False):
     per_type: dict[str, int]
     per_type_rates: dict[str, float | None]
     split: str
+    annotator_check: AnnotatorCheck  # absent when nothing was planted (planted_sentences 0)
 
 
 class CoherenceReport(TypedDict, total=False):
@@ -212,6 +226,49 @@ class FactVerdict(TypedDict):
     correction: NotRequired[dict[str, str]]  # a person's: who, when, old, new, reason (nodes/corrections.py)
 
 
+class PlantedFact(TypedDict):
+    """A control fact planted among a round's facts, built from the story without a model (``core.planted``)."""
+
+    id: str  # "i<iteration>-p<n>": never a summary fact's id
+    text: str
+    kind: Literal["invented", "swapped", "verbatim"]  # easy false, hard false, true
+    expected: Literal["supported", "unsupported"]
+    built: str  # how it was made, in words: what it was made from and why it is (un)supported by construction
+
+
+class PlantedVerdict(FactVerdict):
+    """The judge's verdict on a planted fact; it never enters NarrativeFactScore."""
+
+    planted: PlantedFact
+
+
+class PlantedTally(TypedDict):
+    """Planted items of one kind: how many were planted, judged (a readable verdict) and accepted."""
+
+    planted: int
+    judged: int
+    accepted: int  # false facts: judged supported; confusing sentences: marked "no confusion"
+
+
+class JudgeCheck(TypedDict):
+    """The judge's record on the facts planted in one round (``storyjudge.core.planted.judge_check``)."""
+
+    planted: int
+    easy: PlantedTally  # false by construction: a relation given to a name that occurs nowhere in the story
+    hard: PlantedTally  # false by construction: a relation moved to a character who never meets its partner
+    true: PlantedTally  # sentences of the story, verbatim
+    false_acceptance: float | None  # accepted / judged over easy and hard; None when none was judged
+    true_acceptance: float | None
+    max_false_acceptance: float
+    passed: bool  # False: the judge accepted more planted false facts than the floor allows
+    note: str  # "the judge accepted 3 of 3 planted false facts (...)"
+    calls: int  # what planting cost this round: model calls, then those the LLM cache answered
+    cache_hits: int
+    input_tokens: int
+    output_tokens: int
+    verdicts: list[PlantedVerdict]
+
+
 class ScoreCard(TypedDict):
     """NarrativeFactScore of one summary, with how much of it was judged."""
 
@@ -226,11 +283,12 @@ class ScoreCard(TypedDict):
     decompose_failures: int  # sentences whose facts nobody saw
     coverage: float  # judged / facts the summary is estimated to hold (storyjudge.core.coverage.nfs_coverage)
     coverage_floor: float
-    reliable: bool  # a score exists and coverage >= coverage_floor
+    reliable: bool  # a score exists, coverage >= coverage_floor and the judge passed its planted facts
     per_sentence: list[SentenceScore]
     verdicts: list[FactVerdict]
     unjudged_rule: NotRequired[str]  # Context.nfs_unjudged: "exclude" (from the denominator) or "unsupported"
     corrections: NotRequired[int]  # verdicts a person corrected; the score counts them
+    judge_check: NotRequired[JudgeCheck]  # absent when nothing was planted (planted_facts 0)
 
 
 class SummaryChunk(TypedDict):

@@ -88,6 +88,7 @@ def build_result(
                 "coherence": (it.get("coherence") or {}).get("score"),
                 "coherence_coverage": (it.get("coherence") or {}).get("coverage"),
                 "coherence_reliable": (it.get("coherence") or {}).get("reliable"),
+                **_checks(it),
                 "note": it.get("note", ""),
             }
             for it in iterations
@@ -100,6 +101,26 @@ def build_result(
         "usage": {"by_model": usage, "total": totals(usage)},
         "timings": state.get("timings") or {},
     }
+
+
+def _checks(iteration: Mapping[str, Any]) -> dict[str, Any]:
+    """The judge's record on the round's planted facts (and the annotator's on planted sentences), if any.
+
+    The planted items themselves, with how each was built and its verdict, are in the iteration's score card.
+    """
+    check = iteration["factscore"].get("judge_check")
+    out: dict[str, Any] = {}
+    if check:
+        out["judge_false_acceptance"] = check["false_acceptance"]
+        out["judge_true_acceptance"] = check["true_acceptance"]
+        out["judge_passed"] = check["passed"]
+        out["judge_note"] = check["note"]
+    coherence = iteration.get("coherence") or {}
+    annotator = [s["annotator_check"] for s in coherence.get("summaries") or [] if s.get("annotator_check")]
+    if annotator:
+        out["annotator_passed"] = all(a["passed"] for a in annotator)
+        out["annotator_note"] = "; ".join(a["note"] for a in annotator)
+    return out
 
 
 def write_result(run_dir: str | Path, result: dict[str, Any]) -> Path:

@@ -101,7 +101,7 @@
       return;
     }
     var parts = view.iterations.map(function (it) {
-      var shown = it.reliable === false ? "not reliable" : fmt(it.score);
+      var shown = it.reliable === false ? "not reliable" + (it.judge ? " (" + it.judge + ")" : "") : fmt(it.score);
       var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
       var corrected = it.corrections ? " with " + it.corrections + " correction" + (it.corrections === 1 ? "" : "s") : "";
       return "iteration " + it.iteration + ": " + shown + cover + corrected;

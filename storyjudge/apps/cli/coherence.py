@@ -13,7 +13,7 @@ from rich.table import Table
 from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
-from storyjudge.core.coverage import describe
+from storyjudge.core.coverage import describe, describe_card
 from storyjudge.core.usage import totals
 
 OutOpt = Annotated[
@@ -120,7 +120,18 @@ def _print(result: dict[str, Any]) -> None:
             f"System score {describe(result['system_score'], result.get('coverage'), result.get('reliable'))}"
             f"{left_out}; {interval}"
         )
-    if not result.get("reliable", True):
+    checks = [(s["id"], s["annotator_check"]) for s in result["summaries"] if s.get("annotator_check")]
+    for summary_id, check in checks:
+        where = f"{summary_id}: " if len(result["summaries"]) > 1 else ""
+        verdict = "passed" if check["passed"] else "failed: the score is not reliable"
+        console.print(
+            f"Annotator check, {where}{check['note']} (at most {check['max_false_acceptance']:.0%} may pass as "
+            f"clear; {verdict})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not result.get("reliable", True) and result.get("coverage", 0.0) + 1e-12 < floor:
         console.print(
             f"[yellow]Not reliable: {result['scored']} of {result['sentences']} sentences got a readable answer "
             f"(coverage {result.get('coverage', 0.0):.0%} < floor {floor:.0%}); no score is reported.[/]"
@@ -195,14 +206,21 @@ def _score_line(result: dict[str, Any]) -> str:
     """The result in one line: the summary's BooookScore, or the system score of many."""
     if len(result["summaries"]) == 1:
         one = result["summaries"][0]
-        return f"BooookScore {describe(one['score'], one.get('coverage'), one.get('reliable'))}"
+        return f"BooookScore {describe_card(one)}"
     score = describe(result["system_score"], result.get("coverage"), result.get("reliable"))
     return f"BooookScore (system) {score} over {len(result['summaries'])} summaries"
 
 
 SETTINGS = (
     *run_settings("coherence"),
-    *("batched_coherence", "sentence_splitter", "repeated_sentences", "coverage_floor"),
+    *(
+        "batched_coherence",
+        "sentence_splitter",
+        "repeated_sentences",
+        "coverage_floor",
+        "planted_sentences",
+        "max_false_acceptance",
+    ),
 )
 
 

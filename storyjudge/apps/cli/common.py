@@ -53,9 +53,15 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
         return
     usd = estimate.get("usd")
     cost = f"${usd:.4f}" if usd is not None else "price unknown"
+    planted = estimate.get("planted") or {}
+    checks = (
+        f"; of these, planted control items {planted['calls']} calls, {planted['input_tokens']} input tokens"
+        if planted.get("calls")
+        else ""
+    )
     print_result(
         f"Dry run, no model called: about {estimate['calls']} LLM calls, {estimate['input_tokens']} input / "
-        f"{estimate['output_tokens']} output tokens, {cost} ({estimate.get('resolved_model', '?')})"
+        f"{estimate['output_tokens']} output tokens, {cost} ({estimate.get('resolved_model', '?')}){checks}"
     )
 
 

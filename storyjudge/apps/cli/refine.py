@@ -16,7 +16,7 @@ from storyjudge.apps.cli.common import console, fail, print_json, print_result, 
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
-from storyjudge.core.coverage import describe
+from storyjudge.core.coverage import describe, describe_card
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import build_result, write_result
 from storyjudge.core.runs import keep_run, new_run_id
@@ -26,7 +26,14 @@ FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON 
 # what the narrative's judging uses, in both commands
 JUDGING = (
     *("run_dir", "chunk_size", "ckg_samples", "predicate_threshold", "predicate_min_count", "embedder"),
-    *("retrieval_k", "evidence_tokens", "coverage_floor", "nfs_unjudged"),
+    *(
+        "retrieval_k",
+        "evidence_tokens",
+        "coverage_floor",
+        "nfs_unjudged",
+        "planted_facts",
+        "max_false_acceptance",
+    ),
 )
 JUDGE_ROLES = ("extractor", "decomposer", "judge")
 REFINE_ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
@@ -103,10 +110,24 @@ def _nfs_line(card: dict[str, Any]) -> str:
     """The score with its coverage, in words: what was judged and what was not."""
     missing = card.get("decompose_failures", 0)
     not_split = f", {missing} sentence(s) not decomposed" if missing else ""
+    check = card.get("judge_check")
+    judge = f"; {check['note']}" if check else ""
     return (
-        f"NarrativeFactScore {describe(card['score'], card.get('coverage'), card.get('reliable'))}: "
+        f"NarrativeFactScore {describe_card(card)}: "
         f"{card['supported']} supported, {card['unsupported']} unsupported, {card['unjudged']} unjudged of "
-        f"{card['facts']} facts{not_split}"
+        f"{card['facts']} facts{not_split}{judge}"
+    )
+
+
+def _judge_line(iteration: int, card: dict[str, Any]) -> str:
+    """The judge's record on the round's planted facts, in words ("" when nothing was planted)."""
+    check = card.get("judge_check")
+    if not check:
+        return ""
+    verdict = "passed" if check["passed"] else "failed: the score is not reliable"
+    return (
+        f"Judge check, iteration {iteration}: {check['note']} (at most "
+        f"{check['max_false_acceptance']:.0%} may be accepted; {verdict})"
     )
 
 
@@ -129,9 +150,13 @@ def _write_refine(run: Run) -> None:
     iterations = final.get("iterations") or []
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         card = it["factscore"]
-        nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
+        nfs = describe_card(card)
         console.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
     console.print(_score_table(iterations, final.get("best_iteration")))
+    for it in sorted(iterations, key=lambda i: i["iteration"]):
+        line = _judge_line(it["iteration"], it["factscore"])
+        if line:
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
     usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
     console.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
     console.print(
@@ -211,7 +236,7 @@ REFINING = (
     *run_settings(*REFINE_ROLES),
     *JUDGING,
     *("strategy", "max_summary_tokens", "max_iterations", "target_score", "min_delta", "patience"),
-    *("refine_guard", "coherence_guard", "coherence_margin"),
+    *("refine_guard", "coherence_guard", "coherence_margin", "planted_sentences"),
 )
 add_graph_command(
     GraphCommand(

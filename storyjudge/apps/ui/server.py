@@ -37,7 +37,7 @@ from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
 from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
-from storyjudge.core.coverage import card_reliable
+from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.rundir import RunDirMismatch
 from storyjudge.core.runs import RUN_ID, RunRef, load_summary, runs_folder, story_runs
@@ -208,6 +208,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                 "score": score,
                 "coverage": card.get("coverage"),
                 "reliable": card_reliable(card),
+                "judge": judge_failure(card),  # what the planted facts say when they make it not count
                 "delta": None if score is None or previous is None else score - previous,
                 "facts": card.get("facts", 0),
                 "supported": card.get("supported", 0),
