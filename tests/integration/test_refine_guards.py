@@ -80,6 +80,43 @@ def test_a_refiner_that_deletes_sentences_is_rejected(
     assert [s["accepted"] for s in record["scores"]] == [True, False]
 
 
+def test_the_stop_line_says_the_last_round_was_rejected_and_why_the_loop_stopped_early(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    """Not "saturated": the guard's rejection, its reason, and patience cutting max_iterations short."""
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    server = scripted_server(RefinerSays(DELETED))
+    result = CliRunner().invoke(
+        app,
+        [
+            "refine",
+            str(story),
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            server.base_url,
+            "--ckg-samples",
+            "1",
+        ]
+        + ["--run-dir", str(tmp_path / "run"), "--max-iterations", "2"],
+        env={"OPENAI_API_KEY": "sk-test", "COLUMNS": "80"},
+    )
+    assert result.exit_code == 0, result.output
+    err = " ".join(result.stderr.split())  # the console wraps at 80 columns
+    assert (
+        "Stopped after round 1: the last refinement (round 1) was rejected by the refinement guard: dropped "
+        "supported facts (2 -> 1"
+    ) in err
+    assert (
+        "patience 1 stops the loop after one round without a gain, before max_iterations 2 is reached" in err
+    )
+    assert "round 1: refinement guard: dropped supported facts" in err and "Best: round 0." in err
+    assert "NarrativeFactScore per round" in err and "iteration " not in err  # rounds, by one name
+    assert FIRST_SUMMARY not in result.stderr  # round summaries only with --verbose
+    assert result.stdout == FIRST_SUMMARY + "\n"
+
+
 def test_a_refiner_that_copies_the_story_is_rejected(
     scripted_server: Callable[..., OpenAIServer], tmp_path: Path
 ) -> None:

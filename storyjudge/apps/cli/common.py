@@ -87,15 +87,19 @@ def _env_source(message: str, given: set[str]) -> str:
 
 
 def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
-    """Say which model each role uses, and that the embedded one is demo grade."""
-    table = Table(title="Models", show_header=True, header_style="bold")
-    table.add_column("role")
-    table.add_column("model")
-    table.add_column("note")
-    for role, spec, note in describe_models(ctx):
-        if roles is None or role in roles:
+    """Say which model each role uses (one line when they all use one), and that the embedded one is demo grade."""
+    rows = [row for row in describe_models(ctx) if roles is None or row[0] in roles]
+    if len({(spec, note) for _, spec, note in rows}) == 1:
+        _, spec, note = rows[0]
+        console.print(f"Models: {spec} for every role ({note})", markup=False, highlight=False)
+    else:
+        table = Table(title="Models", show_header=True, header_style="bold")
+        table.add_column("role")
+        table.add_column("model")
+        table.add_column("note")
+        for role, spec, note in rows:
             table.add_row(role, spec, note)
-    console.print(table)
+        console.print(table)
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(
             "[yellow]Using the embedded demo model: the pipeline runs offline, but its summaries and verdicts "
