@@ -224,7 +224,7 @@ def test_dry_run_calls_no_model_writes_nothing_and_says_price_unknown(
     options = ["--model", "openai:scripted", "--base-url", server.base_url]
     result = CliRunner().invoke(app, [*args, *options])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("Dry run, no model called: about ")
+    assert result.stdout.startswith("Dry run, no model called: ") and " LLM calls, " in result.stdout
     assert "price unknown" in result.stdout and "$0.0000" not in result.output
     as_json = CliRunner().invoke(app, [*args, *options, "--json"])
     record = json.loads(as_json.stdout)

@@ -111,7 +111,10 @@ def test_the_stop_line_says_the_last_round_was_rejected_and_why_the_loop_stopped
     assert (
         "patience 1 stops the loop after one round without a gain, before max_iterations 2 is reached" in err
     )
-    assert "round 1: refinement guard: dropped supported facts" in err and "Best: round 0." in err
+    assert (
+        "round 1: refinement guard: dropped supported facts" in err
+        and "Best: round 0, NFS 0.667 (coverage 100%)." in err
+    )
     assert "NarrativeFactScore per round" in err and "iteration " not in err  # rounds, by one name
     assert FIRST_SUMMARY not in result.stderr  # round summaries only with --verbose
     assert result.stdout == FIRST_SUMMARY + "\n"

@@ -45,18 +45,38 @@ def print_json(record: Any) -> None:
 
 
 def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
-    """A dry run's estimate: its assumptions on stderr, the figures alone on stdout (``--json``: the record)."""
+    """A dry run's estimate: its assumptions on stderr, the figures alone on stdout (``--json``: the record).
+
+    A low-high range when the estimate has one (``low`` and ``high``), else its figures as an upper bound.
+    """
     for line in estimate.get("assumptions", []):
         console.print(f"  assumption: {line}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         print_json(estimate)
         return
-    usd = estimate.get("usd")
-    cost = f"${usd:.4f}" if usd is not None else "price unknown"
+    low, high = estimate.get("low") or estimate, estimate.get("high") or estimate
+
+    def span(key: str, as_text: Callable[[float], str] = lambda n: f"{n:,.0f}") -> str:
+        a, b = as_text(low[key]), as_text(high[key])
+        return a if a == b else f"{a} to {b}"
+
+    if high.get("usd") is None:
+        cost = "price unknown"
+    else:
+        cost = (
+            f"${low['usd']:.4f}" if low["usd"] == high["usd"] else f"${low['usd']:.4f} to ${high['usd']:.4f}"
+        )
     print_result(
-        f"Dry run, no model called: about {estimate['calls']} LLM calls, {estimate['input_tokens']} input / "
-        f"{estimate['output_tokens']} output tokens, {cost} ({estimate.get('resolved_model', '?')})"
+        f"Dry run, no model called: {span('calls')} LLM calls, {span('input_tokens', _tokens)} input / "
+        f"{span('output_tokens', _tokens)} output tokens, {cost} ({estimate.get('resolved_model', '?')})"
     )
+
+
+def _tokens(n: float) -> str:
+    """A token count for reading: 850, 12k, 1.52M."""
+    if n >= 1e6:
+        return f"{n / 1e6:.2f}M"
+    return f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n:,.0f}"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

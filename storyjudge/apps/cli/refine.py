@@ -179,10 +179,13 @@ def _write_refine(run: Run) -> None:
     usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
     last = max((it["iteration"] for it in iterations), default=0)
     console.print(
-        f"Stopped after round {last}: {final.get('stop_reason', '?')}. Best: round {final.get('best_iteration')}.",
-        markup=False,
-        highlight=False,
+        f"Stopped after round {last}: {final.get('stop_reason', '?')}.", markup=False, highlight=False
     )
+    best = [it for it in iterations if it["iteration"] == final.get("best_iteration")]
+    if best:
+        card = best[0]["factscore"]
+        nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
+        console.print(f"Best: round {best[0]['iteration']}, NFS {nfs}.", markup=False, highlight=False)
     console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
         f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. {cost_text(final.get('usage'))}; "
