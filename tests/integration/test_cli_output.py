@@ -233,3 +233,16 @@ def test_dry_run_calls_no_model_writes_nothing_and_says_price_unknown(
     assert priced.exit_code == 0, priced.output
     assert json.loads(priced.stdout)["usd"] > 0
     assert server.completions == [] and not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_the_readme_names_every_file_of_a_run_directory_and_says_how_to_read_a_result(refined: Done) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listing = readme.split("## A run directory", 1)[1].split("\n## ", 1)[0]
+    unnamed = [entry.name for entry in refined.run_dir.iterdir() if f"`{entry.name}" not in listing]
+    assert not unnamed, f"files of a run directory the README does not name: {unnamed}"
+    reading = readme.split("## Reading a result", 1)[1].split("\n## ", 1)[0]
+    for words in ("NarrativeFactScore (NFS)", "BooookScore", "coverage", "reliable", "round 0"):
+        assert words in reading, words
+    for reason in ("target reached", "patience", "max iterations reached", "nothing to refine"):
+        assert reason in reading, reason
