@@ -235,15 +235,17 @@ def estimate_range(ctx: Context, task: str, document: str, summary: str = "") ->
     facts as that budget holds, every verdict asked anew, full evidence, every summary regenerated to the
     limit. Neither end counts the retries of failed calls (the run shows each one).
     """
+    from nodes.extract import extraction_tasks
     from storyjudge.core.segmentation import segment_document
 
     scenes, _ = segment_document(document, ctx.chunk_size)
     scene_tokens = [count_tokens(scene["text"]) for scene in scenes] or [count_tokens(document)]
     rng = _Range()
     extract_in = _prompt_tokens("extract_triples")
-    for tokens in scene_tokens:
+    for job in extraction_tasks(list(scenes), ctx):  # the extraction's own tasks: scene parts times samples
+        tokens = count_tokens(job["scene"]["text"])
         for i, end in enumerate(("low", "high")):
-            rng.add(end, "extractor", ctx.ckg_samples, extract_in + tokens, ANSWER_TOKENS["extract"][i])
+            rng.add(end, "extractor", 1, extract_in + tokens, ANSWER_TOKENS["extract"][i])
     given = count_tokens(summary) if summary.strip() else 0
     size: tuple[float, float] = (given, given)
     if task == "refine" and not given:  # the summary is written first, at most at its length budget
