@@ -118,6 +118,25 @@ def test_the_stop_line_says_the_last_round_was_rejected_and_why_the_loop_stopped
     assert "NarrativeFactScore per round" in err and "iteration " not in err  # rounds, by one name
     assert FIRST_SUMMARY not in result.stderr  # round summaries only with --verbose
     assert result.stdout == FIRST_SUMMARY + "\n"
+    again = CliRunner().invoke(  # the finished run, shown again: with --verbose, every round's summary too
+        app,
+        [
+            "refine",
+            str(story),
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            server.base_url,
+            "--ckg-samples",
+            "1",
+        ]
+        + ["--run-dir", str(tmp_path / "run"), "--max-iterations", "2", "--resume", "--verbose"],
+        env={"OPENAI_API_KEY": "sk-test", "COLUMNS": "80"},
+    )
+    assert again.exit_code == 0, again.output
+    shown = " ".join(again.stderr.replace("│", " ").split())
+    assert "round 0: NFS 0.667" in shown and "round 1: NFS 1.000" in shown
+    assert " ".join(FIRST_SUMMARY.split()) in shown and " ".join(DELETED.split()) in shown
 
 
 def test_a_refiner_that_copies_the_story_is_rejected(

@@ -1,9 +1,10 @@
 """Command-line options made from the ``Context`` fields they set: one flag per field, the same in every command.
 
 A field's option is named after it (``predicate_threshold`` -> ``--predicate-threshold``), takes its help text
-from the field's description and shows the field's default. ``@with_settings("ckg_samples", ...)`` adds such
-options to a command, plus ``--set FIELD=VALUE`` for every other field, and hands the command one
-``Settings`` value instead of a parameter per option::
+from the field's description and shows the field's default; ``PANELS`` puts it in a --help panel (model, method,
+loop, output, operation), and a command's options are listed panel by panel. ``@with_settings("ckg_samples",
+...)`` adds such options to a command, plus ``--set FIELD=VALUE`` for every other field, and hands the command
+one ``Settings`` value instead of a parameter per option::
 
     @app.command("index")
     @with_settings(*model_settings("extractor"), "run_dir", "ckg_samples")
