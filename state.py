@@ -3,13 +3,20 @@
 States are TypedDicts (``typing_extensions``' TypedDict, so LangGraph Studio can build their JSON schemas on
 Python 3.11); channels that many branches write use ``operator.add`` (or ``merge_usage``) reducers. The records
 they carry are in ``storyjudge.core.records``; the LLM answer schemas are in ``prompts.schemas``.
+
+The graphs' input schemas are Studio's input forms: each field a person may fill carries a description
+(``Annotated[..., Field(description=...)]``), a field the graph cannot run without is ``Required``, and a field
+that only a caller program or a parent graph sets is left out of the form (``SkipJsonSchema``), though it is
+still accepted.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, Required
 
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from storyjudge.core.records import (
@@ -37,13 +44,22 @@ from storyjudge.core.records import (
 )
 from storyjudge.core.usage import Usage, merge_usage
 
+Document = Annotated[
+    str, Field(description="The narrative's text (plain text or Markdown). Give this or scenes.")
+]
+Scenes = Annotated[
+    list[Scene],
+    Field(description="The narrative already cut into scenes, each with its text; instead of document."),
+]
+Title = Annotated[str, Field(description="A name for the narrative, used in run directories and reports.")]
+
 
 class IndexInput(TypedDict, total=False):
     """Input of the index graph: a document (or pre-split scenes) and an optional title."""
 
-    document: str
-    scenes: list[Scene]
-    title: str
+    document: Document
+    scenes: Scenes
+    title: Title
 
 
 class ExtractTask(TypedDict):
@@ -113,11 +129,19 @@ class SummaryPlan(TypedDict):
 class SummarizeInput(TypedDict, total=False):
     """Input of the summarize graph (strategy and sizes fall back to the context)."""
 
-    document: str
-    scenes: list[Scene]
-    strategy: Literal["hierarchical", "incremental"]
-    chunk_size: int
-    max_summary_tokens: int
+    document: Document
+    scenes: Scenes
+    strategy: Annotated[
+        Literal["hierarchical", "incremental"],
+        Field(description="Hierarchical merging or incremental updating. Empty: the strategy setting."),
+    ]
+    chunk_size: Annotated[
+        int, Field(description="Largest chunk read at once, in tokens. Empty: the chunk_size setting.")
+    ]
+    max_summary_tokens: Annotated[
+        int,
+        Field(description="Length budget of the summary in tokens. Empty: the max_summary_tokens setting."),
+    ]
 
 
 class SummarizeState(TypedDict, total=False):
@@ -158,14 +182,24 @@ class SummarizeOutput(TypedDict, total=False):
 class FactScoreInput(TypedDict, total=False):
     """Input of the factscore graph: a summary and its narrative (or an existing index)."""
 
-    summary: str
-    document: str
-    title: str
-    scenes: list[Scene]
-    ckg: NodeLinkGraph
-    index: IndexRef
-    iteration: int
-    previous_summary: str  # in a refinement round, the summary it refined (its unchanged sentences go later)
+    summary: Required[Annotated[str, Field(description="The summary whose facts are checked.")]]
+    document: Document
+    title: Title
+    scenes: Scenes
+    ckg: Annotated[
+        NodeLinkGraph,
+        Field(
+            description="A character knowledge graph from the index graph; built from the narrative if absent."
+        ),
+    ]
+    index: Annotated[
+        IndexRef,
+        Field(description="The scene index from the index graph; built from the narrative if absent."),
+    ]
+    iteration: SkipJsonSchema[int]  # set by the refine graph: the round whose facts these are
+    previous_summary: SkipJsonSchema[
+        str
+    ]  # a refinement round's: the summary it refined (unchanged sentences go later)
 
 
 class SentenceTask(TypedDict):
@@ -216,8 +250,11 @@ class FactScoreOutput(IndexOutput, total=False):
 class CoherenceInput(TypedDict, total=False):
     """Input of the coherence graph: one summary, or many with ids."""
 
-    summary: str
-    summaries: list[SummaryItem]
+    summary: Annotated[str, Field(description="One summary to score. Give this or summaries.")]
+    summaries: Annotated[
+        list[SummaryItem],
+        Field(description="Several summaries, each with an id (and optionally its sentences)."),
+    ]
 
 
 class CoherenceTask(TypedDict):
@@ -262,11 +299,12 @@ class CoherenceOutput(TypedDict, total=False):
 class RefineInput(TypedDict, total=False):
     """Input of the refine graph: a document (or scenes), optionally a title and a starting summary."""
 
-    document: str
-    scenes: list[Scene]
-    title: str
-    summary: str
-    started_at: float  # when the caller started the run (time.time()); result.json then records wall_seconds
+    document: Document
+    scenes: Scenes
+    title: Title
+    summary: Annotated[str, Field(description="Start from this summary instead of writing one.")]
+    # set by a caller program, not a person: when it started the run (time.time()); result.json's wall_seconds
+    started_at: SkipJsonSchema[float]
 
 
 class RefineState(FactScoreState, SummarizeState, total=False):

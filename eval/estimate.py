@@ -144,53 +144,207 @@ def _tally(
     return tally
 
 
-def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> dict[str, Any]:
-    """What one ``storyjudge refine`` (task "refine") or ``score`` ("score") of a narrative would take.
+# --- one run's range (``storyjudge refine --dry-run``, ``score --dry-run``) ------------------------------------
+# Each bound rests on what the text and the settings fix (scenes, chunks, merges, the summary's length budget,
+# the evidence budget, the rounds) and on the assumptions below, printed with the range.
+SUMMARY_SHARE_LOW = 0.25
+"""Low: the generated summary has at least this share of its length budget (max_summary_tokens)."""
+FACT_TOKENS_RANGE = (40, 5)
+"""Summary tokens per atomic fact: low, one fact per 40 tokens; high, one per 5 (the budget bounds the facts)."""
+SENTENCE_TOKENS_RANGE = (40, 10)
+"""Summary tokens per sentence (each is one decomposition call): low 40, high 10."""
+ANSWER_TOKENS = {"extract": (5, 600), "decompose": (10, 150), "judge": (10, 250), "coherence": (5, 100)}
+"""Output tokens of one answer, (low, high), per call kind."""
+CKG_LINES_TOKENS = 800
+"""High: the character-graph lines a judge prompt shows besides its scene text (at most 40 lines)."""
+CALL_OVERHEAD_TOKENS = 10
+"""High: chat-format tokens a server counts per call beyond the messages' text."""
 
-    Calls and tokens as for an experiment's item (the narrative indexed, every refinement round run), and USD
-    at the judge model's list price (None when it has none).
+
+class _Range:
+    """Calls and tokens per role, at the low and the high end."""
+
+    def __init__(self) -> None:
+        self.ends: dict[str, dict[str, dict[str, int]]] = {"low": {}, "high": {}}
+
+    def add(self, end: str, role: str, calls: float, input_each: float, output_each: float) -> None:
+        calls = math.ceil(calls)
+        tally = self.ends[end].setdefault(role, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        tally["calls"] += calls
+        tally["input_tokens"] += int(calls * input_each)
+        tally["output_tokens"] += int(calls * output_each)
+
+    def summed(self, end: str, ctx: Context) -> dict[str, Any]:
+        tallies = self.ends[end]
+        total = {
+            key: sum(t[key] for t in tallies.values()) for key in ("calls", "input_tokens", "output_tokens")
+        }
+        specs = {role: resolve_spec(ctx, role) for role in tallies}
+        known = all(price_known(spec) for spec in specs.values())
+        usd = sum(price(specs[r], t["input_tokens"], t["output_tokens"]) for r, t in tallies.items())
+        return {**total, "usd": round(usd, 4) if known and tallies else None}
+
+
+def _score_round(rng: _Range, end: str, ctx: Context, summary_tokens: float, scene_tokens: list[int]) -> None:
+    """One scoring round of a summary of ``summary_tokens`` at one end: decompose, judge, coherence guard."""
+    i = 0 if end == "low" else 1
+    sentences = max(1, math.ceil(summary_tokens / SENTENCE_TOKENS_RANGE[i]))
+    facts = max(1, math.ceil(summary_tokens / FACT_TOKENS_RANGE[i]))
+    extra = 0 if end == "low" else summary_tokens + CALL_OVERHEAD_TOKENS  # the sentence, besides the summary
+    decompose_in = _prompt_tokens("decompose") + summary_tokens + extra
+    rng.add(end, "decomposer", sentences, decompose_in, ANSWER_TOKENS["decompose"][i])
+    if end == "low":
+        judge_in = _prompt_tokens("judge") + min(scene_tokens)
+    else:
+        evidence = min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens) + 200)
+        judge_in = _prompt_tokens("judge") + evidence + CKG_LINES_TOKENS + 100 + CALL_OVERHEAD_TOKENS
+    rng.add(end, "judge", facts, judge_in, ANSWER_TOKENS["judge"][i])
+    if ctx.coherence_guard:
+        coherence_in = _prompt_tokens("coherence") + summary_tokens + extra
+        rng.add(end, "coherence", sentences, coherence_in, ANSWER_TOKENS["coherence"][i])
+
+
+def _planted_items(
+    rng: _Range, ctx: Context, size: tuple[float, float], scene_tokens: list[int], *, coherence: bool
+) -> None:
+    """The planted control items' calls: asked once, since every round plants the same ones (cache hits after)."""
+    for i, end in enumerate(("low", "high")):
+        evidence = (
+            min(scene_tokens)
+            if end == "low"
+            else min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens))
+        )
+        rng.add(
+            end, "judge", ctx.planted_facts, _prompt_tokens("judge") + evidence, ANSWER_TOKENS["judge"][i]
+        )
+        if coherence and ctx.coherence_guard:
+            coherence_in = _prompt_tokens("coherence") + size[i] + CALL_OVERHEAD_TOKENS
+            rng.add(end, "coherence", ctx.planted_sentences, coherence_in, ANSWER_TOKENS["coherence"][i])
+
+
+def _summarize_range(rng: _Range, ctx: Context, scenes: list[Any]) -> None:
+    """The summarizer's calls: the planned chunk and merge calls, each tried up to 1 + MAX_REGENERATIONS times."""
+    from nodes.chunk import chunk_scenes
+    from nodes.hierarchical import level_budgets, merge_overhead, merges_needed
+    from nodes.writer import MAX_REGENERATIONS
+
+    chunks = chunk_scenes(scenes, ctx.chunk_size)
+    top, window, tries = ctx.max_summary_tokens, ctx.context_window, 1 + MAX_REGENERATIONS
+    chunk_in = sum(chunk["tokens"] for chunk in chunks)
+    if ctx.strategy == "hierarchical":
+        budgets = level_budgets(len(chunks), top, window, merge_overhead(ctx.prompt_dir))
+        merges = sum(merges_needed(len(chunks), budgets, window, merge_overhead(ctx.prompt_dir)))
+        leaf_prompt = _prompt_tokens("summarize_chunk")
+        rng.add(
+            "low",
+            "summarizer",
+            len(chunks),
+            leaf_prompt + chunk_in / len(chunks),
+            SUMMARY_SHARE_LOW * budgets[0],
+        )
+        rng.add(
+            "high", "summarizer", len(chunks) * tries, leaf_prompt + chunk_in / len(chunks) + 50, budgets[0]
+        )
+        rng.add(
+            "low",
+            "summarizer",
+            merges,
+            _prompt_tokens("merge") + 2 * SUMMARY_SHARE_LOW * budgets[0],
+            SUMMARY_SHARE_LOW * top,
+        )
+        rng.add("high", "summarizer", merges * tries, window, top)
+    else:
+        update_in = _prompt_tokens("incremental_update") + chunk_in / len(chunks)
+        rng.add("low", "summarizer", len(chunks), update_in, SUMMARY_SHARE_LOW * top)
+        rng.add(
+            "high", "summarizer", 2 * len(chunks) * tries, update_in + top + 50, top
+        )  # updates, compressions
+    if ctx.artifact_removal:
+        artifacts_in = _prompt_tokens("remove_artifacts")
+        rng.add("low", "summarizer", 1, artifacts_in + SUMMARY_SHARE_LOW * top, SUMMARY_SHARE_LOW * top)
+        rng.add("high", "summarizer", tries, artifacts_in + top + 50, top)
+
+
+def estimate_range(ctx: Context, task: str, document: str, summary: str = "") -> dict[str, Any]:
+    """The fewest and the most LLM calls and tokens one ``refine`` ("refine") or ``score`` ("score") run takes.
+
+    Low: the first round only (the target reached or nothing to refine at once), a summary of a quarter of its
+    budget, few facts, short answers. High: every round up to
+    ``max_iterations``, each summary at its length budget (a refinement may add a tenth and 10 words), as many
+    facts as that budget holds, every verdict asked anew, full evidence, every summary regenerated to the
+    limit. Neither end counts the retries of failed calls (the run shows each one).
     """
+    from nodes.extract import extraction_tasks
     from storyjudge.core.segmentation import segment_document
 
     scenes, _ = segment_document(document, ctx.chunk_size)
-    scene_tokens = [count_tokens(s["text"]) for s in scenes] or [count_tokens(document)]
-    planted = _Tally()
-    tally = _tally(
-        ctx, task, scene_tokens, count_tokens(summary), ("factscore",), index=True, planted=planted
-    )
-    spec = resolve_spec(ctx, "judge")
-    usd = price(spec, tally.input_tokens, tally.output_tokens)
+    scene_tokens = [count_tokens(scene["text"]) for scene in scenes] or [count_tokens(document)]
+    rng = _Range()
+    extract_in = _prompt_tokens("extract_triples")
+    for job in extraction_tasks(list(scenes), ctx):  # the extraction's own tasks: scene parts times samples
+        tokens = count_tokens(job["scene"]["text"])
+        for i, end in enumerate(("low", "high")):
+            rng.add(end, "extractor", 1, extract_in + tokens, ANSWER_TOKENS["extract"][i])
+    given = count_tokens(summary) if summary.strip() else 0
+    size: tuple[float, float] = (given, given)
+    if task == "refine" and not given:  # the summary is written first, at most at its length budget
+        _summarize_range(rng, ctx, list(scenes))
+        size = (SUMMARY_SHARE_LOW * ctx.max_summary_tokens, ctx.max_summary_tokens)
+    _score_round(rng, "low", ctx, size[0], scene_tokens)
+    _score_round(rng, "high", ctx, size[1], scene_tokens)
+    planted = _Range()
+    for target in (rng, planted):
+        _planted_items(target, ctx, size, scene_tokens, coherence=task == "refine")
+    if task == "refine":
+        length: float = size[1]
+        for _ in range(ctx.max_iterations):
+            cap = max(ctx.max_output_tokens, int(length * 1.5) + 64)  # the refiner's max_tokens
+            length = length * 1.1 + 20  # max_length_ratio's tenth more and WORD_SLACK's words, as tokens
+            rng.add("high", "refiner", 1 + ctx.parse_retries, ctx.context_window, min(cap, length))
+            _score_round(rng, "high", ctx, length, scene_tokens)
+    return {
+        "scenes": len(scene_tokens),
+        "low": rng.summed("low", ctx),
+        "high": rng.summed("high", ctx),
+        "planted": planted.summed("high", ctx),
+    }
+
+
+def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> dict[str, Any]:
+    """What one ``storyjudge refine`` (task "refine") or ``score`` ("score") run would take: a low-high range.
+
+    ``calls``, ``input_tokens``, ``output_tokens`` and ``usd`` are the high end; ``low`` and ``high`` both ends.
+    USD at each role's model's list price (None when one has none), known without an API key.
+    """
+    ranged = estimate_range(ctx, task, document, summary)
+    high = ranged["high"]
     return {
         "task": task,
-        "resolved_model": spec,
-        "scenes": len(scene_tokens),
-        "calls": tally.calls,
-        "input_tokens": tally.input_tokens,
-        "output_tokens": tally.output_tokens,
-        "usd": round(usd, 4) if price_known(spec) else None,
-        "planted": {
-            "calls": planted.calls,
-            "input_tokens": planted.input_tokens,
-            "output_tokens": planted.output_tokens,
-        },
+        "resolved_model": resolve_spec(ctx, "judge"),
+        "scenes": ranged["scenes"],
+        **high,
+        "low": ranged["low"],
+        "high": high,
+        "planted": ranged["planted"],
         "assumptions": [
-            "upper bound before cache hits and without parse retries",
-            f"planted control items, counted above: {ctx.planted_facts} fact(s) judged per scoring round, "
-            f"{ctx.planted_sentences} sentence(s) per coherence score (the same items every round, so later "
-            "rounds answer them from the cache)",
-            f"{FACTS_PER_SENTENCE} atomic facts per summary sentence, {TOKENS_PER_SENTENCE} tokens per sentence",
+            f"both ends count the planted control items once: {ctx.planted_facts} fact(s) judged, "
+            f"{ctx.planted_sentences} sentence(s) per coherence score (later rounds answer them from the cache)",
+            "low: the first round only, a summary of at least "
+            f"{SUMMARY_SHARE_LOW:.0%} of max_summary_tokens ({ctx.max_summary_tokens}), one fact per "
+            f"{FACT_TOKENS_RANGE[0]} summary tokens, short answers"
+            if task == "refine"
+            else "low: one fact per 40 summary tokens, short answers",
             *(
                 [
-                    f"every round up to max_iterations ({ctx.max_iterations}) runs; summary length "
-                    "min(max_summary_tokens, document/4)"
+                    f"high: every round up to max_iterations ({ctx.max_iterations}) with every verdict asked anew, "
+                    f"the summary at its budget (each refinement up to a tenth longer), one fact per "
+                    f"{FACT_TOKENS_RANGE[1]} summary tokens, every summary regenerated to the limit"
                 ]
                 if task == "refine"
-                else []
+                else [f"high: one fact per {FACT_TOKENS_RANGE[1]} summary tokens, full evidence"]
             ),
-            "typical answer lengths per call kind: "
-            + ", ".join(f"{k} {v}" for k, v in OUTPUT_TOKENS.items()),
-            "USD at the judge model's list price, for OpenAI models with a known price "
-            "(storyjudge.core.usage.PRICES_PER_MTOK)",
+            "neither end counts retries of failed calls; the run shows them",
+            "USD at each role's list price for OpenAI models with a known one (storyjudge.core.usage.PRICES_PER_MTOK)",
         ],
     }
 
@@ -238,7 +392,7 @@ def estimate(config: ExperimentConfig, *, max_cells: int | None = None) -> dict[
             "upper bound before cache hits (cells sharing a model reuse each other's cached calls) and "
             "without parse retries",
             f"{FACTS_PER_SENTENCE} atomic facts per summary sentence, "
-            f"{TOKENS_PER_SENTENCE} tokens per sentence",
+            f"{SENTENCE_TOKENS_RANGE} tokens per sentence",
             "refine: every round up to max_iterations runs; "
             "summary length min(max_summary_tokens, document/4)",
             "typical answer lengths per call kind: "

@@ -36,7 +36,7 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
     if not any(has_words(sentence) for sentence in found):  # "!!! ???" would score 1.0 with no fact at all
         raise ValueError("The summary to score " + NO_WORDS.format(sample=summary[:40]) + ".")
     for stage in ("decompose", "retrieve", "judge"):  # each counts sentences: one branch does all three
-        progress.emit(stage, total=len(found))
+        progress.emit(stage, total=len(found), round=state.get("iteration", 0))
     # the branches search the index: Chroma and the embedder are imported before they start
     heavy_imports.load_before_branches(index=True, embedder=context_of(runtime).embedder)
     return {"sentences": found, "iteration": state.get("iteration", 0)}

@@ -1,8 +1,9 @@
 """Loop control of the refine graph: record each round, keep the best summary, decide when to stop.
 
-Stop when the score reaches the target, when it has not beaten the best by ``min_delta`` for ``patience`` rounds
-(saturation, as the paper observes), when nothing is left to fix, or after ``max_iterations`` refinements. The
-result is the best summary, not the last; ties go to the later one.
+Round 0 is the first summary, round n the n-th refinement. Stop when the score reaches the target, when it has
+not beaten the best by ``min_delta`` for ``patience`` rounds (saturation, as the paper observes: a rejected or
+unreliable round is no gain), when nothing is left to fix, or after ``max_iterations`` refinements. The stop
+reason says which, in words. The result is the best summary, not the last; ties go to the later one.
 """
 
 from __future__ import annotations
@@ -67,16 +68,28 @@ def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
 
 
 def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
-    """Why the loop stops now, or "" to refine again."""
+    """Why the loop stops now, in words that say what happened, or "" to refine again.
+
+    Round 0 is the first summary; round n the n-th refinement. When the loop stops before ``max_iterations``
+    because of ``patience``, the reason says so, and what the last round did (rejected by a guard and why, not
+    reliable, or no gain over the best).
+    """
     latest = max(iterations, key=lambda i: i["iteration"])
     card = latest["factscore"]
+    n = latest["iteration"]
     reached = card["score"] is not None and card["score"] >= ctx.target_score
     if reached and is_reliable(latest) and latest["accepted"]:
-        return f"target reached (NFS {card['score']:.3f} >= {ctx.target_score})"
-    if latest["iteration"] >= 1 and stale_rounds(iterations, ctx.min_delta) >= ctx.patience:
-        return f"saturated (no gain >= {ctx.min_delta} over the best for {ctx.patience} round(s))"
-    if latest["iteration"] >= ctx.max_iterations:
-        return f"max iterations ({ctx.max_iterations}) reached"
+        return f"target reached (NFS {card['score']:.3f} >= {ctx.target_score} in round {n})"
+    stale = stale_rounds(iterations, ctx.min_delta) if n >= 1 else 0
+    if stale >= ctx.patience:
+        early = f", before max_iterations {ctx.max_iterations} is reached" if n < ctx.max_iterations else ""
+        without = "one round" if ctx.patience == 1 else f"{ctx.patience} rounds"
+        return (
+            f"{what_round_did(iterations, ctx)}; patience {ctx.patience} stops the loop after {without} "
+            f"without a gain{early}"
+        )
+    if n >= ctx.max_iterations:
+        return f"max iterations reached ({ctx.max_iterations} refinement round(s) run)"
     if card["unsupported"] == 0:
         return (
             "nothing to refine (no unsupported facts)"
@@ -84,6 +97,34 @@ def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
             else "nothing could be judged"
         )
     return ""
+
+
+def what_round_did(iterations: list[Iteration], ctx: Context) -> str:
+    """The latest round's outcome in words: rejected by a guard (and why), not reliable, or no gain."""
+    latest = max(iterations, key=lambda i: i["iteration"])
+    n = latest["iteration"]
+    if not latest["accepted"]:
+        # the note names each guard that rejected the round: "coherence guard: ...", "refinement guard: ..."
+        rejections = [
+            part.strip("; ")
+            for part in (latest.get("note") or "").split("; not accepted as best")
+            if "guard:" in part
+        ]
+        by = " and by the ".join(rejections) or "guard"
+        return f"the last refinement (round {n}) was rejected by the {by}"
+    card = latest["factscore"]
+    if not is_reliable(latest):
+        return (
+            f"the last refinement's score (round {n}) is not reliable: coverage "
+            f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%}"
+        )
+    best = best_of([it for it in iterations if it["iteration"] < n])
+    if best is None:
+        return f"the last refinement (round {n}) brought no gain"
+    return (
+        f"the last refinement (round {n}, NFS {_score(latest):.3f}) did not beat the best (round "
+        f"{best['iteration']}, NFS {_score(best):.3f}) by min_delta {ctx.min_delta}"
+    )
 
 
 def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -160,7 +160,7 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     summary, card, base = refine_base(state)
     attempts_before = earlier_attempts(state.get("iterations") or [], base)
     flagged = flagged_verdicts(card)
-    progress.emit("refine", total=1)
+    progress.emit("refine", total=1, round=state.get("iteration", 0) + 1)  # the round it writes
     n_words = len(words(summary))
     summary_tokens = count_tokens(summary)
     max_tokens = max(ctx.max_output_tokens, int(summary_tokens * 1.5) + 64)

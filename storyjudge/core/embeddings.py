@@ -27,6 +27,25 @@ from storyjudge.core.context import ConfigError
 log = logging.getLogger(__name__)
 
 
+class _NotForUsers(logging.Filter):
+    """Drops transformers' notes that concern training, not embedding: a run's progress must not carry them.
+
+    Tracing the model reads its ``loss_function``, whose getter says "`loss_type=None` was set in the config
+    but it is unrecognized" on stderr, in the middle of the progress lines, about a loss nothing here uses.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("`loss_type=")
+
+
+_NOT_FOR_USERS = _NotForUsers()
+
+
+def _quiet_transformers() -> None:
+    """Filter, at its source logger, the transformers warning that means nothing to a user of embeddings."""
+    logging.getLogger("transformers.modeling_utils").addFilter(_NOT_FOR_USERS)  # once: addFilter dedups
+
+
 class WindowedEmbeddings(Embeddings):
     """Embeddings that also report their input window and count tokens with their own tokenizer."""
 
@@ -128,6 +147,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
+        _quiet_transformers()
         self.model = SentenceTransformer(str(minilm_path()), device="cpu")
         self.window_tokens = min(self.window_tokens, int(self.model.max_seq_length))
         self._lock = threading.Lock()

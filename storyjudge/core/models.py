@@ -150,8 +150,11 @@ def local_threads() -> tuple[int, int]:
     return min(4, half), half
 
 
-def check_spec(spec: str, ctx: Context) -> None:
-    """Fail early, with what to do, on a spec that cannot work (unknown provider, missing key)."""
+def check_spec(spec: str, ctx: Context, *, need_key: bool = True) -> None:
+    """Fail early, with what to do, on a spec that cannot work (unknown provider, missing key).
+
+    ``need_key=False`` for a dry run: it prices a model without calling it, so OPENAI_API_KEY may be unset.
+    """
     provider, sep, name = spec.partition(":")
     if not sep or not name or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", provider):
         raise ConfigError(
@@ -161,7 +164,7 @@ def check_spec(spec: str, ctx: Context) -> None:
         local_model_path(name)
         return
     if provider == "openai":
-        if is_openai(ctx.base_url) and not os.environ.get("OPENAI_API_KEY"):
+        if need_key and is_openai(ctx.base_url) and not os.environ.get("OPENAI_API_KEY"):
             raise ConfigError(
                 f"{spec} needs OPENAI_API_KEY: export it, or point --base-url at an OpenAI-compatible server, "
                 "or use --model local:smollm2."

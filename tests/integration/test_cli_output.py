@@ -69,7 +69,7 @@ def test_refine_prints_each_stage_as_plain_lines_when_redirected(refined: Done) 
     for line in ("extract 0/2 started", "extract 2/2 done", "summarize 2/2 done", "decompose 3/3 done"):
         assert line in err, err
     assert "retrieve 3/3 done" in err and "judge 3/3 done" in err
-    assert "decompose 3/3 done in" in err and "(round 2)" in err  # the second round's scoring
+    assert "decompose 3/3 done in" in err and "(round 1)" in err  # the first refinement round's scoring
     assert "refine 1/1 done" in err
 
 
@@ -81,7 +81,20 @@ def test_refine_prints_the_best_summary_alone_on_stdout_and_writes_it(refined: D
     err = refined.stderr
     assert f"Run record: {refined.run_dir / 'result.json'}" in err
     assert f"Report: {refined.run_dir / 'report.html'}" in err and (refined.run_dir / "report.html").exists()
-    assert "NarrativeFactScore per iteration" in err  # the tables go to stderr
+    assert "NarrativeFactScore per round" in err  # the tables go to stderr
+
+
+@pytest.mark.slow
+def test_refine_piped_at_80_columns_is_quiet(refined: Done) -> None:
+    """One Models line, no round summaries without --verbose, no third-party warning, nothing over 80 columns."""
+    assert refined.returncode == 0, refined.stderr
+    err = refined.stderr
+    assert err.startswith("Models: openai:scripted for every role") and "┃ role" not in err
+    assert "loss_type" not in err and "Warning" not in err
+    assert FIXED_SUMMARY not in err and FIRST_SUMMARY not in err  # the summaries: stdout and --verbose only
+    paths = ("Run record:", "Report:", "Summary:")  # a path is printed whole, to be copied
+    assert all(len(line) <= 80 for line in err.splitlines() if not line.startswith(paths)), err
+    assert "…" not in err and "Stopped after round 1: target reached" in err
 
 
 @pytest.mark.slow
@@ -211,7 +224,7 @@ def test_dry_run_calls_no_model_writes_nothing_and_says_price_unknown(
     options = ["--model", "openai:scripted", "--base-url", server.base_url]
     result = CliRunner().invoke(app, [*args, *options])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("Dry run, no model called: about ")
+    assert result.stdout.startswith("Dry run, no model called: ") and " LLM calls, " in result.stdout
     assert "price unknown" in result.stdout and "$0.0000" not in result.output
     as_json = CliRunner().invoke(app, [*args, *options, "--json"])
     record = json.loads(as_json.stdout)
@@ -220,3 +233,16 @@ def test_dry_run_calls_no_model_writes_nothing_and_says_price_unknown(
     assert priced.exit_code == 0, priced.output
     assert json.loads(priced.stdout)["usd"] > 0
     assert server.completions == [] and not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_the_readme_names_every_file_of_a_run_directory_and_says_how_to_read_a_result(refined: Done) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listing = readme.split("## A run directory", 1)[1].split("\n## ", 1)[0]
+    unnamed = [entry.name for entry in refined.run_dir.iterdir() if f"`{entry.name}" not in listing]
+    assert not unnamed, f"files of a run directory the README does not name: {unnamed}"
+    reading = readme.split("## Reading a result", 1)[1].split("\n## ", 1)[0]
+    for words in ("NarrativeFactScore (NFS)", "BooookScore", "coverage", "reliable", "round 0"):
+        assert words in reading, words
+    for reason in ("target reached", "patience", "max iterations reached", "nothing to refine"):
+        assert reason in reading, reason

@@ -145,7 +145,7 @@ def test_loop_stops_on_saturation_and_keeps_best(
 ) -> None:
     server = scripted_server(StoryResponder(fix=False))
     out = build_graph().invoke({"document": STORY}, context=_ctx(server, tmp_path, max_iterations=3))
-    assert out["stop_reason"].startswith("saturated")
+    assert "patience 1 stops the loop after one round without a gain" in out["stop_reason"]
     assert [i["iteration"] for i in out["iterations"]] == [0, 1]
     assert out["best_iteration"] == 1  # a tie goes to the later round
 

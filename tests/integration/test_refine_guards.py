@@ -80,6 +80,65 @@ def test_a_refiner_that_deletes_sentences_is_rejected(
     assert [s["accepted"] for s in record["scores"]] == [True, False]
 
 
+def test_the_stop_line_says_the_last_round_was_rejected_and_why_the_loop_stopped_early(
+    scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    """Not "saturated": the guard's rejection, its reason, and patience cutting max_iterations short."""
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    server = scripted_server(RefinerSays(DELETED))
+    result = CliRunner().invoke(
+        app,
+        [
+            "refine",
+            str(story),
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            server.base_url,
+            "--ckg-samples",
+            "1",
+        ]
+        + ["--run-dir", str(tmp_path / "run"), "--max-iterations", "2"],
+        env={"OPENAI_API_KEY": "sk-test", "COLUMNS": "80"},
+    )
+    assert result.exit_code == 0, result.output
+    err = " ".join(result.stderr.split())  # the console wraps at 80 columns
+    assert (
+        "Stopped after round 1: the last refinement (round 1) was rejected by the refinement guard: dropped "
+        "supported facts (2 -> 1"
+    ) in err
+    assert (
+        "patience 1 stops the loop after one round without a gain, before max_iterations 2 is reached" in err
+    )
+    assert (
+        "round 1: refinement guard: dropped supported facts" in err
+        and "Best: round 0, NFS 0.667 (coverage 100%)." in err
+    )
+    assert "NarrativeFactScore per round" in err and "iteration " not in err  # rounds, by one name
+    assert FIRST_SUMMARY not in result.stderr  # round summaries only with --verbose
+    assert result.stdout == FIRST_SUMMARY + "\n"
+    again = CliRunner().invoke(  # the finished run, shown again: with --verbose, every round's summary too
+        app,
+        [
+            "refine",
+            str(story),
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            server.base_url,
+            "--ckg-samples",
+            "1",
+        ]
+        + ["--run-dir", str(tmp_path / "run"), "--max-iterations", "2", "--resume", "--verbose"],
+        env={"OPENAI_API_KEY": "sk-test", "COLUMNS": "80"},
+    )
+    assert again.exit_code == 0, again.output
+    shown = " ".join(again.stderr.replace("│", " ").split())
+    assert "round 0: NFS 0.667" in shown and "round 1: NFS 1.000" in shown
+    assert " ".join(FIRST_SUMMARY.split()) in shown and " ".join(DELETED.split()) in shown
+
+
 def test_a_refiner_that_copies_the_story_is_rejected(
     scripted_server: Callable[..., OpenAIServer], tmp_path: Path
 ) -> None:

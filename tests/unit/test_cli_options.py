@@ -90,3 +90,23 @@ def test_graph_commands_take_any_setting_and_their_roles_models() -> None:
         assert {"model", "base_url", "concurrency", "preset", "prompt_dir", "set_values", *roles} <= params, (
             name
         )
+
+
+def test_help_is_in_words_and_refine_groups_its_options_in_panels() -> None:
+    """No ``<bool>`` on a flag, no ``{file}`` in a usage line; refine's panels from model to operation."""
+    from typer.testing import CliRunner
+
+    from storyjudge.apps.cli import app
+
+    runner = CliRunner()
+    for command in ("refine", "score", "index", "summarize", "coherence", "report", "doctor", "ui"):
+        shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "120"})
+        assert shown.exit_code == 0, shown.output
+        assert "<bool>" not in shown.output, (command, shown.output)
+        usage = next(line for line in shown.output.splitlines() if "Usage:" in line)
+        assert "{" not in usage and "}" not in usage, usage
+    text = runner.invoke(app, ["refine", "--help"], env={"COLUMNS": "120"}).output
+    assert "Usage: storyjudge refine [OPTIONS] FILE" in text
+    panels = [line.split("─ ")[1].split(" ─")[0] for line in text.splitlines() if line.startswith("╭─ ")]
+    assert panels == ["Arguments", "Options", "Model", "Method", "Loop", "Output", "Operation"], panels
+    assert "<int>" in text  # options that take a value still say which kind

@@ -36,19 +36,26 @@ def test_plain_lines_at_start_finish_and_at_most_one_per_interval() -> None:
     assert len(lines) == 3  # items 6-9 came within 5 s of the line before
 
 
-def test_a_stage_called_again_starts_a_new_round() -> None:
+def test_a_stage_called_again_starts_anew_labelled_with_the_loops_round() -> None:
+    """Round 0 (the first summary) has no label; round n is the n-th refinement, as the rounds table says."""
     tracker, buffer, _ = _tracker()
-    for call in ("factscore:a", "factscore:b"):
-        tracker.handle({"stage": "decompose", "advance": 0, "total": 3}, (call,))
+    tracker.handle({"stage": "index", "message": "loading the embedding model"})
+    tracker.handle({"stage": "index", "advance": 0, "total": 2}, ("index:x",))  # the same stage, not a round
+    for n, call in enumerate(("factscore:a", "factscore:b")):
+        if n:  # the refine call that writes round n, in the top graph
+            tracker.handle({"stage": "refine", "advance": 0, "total": 1, "round": n})
+            tracker.handle({"stage": "refine", "advance": 1})
+        tracker.handle({"stage": "decompose", "advance": 0, "total": 3, "round": n}, (call,))
         for _ in range(3):
             tracker.handle({"stage": "decompose", "advance": 1}, (call,))
-    for _ in range(2):  # one refine call per round, all in the top graph
-        tracker.handle({"stage": "refine", "advance": 0, "total": 1})
-        tracker.handle({"stage": "refine", "advance": 1})
+        tracker.handle({"stage": "coherence", "advance": 0, "total": 1}, (f"coherence:{call}",))  # no round
+        tracker.handle({"stage": "coherence", "advance": 1}, (f"coherence:{call}",))
     text = buffer.getvalue()
-    assert "decompose 3/3 done" in text and "decompose 3/3 done in 0.0s (round 2)" in text
-    assert "refine 1/1 done in 0.0s (round 2)" in text
-    assert tracker.stages["decompose"].round == 2
+    assert "(round 2)" not in text and "index 0/2 started\n" in text
+    assert "decompose 3/3 done in 0.0s\n" in text and "decompose 3/3 done in 0.0s (round 1)" in text
+    assert "refine 1/1 done in 0.0s (round 1)" in text
+    assert "coherence 1/1 done in 0.0s\n" in text and "coherence 1/1 done in 0.0s (round 1)" in text
+    assert tracker.stages["decompose"].round == 1
 
 
 def test_a_stage_that_grows_stays_in_its_round() -> None:
@@ -58,15 +65,15 @@ def test_a_stage_that_grows_stays_in_its_round() -> None:
     tracker.handle({"stage": "summarize", "total": 3})  # the next level: one merge more
     tracker.handle({"stage": "summarize", "advance": 1})
     stage = tracker.stages["summarize"]
-    assert (stage.round, stage.done, stage.total) == (1, 3, 3)
+    assert (stage.round, stage.done, stage.total) == (0, 3, 3)
     assert "summarize 3/3 done" in buffer.getvalue()
 
 
 def test_bars_reset_for_each_round() -> None:
     progress = bars(Console(file=io.StringIO(), width=200))
     tracker = StageTracker(BarsView(progress))
-    for call in ("factscore:a", "factscore:b"):
-        tracker.handle({"stage": "judge", "advance": 0, "total": 4}, (call,))
+    for n, call in enumerate(("factscore:a", "factscore:b")):
+        tracker.handle({"stage": "judge", "advance": 0, "total": 4, "round": n}, (call,))
         tracker.handle({"stage": "judge", "advance": 1}, (call,))
     (task,) = progress.tasks
-    assert (task.description, task.completed, task.total) == ("judge (round 2)", 1, 4)
+    assert (task.description, task.completed, task.total) == ("judge (round 1)", 1, 4)

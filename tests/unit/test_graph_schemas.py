@@ -30,3 +30,13 @@ def test_the_refine_input_form_asks_for_the_document() -> None:
     from graphs.refine import graph
 
     assert {"document", "scenes", "title", "summary"} <= set(graph.get_input_jsonschema()["properties"])
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_studio_input_fields_are_described_and_internal_ones_hidden(name: str) -> None:
+    """Every field of a graph's input form says what it is; only what a caller program sets stays out."""
+    schema = importlib.import_module(f"graphs.{name}").graph.get_input_jsonschema()
+    undescribed = [field for field, spec in schema["properties"].items() if not spec.get("description")]
+    assert not undescribed, f"{name} input fields without a description: {undescribed}"
+    assert not {"started_at", "iteration", "previous_summary"} & set(schema["properties"])
+    assert schema.get("required", []) == (["summary"] if name == "factscore" else [])

@@ -44,10 +44,15 @@ def test_continues_below_target_on_first_round() -> None:
 
 def test_saturation_with_patience() -> None:
     rounds = [it(0, 0.5), it(1, 0.505)]
-    assert stop_reason(rounds, Context(min_delta=0.01, patience=1)).startswith("saturated")
+    reason = stop_reason(rounds, Context(min_delta=0.01, patience=1))
+    assert reason == (
+        "the last refinement (round 1, NFS 0.505) did not beat the best (round 0, NFS 0.500) by min_delta 0.01; "
+        "patience 1 stops the loop after one round without a gain, before max_iterations 3 is reached"
+    )
     assert stop_reason(rounds, Context(min_delta=0.01, patience=2)) == ""
     rounds.append(it(2, 0.50))
-    assert stop_reason(rounds, Context(min_delta=0.01, patience=2, max_iterations=5)).startswith("saturated")
+    reason = stop_reason(rounds, Context(min_delta=0.01, patience=2, max_iterations=5))
+    assert "after 2 rounds without a gain, before max_iterations 5" in reason
 
 
 def test_improvement_resets_staleness() -> None:
@@ -58,7 +63,9 @@ def test_improvement_resets_staleness() -> None:
 
 def test_max_iterations() -> None:
     rounds = [it(0, 0.2), it(1, 0.4), it(2, 0.6)]
-    assert stop_reason(rounds, Context(max_iterations=2)).startswith("max iterations")
+    assert (
+        stop_reason(rounds, Context(max_iterations=2)) == "max iterations reached (2 refinement round(s) run)"
+    )
     assert stop_reason(rounds, Context(max_iterations=3)) == ""
     assert stop_reason([it(0, 0.2)], Context(max_iterations=0)).startswith("max iterations")
 
@@ -102,7 +109,9 @@ def test_unreliable_target_does_not_stop_and_is_no_gain() -> None:
     assert stop_reason([it(0, 1.0, unsupported=1, reliable=False)], Context()) == ""
     rounds = [it(0, 0.5), it(1, 0.9, reliable=False)]
     assert stale_rounds(rounds, 0.01) == 1
-    assert stop_reason(rounds, Context(patience=1)).startswith("saturated")
+    assert stop_reason(rounds, Context(patience=1)).startswith(
+        "the last refinement's score (round 1) is not reliable: coverage 0% < floor 90%; patience 1"
+    )
 
 
 def test_a_remote_summarizer_works_beside_the_index_and_meets_it_before_factscore() -> None:
@@ -120,3 +129,33 @@ def test_a_remote_summarizer_works_beside_the_index_and_meets_it_before_factscor
         assert route_after_segment(given, runtime) == ["index"]
         assert route_summary(given, runtime) == ["factscore"]
     assert not summarize_beside_index(fresh, Context(model="local:smollm2"))
+
+
+def test_a_rejected_last_round_is_named_with_the_guard_and_its_reason() -> None:
+    """Not "saturated": the words say the guard rejected the round, why, and that patience ended the loop."""
+    rejected = it(1, 0.9, accepted=False)
+    rejected["note"] = (
+        "refinement guard: too long (130 words; the refiner was asked for at most 120); not accepted as best"
+    )
+    reason = stop_reason([it(0, 0.5), rejected], Context(patience=1, max_iterations=2))
+    assert reason == (
+        "the last refinement (round 1) was rejected by the refinement guard: too long (130 words; the refiner "
+        "was asked for at most 120); patience 1 stops the loop after one round without a gain, before "
+        "max_iterations 2 is reached"
+    )
+    both = it(1, 0.9, accepted=False)
+    both["note"] = (
+        "coherence guard: BooookScore 0.700 fell more than 0.05 below the best's 0.900; not accepted as best; "
+        "refinement guard: copies the narrative; not accepted as best"
+    )
+    reason = stop_reason([it(0, 0.5), both], Context(patience=1, max_iterations=1))
+    assert reason.startswith(
+        "the last refinement (round 1) was rejected by the coherence guard: BooookScore 0.700 fell more than "
+        "0.05 below the best's 0.900 and by the refinement guard: copies the narrative; patience 1"
+    )
+    assert "before max_iterations" not in reason  # the last allowed round: patience did not cut it short
+
+
+def test_target_reached_names_its_round() -> None:
+    rounds = [it(0, 0.5), it(1, 1.0, unsupported=0)]
+    assert stop_reason(rounds, Context()) == "target reached (NFS 1.000 >= 1.0 in round 1)"

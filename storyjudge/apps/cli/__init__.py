@@ -72,6 +72,26 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """Command name -> (module under ``storyjudge.apps.cli``, the first line of its help)."""
 
 
+def _no_type_on_flags(self: typer.core.TyperOption, ctx: click.Context) -> str | None:
+    """A flag takes no value: its help shows no ``<bool>`` placeholder; other options keep ``<int>``, ``<str>``."""
+    if self.is_flag:
+        return None
+    return _option_type(self, ctx)
+
+
+def _argument_in_usage(self: typer.core.TyperArgument) -> str:
+    """An argument in the usage line as FILE (optional: [FILE]), not typer's ``{file}``."""
+    name = self.display_name_raw.upper()
+    name = name if self.required else f"[{name}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+# help in words: typer's placeholders read as code; every command's help goes through these two
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _no_type_on_flags  # type: ignore[method-assign]
+typer.core.TyperArgument._usage_display_name = _argument_in_usage  # type: ignore[method-assign]
+
+
 class LazyGroup(typer.core.TyperGroup):
     """A command group that imports a command's module only when that command is looked up to run."""
 

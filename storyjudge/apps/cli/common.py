@@ -45,24 +45,45 @@ def print_json(record: Any) -> None:
 
 
 def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
-    """A dry run's estimate: its assumptions on stderr, the figures alone on stdout (``--json``: the record)."""
+    """A dry run's estimate: its assumptions on stderr, the figures alone on stdout (``--json``: the record).
+
+    A low-high range when the estimate has one (``low`` and ``high``), else its figures as an upper bound.
+    """
     for line in estimate.get("assumptions", []):
         console.print(f"  assumption: {line}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         print_json(estimate)
         return
-    usd = estimate.get("usd")
-    cost = f"${usd:.4f}" if usd is not None else "price unknown"
+    low, high = estimate.get("low") or estimate, estimate.get("high") or estimate
+
+    def span(key: str, as_text: Callable[[float], str] = lambda n: f"{n:,.0f}") -> str:
+        a, b = as_text(low[key]), as_text(high[key])
+        return a if a == b else f"{a} to {b}"
+
+    if high.get("usd") is None:
+        cost = "price unknown"
+    else:
+        cost = (
+            f"${low['usd']:.4f}" if low["usd"] == high["usd"] else f"${low['usd']:.4f} to ${high['usd']:.4f}"
+        )
     planted = estimate.get("planted") or {}
     checks = (
-        f"; of these, planted control items {planted['calls']} calls, {planted['input_tokens']} input tokens"
+        f"; of these, planted control items {planted['calls']} calls, {_tokens(planted['input_tokens'])} input "
+        "tokens"
         if planted.get("calls")
         else ""
     )
     print_result(
-        f"Dry run, no model called: about {estimate['calls']} LLM calls, {estimate['input_tokens']} input / "
-        f"{estimate['output_tokens']} output tokens, {cost} ({estimate.get('resolved_model', '?')}){checks}"
+        f"Dry run, no model called: {span('calls')} LLM calls, {span('input_tokens', _tokens)} input / "
+        f"{span('output_tokens', _tokens)} output tokens, {cost} ({estimate.get('resolved_model', '?')}){checks}"
     )
+
+
+def _tokens(n: float) -> str:
+    """A token count for reading: 850, 12k, 1.52M."""
+    if n >= 1e6:
+        return f"{n / 1e6:.2f}M"
+    return f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n:,.0f}"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -93,15 +114,19 @@ def _env_source(message: str, given: set[str]) -> str:
 
 
 def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
-    """Say which model each role uses, and that the embedded one is demo grade."""
-    table = Table(title="Models", show_header=True, header_style="bold")
-    table.add_column("role")
-    table.add_column("model")
-    table.add_column("note")
-    for role, spec, note in describe_models(ctx):
-        if roles is None or role in roles:
+    """Say which model each role uses (one line when they all use one), and that the embedded one is demo grade."""
+    rows = [row for row in describe_models(ctx) if roles is None or row[0] in roles]
+    if len({(spec, note) for _, spec, note in rows}) == 1:
+        _, spec, note = rows[0]
+        console.print(f"Models: {spec} for every role ({note})", markup=False, highlight=False)
+    else:
+        table = Table(title="Models", show_header=True, header_style="bold")
+        table.add_column("role")
+        table.add_column("model")
+        table.add_column("note")
+        for role, spec, note in rows:
             table.add_row(role, spec, note)
-    console.print(table)
+        console.print(table)
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(
             "[yellow]Using the embedded demo model: the pipeline runs offline, but its summaries and verdicts "

@@ -1,9 +1,10 @@
 """Command-line options made from the ``Context`` fields they set: one flag per field, the same in every command.
 
 A field's option is named after it (``predicate_threshold`` -> ``--predicate-threshold``), takes its help text
-from the field's description and shows the field's default. ``@with_settings("ckg_samples", ...)`` adds such
-options to a command, plus ``--set FIELD=VALUE`` for every other field, and hands the command one
-``Settings`` value instead of a parameter per option::
+from the field's description and shows the field's default; ``PANELS`` puts it in a --help panel (model, method,
+loop, output, operation), and a command's options are listed panel by panel. ``@with_settings("ckg_samples",
+...)`` adds such options to a command, plus ``--set FIELD=VALUE`` for every other field, and hands the command
+one ``Settings`` value instead of a parameter per option::
 
     @app.command("index")
     @with_settings(*model_settings("extractor"), "run_dir", "ckg_samples")
@@ -29,6 +30,28 @@ _TYPES = get_type_hints(Context)
 # short aliases, only where a letter cannot be mistaken for another setting
 SHORT = {"model": "-m", "concurrency": "-j"}
 SET_PARAM = "set_values"
+
+PANELS: dict[str, tuple[str, ...]] = {
+    "Model": (
+        *("model", "extractor_model", "summarizer_model", "decomposer_model", "judge_model", "refiner_model"),
+        *("coherence_model", "base_url", "temperature", "summary_temperature", "extraction_temperature"),
+        *("max_output_tokens", "context_window", "seed"),
+    ),
+    "Method": (
+        *("preset", "prompt_dir", "chunk_size", "ckg_samples", "predicate_threshold", "predicate_min_count"),
+        *("embedder", "bge_m3_path", "retrieval_k", "evidence_tokens", "coverage_floor", "strategy"),
+        *("max_summary_tokens", "artifact_removal", "batched_coherence", "sentence_splitter"),
+    ),
+    "Loop": (
+        *("max_iterations", "target_score", "min_delta", "patience", "refine_guard", "max_supported_loss"),
+        *("min_length_ratio", "max_length_ratio", "max_copy_increase", "coherence_guard", "coherence_margin"),
+    ),
+    "Output": ("run_dir", "cache_dir"),
+    "Operation": ("concurrency", "request_timeout", "max_retries", "parse_retries", "chroma_url"),
+}
+"""The --help panel of each setting's option: which model, the method's settings, the refinement loop, where
+results go, how the run operates (every other option of a command names its panel where it is declared)."""
+PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
 
 def flag(name: str) -> str:
@@ -60,7 +83,9 @@ def setting_option(name: str) -> Any:
     decls = [f"{flag(name)}/--no-{flag(name)[2:]}" if hint is bool else flag(name)]
     if name in SHORT:
         decls.append(SHORT[name])
-    return Annotated[hint | None, typer.Option(*decls, help=field_help(name))]
+    return Annotated[
+        hint | None, typer.Option(*decls, help=field_help(name), rich_help_panel=PANEL_OF.get(name, "Method"))
+    ]
 
 
 SetOpt = Annotated[
@@ -71,6 +96,7 @@ SetOpt = Annotated[
         help="Any other setting by its name, e.g. --set temperature=0.2 or --set judge_model=openai:gpt-4o "
         "(repeatable; the names are those of the STORYJUDGE_<FIELD> environment variables, in lower case). "
         "Default: none.",
+        rich_help_panel="Operation",
     ),
 ]
 
@@ -158,12 +184,37 @@ def with_settings(
             pairs = tuple(kwargs.pop(SET_PARAM, None) or ())
             command(*args, settings=Settings(options, pairs), **kwargs)
 
-        parameters = [*own, *added]
+        parameters = _by_panel([*own, *added])
         wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
         return wrapper
 
     return decorate
+
+
+def _panel(parameter: inspect.Parameter) -> str | None:
+    """The --help panel a typer-annotated parameter names (None: typer's default panel)."""
+    for info in getattr(parameter.annotation, "__metadata__", ()):
+        panel = getattr(info, "rich_help_panel", None)
+        if panel is not None:
+            return str(panel)
+    return None
+
+
+def _by_panel(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """Parameters with the options in ``PANELS`` order (typer draws panels in the order it meets them).
+
+    Arguments (no default) stay first and in order; the options become keyword-only, in any order.
+    """
+    order = [None, *PANELS]
+    required = [p for p in parameters if p.default is inspect.Parameter.empty]
+    options = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in parameters
+        if p.default is not inspect.Parameter.empty
+    ]
+    rank = {name: i for i, name in enumerate(order)}
+    return [*required, *sorted(options, key=lambda p: rank.get(_panel(p), len(order)))]
 
 
 def parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:

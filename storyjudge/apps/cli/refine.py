@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.panel import Panel
 from rich.table import Table
 
@@ -52,15 +53,25 @@ def _read_refine(
         Path | None,
         typer.Option(
             help="Start from this summary instead of generating one. Default: generate one.",
+            rich_help_panel="Method",
         ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also print every round's summary on standard error. Default: off.",
+            rich_help_panel="Output",
+        ),
+    ] = False,
 ) -> Job:
     """Summarize a narrative, check each fact of the summary against it, revise until the score stops rising."""
     text = _read_document(file)
     graph_input: dict[str, Any] = {"document": text, "title": file.stem, "started_at": time.time()}
     if summary is not None:
         graph_input["summary"] = read_text_file(summary, "summary")[0]
-    return Job(graph_input, source=file, text=text, title=file.stem)
+    return Job(graph_input, source=file, text=text, title=file.stem, extra={"verbose": verbose})
 
 
 def _read_score(
@@ -81,29 +92,63 @@ def _refine_roles(ctx: Context) -> tuple[str, ...]:
     return REFINE_ROLES if ctx.coherence_guard else REFINE_ROLES[:-1]
 
 
+def _outcome(it: dict[str, Any], best: int | None) -> str:
+    """A round's fate in a word or two: the best, accepted, rejected (by a guard), or not reliable."""
+    if it["iteration"] == best:
+        return "best"
+    if not it.get("accepted", True):
+        return "rejected"
+    return "accepted" if it["factscore"].get("reliable", True) is not False else "not reliable"
+
+
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
-    table = Table(title="NarrativeFactScore per iteration", header_style="bold")
-    columns = ("iteration", "NFS", "coverage", "supported", "unsupported", "unjudged", "facts", "coherence")
-    for column in (*columns, "note"):
-        table.add_column(column)
+    """One row per round (0: the first summary, n: the n-th refinement), within 80 columns.
+
+    No cell is cut: every column is at least as wide as its longest word, and together they fit 80 columns, so
+    rich wraps a long cell ("not reliable") at its space. Facts in all are supported + unsupported + unjudged;
+    the notes (why a round was rejected or is not reliable) are lines under the table, not a column.
+    """
+    table = Table(
+        title="NarrativeFactScore per round",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    with_coherence = any(it.get("coherence") for it in iterations)
+    columns = ["round", "NFS", "coverage", "supported", "unsupported", "unjudged"]
+    for column in [*columns, *(["coherence"] if with_coherence else []), "outcome"]:
+        # the columns of words wrap at "reliable", the longest word they hold; a header is never cut
+        wraps = column in ("NFS", "coherence", "outcome")
+        width = max(len(column), len("reliable"))
+        table.add_column(column, justify="left" if wraps else "right", max_width=width if wraps else None)
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         card = it["factscore"]
         coherence = it.get("coherence") or {}
-        mark = " (best)" if it["iteration"] == best else ""
-        table.add_row(
-            f"{it['iteration']}{mark}",
+        row = [
+            str(it["iteration"]),
             describe(card["score"], None, card.get("reliable")),
             f"{card.get('coverage', 0.0):.0%}",
             str(card["supported"]),
             str(card["unsupported"]),
             str(card["unjudged"]),
-            str(card["facts"]),
-            "-"
-            if not coherence
-            else describe(coherence.get("score"), coherence.get("coverage"), coherence.get("reliable")),
-            it.get("note", ""),
-        )
+        ]
+        if with_coherence:
+            row.append(
+                describe(coherence.get("score"), None, coherence.get("reliable")) if coherence else "-"
+            )
+        table.add_row(*row, _outcome(it, best))
     return table
+
+
+def _round_notes(iterations: list[dict[str, Any]]) -> list[str]:
+    """Why rounds were rejected or not reliable, one line each."""
+    return [
+        f"round {it['iteration']}: {it['note']}"
+        for it in sorted(iterations, key=lambda i: i["iteration"])
+        if it.get("note")
+    ]
 
 
 def _nfs_line(card: dict[str, Any]) -> str:
@@ -126,7 +171,7 @@ def _judge_line(iteration: int, card: dict[str, Any]) -> str:
         return ""
     verdict = "passed" if check["passed"] else "failed: the score is not reliable"
     return (
-        f"Judge check, iteration {iteration}: {check['note']} (at most "
+        f"Judge check, round {iteration}: {check['note']} (at most "
         f"{check['max_false_acceptance']:.0%} may be accepted; {verdict})"
     )
 
@@ -148,22 +193,32 @@ def _write_refine(run: Run) -> None:
     given = "summary" in run.job.graph_input
     _keep(rd, "refine", {**record, "summary_source": "given" if given else "generated"})
     iterations = final.get("iterations") or []
-    for it in sorted(iterations, key=lambda i: i["iteration"]):
-        card = it["factscore"]
-        nfs = describe_card(card)
-        console.print(Panel(it["summary"], title=f"iteration {it['iteration']}: NFS {nfs}", expand=False))
+    if run.job.extra.get("verbose"):
+        for it in sorted(iterations, key=lambda i: i["iteration"]):
+            nfs = describe_card(it["factscore"])
+            console.print(Panel(it["summary"], title=f"round {it['iteration']}: NFS {nfs}", expand=False))
     console.print(_score_table(iterations, final.get("best_iteration")))
+    for note in _round_notes(iterations):
+        console.print(note, markup=False, highlight=False)
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         line = _judge_line(it["iteration"], it["factscore"])
         if line:
             console.print(line, soft_wrap=True, highlight=False, markup=False)
     usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
-    console.print(f"Stopped: {final.get('stop_reason', '?')}. Best iteration: {final.get('best_iteration')}.")
+    last = max((it["iteration"] for it in iterations), default=0)
+    console.print(
+        f"Stopped after round {last}: {final.get('stop_reason', '?')}.", markup=False, highlight=False
+    )
+    best = [it for it in iterations if it["iteration"] == final.get("best_iteration")]
+    if best:
+        card = best[0]["factscore"]
+        nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
+        console.print(f"Best: round {best[0]['iteration']}, NFS {nfs}.", markup=False, highlight=False)
     console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
         f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. {cost_text(final.get('usage'))}; "
         f"wall {run.seconds:.2f}s",
-        soft_wrap=True,
+        highlight=False,
     )
     _print_paths(rd, report)
     if run.as_json:

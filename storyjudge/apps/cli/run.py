@@ -31,7 +31,7 @@ from storyjudge.apps.cli.options import Settings, assemble, parameter
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ModelError, require_models
-from storyjudge.core.models import resolve_spec
+from storyjudge.core.models import check_spec, resolve_spec
 from storyjudge.core.rundir import (
     RESUMABLE_CHANGES,
     RunDir,
@@ -99,13 +99,16 @@ JsonOpt = Annotated[
         "--json",
         help="Print the result record alone on standard output, as JSON (tables and progress go to standard "
         "error). Default: off.",
+        rich_help_panel="Output",
     ),
 ]
 DryRunOpt = Annotated[
     bool,
     typer.Option(
         "--dry-run",
-        help="Estimate LLM calls, tokens and cost; call no model and write nothing. Default: off.",
+        help="Estimate the fewest and the most LLM calls, tokens and cost the run can take, from the text and "
+        "the settings; call no model and write nothing. Default: off.",
+        rich_help_panel="Operation",
     ),
 ]
 ResumeOpt = Annotated[
@@ -113,6 +116,7 @@ ResumeOpt = Annotated[
     typer.Option(
         "--resume",
         help="Continue the interrupted run in --run-dir (checkpoints and LLM cache). Default: off.",
+        rich_help_panel="Operation",
     ),
 ]
 
@@ -123,6 +127,7 @@ AllowChangeOpt = Annotated[
         "--allow-change",
         help="With --resume: settings that may differ from the run's own, comma-separated, among "
         f"{', '.join(sorted(RESUMABLE_CHANGES))} (e.g. more iterations). Default: none.",
+        rich_help_panel="Operation",
     ),
 ]
 
@@ -185,7 +190,11 @@ def run_graph(
     ctx = settings.context()
     roles = command.roles(ctx) if callable(command.roles) else command.roles
     try:
-        require_models(ctx, roles)
+        if dry_run:  # no call is made: a spec must be valid, but no API key is needed to price it
+            for role in roles:
+                check_spec(resolve_spec(ctx, role), ctx, need_key=False)
+        else:
+            require_models(ctx, roles)
     except ConfigError as exc:
         fail(str(exc))
     if command.prepare is not None:

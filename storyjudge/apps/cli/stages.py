@@ -2,9 +2,11 @@
 
 Every stage (extract, index, summarize, decompose, retrieve, judge, refine, coherence) has a count, its elapsed
 time and an estimate of the time left. A stage that runs again (the next refinement round's decomposition, a
-new call of a subgraph) starts a new round of it. On a terminal they are rich progress bars; otherwise (a log
-file, CI) plain lines: one when a stage starts, one when it finishes, and between them at most one every
-``PLAIN_EVERY`` seconds per stage.
+new call of a subgraph) starts anew, labelled with the refine loop's round as the run's tables number it
+(round 0, the first summary, has no label; round n is the n-th refinement): the round comes with the events of
+the stages that know it and holds for the stages that start after them. On a terminal they are rich progress
+bars; otherwise (a log file, CI) plain lines: one when a stage starts, one when it finishes, and between them at
+most one every ``PLAIN_EVERY`` seconds per stage.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class Stage:
     name: str
     total: int | None = None
     done: int = 0
-    round: int = 1
+    round: int = 0  # the refine loop's round (0: the first summary, or no loop)
     started: float = 0.0
     namespace: tuple[str, ...] = ()
     last_line: float = 0.0
@@ -43,8 +45,8 @@ class Stage:
 
     @property
     def label(self) -> str:
-        """Its name, with the round from the second on."""
-        return self.name if self.round == 1 else f"{self.name} (round {self.round})"
+        """Its name, with the refine loop's round from round 1 on."""
+        return self.name if self.round == 0 else f"{self.name} (round {self.round})"
 
     @property
     def count(self) -> str:
@@ -78,6 +80,7 @@ class StageTracker:
         self.view = view
         self.clock = clock
         self.stages: dict[str, Stage] = {}
+        self.round = 0  # the latest round an event named
 
     def handle(self, event: dict[str, Any], namespace: tuple[str, ...] = ()) -> None:
         """One ``{"stage", "advance", "total", "message"}`` event from the graph (or subgraph) ``namespace``."""
@@ -85,12 +88,14 @@ class StageTracker:
         total = event.get("total")
         message = str(event.get("message") or "")
         now = self.clock()
+        if event.get("round") is not None:
+            self.round = int(event["round"])
         stage = self.stages.get(name)
         if stage is None:
-            stage = self.stages[name] = Stage(name, total, started=now, namespace=namespace)
+            stage = self.stages[name] = Stage(name, total, round=self.round, started=now, namespace=namespace)
             self.view.started(stage, message)
         elif self._new_round(stage, namespace, total, event.get("advance", 0)):
-            stage.round += 1
+            stage.round = self.round
             stage.total, stage.done, stage.started, stage.finished = total, 0, now, False
             stage.namespace = namespace
             self.view.started(stage, message)
@@ -141,7 +146,7 @@ class PlainView:
 
     @staticmethod
     def _round(stage: Stage) -> str:
-        return f" (round {stage.round})" if stage.round > 1 else ""
+        return f" (round {stage.round})" if stage.round > 0 else ""
 
     def started(self, stage: Stage, message: str) -> None:
         """Always a line."""
