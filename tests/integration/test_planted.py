@@ -173,7 +173,7 @@ def _refine(server: OpenAIServer, tmp_path: Path, *extra: str) -> tuple[Any, dic
 def test_refine_with_a_lenient_judge_never_reports_a_target_reached(
     scripted_server: Callable[..., OpenAIServer], tmp_path: Path
 ) -> None:
-    result, record = _refine(scripted_server(YesJudge()), tmp_path, "--max-iterations", "1")
+    result, record = _refine(scripted_server(YesJudge()), tmp_path, "--max-iterations", "1", "--verbose")
     first = record["scores"][0]
     assert first["nfs"] == 1.0 and first["nfs_reliable"] is False and first["judge_passed"] is False
     assert first["judge_false_acceptance"] == 1.0
@@ -181,7 +181,7 @@ def test_refine_with_a_lenient_judge_never_reports_a_target_reached(
     assert not record["stop_reason"].startswith("target reached") and record["best_reliable"] is False
     assert "target reached" not in result.output
     assert "the judge accepted 4 of 4 planted false facts" in result.output
-    assert "1.000" not in result.output.split("Stopped:")[0].split("iteration 0: NFS")[1].split("\n")[0]
+    assert "1.000" not in result.output.split("Stopped:")[0].split("round 0: NFS")[1].split("\n")[0]
     card = record["iterations"][0]["factscore"]
     assert len(card["judge_check"]["verdicts"]) == 6, "the planted facts are recorded in the run"
     report = (tmp_path / "run" / "report.html").read_text()
@@ -198,7 +198,7 @@ def test_refine_with_a_correct_judge_reaches_the_target_as_before(
     assert all(s["annotator_passed"] and s["coherence"] == 1.0 for s in record["scores"])
     assert "the annotator flagged 3 of 3 planted confusing sentences" in record["scores"][0]["annotator_note"]
     assert record["stop_reason"].startswith("target reached") and record["best_iteration"] == 1
-    assert "Judge check, iteration 0: the judge accepted 0 of 4" in result.output
+    assert "Judge check, round 0: the judge accepted 0 of 4" in result.output
     # the same facts are planted every round: the second round's are answered from the cache
     assert responder.calls["judge"] == 3 + 1 + 6
 
