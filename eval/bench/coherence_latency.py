@@ -65,7 +65,7 @@ def measure(server: OpenAIServer, summary: str, cache_dir: str, **fields: Any) -
     """One graph run; the server's request log gives calls and prompt tokens."""
     graph = build_graph()
     ctx = Context(
-        model="openai:scripted", base_url=server.base_url, cache_dir=cache_dir, max_retries=0, **fields
+        model="openai:scripted", base_url=server.base_url, cache_dir=cache_dir, retry_budget_s=0, **fields
     )
     before = len(server.completions)
     server.max_in_flight = 0

@@ -43,7 +43,7 @@ def _context(
         cache_dir=str(cache),
         run_dir=str(run_dir),
         concurrency=concurrency,
-        max_retries=0,
+        retry_budget_s=0,
         **fields,
     )
 

@@ -75,7 +75,7 @@ def measure(name: str) -> dict[str, Any]:
             run_dir=str(Path(tmp) / "run"),
             concurrency=16,
             ckg_samples=3,
-            max_retries=0,
+            retry_budget_s=0,
         )
         started = time.perf_counter()
         done_at: dict[str, float] = {}  # seconds from the start at which each node's update arrived

@@ -86,7 +86,7 @@ def in_process(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> d
         cache_dir=str(tmp / f"cache-{strategy}"),
         run_dir=str(tmp / f"run-{strategy}"),
         concurrency=slots,
-        max_retries=0,
+        retry_budget_s=0,
         strategy=strategy,
     )
     graph = build_graph()  # compiled before the clock starts, as the client is made before it
@@ -184,7 +184,7 @@ def run_all(
                 base_url=server.base_url,
                 cache_dir=str(tmp / "warm-up"),
                 concurrency=slots,
-                max_retries=0,
+                retry_budget_s=0,
             )
         )
         for strategy in strategies:

@@ -129,7 +129,7 @@ def write_config(tmp_path: Path, server: OpenAIServer, name: str) -> Path:
                 "models": ["openai:scripted"],
                 "base_url": server.base_url,
                 "loops": [{"max_iterations": 0}, {"max_iterations": 1}],
-                "context": {"ckg_samples": 1, "max_retries": 0},
+                "context": {"ckg_samples": 1, "retry_budget_s": 0},
             }
         )
     )

@@ -68,7 +68,7 @@ def _ctx(server: OpenAIServer, tmp_path: Path, **fields: Any) -> Context:
         base_url=server.base_url,
         run_dir=str(tmp_path / "run"),
         cache_dir=str(tmp_path / "cache"),
-        max_retries=0,
+        retry_budget_s=0,
         parse_retries=0,
         **{"ckg_samples": 1, **fields},
     )

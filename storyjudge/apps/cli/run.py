@@ -8,14 +8,17 @@ input is read (the reader's parameters are the command's arguments) and how its 
 2. build the Context and check every setting and model spec (``prepare`` may check input that depends on a
    setting), so that nothing is written when one is wrong;
 3. claim the run directory for the document (commands that have one);
-4. print the models of the roles it uses;
+4. look at the model server once (``storyjudge.core.servercheck``) and print the models of the roles it uses;
 5. stream the graph with progress bars, from its checkpoint when resuming (commands with ``checkpointed``);
 6. write the outputs (the command's ``write``).
 """
 
 from __future__ import annotations
 
+import errno
+import shlex
 import sqlite3
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -25,8 +28,9 @@ from typing import Annotated, Any
 
 import typer
 
+import prompts
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, print_estimate, print_models, stream_graph
+from storyjudge.apps.cli.common import console, fail, print_estimate, print_models, run_log, stream_graph
 from storyjudge.apps.cli.options import Settings, assemble, parameter
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
@@ -40,6 +44,8 @@ from storyjudge.core.rundir import (
     document_hash,
     run_settings,
 )
+from storyjudge.core.servercheck import check_server
+from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import reset_ledger
 
 
@@ -190,20 +196,71 @@ def run_graph(
         fail(str(exc))
     if command.prepare is not None:
         job = command.prepare(job, ctx)
+    _check_summaries_fit(job, ctx)
     if dry_run and command.estimate is not None:
         print_models(ctx, roles)
         print_estimate(command.estimate(job, ctx), as_json)
         return
+    try:
+        prompts.check_dir(ctx.prompt_dir)
+    except ValueError as exc:
+        fail(str(exc))
     rd: RunDir | None = None
     if command.run_dir:
         rd = _claim(command.name, job, ctx, roles, resume, allow_change)
         ctx = ctx.replace(run_dir=str(rd.root))
+    try:  # a dead server, a refused key, an unknown model: named now, not after the embedder and the index
+        check_server(ctx, {resolve_spec(ctx, role) for role in roles})
+    except ConfigError as exc:
+        fail(str(exc))
     print_models(ctx, roles)
     try:
-        final = _stream(command, job, ctx, rd, resume)
-    except (ModelError, ConfigError, ValueError) as exc:
+        with run_log(rd):
+            final = _stream(command, job, ctx, rd, resume)
+    except ModelError as exc:
+        fail(f"{exc} {_kept(command, ctx, rd)}")
+    except (ConfigError, ValueError) as exc:
         fail(str(exc))
+    except (OSError, sqlite3.OperationalError) as exc:
+        if getattr(exc, "errno", None) != errno.ENOSPC and "disk is full" not in str(exc):
+            raise
+        where = sorted({str(rd.root) if rd else "", ctx.cache_dir or ""} - {""})
+        fail(
+            f"The disk is full ({exc}) while writing under {' and '.join(where) or 'the current folder'}: free "
+            f"space there, or choose another --run-dir / --cache-dir. {_kept(command, ctx, rd)}"
+        )
     command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
+
+
+def _check_summaries_fit(job: Job, ctx: Context) -> None:
+    """Refuse a summary longer than the context window, before the run.
+
+    Every prompt about it (a sentence's, a decomposition's) holds it whole: none could be answered, and a run
+    would make one such prompt per sentence.
+    """
+    given = job.graph_input
+    texts = [("summary", given["summary"])] if isinstance(given.get("summary"), str) else []
+    texts += [(f"summary {item['id']!r}", item["summary"]) for item in given.get("summaries") or []]
+    for what, text in texts:
+        if len(text.encode("utf-8")) > 2 * ctx.context_window:  # else it cannot be over the window
+            tokens = count_tokens(text)
+            if tokens > ctx.context_window:
+                fail(
+                    f"The {what} is {tokens} tokens, more than context_window ({ctx.context_window}): each of "
+                    "its prompts holds it whole. Shorten it, or set context_window to the model's real window."
+                )
+
+
+def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
+    """What of a stopped run is kept, and the command that continues it."""
+    again = [arg for arg in sys.argv[1:] if arg != "--resume"]
+    if command.checkpointed and rd is not None:
+        resume = shlex.join(["storyjudge", *again, "--resume"])
+        return f"Finished work is checkpointed in {rd.root}; continue with: {resume}"
+    cache = ctx.cache_dir or (str(rd.root / "cache") if rd is not None else ".storyjudge/cache")
+    return f"Answers so far are cached in {cache}; the same command again continues from them: " + shlex.join(
+        ["storyjudge", *again]
+    )
 
 
 def _claim(
@@ -213,8 +270,6 @@ def _claim(
 
     A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
     """
-    import prompts
-
     rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
     settings = run_settings(
         ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
@@ -237,19 +292,32 @@ def _claim(
 
 
 def _check_checkpoints(rd: RunDir) -> None:
-    """Refuse, before anything is written, a checkpoints file that is not an SQLite database."""
+    """Refuse, before anything is written, a checkpoints file that is not a sound checkpoint database.
+
+    Not SQLite, corrupt pages (``quick_check`` reads them all, milliseconds for a run's checkpoints), or
+    tables of another schema.
+    """
     if not rd.checkpoints.exists():
         return
+    problem = ""
     try:
         conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
         try:
-            conn.execute("PRAGMA schema_version").fetchone()  # a file that is not SQLite fails here
+            found = conn.execute("PRAGMA quick_check").fetchone()
+            if found and found[0] != "ok":
+                problem = f"it is corrupt: {found[0]}"
+            for table in ("checkpoints", "writes"):
+                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                if columns and "thread_id" not in columns:
+                    problem = f"its {table} table is not LangGraph's"
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
+        problem = str(exc)
+    if problem:
         fail(
-            f"{rd.checkpoints} is not a checkpoint database ({exc}); remove it to start the run anew, "
-            "or choose another --run-dir."
+            f"{rd.checkpoints} is not a checkpoint database ({problem}); remove it to start the run "
+            "anew, or choose another --run-dir."
         )
 
 
