@@ -42,7 +42,7 @@ from storyjudge.core.concurrency import (
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.echo import copied_span, request_data
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
-from storyjudge.core.models import LOCAL_LOCK, SERVER_KEY_ENV, chat_model, is_local, is_openai, resolve_spec
+from storyjudge.core.models import LOCAL_LOCK, SERVER_KEY_ENV, chat_model, is_local, resolve_spec
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, failure, merge_usage, one_call, record
 
@@ -197,32 +197,6 @@ def _is_unsupported_format(exc: Exception) -> bool:
     )
 
 
-def _server(ctx: Context) -> str:
-    return ctx.base_url or "the OpenAI API"
-
-
-def _refusal(spec: str, ctx: Context, verdict: str, exc: Exception, messages: Sequence[Message]) -> str:
-    """The one line of a permanent failure: what the server said and the setting to change."""
-    said = f"{type(exc).__name__}: {str(exc).rstrip('.')}"
-    where = f"{spec} at {_server(ctx)}"
-    if verdict == "refused":
-        return f"Cannot reach the model server for {where}: {said}. Check --base-url and that the server is running."
-    if verdict == "key":
-        variable = "OPENAI_API_KEY" if is_openai(ctx.base_url) else SERVER_KEY_ENV
-        return f"{where} refused the request ({said}). Check the key: set {variable} to one it accepts."
-    if verdict == "model":
-        return (
-            f"{where} does not serve that model ({said}). Check the model name (--model or the role's model)."
-        )
-    if verdict == "context":
-        tokens = count_tokens("\n".join(content for _, content in messages))
-        return (
-            f"{where} rejected a prompt of about {tokens} tokens as too long ({said}). context_window is "
-            f"{ctx.context_window}: set it to the model's real window, or give shorter input."
-        )
-    return f"{where} rejected the request ({said})."
-
-
 def _check_fits(ctx: Context, spec: str, prompt_version: str, messages: Sequence[Message]) -> None:
     """Refuse, unsent, a prompt longer than the model's context window.
 
@@ -252,7 +226,7 @@ def _raw_call(
     """
     model = chat_model(spec, ctx)
     lc_messages = _to_messages(messages)
-    server = "" if is_local(spec) else _server(ctx)
+    server = "" if is_local(spec) else retry.server_name(ctx)
     started = time.monotonic()
     attempt = 0
     while True:
@@ -286,9 +260,9 @@ def _raw_call(
             if verdict == "refused" and retry.servers.refused_for(server) >= min(
                 retry.GONE_SECONDS, ctx.retry_budget_s
             ):
-                raise ModelError(_refusal(spec, ctx, verdict, exc, messages)) from None
+                raise ModelError(retry.refusal(spec, ctx, verdict, exc, messages)) from None
             if verdict not in ("retry", "timeout", "refused"):
-                raise ModelError(_refusal(spec, ctx, verdict, exc, messages)) from None
+                raise ModelError(retry.refusal(spec, ctx, verdict, exc, messages)) from None
             wait = retry.retry_after(exc)
             if wait is None:  # a timed-out attempt already waited: its retry starts at once
                 wait = 0.0 if verdict == "timeout" else retry.backoff(attempt)

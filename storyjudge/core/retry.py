@@ -21,10 +21,15 @@ import random
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Sequence
 from typing import Literal
 
 import httpx2
 import openai
+
+from storyjudge.core.context import Context
+from storyjudge.core.models import SERVER_KEY_ENV, is_openai
+from storyjudge.core.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +94,35 @@ def _causes(exc: BaseException) -> list[BaseException]:
     while len(chain) < 8 and (chain[-1].__cause__ or chain[-1].__context__) is not None:
         chain.append(chain[-1].__cause__ or chain[-1].__context__)  # type: ignore[arg-type]
     return chain
+
+
+def server_name(ctx: Context) -> str:
+    """The server a run's calls go to, as the user knows it."""
+    return ctx.base_url or "the OpenAI API"
+
+
+def refusal(
+    spec: str, ctx: Context, verdict: str, exc: Exception, messages: Sequence[tuple[str, str]]
+) -> str:
+    """The one line of a permanent failure: what the server said and the setting to change."""
+    said = f"{type(exc).__name__}: {str(exc).rstrip('.')}"
+    where = f"{spec} at {server_name(ctx)}"
+    if verdict == "refused":
+        return f"Cannot reach the model server for {where}: {said}. Check --base-url and that the server is running."
+    if verdict == "key":
+        variable = "OPENAI_API_KEY" if is_openai(ctx.base_url) else SERVER_KEY_ENV
+        return f"{where} refused the request ({said}). Check the key: set {variable} to one it accepts."
+    if verdict == "model":
+        return (
+            f"{where} does not serve that model ({said}). Check the model name (--model or the role's model)."
+        )
+    if verdict == "context":
+        tokens = count_tokens("\n".join(content for _, content in messages))
+        return (
+            f"{where} rejected a prompt of about {tokens} tokens as too long ({said}). context_window is "
+            f"{ctx.context_window}: set it to the model's real window, or give shorter input."
+        )
+    return f"{where} rejected the request ({said})."
 
 
 def status_of(exc: BaseException) -> str:

@@ -363,3 +363,45 @@ def test_a_full_disk_is_one_line_naming_the_path(
     assert result.exit_code == 1, result.output
     (line,) = _error_lines(result.output)
     assert "The disk is full" in line and str(cache) in line and "openai:scripted failed" not in line
+
+
+@pytest.mark.slow
+def test_a_summarizer_step_that_keeps_failing_stops_the_run_with_its_resume_command(
+    scripted_server: Callable[..., OpenAIServer],
+    runner: CliRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing goes on without the summary: the run stops, says how to continue, and the resume finishes."""
+    from storyjudge.apps.scripted_server import all_text
+    from tests.scripted_story import StoryResponder
+
+    story_answers = StoryResponder()
+    broken = [True]
+
+    def responder(body: dict[str, Any]) -> Any:
+        summarizing = not body.get("response_format") and "You revise a summary" not in all_text(body)
+        if broken[0] and summarizing and "causes any confusion" not in all_text(body):
+            return {"status": 503, "error": "overloaded"}
+        return story_answers(body)
+
+    server = scripted_server(responder)
+    story = tmp_path / "story.txt"
+    story.write_text(STORY, encoding="utf-8")
+    run_dir = tmp_path / "run"
+    args = ["refine", str(story), "--run-dir", str(run_dir), "--base-url", server.base_url]
+    args += ["--model", "openai:scripted", "--ckg-samples", "1", "--set", "retry_budget_s=1"]
+    monkeypatch.setattr("sys.argv", ["storyjudge", *args])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    (line,) = _error_lines(result.output)
+    assert "503" in line and f"Finished work is checkpointed in {run_dir}" in line
+    assert line.endswith(f"continue with: storyjudge {' '.join(args)} --resume")
+    assert (
+        "retrying after openai:scripted: OpenAIAPIError: Error code: 503" in (run_dir / "run.log").read_text()
+    )
+    extractions = story_answers.calls["extract"]
+    broken[0] = False
+    resumed = runner.invoke(app, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert story_answers.calls["extract"] == extractions  # the index was kept, not redone

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -209,14 +210,13 @@ def run_graph(
     if command.run_dir:
         rd = _claim(command.name, job, ctx, roles, resume, allow_change)
         ctx = ctx.replace(run_dir=str(rd.root))
-    try:  # a dead server, a refused key, an unknown model: named now, not after the embedder and the index
-        check_server(ctx, {resolve_spec(ctx, role) for role in roles})
-    except ConfigError as exc:
-        fail(str(exc))
+    servers_ok = partial(_check_server, ctx, roles)
+    if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
+        servers_ok()
     print_models(ctx, roles)
     try:
         with run_log(rd):
-            final = _stream(command, job, ctx, rd, resume)
+            final = _stream(command, job, ctx, rd, servers_ok if resume else None)
     except ModelError as exc:
         fail(f"{exc} {_kept(command, ctx, rd)}")
     except (ConfigError, ValueError) as exc:
@@ -230,6 +230,14 @@ def run_graph(
             f"space there, or choose another --run-dir / --cache-dir. {_kept(command, ctx, rd)}"
         )
     command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
+
+
+def _check_server(ctx: Context, roles: tuple[str, ...]) -> None:
+    """A dead server, a refused key, an unknown model: named now, not after the embedder and the index."""
+    try:
+        check_server(ctx, {resolve_spec(ctx, role) for role in roles})
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def _check_summaries_fit(job: Job, ctx: Context) -> None:
@@ -338,7 +346,15 @@ def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
     return build_graph(checkpointer=checkpointer)
 
 
-def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, resume: bool) -> dict[str, Any]:
+def _stream(
+    command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, servers_ok: Callable[[], None] | None
+) -> dict[str, Any]:
+    """The graph's final state: streamed anew, resumed, or a finished run's.
+
+    ``servers_ok`` is given on a resume: it looks at the model server before anything runs.
+    """
+    resume = servers_ok is not None
+    servers_ok = servers_ok or (lambda: None)
     config: dict[str, Any] = {}
     limit = command.max_concurrency(ctx)
     if limit is not None:
@@ -365,7 +381,9 @@ def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, re
                 # tasks that finished before the stop have saved their writes; the stream applies them, goes on
                 pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
                 console.print(f"Resuming {thread} at {', '.join(pending)}")
+                servers_ok()
                 return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
+        servers_ok()
         return dict(stream_graph(graph, job.graph_input, ctx, config))
     finally:
         conn.close()
