@@ -405,3 +405,50 @@ def test_a_summarizer_step_that_keeps_failing_stops_the_run_with_its_resume_comm
     resumed = runner.invoke(app, [*args, "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert story_answers.calls["extract"] == extractions  # the index was kept, not redone
+
+
+def test_a_server_that_goes_away_mid_run_ends_it_quickly_keeping_the_answers(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stops after 40 answers of 400: the run ends within seconds, saying how a rerun continues."""
+    import threading
+
+    from storyjudge.core import retry
+
+    monkeypatch.setattr(retry, "GONE_SECONDS", 1.0)
+    answered = threading.Event()
+    answer = original_prompt(coherence_responder)
+    count = [0]
+
+    def responder(body: dict[str, Any]) -> Any:
+        count[0] += 1
+        if count[0] == 40:
+            answered.set()
+        if count[0] > 40:  # the connections kept open die with the server; new ones are refused
+            raise ConnectionAbortedError("the server is gone")
+        return answer(body)
+
+    server = OpenAIServer(responder, latency=0.05).start()
+
+    def stop_when_answered() -> None:
+        answered.wait(60)
+        server.stop()
+
+    threading.Thread(target=stop_when_answered, daemon=True).start()
+    cache = tmp_path / "cache"
+    args = [
+        "coherence",
+        str(_jsonl(tmp_path / "s.jsonl", summaries(20, 20))),
+        "--out",
+        str(tmp_path / "o.json"),
+    ]
+    args += ["--base-url", server.base_url, "--model", "openai:scripted", "--concurrency", "4"]
+    monkeypatch.setattr("sys.argv", ["storyjudge", *args, "--set", f"cache_dir={cache}"])
+    started = time.monotonic()
+    result = runner.invoke(app, [*args, "--set", f"cache_dir={cache}"])
+    assert result.exit_code == 1, result.output
+    (line,) = _error_lines(result.output)
+    assert "Cannot reach the model server" in line and f"Answers so far are cached in {cache}" in line
+    assert "the same command again continues from them: storyjudge coherence" in line
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "o.json").exists() and count[0] >= 40
