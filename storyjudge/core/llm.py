@@ -265,7 +265,7 @@ def _raw_call(
                 raise ModelError(retry.refusal(spec, ctx, verdict, exc, messages)) from None
             wait = retry.retry_after(exc)
             if wait is None:  # a timed-out attempt already waited: its retry starts at once
-                wait = 0.0 if verdict == "timeout" else retry.backoff(attempt)
+                wait = 0.0 if verdict == "timeout" else retry.backoff(attempt, verdict)
             spent = time.monotonic() - started
             detail = f"{spec}: {type(exc).__name__}: {redact(str(exc))}"
             if spent + wait > ctx.retry_budget_s:

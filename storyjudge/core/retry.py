@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 
 Verdict = Literal["retry", "refused", "timeout", "key", "model", "context", "bad_request", "fatal"]
 
-GONE_SECONDS = 15.0
-"""How long a server may refuse every connection, with no answer between, before the run stops."""
+GONE_SECONDS = 10.0
+"""How long a server may refuse every connection, with no answer between, before the run stops (a refused call
+is retried at least every ``REFUSED_WAIT`` seconds meanwhile)."""
+REFUSED_WAIT = 2.0
 BACKOFF_CAP = 10.0
 """The longest wait between two attempts when the server does not say (Retry-After): short enough that a call
 in a storm where most attempts fail still has dozens of tries within its budget."""
@@ -144,9 +146,10 @@ def retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def backoff(attempt: int) -> float:
+def backoff(attempt: int, verdict: Verdict = "retry") -> float:
     """Seconds before retry number ``attempt`` (1, 2, ...): capped exponential, jittered so callers spread out."""
-    return min(BACKOFF_CAP, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+    cap = REFUSED_WAIT if verdict == "refused" else BACKOFF_CAP
+    return min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 
 
 class _Servers:
