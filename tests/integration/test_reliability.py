@@ -80,7 +80,9 @@ def test_a_fault_storm_gives_the_fault_free_scores(
     from storyjudge.core import retry
 
     monkeypatch.setattr(retry, "BACKOFF_CAP", 1.0)
-    monkeypatch.setattr(retry, "storm", retry._Storm())  # its first line is not held back by an earlier test's
+    monkeypatch.setattr(
+        retry, "storm", retry._Storm()
+    )  # its first line is not held back by an earlier test's
     items = summaries(10, 20)
     clean, _ = coherence_run(tmp_path / "clean", None, items)
     with caplog.at_level(logging.INFO, logger="storyjudge"):
