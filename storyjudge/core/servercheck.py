@@ -6,7 +6,8 @@ with a short timeout answers all three: connection refused or a name that does n
 models the server lists. A model it does not list is asked for once with an empty conversation, which no
 server answers with text: a 404 says the model is unknown (llama.cpp lists its file name but answers to any
 model name, so a missing name alone proves nothing). Anything else unexpected (a slow or busy server, no
-``/models``) lets the command go on: its calls retry transient failures.
+``/models``, a key denied the list but not the chat) lets the command go on: its calls retry transient
+failures, and name a permanent one in one line.
 """
 
 from __future__ import annotations
@@ -43,9 +44,13 @@ def check_server(ctx: Context, specs: Iterable[str]) -> None:
     try:
         with httpx2.Client(timeout=TIMEOUT_SECONDS, headers=headers, follow_redirects=True) as client:
             listed = client.get(f"{base}/models")
-            if listed.status_code in (401, 403):
+            refused = listed if listed.status_code == 401 else None
+            if listed.status_code == 403:  # a key may be denied the list alone (OpenAI's restricted keys)
+                probe = client.post(f"{base}/chat/completions", json={"model": names[0], "messages": []})
+                refused = probe if probe.status_code in (401, 403) else None
+            if refused is not None:
                 raise ConfigError(
-                    f"The model server at {base} refused the key ({_said(listed)}); set {key_variable} to a "
+                    f"The model server at {base} refused the key ({_said(refused)}); set {key_variable} to a "
                     "key it accepts."
                 )
             served = _listed(listed)
