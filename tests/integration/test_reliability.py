@@ -455,3 +455,17 @@ def test_a_server_that_goes_away_mid_run_ends_it_quickly_keeping_the_answers(
     assert "the same command again continues from them: storyjudge coherence" in line
     assert time.monotonic() - started < 30
     assert not (tmp_path / "o.json").exists() and count[0] >= 40
+
+
+def test_a_summary_far_longer_than_summaries_asks_for_yes(runner: CliRunner, tmp_path: Path) -> None:
+    """Within a large context window, a 100 KB "summary" still costs its length squared: --yes or nothing."""
+    words = " ".join(f"Mara mends lamp {n} by the quay." for n in range(3000))
+    path = _jsonl(tmp_path / "long.jsonl", [{"id": "long", "summary": words}])
+    args = ["coherence", str(path), "--base-url", _dead_url(), "--model", "openai:any"]
+    args += ["--set", "context_window=200000", "--set", f"cache_dir={tmp_path / 'c'}"]
+    refused = runner.invoke(app, args)
+    (line,) = _error_lines(refused.output)
+    assert refused.exit_code == 1 and "far longer than a summary" in line and "--yes" in line
+    allowed = runner.invoke(app, [*args, "--yes"])
+    (line,) = _error_lines(allowed.output)
+    assert allowed.exit_code == 1 and "Cannot reach the model server" in line  # past the check

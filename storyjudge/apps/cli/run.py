@@ -124,6 +124,18 @@ ResumeOpt = Annotated[
 ]
 
 
+YesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        help="Go on with an input far larger than its kind usually is (a summary of over "
+        "20,000 tokens). Default: off.",
+    ),
+]
+SUMMARY_TOKENS = 20_000
+"""Tokens of the longest summary scored without --yes: book summaries are a few thousand."""
+
+
 AllowChangeOpt = Annotated[
     str,
     typer.Option(
@@ -139,7 +151,7 @@ def add_graph_command(command: GraphCommand) -> None:
 
     Every command gets --json; a checkpointed one --resume and --allow-change; one that can estimate, --dry-run.
     """
-    extra = [parameter("as_json", JsonOpt, False)]
+    extra = [parameter("as_json", JsonOpt, False), parameter("yes", YesOpt, False)]
     if command.checkpointed:
         extra += [parameter("resume", ResumeOpt, False), parameter("allow_change", AllowChangeOpt, "")]
     if command.estimate is not None:
@@ -152,6 +164,7 @@ def add_graph_command(command: GraphCommand) -> None:
         allow_change: str = "",
         as_json: bool = False,
         dry_run: bool = False,
+        yes: bool = False,
         **arguments: Any,
     ) -> None:
         allowed = tuple(name.strip().replace("-", "_") for name in allow_change.split(",") if name.strip())
@@ -168,6 +181,7 @@ def add_graph_command(command: GraphCommand) -> None:
             allow_change=allowed,
             as_json=as_json,
             dry_run=dry_run,
+            yes=yes,
             **arguments,
         )
 
@@ -184,6 +198,7 @@ def run_graph(
     as_json: bool = False,
     dry_run: bool = False,
     allow_change: tuple[str, ...] = (),
+    yes: bool = False,
     **arguments: Any,
 ) -> None:
     """Run a command's graph: read, check every setting, claim, print models, stream, write."""
@@ -197,7 +212,7 @@ def run_graph(
         fail(str(exc))
     if command.prepare is not None:
         job = command.prepare(job, ctx)
-    _check_summaries_fit(job, ctx)
+    _check_summaries_fit(job, ctx, yes)
     if dry_run and command.estimate is not None:
         print_models(ctx, roles)
         print_estimate(command.estimate(job, ctx), as_json)
@@ -240,22 +255,28 @@ def _check_server(ctx: Context, roles: tuple[str, ...]) -> None:
         fail(str(exc))
 
 
-def _check_summaries_fit(job: Job, ctx: Context) -> None:
-    """Refuse a summary longer than the context window, before the run.
+def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
+    """Refuse a summary longer than the context window, or (without --yes) far longer than summaries are.
 
     Every prompt about it (a sentence's, a decomposition's) holds it whole: none could be answered, and a run
-    would make one such prompt per sentence.
+    would make one such prompt per sentence, so the cost grows with the square of its length.
     """
     given = job.graph_input
     texts = [("summary", given["summary"])] if isinstance(given.get("summary"), str) else []
     texts += [(f"summary {item['id']!r}", item["summary"]) for item in given.get("summaries") or []]
     for what, text in texts:
-        if len(text.encode("utf-8")) > 2 * ctx.context_window:  # else it cannot be over the window
+        if len(text.encode("utf-8")) > 2 * min(ctx.context_window, SUMMARY_TOKENS):  # else it is short enough
             tokens = count_tokens(text)
             if tokens > ctx.context_window:
                 fail(
                     f"The {what} is {tokens} tokens, more than context_window ({ctx.context_window}): each of "
                     "its prompts holds it whole. Shorten it, or set context_window to the model's real window."
+                )
+            if tokens > SUMMARY_TOKENS and not yes:
+                fail(
+                    f"The {what} is {tokens} tokens, far longer than a summary ({SUMMARY_TOKENS} at most here): "
+                    "each of its sentences sends it whole, a cost that grows with the square of its length. "
+                    "Check the input, or add --yes to go on."
                 )
 
 
