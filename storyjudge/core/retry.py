@@ -157,7 +157,7 @@ class _Servers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._refusing: dict[str, float] = {}
+        self._refusing: dict[str, tuple[float, float]] = {}  # server -> first and latest refusal
 
     def answered(self, server: str) -> None:
         if server in self._refusing:
@@ -165,10 +165,17 @@ class _Servers:
                 self._refusing.pop(server, None)
 
     def refused_for(self, server: str) -> float:
-        """Note a refused connection; seconds the server has refused every one since its last answer."""
+        """Note a refused connection; seconds the server has refused every one since its last answer.
+
+        A refusal a minute after the one before (the last of an earlier run) starts a new count.
+        """
         now = time.monotonic()
         with self._lock:
-            return now - self._refusing.setdefault(server, now)
+            first, last = self._refusing.get(server, (now, now))
+            if now - last > 60:
+                first = now
+            self._refusing[server] = (first, now)
+            return now - first
 
 
 servers = _Servers()
