@@ -33,6 +33,16 @@ from storyjudge.core.rundir import slug
 LOCAL_WORKERS = 2
 """Worker processes of the LocalCluster started when no scheduler is given (1 thread each)."""
 
+LEASES = {
+    "distributed.scheduler.locks.lease-timeout": "6s",
+    "distributed.scheduler.locks.lease-validation-interval": "1s",
+}
+"""How soon a dead worker's leases come back: Dask's defaults (30 s, checked every 10 s) hold a killed worker's
+share of the budget for up to 40 s. The driver registers the budget with this timeout and the workers refresh
+their leases at a fifth of it; the validation interval applies where the scheduler is started here (a
+LocalCluster); an external scheduler uses its own
+(``DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VALIDATION_INTERVAL``)."""
+
 
 def llm_total(config: ExperimentConfig) -> int:
     """The experiment's LLM calls in flight: its ``concurrency`` setting (``llm_concurrency`` when unset)."""
@@ -62,6 +72,8 @@ class DaskExecutor:
 
     def __init__(self, config: ExperimentConfig, scheduler: str = "", *, width: int | None = None) -> None:
         distributed = _import_distributed()
+        import dask
+
         config.out_dir = Path(config.out_dir).resolve()  # workers resolve no relative path against our cwd
         self.config = config
         self.cluster: Any = None
@@ -70,26 +82,28 @@ class DaskExecutor:
         if scheduler:
             self.client = distributed.Client(scheduler, timeout="30s", set_as_default=False)
         else:
-            self.cluster = distributed.LocalCluster(
-                host="127.0.0.1",
-                n_workers=LOCAL_WORKERS,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-            )
+            with dask.config.set(LEASES):  # the scheduler's validation interval, the workers' refresh
+                self.cluster = distributed.LocalCluster(
+                    host="127.0.0.1",
+                    n_workers=LOCAL_WORKERS,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                )
             self.client = distributed.Client(self.cluster, set_as_default=False)
         threads = sum(self.client.nthreads().values())
         self.width = max(1, width or threads)
         self.budget = (budget_name(config), llm_total(config))
         # bound to our client explicitly: left to itself a Semaphore binds to whichever client is the default
         # when first used, and closing that one (e.g. a second client opened by the caller) closes its loop
-        self.semaphore = distributed.Semaphore(
-            max_leases=self.budget[1],
-            name=self.budget[0],
-            scheduler_rpc=self.client.scheduler,
-            loop=self.client.loop,
-        )
-        self.semaphore.register()
+        with dask.config.set(LEASES):  # the first registration sets the budget's lease timeout
+            self.semaphore = distributed.Semaphore(
+                max_leases=self.budget[1],
+                name=self.budget[0],
+                scheduler_rpc=self.client.scheduler,
+                loop=self.client.loop,
+            )
+            self.semaphore.register()
         self._done = distributed.as_completed(loop=self.client.loop)
         self._items: dict[str, tuple[Cell, EvalItem]] = {}
         self._futures: dict[str, Any] = {}
@@ -154,6 +168,7 @@ def install_budget(out_dir: Path, name: str, total: int) -> None:
 
     Called from a task's thread, where the semaphore finds its worker (LangGraph's branch threads do not).
     """
+    import dask
     import distributed
 
     from storyjudge.core import concurrency
@@ -162,8 +177,9 @@ def install_budget(out_dir: Path, name: str, total: int) -> None:
     with _worker_lock:
         semaphore = _semaphores.get(key)
         if semaphore is None or semaphore.name != name:
-            semaphore = distributed.Semaphore(max_leases=total, name=name)
-            semaphore.register()  # binds it to this worker's scheduler connection and loop
+            with dask.config.set(LEASES):  # leases refreshed at a fifth of the driver's timeout
+                semaphore = distributed.Semaphore(max_leases=total, name=name)
+                semaphore.register()  # binds it to this worker's scheduler connection and loop
             _semaphores[key] = semaphore
         concurrency.set_budget_factory(_budget_for)
 

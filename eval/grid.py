@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -142,7 +142,7 @@ class ExperimentConfig:
         datasets = [_dataset_spec(d, base) for d in data["datasets"]]
         if task == "score" and any(d.kind != "storysumm" for d in datasets):
             raise ConfigError("task 'score' needs datasets that give summaries (kind: storysumm)")
-        loops = [dict(loop or {}) for loop in (data.get("loops") or [{}])]
+        loops = [_mapping(loop or {}, "each of loops") for loop in _list(data, "loops", [{}])]
         for loop in loops:
             extra = sorted(set(loop) - set(LOOP_KEYS))
             if extra:
@@ -155,17 +155,20 @@ class ExperimentConfig:
             task=task,
             metrics=metrics,
             datasets=datasets,
-            models=[str(m) for m in (data.get("models") or [""])],
-            strategies=[str(s) for s in (data.get("strategies") or ["hierarchical"])],
-            chunk_sizes=[int(c) for c in (data.get("chunk_sizes") or [2048])],
+            models=[str(m) for m in _list(data, "models", [""])],
+            strategies=[str(s) for s in _list(data, "strategies", ["hierarchical"])],
+            chunk_sizes=[_number(c, "each of chunk_sizes", int) for c in _list(data, "chunk_sizes", [2048])],
             loops=loops,
-            context=dict(data.get("context") or {}),
+            context=_mapping(data.get("context") or {}, "context"),
             base_url=str(data.get("base_url") or ""),
             cache_dir=Path(str(data["cache_dir"])) if data.get("cache_dir") else None,
-            concurrency=int(data.get("concurrency") or 1),
-            llm_concurrency=int(data.get("llm_concurrency") or 4),
-            budget={k: float(v) for k, v in (data.get("budget") or {}).items()},
-            seed=int(data.get("seed") or 0),
+            concurrency=_number(data.get("concurrency") or 1, "concurrency", int),
+            llm_concurrency=_number(data.get("llm_concurrency") or 4, "llm_concurrency", int),
+            budget={
+                k: _number(v, f"budget {k}", float)
+                for k, v in _mapping(data.get("budget") or {}, "budget").items()
+            },
+            seed=_number(data.get("seed") or 0, "seed", int),
             bertscore_model=str(data.get("bertscore_model") or ""),
         )
         bad_budget = sorted(set(config.budget) - {"max_calls", "max_usd"})
@@ -176,6 +179,35 @@ class ExperimentConfig:
         for cell in cells(config):  # fail now, not after an hour, on a bad setting
             cell_context(config, cell, config.out_dir)
         return config
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{what} must be a mapping of settings (name: value), not {value!r}")
+    return dict(value)
+
+
+def _list(data: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
+    value = data.get(key) or default
+    if not isinstance(value, list):
+        raise ConfigError(f"{key} must be a list (e.g. {key}: [{value!r}]), not {value!r}")
+    return value
+
+
+N = TypeVar("N", int, float)
+
+
+def _number(value: Any, what: str, kind: type[N]) -> N:
+    """A number of a config, from a number or its text; anything else (a list, a mapping) is one clear error."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise TypeError
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{what} must be a{'n integer' if kind is int else ' number'}, not {value!r}"
+        ) from None
+    return number
 
 
 def _dataset_spec(raw: Any, base: Path | None) -> DatasetSpec:

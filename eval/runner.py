@@ -15,6 +15,7 @@ way only the driver writes ``rows.jsonl``, so resuming is the same.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -44,6 +45,14 @@ GraphInvoker = Callable[[str, dict[str, Any], Context], dict[str, Any]]
 
 METRIC_MODULES = ("eval.metrics", "rouge_score.rouge_scorer")
 """What ROUGE imports (numpy, NLTK's stemmer): imported before an item's threads could import it at once."""
+
+
+def record_name(item_id: str) -> str:
+    """A file name for an item that no other id shares: its readable form, then a short hash of the exact id.
+
+    "x", "X" and "../../x" all read as "x"; "a/b" and "a-b" as "a-b".
+    """
+    return f"{slug(item_id)}-{hashlib.sha256(item_id.encode()).hexdigest()[:8]}"
 
 
 def invoke_graph(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -334,7 +343,7 @@ class Experiment:
         run_dir = self.out / "runs" / cell.id / slug(item.group or item.id)
         ctx = cell_context(self.config, cell, run_dir)
         if own_cache:
-            ctx = ctx.replace(cache_dir=str(run_dir / "cache" / slug(item.id)))
+            ctx = ctx.replace(cache_dir=str(run_dir / "cache" / record_name(item.id)))
         return ctx
 
     def _base_row(self, cell: Cell, item: EvalItem, ctx: Context) -> dict[str, Any]:
@@ -384,7 +393,7 @@ class Experiment:
         row["wall_seconds"] = round(time.perf_counter() - started, 3)
         row["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if record:
-            path = self.out / "records" / cell.id / f"{slug(item.id)}.json"
+            path = self.out / "records" / cell.id / f"{record_name(item.id)}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
             row["record"] = str(path.relative_to(self.out))

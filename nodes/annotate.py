@@ -29,7 +29,7 @@ from storyjudge.core.booookscore import coherence_report
 from storyjudge.core.concurrency import in_parallel
 from storyjudge.core.confusion import ConfusionAnswer, normalise_types, parse_confusion, says_no_confusion
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.llm import Message, ask_structured, ask_text, cut_off
+from storyjudge.core.llm import CallFailed, Message, ask_structured, ask_text, cut_off
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.planted import plant_sentences
 from storyjudge.core.records import SentenceAnnotation
@@ -251,17 +251,21 @@ def annotate_one(
     prompt = load("coherence", ctx.prompt_dir)
     messages = sentence_messages(task["summary"], sentence, index, ctx.prompt_dir)
     max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
-    answer = ask_text(ctx, ROLE, prompt, messages, max_tokens=max_tokens)
-    usage: Usage = answer.usage
-    parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence, prompt.text)
-    attempts = 1
-    while not parsed.parsed and attempts <= ctx.parse_retries:
-        retry = [*messages, ("assistant", answer.text[:2000] or "(empty)"), ("user", FORMAT_REMINDER)]
-        # a new sample number, so a deterministic cache or server does not hand back the same answer
-        answer = ask_text(ctx, ROLE, prompt, retry, max_tokens=max_tokens, sample=attempts)
-        usage = merge_usage(usage, answer.usage)
-        parsed = read_answer(answer.text, answer.finish_reason, task["summary"], sentence, prompt.text)
-        attempts += 1
+    usage: Usage = {}
+    raw, attempts = "", 0
+    parsed = ConfusionAnswer(None, error="not asked")
+    try:
+        while attempts == 0 or (not parsed.parsed and attempts <= ctx.parse_retries):
+            asked = messages
+            if attempts:
+                asked = [*messages, ("assistant", raw[:2000] or "(empty)"), ("user", FORMAT_REMINDER)]
+            # a new sample number, so a deterministic cache or server does not hand back the same answer
+            answer = ask_text(ctx, ROLE, prompt, asked, max_tokens=max_tokens, sample=attempts)
+            attempts += 1
+            usage, raw = merge_usage(usage, answer.usage), answer.text
+            parsed = read_answer(raw, answer.finish_reason, task["summary"], sentence, prompt.text)
+    except CallFailed as exc:  # the server kept failing: this sentence is not scored, the run goes on
+        parsed = ConfusionAnswer(None, error=f"no answer from the server: {exc}")
     annotation = SentenceAnnotation(
         run=task["run"],
         summary_id=task["summary_id"],
@@ -270,7 +274,7 @@ def annotate_one(
         confused=parsed.confused,
         types=parsed.types,
         questions=parsed.questions,
-        raw=answer.text,
+        raw=raw,
         attempts=attempts,
     )
     if parsed.other_types:

@@ -126,6 +126,25 @@ def versions(prompt_dir: str | Path = "") -> dict[str, str]:
     return found
 
 
+def check_dir(prompt_dir: str | Path = "") -> None:
+    """Raise ValueError when a file of ``prompt_dir`` has other placeholders than the prompt it replaces.
+
+    Checked before any call: the run would otherwise fail at that prompt's first use, after other calls.
+    """
+    if not prompt_dir:
+        return
+    for path in sorted(Path(prompt_dir).glob("*.txt")):
+        bundled = PROMPT_DIR / path.name
+        if not bundled.is_file():
+            continue
+        given, expected = load(path.stem, prompt_dir).fields, _parse(path.stem, bundled).fields
+        if given != expected:
+            raise ValueError(
+                f"{path} has the placeholders {sorted(given)}, the {path.stem!r} prompt needs exactly "
+                f"{sorted(expected)} (written {{{{name}}}}); fix the file or remove it from the prompt folder."
+            )
+
+
 @cache
 def load(name: str, prompt_dir: str | Path = "") -> Prompt:
     """The prompt ``<prompt_dir>/<name>.txt`` when that file exists, else the bundled ``prompts/<name>.txt``."""

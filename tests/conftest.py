@@ -57,8 +57,8 @@ def scripted_server() -> Iterator[Callable[..., OpenAIServer]]:
 def ctx_for(tmp_path: Path) -> Callable[..., Context]:
     """Factory: ``ctx_for(server, **fields)``, a Context sending every role to ``server``, cache in tmp_path.
 
-    ``max_retries`` defaults to 0 so a scripted fault surfaces at once instead of after back-off sleeps; pass
-    ``max_retries=`` to test retrying.
+    ``retry_budget_s`` defaults to 0 so a scripted fault surfaces at once instead of after back-off sleeps; pass
+    ``retry_budget_s=`` to test retrying.
     """
 
     def make(server: OpenAIServer, **fields: Any) -> Context:
@@ -67,7 +67,7 @@ def ctx_for(tmp_path: Path) -> Callable[..., Context]:
             "base_url": server.base_url,
             "cache_dir": str(tmp_path / "cache"),
             "run_dir": str(tmp_path / "run"),
-            "max_retries": 0,
+            "retry_budget_s": 0,
         }
         values.update(fields)
         return Context(**values)

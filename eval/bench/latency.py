@@ -35,7 +35,7 @@ def context(
         cache_dir=str(cache),
         run_dir=str(run_dir),
         concurrency=slots,
-        max_retries=0,
+        retry_budget_s=0,
         **fields,
     )
 

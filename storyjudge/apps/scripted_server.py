@@ -134,11 +134,15 @@ class OpenAIServer:
         slots: int | None = None,
         faults: FaultPlan | None = None,
         model: str = "scripted",
+        strict_model: bool = False,
+        api_key: str = "",
     ) -> None:
         self.responder = responder
         self.latency = latency
         self.faults = faults
         self.model = model
+        self.strict_model = strict_model  # a request for another model gets 404, as vLLM's does
+        self.api_key = api_key  # when set, a request without it gets 401
         self.requests: list[dict[str, Any]] = []
         self.log: list[LoggedRequest] = []
         self.faulted: list[str] = []
@@ -248,13 +252,30 @@ class OpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
+            def _refused(self, body: dict[str, Any] | None = None) -> bool:
+                """Answer as a real server does before any work: a wrong key, an unknown model, no messages."""
+                if server.api_key and self.headers.get("Authorization", "") != f"Bearer {server.api_key}":
+                    status, message = 401, "invalid api key"
+                elif body is not None and server.strict_model and body.get("model") != server.model:
+                    status, message = 404, f"The model `{body.get('model')}` does not exist."
+                elif body is not None and not body.get("messages"):
+                    status, message = 400, "messages: at least one message is required"
+                else:
+                    return False
+                self._send(status, {}, json.dumps({"error": {"message": message}}).encode())
+                return True
+
             def do_GET(self) -> None:  # noqa: N802
+                if self._refused():
+                    return
                 models = {"object": "list", "data": [{"id": server.model, "object": "model"}]}
                 self._send(200, {}, json.dumps(models).encode())
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self._refused(body):
+                    return
                 entry = LoggedRequest(
                     arrived=time.monotonic(),
                     schema=schema_name(body),

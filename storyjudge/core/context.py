@@ -77,7 +77,7 @@ class Context:
         default="",
         metadata=_describe(
             "Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). "
-            "Empty: OpenAI's own API."
+            "Empty: OPENAI_BASE_URL when set, else OpenAI's own API."
         ),
     )
     temperature: float = field(
@@ -96,9 +96,12 @@ class Context:
             "Seconds one attempt of an LLM request may take in all before it is abandoned and retried."
         ),
     )
-    max_retries: int = field(
-        default=4,
-        metadata=_describe("Retries of a failed HTTP call (429/5xx/timeouts, honouring Retry-After)."),
+    retry_budget_s: float = field(
+        default=300.0,
+        metadata=_describe(
+            "Seconds one LLM call may spend retrying transient failures (429, 5xx, timeouts, cut-off replies), "
+            "honouring Retry-After; then that unit counts as failed (0: no retries)."
+        ),
     )
     parse_retries: int = field(
         default=2, metadata=_describe("Extra attempts when a structured answer cannot be parsed.")
@@ -369,6 +372,9 @@ class Context:
                 expected = _type_name(hints[f.name])
                 given = type(value).__name__
                 raise ConfigError(f"Invalid setting: {f.name} must be a {expected}, not {given}.")
+        if not self.base_url and "base_url" not in explicit and os.environ.get("OPENAI_BASE_URL"):
+            # where the OpenAI SDK would send the requests: named in the Models table, given its own key rules
+            self.base_url = os.environ["OPENAI_BASE_URL"]
         self._apply_preset(explicit | from_env)
         self.validate()
 
@@ -430,7 +436,8 @@ class Context:
             (self.max_output_tokens >= 1, "max_output_tokens must be >= 1"),
             (self.context_window >= 512, "context_window must be >= 512"),
             (self.request_timeout > 0, "request_timeout must be > 0"),
-            (self.max_retries >= 0 and self.parse_retries >= 0, "max_retries and parse_retries must be >= 0"),
+            (self.retry_budget_s >= 0, "retry_budget_s must be >= 0"),
+            (self.parse_retries >= 0, "parse_retries must be >= 0"),
             (0.0 <= self.coherence_margin <= 1.0, "coherence_margin must be between 0 and 1"),
             (0.0 <= self.coverage_floor <= 1.0, "coverage_floor must be between 0 and 1"),
             (self.repeated_sentences in ("each", "once"), "repeated_sentences must be 'each' or 'once'"),

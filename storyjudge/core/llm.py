@@ -15,18 +15,20 @@ import copy
 import json
 import logging
 import os
-import random
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import openai
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
 
+from storyjudge.core import retry
 from storyjudge.core.callcache import cache_for, request_key, server_id
 from storyjudge.core.concurrency import (
     check_cancelled,
@@ -89,11 +91,19 @@ def redact(text: str) -> str:
 class ModelError(RuntimeError):
     """A model call failed for a reason retrying will not fix (bad key, unknown model, unreachable server).
 
-    Its message never carries an API key, even when the server's error message echoes it.
+    The run ends with it. Its message never carries an API key, even when the server's error message echoes it.
     """
 
     def __init__(self, message: str) -> None:
         super().__init__(redact(message))
+
+
+class CallFailed(ModelError):
+    """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run.
+
+    ``ask_structured`` returns it as a failed Answer; a caller of ``ask_text`` that can go on without the
+    answer catches it; one that cannot (a summarizer step) lets it end the run.
+    """
 
 
 @dataclass
@@ -165,42 +175,6 @@ def _cache_dir(ctx: Context) -> Path:
     return Path(".storyjudge") / "cache"
 
 
-_RETRYABLE_NAMES = {
-    "APIConnectionError",
-    "APITimeoutError",
-    "RateLimitError",
-    "InternalServerError",
-    "APIResponseValidationError",
-    "JSONDecodeError",
-    "ReadTimeout",
-    "ConnectError",
-    "RemoteProtocolError",
-}
-# Base classes of every API error (400 and 401 included): retried only when raised as themselves.
-_RETRYABLE_EXACT_NAMES = {"APIError", "APIStatusError"}
-_CUT_OFF_NAMES = {"LengthFinishReasonError", "ContentFilterFinishReasonError"}
-_FATAL_NAMES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError"}
-
-
-def _kinds(exc: BaseException) -> set[str]:
-    """Class names of an exception and its bases.
-
-    langchain-openai re-raises the SDK's errors as subclasses
-    (``OpenAIInvalidRequestError(BadRequestError)``), so classifying by the exact class name would miss them.
-    """
-    return {cls.__name__ for cls in type(exc).__mro__}
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds a 429/503 answer asks to wait (its Retry-After header), when it says."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    value = headers.get("retry-after") if headers is not None else None
-    try:
-        return min(max(float(value), 0.0), 60.0) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _invoke_within(model: Any, messages: list[AnyMessage], params: dict[str, Any], seconds: float) -> Any:
     """``model.invoke`` that gives up after ``seconds`` in all, or at once when the work is cancelled.
 
@@ -218,19 +192,45 @@ def _invoke_within(model: Any, messages: list[AnyMessage], params: dict[str, Any
 
 
 def _is_unsupported_format(exc: Exception) -> bool:
-    return bool(_kinds(exc) & {"BadRequestError", "UnprocessableEntityError"}) and any(
+    return isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError) and any(
         word in str(exc).lower() for word in ("response_format", "json_schema", "json_object", "schema")
     )
+
+
+def _check_fits(ctx: Context, spec: str, prompt_version: str, messages: Sequence[Message]) -> None:
+    """Refuse, unsent, a prompt longer than the model's context window.
+
+    The server would reject it after the tokens were sent (and billed), and a run would send thousands like it.
+
+    Tokenized only when it is over twice the window in bytes: English averages over 4 bytes a token.
+    """
+    size = sum(len(content.encode("utf-8")) for _, content in messages)
+    if size <= 2 * ctx.context_window:
+        return
+    tokens = count_tokens("\n".join(content for _, content in messages))
+    if tokens > ctx.context_window:
+        raise ModelError(
+            f"The {prompt_version.partition('@')[0]} prompt for {spec} is {tokens} tokens, more than "
+            f"context_window ({ctx.context_window}); not sent. Shorten the input (a summary, a scene), or set "
+            "context_window to the model's real window."
+        )
 
 
 def _raw_call(
     spec: str, ctx: Context, messages: Sequence[Message], params: dict[str, Any]
 ) -> tuple[str, str | None, int, int]:
-    """One uncached call with transport retries; returns (text, finish_reason, input tokens, output tokens)."""
+    """One uncached call, transient failures retried within ``ctx.retry_budget_s`` (``storyjudge.core.retry``).
+
+    Returns (text, finish_reason, input tokens, output tokens). Raises ``ModelError`` for a permanent failure
+    and ``CallFailed`` when the budget ran out.
+    """
     model = chat_model(spec, ctx)
     lc_messages = _to_messages(messages)
-    delay = 0.5
-    for attempt in range(ctx.max_retries + 1):
+    server = "" if is_local(spec) else retry.server_name(ctx)
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
         check_cancelled()  # Ctrl-C: no call is sent after it (storyjudge.core.concurrency)
         try:
             if is_local(spec):
@@ -242,39 +242,45 @@ def _raw_call(
                 with llm_slot(ctx):  # the run's budget; waiting for it ends on Ctrl-C
                     record(ctx.run_dir, spec, "sent")  # the run's ledger counts every attempt
                     message = _invoke_within(model, lc_messages, params, ctx.request_timeout)
+                finish = (getattr(message, "response_metadata", None) or {}).get("finish_reason")
+                if attempt <= retry.EMPTY_RETRIES and not cut_off(finish) and not str(message.text).strip():
+                    raise retry.EmptyAnswer(f"an empty answer (finish_reason {finish!r})")
             break
         except Exception as exc:  # noqa: BLE001 - classified below
-            name = type(exc).__name__
-            kinds = _kinds(exc)
-            if kinds & _CUT_OFF_NAMES:  # the SDK refuses to parse a cut-off structured answer; it is one
-                cut = "length" if "LengthFinishReasonError" in kinds else "content_filter"
+            if isinstance(exc, openai.LengthFinishReasonError | openai.ContentFilterFinishReasonError):
+                # the SDK refuses to parse a cut-off structured answer; it is one
+                cut = "length" if isinstance(exc, openai.LengthFinishReasonError) else "content_filter"
                 return "", cut, count_tokens(str(messages)), 0
-            if kinds & _FATAL_NAMES:
-                raise ModelError(
-                    f"{spec} refused the request ({name}): {exc}. Check the model name and key."
-                ) from None
-            if _is_unsupported_format(exc):
-                raise
-            transient = (
-                bool(kinds & _RETRYABLE_NAMES)
-                or name in _RETRYABLE_EXACT_NAMES
-                or isinstance(exc, (TimeoutError, ConnectionError, ValueError))
-            )
-            if not transient or attempt == ctx.max_retries:
-                if kinds & {"APIConnectionError", "ConnectError"} and not kinds & {"APITimeoutError"}:
-                    raise ModelError(
-                        f"Cannot reach the model server for {spec} at {ctx.base_url or 'the OpenAI API'}: "
-                        f"{str(exc).rstrip('.')}. "
-                        "Check --base-url and that the server is running."
-                    ) from None
-                raise ModelError(f"{spec} failed after {attempt + 1} attempt(s): {name}: {exc}") from None
-            timed_out = isinstance(exc, TimeoutError) or bool(kinds & {"APITimeoutError", "ReadTimeout"})
-            wait = _retry_after(exc)
+            local_fault = isinstance(exc, OSError) and not isinstance(exc, ConnectionError | TimeoutError)
+            if _is_unsupported_format(exc) or local_fault:
+                raise  # a format to fall back from; a local fault (a full disk under the ledger) is not the model's
+            verdict = retry.classify(exc)
+            if isinstance(exc, openai.APIStatusError):
+                retry.servers.answered(server)
+            if verdict == "refused" and retry.servers.refused_for(server) >= min(
+                retry.GONE_SECONDS, ctx.retry_budget_s
+            ):
+                raise ModelError(retry.refusal(spec, ctx, verdict, exc, messages)) from None
+            if verdict not in ("retry", "timeout", "refused"):
+                raise ModelError(retry.refusal(spec, ctx, verdict, exc, messages)) from None
+            wait = retry.retry_after(exc)
             if wait is None:  # a timed-out attempt already waited: its retry starts at once
-                wait = 0.0 if timed_out else delay + random.uniform(0, delay / 2)
-                delay = min(delay * 2, 8.0)
-            log.warning("%s: %s (%s); retrying in %.1fs", spec, name, redact(str(exc)), wait)
-            pause(wait)
+                wait = 0.0 if verdict == "timeout" else retry.backoff(attempt, verdict)
+            spent = time.monotonic() - started
+            detail = f"{spec}: {type(exc).__name__}: {redact(str(exc))}"
+            if spent + wait > ctx.retry_budget_s:
+                if isinstance(exc, retry.EmptyAnswer):
+                    break  # no time left to ask again: the empty answer is returned, and counted by the caller
+                raise CallFailed(
+                    f"{detail} (after {attempt} attempt(s) in {spent:.0f}s; retry_budget_s is "
+                    f"{ctx.retry_budget_s:g})"
+                ) from None
+            retry.storm.waiting(retry.status_of(exc), f"{detail}; attempt {attempt}, waiting {wait:.1f}s")
+            try:
+                pause(wait)
+            finally:
+                retry.storm.resumed()
+    retry.servers.answered(server)
     if not isinstance(message, AIMessage):
         raise ModelError(f"{spec} returned {type(message).__name__}, not a chat message")
     text = strip_thinking(message.text)
@@ -439,7 +445,10 @@ def _ask_server(
         elif schema_json is not None and method == "json_mode":
             params["extra_body"] = {"response_format": {"type": "json_object"}}
     try:
+        _check_fits(ctx, spec, prompt_version, messages)
         text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
+    except CallFailed:  # the caller's unit fails, the run goes on
+        raise
     except ModelError as exc:  # the run ends with it: a long branch beside this one stops early
         note_failure(run_identity(ctx), exc)
         raise
@@ -459,7 +468,11 @@ def ask_text(
     max_tokens: int | None = None,
     sample: int = 0,
 ) -> TextAnswer:
-    """A free-text answer from the role's model (cached, retried on transport errors)."""
+    """A free-text answer from the role's model (cached, retried on transport errors).
+
+    Raises ``CallFailed`` when the server kept failing for ``ctx.retry_budget_s``: a caller that can count the
+    unit as failed catches it.
+    """
     spec = resolve_spec(ctx, role)
     return _complete(
         ctx,
@@ -504,8 +517,9 @@ def ask_structured(
 ) -> Answer[T]:
     """A pydantic object from the role's model, or an Answer whose ``error`` says why there is none.
 
-    Transport failures that retries cannot fix raise ModelError; answers that do not parse are retried
-    ``ctx.parse_retries`` times with the failed answer shown to the model, then returned as a failure.
+    Permanent failures (key, model, request) raise ModelError; a call that kept failing for
+    ``ctx.retry_budget_s``, and answers that do not parse after ``ctx.parse_retries`` more attempts with the
+    failed answer shown to the model, are returned as failures.
     """
     spec = resolve_spec(ctx, role)
     temp = ctx.temperature if temperature is None else temperature
@@ -556,6 +570,9 @@ def ask_structured(
                 attempt=attempts,
                 usable=usable,
             )
+        except CallFailed as exc:  # the server kept failing: this unit has no answer, counted as such
+            error = f"no answer from the server: {exc}"
+            break
         except Exception as exc:
             if _is_unsupported_format(exc) and method != "text":
                 method = "json_mode" if method == "json_schema" else "text"

@@ -29,6 +29,7 @@ DEFAULT_ONLINE = "openai:gpt-4o-mini"
 DEFAULT_LOCAL = "local:smollm2"
 LOCAL_NOTE = "embedded SmolLM2-135M, demo grade"
 OPENAI_HOST = "api.openai.com"
+OPENAI_URL = "https://api.openai.com/v1"
 SERVER_KEY_ENV = "STORYJUDGE_API_KEY"
 """The environment variable holding the key of an OpenAI-compatible server other than OpenAI's own."""
 NO_KEY = "not-needed"
@@ -201,7 +202,7 @@ def chat_model(spec: str, ctx: Context) -> BaseChatModel:
     base_url = ctx.base_url if provider != "local" else ""
     # the key's hash, so a changed key builds a new client (the key itself is never kept outside the client)
     key_hash = hashlib.sha256(api_key(base_url).encode()).hexdigest() if provider == "openai" else ""
-    key = (spec, base_url, ctx.request_timeout, ctx.max_retries, key_hash)
+    key = (spec, base_url, ctx.request_timeout, key_hash)
     with _models_lock:
         if key not in _models:
             with heap.loading():  # LangChain's OpenAI client and the SDK, or llama.cpp and the weights
@@ -278,11 +279,10 @@ def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
     # makes one attempt per call, so the retries are not multiplied and every attempt has a deadline
     kwargs: dict[str, Any] = {"timeout": ctx.request_timeout, "max_retries": 0}
     if provider == "openai":
-        if ctx.base_url:
-            kwargs["base_url"] = ctx.base_url
-        if not is_openai(ctx.base_url):
-            # never OPENAI_API_KEY to another server: only the key given for it, or a dummy one
-            kwargs["api_key"] = api_key(ctx.base_url)
+        # always given, so the SDK never reads OPENAI_BASE_URL behind the Context's back (the Context reads it)
+        kwargs["base_url"] = ctx.base_url or OPENAI_URL
+        # never OPENAI_API_KEY to another server: only the key given for it, or a dummy one
+        kwargs["api_key"] = api_key(ctx.base_url)
         kwargs["stream_usage"] = False
         kwargs["http_client"] = _http_client()
     try:

@@ -167,7 +167,7 @@ def test_missing_api_key_for_an_openai_model(good: Path, tmp_path: Path) -> None
 
 
 def test_unreachable_base_url_fails_fast_with_advice(good: Path, tmp_path: Path) -> None:
-    result = refine(good, tmp_path / "run", "--ckg-samples", "1", env={"STORYJUDGE_MAX_RETRIES": "0"})
+    result = refine(good, tmp_path / "run", "--ckg-samples", "1", env={"STORYJUDGE_RETRY_BUDGET_S": "0"})
     assert_one_line_error(result, "cannot reach the model server", UNREACHABLE, "check --base-url")
 
 
@@ -227,7 +227,7 @@ def test_a_new_run_in_a_directory_of_another_document(good: Path, tmp_path: Path
             {"STORYJUDGE_CONCURRENCY": "many"},
             ("concurrency", "STORYJUDGE_CONCURRENCY", "not a valid int"),
         ),
-        ([], {"STORYJUDGE_MAX_RETRIES": "-1"}, ("max_retries", "STORYJUDGE_MAX_RETRIES")),
+        ([], {"STORYJUDGE_RETRY_BUDGET_S": "-1"}, ("retry_budget_s", "STORYJUDGE_RETRY_BUDGET_S")),
         ([], {"STORYJUDGE_STRATEGY": "magic"}, ("strategy", "hierarchical")),
     ],
 )
@@ -305,7 +305,7 @@ def test_a_10_mb_single_line_is_read_and_segmented(tmp_path: Path) -> None:
         tmp_path / "line.txt", (sentence * (10_000_000 // len(sentence) + 1))[:10_000_000].encode()
     )
     assert story.read_bytes().count(b"\n") == 0
-    result = refine(story, tmp_path / "run", "--ckg-samples", "1", env={"STORYJUDGE_MAX_RETRIES": "0"})
+    result = refine(story, tmp_path / "run", "--ckg-samples", "1", env={"STORYJUDGE_RETRY_BUDGET_S": "0"})
     assert_one_line_error(result, "cannot reach the model server")
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert meta["document_hash"] == document_hash(story.read_text())

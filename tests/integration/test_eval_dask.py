@@ -129,7 +129,7 @@ def write_config(tmp_path: Path, server: OpenAIServer, name: str) -> Path:
                 "models": ["openai:scripted"],
                 "base_url": server.base_url,
                 "loops": [{"max_iterations": 0}, {"max_iterations": 1}],
-                "context": {"ckg_samples": 1, "max_retries": 0},
+                "context": {"ckg_samples": 1, "retry_budget_s": 0},
             }
         )
     )
@@ -230,6 +230,7 @@ def test_a_worker_killed_mid_run_loses_no_item_and_runs_none_twice(
                 time.sleep(0.1)
     assert victim, "no worker was ever busy"
     cluster.kill(victim)
+    killed = time.monotonic()
     driver.join(timeout=600)
     assert not driver.is_alive() and not errors, errors
     outcome = outcomes[0]
@@ -238,6 +239,11 @@ def test_a_worker_killed_mid_run_loses_no_item_and_runs_none_twice(
     assert len(rows) == 4, rows  # one line per item: nothing lost, nothing written twice
     assert len({(r["cell"], r["item"]["id"]) for r in rows}) == 4
     assert all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+    # the dead worker's share of the budget comes back within seconds: no long pause without a call
+    arrivals = [killed] + sorted(entry.arrived for entry in server.log if entry.arrived > killed)
+    pause = max(later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False))
+    print(f"longest pause between calls after the kill: {pause:.1f}s")
+    assert pause <= 15, pause
 
     before = len(server.completions)
     again = Experiment(config).run(executor=DaskExecutor(config, cluster.address))

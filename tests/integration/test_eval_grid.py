@@ -42,7 +42,7 @@ def test_refine_grid_writes_rows_tables_and_plots(
                 "strategies": ["hierarchical"],
                 "chunk_sizes": [2048],
                 "loops": [{"max_iterations": 0}, {"max_iterations": 2}],
-                "context": {"ckg_samples": 1, "max_retries": 0},
+                "context": {"ckg_samples": 1, "retry_budget_s": 0},
             }
         )
     )

@@ -83,7 +83,7 @@ def sampled_lines(scenes: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def test_full_play_files_collections_and_retrieval(scripted_server: Any, tmp_path: Path) -> None:
     server = scripted_server(macbeth_responder)
     ctx = Context(
-        model="openai:scripted", base_url=server.base_url, run_dir=str(tmp_path / "run"), max_retries=0
+        model="openai:scripted", base_url=server.base_url, run_dir=str(tmp_path / "run"), retry_budget_s=0
     )
     text = (EXAMPLES / "macbeth.md").read_text(encoding="utf-8")
     out = build_graph().invoke({"document": text, "title": "Macbeth"}, context=ctx)

@@ -85,7 +85,7 @@ def test_dev_server_serves_all_graphs_and_runs_refine(
             "model": "openai:scripted",
             "base_url": server.base_url,
             "ckg_samples": 1,
-            "max_retries": 0,
+            "retry_budget_s": 0,
             "run_dir": str(tmp_path / "run"),
             "cache_dir": str(tmp_path / "cache"),
         }

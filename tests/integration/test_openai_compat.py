@@ -90,7 +90,7 @@ def test_transient_faults_are_retried(
 ) -> None:
     faults = FaultPlan({"rate_limit": 0.4}, seed=7, retry_after=0.01)
     server = scripted_server(echo, faults=faults)
-    ctx = ctx_for(server, max_retries=6)
+    ctx = ctx_for(server, retry_budget_s=30)
     texts = [ask_text(ctx, "judge", PROMPT, [("user", f"q{i}")]).text for i in range(6)]
     assert texts == [f"You said: q{i}" for i in range(6)]
     assert server.faulted  # the plan did inject faults, and every call still succeeded

@@ -43,7 +43,7 @@ def test_readme_python_example_runs(scripted_server: Callable[..., OpenAIServer]
         PYTHONPATH=str(ROOT),
         STORYJUDGE_MODEL="openai:scripted",
         STORYJUDGE_BASE_URL=server.base_url,
-        STORYJUDGE_MAX_RETRIES="0",
+        STORYJUDGE_RETRY_BUDGET_S="0",
         HF_HUB_OFFLINE="1",
     )
     done = subprocess.run(

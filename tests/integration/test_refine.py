@@ -68,7 +68,7 @@ def _ctx(server: OpenAIServer, tmp_path: Path, **fields: Any) -> Context:
         base_url=server.base_url,
         run_dir=str(tmp_path / "run"),
         cache_dir=str(tmp_path / "cache"),
-        max_retries=0,
+        retry_budget_s=0,
         parse_retries=0,
         **{"ckg_samples": 1, **fields},
     )
@@ -161,7 +161,7 @@ def test_resume_after_judge_failure_repeats_no_finished_judge(
         if schema_name(body) == "Verdict":
             judged.append(body["messages"][-1]["content"])
             if state["fail"] and "treasure" in body["messages"][-1]["content"].split("<fact>")[-1]:
-                return {"status": 500, "error": "injected failure"}
+                return {"status": 400, "error": "injected failure"}  # permanent: the run ends
         return story(body)
 
     server = scripted_server(responder)

@@ -163,7 +163,7 @@ def test_after_a_rejected_round_the_best_summary_is_revised_again(
         base_url=server.base_url,
         run_dir=str(tmp_path / "run"),
         cache_dir=str(tmp_path / "cache"),
-        max_retries=0,
+        retry_budget_s=0,
         ckg_samples=1,
         patience=2,
     )

@@ -48,7 +48,7 @@ def finished(tmp_path: Path, scripted_server: Callable[..., OpenAIServer]) -> tu
 def common(story: Path, server: OpenAIServer, run_dir: Path) -> list[str | Path]:
     return [
         *("refine", story, "--model", "openai:scripted", "--base-url", server.base_url),
-        *("--run-dir", run_dir, "--ckg-samples", "1", "--set", "max_retries=0"),
+        *("--run-dir", run_dir, "--ckg-samples", "1", "--set", "retry_budget_s=0"),
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from graphs.summarize import build_graph
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import all_text, last_user_text
+from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.tokens import count_tokens
 
@@ -120,7 +121,10 @@ def test_cli_prints_summary_and_stats_and_writes_the_tree(scripted_server: Any, 
         (["summarize", "{story}", "--chunk-size", "4096", "--context-window", "2048"], "context window"),
     ],
 )
-def test_cli_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+def test_cli_bad_input_is_one_line(
+    tmp_path: Path, args: list[str], message: str, scripted_server: Callable[..., OpenAIServer]
+) -> None:
+    server = scripted_server(lambda body: "unused")  # it answers the look at /models; no call is made
     story = tmp_path / "story.txt"
     story.write_text("Victor builds a creature. " * 400, encoding="utf-8")
     argv = [a.replace("{story}", str(story)) for a in args]
@@ -128,13 +132,14 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str
         "--model",
         "openai:scripted",
         "--base-url",
-        "http://127.0.0.1:9/v1",
+        server.base_url,
         "--run-dir",
         str(tmp_path / "r"),
     ]
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 1
     assert message in result.output and "Traceback" not in result.output
+    assert server.completions == []
 
 
 SHORT_STORY = (

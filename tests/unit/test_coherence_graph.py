@@ -311,7 +311,7 @@ def test_cli_scores_text_and_jsonl_and_writes_json(
 ) -> None:
     server = scripted_server(per_sentence({2: "Questions: What logbook?\nTypes: entity omission"}))
     monkeypatch.setenv("STORYJUDGE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("STORYJUDGE_MAX_RETRIES", "0")
+    monkeypatch.setenv("STORYJUDGE_RETRY_BUDGET_S", "0")
     text_file = tmp_path / "summary.txt"
     text_file.write_text(SUMMARY)
     out_file = tmp_path / "result.json"

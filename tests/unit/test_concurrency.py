@@ -61,7 +61,7 @@ def test_two_runs_with_the_same_concurrency_do_not_share_slots(
             base_url=server.base_url,
             run_dir=str(tmp_path / name),
             concurrency=1,
-            max_retries=0,
+            retry_budget_s=0,
         )
         for name in ("first", "second")
     ]

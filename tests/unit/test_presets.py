@@ -136,7 +136,7 @@ def test_graph_invoked_with_a_preset_dict_summarizes_at_the_papers_temperature(
         "model": "openai:scripted",
         "base_url": server.base_url,
         "cache_dir": str(tmp_path / "cache"),
-        "max_retries": 0,
+        "retry_budget_s": 0,
         "preset": "booookscore-paper",
         "artifact_removal": False,
     }

@@ -155,7 +155,7 @@ def make_config(tmp_path: Path, data_file: Path, server: OpenAIServer, **extra: 
         "datasets": [{"kind": "storysumm", "path": str(data_file)}],
         "models": ["openai:scripted-a", "openai:scripted-b"],
         "base_url": server.base_url,
-        "context": {"max_retries": 0, "ckg_samples": 1},
+        "context": {"retry_budget_s": 0, "ckg_samples": 1},
     }
     data.update(extra)
     return ExperimentConfig.from_dict(data)
@@ -255,7 +255,7 @@ def test_unreachable_model_stops_the_run(tmp_path: Path, data_file: Path) -> Non
             "datasets": [{"kind": "storysumm", "path": str(data_file)}],
             "models": ["openai:scripted"],
             "base_url": "http://127.0.0.1:9/v1",
-            "context": {"max_retries": 0, "request_timeout": 2},
+            "context": {"retry_budget_s": 0, "request_timeout": 2},
         }
     )
     outcome = Experiment(config, invoke=stand_in()).run()

@@ -261,7 +261,7 @@ def test_other_bad_requests_are_errors_not_fallbacks_nor_retried(
 ) -> None:
     server = scripted_server(scripted({"status": 400, "error": "messages: too many"}))
     with pytest.raises(ModelError, match="too many"):
-        ask_structured(ctx_for(server, max_retries=2), "judge", PROMPT, MESSAGES, Verdict)
+        ask_structured(ctx_for(server, retry_budget_s=5), "judge", PROMPT, MESSAGES, Verdict)
     assert len(server.completions) == 1
 
 
@@ -270,7 +270,7 @@ def test_a_refused_key_fails_at_once_with_advice(
 ) -> None:
     server = scripted_server(scripted({"status": 401, "error": "invalid api key"}))
     with pytest.raises(ModelError, match="refused the request.*key"):
-        ask_structured(ctx_for(server, max_retries=2), "judge", PROMPT, MESSAGES, Verdict)
+        ask_structured(ctx_for(server, retry_budget_s=5), "judge", PROMPT, MESSAGES, Verdict)
     assert len(server.completions) == 1
 
 
@@ -278,7 +278,7 @@ def test_server_errors_are_retried(
     scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
 ) -> None:
     server = scripted_server(scripted({"status": 500, "error": "overloaded"}, VALID))
-    answer = ask_structured(ctx_for(server, max_retries=1), "judge", PROMPT, MESSAGES, Verdict)
+    answer = ask_structured(ctx_for(server, retry_budget_s=5), "judge", PROMPT, MESSAGES, Verdict)
     assert answer.ok
     assert len(server.completions) == 2
 

@@ -133,7 +133,7 @@ def fake(
             "SUMMARIZER_MODEL": SUMMARIZER,
             "BASE_URL": model.server.base_url,
             "CACHE_DIR": str(tmp_path / "cache"),
-            "MAX_RETRIES": "0",
+            "RETRY_BUDGET_S": "0",
         }
         for name, value in settings.items():
             monkeypatch.setenv(ENV_PREFIX + name, value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -21,6 +22,9 @@ from rich.table import Table
 from storyjudge.apps.cli import stages
 from storyjudge.core.context import ENV_PREFIX, ConfigError, Context
 from storyjudge.core.models import describe_models, is_local
+
+if TYPE_CHECKING:
+    from storyjudge.core.rundir import RunDir
 
 console = Console(stderr=True)
 out = Console()
@@ -239,6 +243,36 @@ def cancel_on_ctrl_c(message: str) -> Iterator[None]:
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous)
+
+
+class _ConsoleHandler(logging.Handler):
+    """Warnings as plain lines above the progress bars (rich keeps its live display below them)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        console.print(self.format(record), markup=False, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def run_log(rd: RunDir | None) -> Iterator[None]:
+    """Log the run's details (every retry, at INFO) to ``<run dir>/run.log``; warnings still reach stderr."""
+    logger = logging.getLogger("storyjudge")
+    handlers: list[logging.Handler] = [_ConsoleHandler(logging.WARNING)]
+    if rd is not None:
+        detail = logging.FileHandler(rd.root / "run.log", encoding="utf-8")
+        detail.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        detail.setLevel(logging.INFO)
+        handlers.append(detail)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    for handler in handlers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        for handler in handlers:
+            logger.removeHandler(handler)
+            handler.close()
 
 
 def stream_graph(

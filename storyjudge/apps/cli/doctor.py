@@ -46,10 +46,15 @@ def doctor(
     thing an indexing or local run does anyway; ``--deep`` loads them and uses them.
     """
     from storyjudge.core.llm import require_models  # imports LangChain: only a command that runs needs it
+    from storyjudge.core.servercheck import check_server
 
     ctx = settings.context(run_dir=".storyjudge/doctor")
-    try:  # a spec that cannot work fails here, before a table that would describe it as usable
+    ctx = ctx.replace(
+        retry_budget_s=min(ctx.retry_budget_s, 30.0)
+    )  # a smoke check waits seconds, not minutes
+    try:  # a spec or a server that cannot work fails here, before a table that would describe it as usable
         require_models(ctx, ROLES)
+        check_server(ctx, {resolve_spec(ctx, role) for role in ROLES})
     except ConfigError as exc:
         fail(str(exc))
     print_models(ctx)

@@ -8,25 +8,30 @@ input is read (the reader's parameters are the command's arguments) and how its 
 2. build the Context and check every setting and model spec (``prepare`` may check input that depends on a
    setting), so that nothing is written when one is wrong;
 3. claim the run directory for the document (commands that have one);
-4. print the models of the roles it uses;
+4. look at the model server once (``storyjudge.core.servercheck``) and print the models of the roles it uses;
 5. stream the graph with progress bars, from its checkpoint when resuming (commands with ``checkpointed``);
 6. write the outputs (the command's ``write``).
 """
 
 from __future__ import annotations
 
+import errno
+import shlex
 import sqlite3
+import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+import prompts
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, print_estimate, print_models, stream_graph
+from storyjudge.apps.cli.common import console, fail, print_estimate, print_models, run_log, stream_graph
 from storyjudge.apps.cli.options import Settings, assemble, parameter
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
@@ -40,6 +45,8 @@ from storyjudge.core.rundir import (
     document_hash,
     run_settings,
 )
+from storyjudge.core.servercheck import check_server
+from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import reset_ledger
 
 
@@ -121,6 +128,18 @@ ResumeOpt = Annotated[
 ]
 
 
+YesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        help="Go on with an input far larger than its kind usually is (a summary of over "
+        "20,000 tokens). Default: off.",
+    ),
+]
+SUMMARY_TOKENS = 20_000
+"""Tokens of the longest summary scored without --yes: book summaries are a few thousand."""
+
+
 AllowChangeOpt = Annotated[
     str,
     typer.Option(
@@ -137,7 +156,7 @@ def add_graph_command(command: GraphCommand) -> None:
 
     Every command gets --json; a checkpointed one --resume and --allow-change; one that can estimate, --dry-run.
     """
-    extra = [parameter("as_json", JsonOpt, False)]
+    extra = [parameter("as_json", JsonOpt, False), parameter("yes", YesOpt, False)]
     if command.checkpointed:
         extra += [parameter("resume", ResumeOpt, False), parameter("allow_change", AllowChangeOpt, "")]
     if command.estimate is not None:
@@ -150,6 +169,7 @@ def add_graph_command(command: GraphCommand) -> None:
         allow_change: str = "",
         as_json: bool = False,
         dry_run: bool = False,
+        yes: bool = False,
         **arguments: Any,
     ) -> None:
         allowed = tuple(name.strip().replace("-", "_") for name in allow_change.split(",") if name.strip())
@@ -166,6 +186,7 @@ def add_graph_command(command: GraphCommand) -> None:
             allow_change=allowed,
             as_json=as_json,
             dry_run=dry_run,
+            yes=yes,
             **arguments,
         )
 
@@ -182,6 +203,7 @@ def run_graph(
     as_json: bool = False,
     dry_run: bool = False,
     allow_change: tuple[str, ...] = (),
+    yes: bool = False,
     **arguments: Any,
 ) -> None:
     """Run a command's graph: read, check every setting, claim, print models, stream, write."""
@@ -199,20 +221,84 @@ def run_graph(
         fail(str(exc))
     if command.prepare is not None:
         job = command.prepare(job, ctx)
+    _check_summaries_fit(job, ctx, yes)
     if dry_run and command.estimate is not None:
         print_models(ctx, roles)
         print_estimate(command.estimate(job, ctx), as_json)
         return
+    try:
+        prompts.check_dir(ctx.prompt_dir)
+    except ValueError as exc:
+        fail(str(exc))
     rd: RunDir | None = None
     if command.run_dir:
         rd = _claim(command.name, job, ctx, roles, resume, allow_change)
         ctx = ctx.replace(run_dir=str(rd.root))
+    servers_ok = partial(_check_server, ctx, roles)
+    if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
+        servers_ok()
     print_models(ctx, roles)
     try:
-        final = _stream(command, job, ctx, rd, resume)
-    except (ModelError, ConfigError, ValueError) as exc:
+        with run_log(rd):
+            final = _stream(command, job, ctx, rd, servers_ok if resume else None)
+    except ModelError as exc:
+        fail(f"{exc} {_kept(command, ctx, rd)}")
+    except (ConfigError, ValueError) as exc:
         fail(str(exc))
+    except (OSError, sqlite3.OperationalError) as exc:
+        if getattr(exc, "errno", None) != errno.ENOSPC and "disk is full" not in str(exc):
+            raise
+        where = sorted({str(rd.root) if rd else "", ctx.cache_dir or ""} - {""})
+        fail(
+            f"The disk is full ({exc}) while writing under {' and '.join(where) or 'the current folder'}: free "
+            f"space there, or choose another --run-dir / --cache-dir. {_kept(command, ctx, rd)}"
+        )
     command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
+
+
+def _check_server(ctx: Context, roles: tuple[str, ...]) -> None:
+    """A dead server, a refused key, an unknown model: named now, not after the embedder and the index."""
+    try:
+        check_server(ctx, {resolve_spec(ctx, role) for role in roles})
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
+    """Refuse a summary longer than the context window, or (without --yes) far longer than summaries are.
+
+    Every prompt about it (a sentence's, a decomposition's) holds it whole: none could be answered, and a run
+    would make one such prompt per sentence, so the cost grows with the square of its length.
+    """
+    given = job.graph_input
+    texts = [("summary", given["summary"])] if isinstance(given.get("summary"), str) else []
+    texts += [(f"summary {item['id']!r}", item["summary"]) for item in given.get("summaries") or []]
+    for what, text in texts:
+        if len(text.encode("utf-8")) > 2 * min(ctx.context_window, SUMMARY_TOKENS):  # else it is short enough
+            tokens = count_tokens(text)
+            if tokens > ctx.context_window:
+                fail(
+                    f"The {what} is {tokens} tokens, more than context_window ({ctx.context_window}): each of "
+                    "its prompts holds it whole. Shorten it, or set context_window to the model's real window."
+                )
+            if tokens > SUMMARY_TOKENS and not yes:
+                fail(
+                    f"The {what} is {tokens} tokens, far longer than a summary ({SUMMARY_TOKENS} at most here): "
+                    "each of its sentences sends it whole, a cost that grows with the square of its length. "
+                    "Check the input, or add --yes to go on."
+                )
+
+
+def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
+    """What of a stopped run is kept, and the command that continues it."""
+    again = [arg for arg in sys.argv[1:] if arg != "--resume"]
+    if command.checkpointed and rd is not None:
+        resume = shlex.join(["storyjudge", *again, "--resume"])
+        return f"Finished work is checkpointed in {rd.root}; continue with: {resume}"
+    cache = ctx.cache_dir or (str(rd.root / "cache") if rd is not None else ".storyjudge/cache")
+    return f"Answers so far are cached in {cache}; the same command again continues from them: " + shlex.join(
+        ["storyjudge", *again]
+    )
 
 
 def _claim(
@@ -222,8 +308,6 @@ def _claim(
 
     A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
     """
-    import prompts
-
     rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
     settings = run_settings(
         ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
@@ -246,19 +330,32 @@ def _claim(
 
 
 def _check_checkpoints(rd: RunDir) -> None:
-    """Refuse, before anything is written, a checkpoints file that is not an SQLite database."""
+    """Refuse, before anything is written, a checkpoints file that is not a sound checkpoint database.
+
+    Not SQLite, corrupt pages (``quick_check`` reads them all, milliseconds for a run's checkpoints), or
+    tables of another schema.
+    """
     if not rd.checkpoints.exists():
         return
+    problem = ""
     try:
         conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
         try:
-            conn.execute("PRAGMA schema_version").fetchone()  # a file that is not SQLite fails here
+            found = conn.execute("PRAGMA quick_check").fetchone()
+            if found and found[0] != "ok":
+                problem = f"it is corrupt: {found[0]}"
+            for table in ("checkpoints", "writes"):
+                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                if columns and "thread_id" not in columns:
+                    problem = f"its {table} table is not LangGraph's"
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
+        problem = str(exc)
+    if problem:
         fail(
-            f"{rd.checkpoints} is not a checkpoint database ({exc}); remove it to start the run anew, "
-            "or choose another --run-dir."
+            f"{rd.checkpoints} is not a checkpoint database ({problem}); remove it to start the run "
+            "anew, or choose another --run-dir."
         )
 
 
@@ -279,7 +376,15 @@ def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
     return build_graph(checkpointer=checkpointer)
 
 
-def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, resume: bool) -> dict[str, Any]:
+def _stream(
+    command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, servers_ok: Callable[[], None] | None
+) -> dict[str, Any]:
+    """The graph's final state: streamed anew, resumed, or a finished run's.
+
+    ``servers_ok`` is given on a resume: it looks at the model server before anything runs.
+    """
+    resume = servers_ok is not None
+    servers_ok = servers_ok or (lambda: None)
     config: dict[str, Any] = {}
     limit = command.max_concurrency(ctx)
     if limit is not None:
@@ -306,7 +411,9 @@ def _stream(command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, re
                 # tasks that finished before the stop have saved their writes; the stream applies them, goes on
                 pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
                 console.print(f"Resuming {thread} at {', '.join(pending)}")
+                servers_ok()
                 return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
+        servers_ok()
         return dict(stream_graph(graph, job.graph_input, ctx, config))
     finally:
         conn.close()

@@ -1,0 +1,215 @@
+"""What to do with a failed LLM request: retry it (and how long to wait), or say in one line why not.
+
+Errors are told apart by their type (the OpenAI SDK's, which langchain-openai raises or subclasses, and those of
+``httpx2``, the SDK's HTTP client), never by their text, except a 400's text to tell "context length exceeded"
+from other bad requests. Transient ones (429, 408, 409, 5xx, connection reset, read timeout, a reply cut off in
+transit, an empty reply) are retried on a time budget per call (``Context.retry_budget_s``), honouring
+Retry-After, else capped exponential back-off with jitter, waiting outside the LLM slot.
+Permanent ones (401/403 the key, 404 the model, 400 the request) are not retried at all.
+
+A server that refuses every connection for ``GONE_SECONDS`` is gone: the run stops instead of every call
+retrying to its budget. While calls wait to retry, one line every ``STORM_LINE_SECONDS`` says how many and
+why ("server busy: 12 calls waiting; 429 x 40, 500 x 12 in the last minute"); each retry is logged at INFO
+for the run's log file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from typing import Literal
+
+import httpx2
+import openai
+
+from storyjudge.core.context import Context
+from storyjudge.core.models import SERVER_KEY_ENV, is_openai
+from storyjudge.core.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+Verdict = Literal["retry", "refused", "timeout", "key", "model", "context", "bad_request", "fatal"]
+
+GONE_SECONDS = 10.0
+"""How long a server may refuse every connection, with no answer between, before the run stops (a refused call
+is retried at least every ``REFUSED_WAIT`` seconds meanwhile)."""
+REFUSED_WAIT = 2.0
+BACKOFF_CAP = 10.0
+"""The longest wait between two attempts when the server does not say (Retry-After): short enough that a call
+in a storm where most attempts fail still has dozens of tries within its budget."""
+RETRY_AFTER_CAP = 120.0
+"""The longest Retry-After honoured; longer asks are waited for this long."""
+STORM_LINE_SECONDS = 10.0
+"""At most one "server busy" line this often."""
+
+EMPTY_RETRIES = 3
+"""Attempts of a call that may come back empty before the empty answer is returned as it is (a server's
+glitch is retried; a model that has nothing to say is not asked forever)."""
+
+
+class EmptyAnswer(ValueError):
+    """A server answered with no text at all, not even a cut-off one: retried like a transport fault."""
+
+
+_CONTEXT_WORDS = ("context length", "context_length", "maximum context", "context window", "too many tokens")
+_RETRY_STATUS = {408, 409, 429}
+
+
+def classify(exc: BaseException) -> Verdict:
+    """What a failed attempt calls for: a retry, or the kind of permanent failure it is."""
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError | httpx2.ConnectError | ConnectionRefusedError):
+        # a reset mid-answer is a connection error too; only a refused or unresolvable connection is "refused"
+        refused = any(
+            isinstance(cause, httpx2.ConnectError | ConnectionRefusedError) for cause in _causes(exc)
+        )
+        return "refused" if refused else "retry"
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return "key"
+    if isinstance(exc, openai.NotFoundError):
+        return "model"
+    if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
+        return "context" if any(word in str(exc).lower() for word in _CONTEXT_WORDS) else "bad_request"
+    if isinstance(exc, openai.APIStatusError):
+        return "retry" if exc.status_code in _RETRY_STATUS or exc.status_code >= 500 else "fatal"
+    if isinstance(
+        exc,
+        openai.APIResponseValidationError
+        | httpx2.TransportError
+        | json.JSONDecodeError
+        | ConnectionError
+        | ValueError,  # LangChain raises it for a reply without choices (a body cut off, an error object)
+    ):
+        return "retry"
+    return "fatal"
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from (langchain-openai wraps the SDK's, which wraps httpx's)."""
+    chain = [exc]
+    while len(chain) < 8 and (chain[-1].__cause__ or chain[-1].__context__) is not None:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)  # type: ignore[arg-type]
+    return chain
+
+
+def server_name(ctx: Context) -> str:
+    """The server a run's calls go to, as the user knows it."""
+    return ctx.base_url or "the OpenAI API"
+
+
+def refusal(
+    spec: str, ctx: Context, verdict: str, exc: Exception, messages: Sequence[tuple[str, str]]
+) -> str:
+    """The one line of a permanent failure: what the server said and the setting to change."""
+    said = f"{type(exc).__name__}: {str(exc).rstrip('.')}"
+    where = f"{spec} at {server_name(ctx)}"
+    if verdict == "refused":
+        return f"Cannot reach the model server for {where}: {said}. Check --base-url and that the server is running."
+    if verdict == "key":
+        variable = "OPENAI_API_KEY" if is_openai(ctx.base_url) else SERVER_KEY_ENV
+        return f"{where} refused the request ({said}). Check the key: set {variable} to one it accepts."
+    if verdict == "model":
+        return (
+            f"{where} does not serve that model ({said}). Check the model name (--model or the role's model)."
+        )
+    if verdict == "context":
+        tokens = count_tokens("\n".join(content for _, content in messages))
+        return (
+            f"{where} rejected a prompt of about {tokens} tokens as too long ({said}). context_window is "
+            f"{ctx.context_window}: set it to the model's real window, or give shorter input."
+        )
+    return f"{where} rejected the request ({said})."
+
+
+def status_of(exc: BaseException) -> str:
+    """A short name of a failure for the storm line: the HTTP status, or the kind of transport failure."""
+    if isinstance(exc, openai.APIStatusError):
+        return str(exc.status_code)
+    if isinstance(exc, EmptyAnswer):
+        return "empty"
+    return {"timeout": "timeout", "refused": "refused"}.get(classify(exc), type(exc).__name__)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds a 429/503 answer asks to wait (its Retry-After header), when it says."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
+    except ValueError:
+        return None
+
+
+def backoff(attempt: int, verdict: Verdict = "retry") -> float:
+    """Seconds before retry number ``attempt`` (1, 2, ...): capped exponential, jittered so callers spread out."""
+    cap = REFUSED_WAIT if verdict == "refused" else BACKOFF_CAP
+    return min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+
+class _Servers:
+    """Since when each server has refused every connection (cleared by any answer, an HTTP error included)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refusing: dict[str, tuple[float, float]] = {}  # server -> first and latest refusal
+
+    def answered(self, server: str) -> None:
+        if server in self._refusing:
+            with self._lock:
+                self._refusing.pop(server, None)
+
+    def refused_for(self, server: str) -> float:
+        """Note a refused connection; seconds the server has refused every one since its last answer.
+
+        A refusal a minute after the one before (the last of an earlier run) starts a new count.
+        """
+        now = time.monotonic()
+        with self._lock:
+            first, last = self._refusing.get(server, (now, now))
+            if now - last > 60:
+                first = now
+            self._refusing[server] = (first, now)
+            return now - first
+
+
+servers = _Servers()
+
+
+class _Storm:
+    """Retries of the last minute and calls waiting to retry, summed up in one line now and then."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recent: deque[tuple[float, str]] = deque()
+        self._waiting = 0
+        self._last_line = 0.0
+
+    def waiting(self, status: str, detail: str) -> None:
+        """A call is about to wait for its retry."""
+        log.info("retrying after %s", detail)
+        now = time.monotonic()
+        with self._lock:
+            self._waiting += 1
+            self._recent.append((now, status))
+            while self._recent and self._recent[0][0] < now - 60:
+                self._recent.popleft()
+            if now - self._last_line < STORM_LINE_SECONDS:
+                return
+            self._last_line = now
+            counts = Counter(status for _, status in self._recent)
+            waiting = self._waiting
+        kinds = ", ".join(f"{status} x {count}" for status, count in counts.most_common())
+        log.warning("server busy: %d call(s) waiting to retry; %s in the last minute", waiting, kinds)
+
+    def resumed(self) -> None:
+        with self._lock:
+            self._waiting -= 1
+
+
+storm = _Storm()

@@ -1,0 +1,85 @@
+"""One cheap look at the model server before a command starts its work, so a dead server is named at once.
+
+Loading the embedder and building an index take seconds to minutes; a server that is not there, a key it
+refuses or a model it does not serve would otherwise show only at the first call after them. ``GET /models``
+with a short timeout answers all three: connection refused or a name that does not resolve, 401/403, and the
+models the server lists. A model it does not list is asked for once with an empty conversation, which no
+server answers with text: a 404 says the model is unknown (llama.cpp lists its file name but answers to any
+model name, so a missing name alone proves nothing). Anything else unexpected (a slow or busy server, no
+``/models``, a key denied the list but not the chat) lets the command go on: its calls retry transient
+failures, and name a permanent one in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import httpx2
+
+from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.models import OPENAI_URL, SERVER_KEY_ENV, api_key, is_local, is_openai
+
+TIMEOUT_SECONDS = 2.5
+
+
+def _said(response: httpx2.Response) -> str:
+    try:
+        error = response.json().get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+    except (ValueError, AttributeError):
+        message = None
+    return f"{response.status_code} {str(message or response.reason_phrase)[:200]}"
+
+
+def check_server(ctx: Context, specs: Iterable[str]) -> None:
+    """Raise ``ConfigError`` (one line: the server, its answer, the setting to change) when it cannot work."""
+    names = sorted(
+        {spec.partition(":")[2] for spec in specs if not is_local(spec) and spec.startswith("openai:")}
+    )
+    if not names:
+        return
+    base = (ctx.base_url or OPENAI_URL).rstrip("/")
+    key_variable = "OPENAI_API_KEY" if is_openai(ctx.base_url) else SERVER_KEY_ENV
+    headers = {"Authorization": f"Bearer {api_key(ctx.base_url)}"}
+    try:
+        with httpx2.Client(timeout=TIMEOUT_SECONDS, headers=headers, follow_redirects=True) as client:
+            listed = client.get(f"{base}/models")
+            refused = listed if listed.status_code == 401 else None
+            if listed.status_code == 403:  # a key may be denied the list alone (OpenAI's restricted keys)
+                probe = client.post(f"{base}/chat/completions", json={"model": names[0], "messages": []})
+                refused = probe if probe.status_code in (401, 403) else None
+            if refused is not None:
+                raise ConfigError(
+                    f"The model server at {base} refused the key ({_said(refused)}); set {key_variable} to a "
+                    "key it accepts."
+                )
+            served = _listed(listed)
+            for name in names:
+                if served and name not in served:
+                    probe = client.post(f"{base}/chat/completions", json={"model": name, "messages": []})
+                    if probe.status_code == 404:
+                        raise ConfigError(
+                            f"The model server at {base} has no model {name!r} ({_said(probe)}); it lists "
+                            f"{', '.join(sorted(served)[:20])}. Set --model (or the role's model) to one of them."
+                        )
+    except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.UnsupportedProtocol) as exc:
+        reason = str(exc) or type(exc).__name__
+        raise ConfigError(
+            f"Cannot reach the model server at {base}: {reason}. Check --base-url (STORYJUDGE_BASE_URL) and that "
+            "the server is running."
+        ) from None
+    except httpx2.HTTPError:  # slow, busy or odd: the run's own calls retry what is transient
+        return
+
+
+def _listed(response: httpx2.Response) -> set[str]:
+    """The model names a ``/models`` answer lists (none when it is not one)."""
+    if response.status_code != 200:
+        return set()
+    try:
+        data = response.json().get("data")
+    except (ValueError, AttributeError):
+        return set()
+    if not isinstance(data, list):
+        return set()
+    return {str(item["id"]) for item in data if isinstance(item, dict) and "id" in item}
