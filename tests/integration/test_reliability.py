@@ -469,3 +469,21 @@ def test_a_summary_far_longer_than_summaries_asks_for_yes(runner: CliRunner, tmp
     allowed = runner.invoke(app, [*args, "--yes"])
     (line,) = _error_lines(allowed.output)
     assert allowed.exit_code == 1 and "Cannot reach the model server" in line  # past the check
+
+
+def test_an_experiment_names_a_dead_server_before_its_first_item(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "experiment.yaml"
+    config.write_text(
+        f"name: dead\nout_dir: {tmp_path / 'out'}\ntask: score\nmetrics: [factscore]\n"
+        "datasets:\n  - {kind: storysumm, path: 'storysumm:val', limit: 1}\n"
+        f"models: ['openai:any']\ncontext: {{base_url: '{_dead_url()}'}}\n",
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    result = runner.invoke(app, ["eval", "run", str(config)])
+    seconds = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    (line,) = _error_lines(result.output)
+    assert "Cannot reach the model server at http://127.0.0.1" in line
+    assert seconds < 3, seconds
+    assert not (tmp_path / "out" / "rows.jsonl").exists()  # no item was started

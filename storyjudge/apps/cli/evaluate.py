@@ -250,6 +250,8 @@ def _run(
 ) -> None:
     from eval.estimate import estimate
     from eval.grid import cell_context, cells
+    from storyjudge.core.models import resolve_spec
+    from storyjudge.core.servercheck import check_server
     from eval.runner import Experiment, finish
     from eval.tables import usage_of
 
@@ -264,9 +266,15 @@ def _run(
             fail(str(exc))
         _print_estimate(estimated)
         return
+    looked_at: set[tuple[str, ...]] = set()
     for cell in cells(config):
+        ctx = cell_context(config, cell, config.out_dir)
+        specs = {resolve_spec(ctx, role) for role in _roles(config)}
         try:
-            require_models(cell_context(config, cell, config.out_dir), _roles(config))
+            require_models(ctx, _roles(config))
+            if (server := (ctx.base_url, *sorted(specs))) not in looked_at:  # each server once, before any item
+                looked_at.add(server)
+                check_server(ctx, specs)
         except ConfigError as exc:
             fail(str(exc))
     experiment = Experiment(config)
