@@ -250,10 +250,10 @@ def _run(
 ) -> None:
     from eval.estimate import estimate
     from eval.grid import cell_context, cells
-    from storyjudge.core.models import resolve_spec
-    from storyjudge.core.servercheck import check_server
     from eval.runner import Experiment, finish
     from eval.tables import usage_of
+    from storyjudge.core.models import resolve_spec
+    from storyjudge.core.servercheck import check_server
 
     if executor == "dask":  # every worker must find the same directory (a shared file system)
         config.out_dir = Path(config.out_dir).resolve()
