@@ -272,7 +272,9 @@ def _run(
         specs = {resolve_spec(ctx, role) for role in _roles(config)}
         try:
             require_models(ctx, _roles(config))
-            if (server := (ctx.base_url, *sorted(specs))) not in looked_at:  # each server once, before any item
+            if (
+                server := (ctx.base_url, *sorted(specs))
+            ) not in looked_at:  # each server once, before any item
                 looked_at.add(server)
                 check_server(ctx, specs)
         except ConfigError as exc:
