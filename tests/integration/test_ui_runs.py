@@ -157,3 +157,18 @@ def test_a_person_corrects_a_verdict_and_the_refiner_reads_it(ui: UIServer, tmp_
     first = result["summaries"][0]
     assert first["corrections"] == 1 and first["nfs"]["score"] == pytest.approx(0.6)
     assert first["nfs_without_corrections"]["score"] == pytest.approx(0.8)
+
+
+def test_a_step_names_a_dead_model_server_before_it_starts(ui: UIServer) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    settings = {"model": "openai:scripted", "base_url": dead, "ckg_samples": 1}
+    status, view = _request(ui, "POST", "/api/runs", {"example": "macbeth-witches", "settings": settings})
+    assert status == 201
+    started = time.monotonic()
+    status, answer = _request(ui, "POST", f"/api/runs/{view['name']}/steps/graph", {"settings": settings})
+    assert status >= 400 and "Cannot reach the model server at http://127.0.0.1" in json.dumps(answer)
+    assert time.monotonic() - started < 3

@@ -47,8 +47,10 @@ from storyjudge.apps.ui.session import RunSession
 from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
 from storyjudge.core.llm import require_models
+from storyjudge.core.models import resolve_spec
 from storyjudge.core.runrecord import build_result
 from storyjudge.core.runs import keep_run, new_run_id
+from storyjudge.core.servercheck import check_server
 
 Step = Literal["graph", "summary", "score", "refine"]
 STEPS: tuple[Step, ...] = ("graph", "summary", "score", "refine")
@@ -104,7 +106,9 @@ def check_step(session: RunSession, step: str, given_summary: str = "") -> None:
     roles = () if given_summary else ROLES_OF[step]  # a summary of one's own needs no summarizer
     if step == "summary" and not state.get("index"):
         roles = ("extractor", *roles)  # the thread starts with the index node
-    require_models(session.context(), roles)
+    ctx = session.context()
+    require_models(ctx, roles)
+    check_server(ctx, {resolve_spec(ctx, role) for role in roles})  # a dead server named now, not mid-step
 
 
 def refinable(state: dict[str, Any]) -> bool:
