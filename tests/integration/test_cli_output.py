@@ -92,7 +92,7 @@ def test_refine_piped_at_80_columns_is_quiet(refined: Done) -> None:
     assert err.startswith("Models: openai:scripted for every role") and "┃ role" not in err
     assert "loss_type" not in err and "Warning" not in err
     assert FIXED_SUMMARY not in err and FIRST_SUMMARY not in err  # the summaries: stdout and --verbose only
-    paths = ("Run record:", "Report:", "Summary:")  # a path is printed whole, to be copied
+    paths = ("Run record:", "Report:", "Summary:", "Kept as run")  # a path is printed whole, to be copied
     assert all(len(line) <= 80 for line in err.splitlines() if not line.startswith(paths)), err
     assert "…" not in err and "Stopped after round 1: target reached" in err
 

@@ -139,4 +139,4 @@ def test_the_readme_experiment_runs_as_written(
     assert len(rows) == 8 and all(row["status"] == "ok" for row in rows), [r.get("error") for r in rows]
     for name in ("summary.md", "summary.csv", "score_per_iteration.png", "nfs_vs_booookscore.png"):
         assert (out / name).is_file(), name
-    assert "Cell 1:" in done.stdout and "Wrote:" in done.stdout  # the summary table, then the files
+    assert "refine cells (means over items" in done.stdout and "Wrote:" in done.stdout  # the table, the files
