@@ -1,7 +1,8 @@
-"""The Chroma factory: an embedded store in the run directory, or a Chroma server by URL.
+"""Chroma behind the scene index: an embedded store in the run directory, or a Chroma server by URL.
 
-Collections always carry storyjudge's own embedding function (registered with Chroma, rebuilt from its config),
-so Chroma never falls back to its default function, which would download a model.
+Everything Chroma-specific lives here: clients, collections, the marks that say an index is complete and the
+scrub of the HNSW files. Collections always carry storyjudge's own embedding function (registered with Chroma,
+rebuilt from its config), so Chroma never falls back to its default function, which would download a model.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -25,7 +27,9 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 from chromadb.config import Settings  # noqa: E402
 from chromadb.utils.embedding_functions import register_embedding_function  # noqa: E402
 
+from storyjudge.core import heap  # noqa: E402
 from storyjudge.core.embeddings import get_embedder  # noqa: E402
+from storyjudge.core.scenestore import Passage  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +185,118 @@ def collection(
 def open_collection(client: ClientAPI, name: str, embedder: str) -> Collection:
     """An existing collection, always with storyjudge's embedding function (never Chroma's downloading default)."""
     return client.get_collection(name=name, embedding_function=StoryjudgeEmbeddingFunction(embedder))  # type: ignore[arg-type]
+
+
+def _is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+_clients: dict[str, ClientAPI] = {}
+_clients_lock = threading.Lock()
+_store_locks: dict[str, threading.Lock] = {}
+_scrubbed: set[tuple[str, str]] = set()
+"""(store, collection) whose segment this process has loaded and scrubbed."""
+
+
+def client_at(location: str) -> ClientAPI:
+    """One client per store directory or server URL in this process."""
+    with _clients_lock:
+        if location not in _clients:
+            with heap.loading():  # Chroma's store
+                url = location if _is_url(location) else ""
+                _clients[location] = chroma_client("" if url else location, url)
+        return _clients[location]
+
+
+def _store_lock(store_dir: str) -> threading.Lock:
+    with _clients_lock:
+        return _store_locks.setdefault(store_dir, threading.Lock())
+
+
+class ChromaIndex:
+    """A ``SceneIndex`` in a Chroma collection, of an embedded store (a directory) or a server (a URL).
+
+    Complete is a mark in the collection's metadata, set with the number of passages after the last batch, so
+    a collection a stopped run half filled is filled up rather than trusted. In an embedded store every write,
+    and the first query of a collection (which loads its segment and may write it), is followed by a scrub
+    (see ``scrub_unused_capacity``) under the store's lock, so a scrub never races a write of this process (a
+    run directory is held by one process at a time).
+    """
+
+    def __init__(self, location: str, name: str, embedder: str) -> None:
+        self.name, self.embedder = name, embedder
+        self.store_dir = "" if _is_url(location) else location
+        self.client = client_at(location)
+
+    @cached_property
+    def chroma_collection(self) -> Collection:
+        """Opened once (a search costs about 3 ms; opening 0.6), created when missing."""
+        return collection(
+            self.client, self.name, self.embedder, {"complete": False, "embedder": self.embedder}
+        )
+
+    def _exists(self) -> bool:
+        return self.name in {getattr(c, "name", c) for c in self.client.list_collections()}
+
+    def size(self) -> int | None:
+        """Passages of a complete collection; None when there is none or it is half built."""
+        if not self._exists():
+            return None
+        meta = self.chroma_collection.metadata or {}
+        items = meta.get("items")
+        if meta.get("complete") and isinstance(items, int) and self.chroma_collection.count() == items:
+            return items
+        return None
+
+    def add(self, passages: Sequence[Passage], total: int) -> None:
+        """One Chroma call for the batch; marked complete once the collection holds ``total``."""
+        with _store_lock(self.store_dir):
+            if passages:
+                self.chroma_collection.add(
+                    ids=[p["id"] for p in passages],
+                    documents=[p["text"] for p in passages],
+                    metadatas=[p["metadata"] for p in passages],
+                )
+            if self.chroma_collection.count() == total:
+                self.chroma_collection.modify(
+                    metadata={"complete": True, "embedder": self.embedder, "items": total}
+                )
+            self._scrub()
+
+    def search(self, queries: Sequence[str], n: int) -> list[list[tuple[str, float]]]:
+        """One query call for all the queries; Chroma's cosine distance turned back into similarity."""
+        key = (self.store_dir, self.name)
+        if not self.store_dir or key in _scrubbed:
+            result = self.chroma_collection.query(
+                query_texts=list(queries), n_results=n, include=["distances"]
+            )
+        else:
+            with _store_lock(self.store_dir):
+                result = self.chroma_collection.query(
+                    query_texts=list(queries), n_results=n, include=["distances"]
+                )
+                if key not in _scrubbed:
+                    self._scrub()
+                    _scrubbed.add(key)
+        distances = result["distances"] or []
+        return [
+            [(pid, 1.0 - float(d)) for pid, d in zip(ids, far, strict=True)]
+            for ids, far in zip(result["ids"], distances, strict=True)
+        ]
+
+    def get(self, ids: Sequence[str] | None = None) -> list[Passage]:
+        """Kept passages with their metadata."""
+        asked = list(ids) if ids is not None else None
+        stored = self.chroma_collection.get(ids=asked, include=["documents", "metadatas"])
+        texts, metas = stored["documents"] or [], stored["metadatas"] or []
+        return [
+            {"id": pid, "text": text, "metadata": dict(meta)}
+            for pid, text, meta in zip(stored["ids"], texts, metas, strict=True)
+        ]
+
+    def _scrub(self) -> None:
+        if self.store_dir:
+            scrub_unused_capacity(self.store_dir)
 
 
 # ----------------------------------------------------------------------------------------------------------
