@@ -1,4 +1,4 @@
-"""Evidence retrieval: for every fact, the top-k scenes from Chroma plus the CKG lines of its characters.
+"""Evidence retrieval: for every fact, the top-k scenes from the scene index plus the CKG lines of its characters.
 
 Queries are expanded with the aliases of the characters a fact mentions (from the name graph), so "the Thane of
 Cawdor" finds Macbeth's scenes. Scenes go to the judge whole while they fit its token budget; past it, only the
