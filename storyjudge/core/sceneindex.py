@@ -333,6 +333,11 @@ def _lexical(index: Mapping[str, Any], store: SceneIndex) -> LexicalIndex:
     with _lexical_lock:
         if key not in _lexical_indexes:
             stored = store.get()
+            if index.get("passages") and not stored:  # never an empty search in place of the evidence
+                raise ValueError(
+                    f"The scene index {key[2]} ({key[1] or key[0]}) is gone from its store; index the document "
+                    "again (run without --resume, or `storyjudge index`)."
+                )
             _lexical_indexes[key] = LexicalIndex(
                 [p["id"] for p in stored], [p["text"] for p in stored], [p["metadata"] for p in stored]
             )

@@ -13,7 +13,6 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -227,13 +226,22 @@ class ChromaIndex:
         self.name, self.embedder = name, embedder
         self.store_dir = "" if _is_url(location) else location
         self.client = client_at(location)
+        self._opened: Collection | None = None
 
-    @cached_property
-    def chroma_collection(self) -> Collection:
-        """Opened once (a search costs about 3 ms; opening 0.6), created when missing."""
-        return collection(
-            self.client, self.name, self.embedder, {"complete": False, "embedder": self.embedder}
-        )
+    def _collection(self, create: bool = False) -> Collection:
+        """The collection, opened once (a search costs about 3 ms; opening 0.6).
+
+        Created only to be filled: a search of a collection that is gone fails rather than find nothing.
+        """
+        if self._opened is None:
+            meta = {"complete": False, "embedder": self.embedder}
+            opened = (
+                collection(self.client, self.name, self.embedder, meta)
+                if create
+                else open_collection(self.client, self.name, self.embedder)
+            )
+            self._opened = opened
+        return self._opened
 
     def _exists(self) -> bool:
         return self.name in {getattr(c, "name", c) for c in self.client.list_collections()}
@@ -242,37 +250,34 @@ class ChromaIndex:
         """Passages of a complete collection; None when there is none or it is half built."""
         if not self._exists():
             return None
-        meta = self.chroma_collection.metadata or {}
+        meta = self._collection().metadata or {}
         items = meta.get("items")
-        if meta.get("complete") and isinstance(items, int) and self.chroma_collection.count() == items:
+        if meta.get("complete") and isinstance(items, int) and self._collection().count() == items:
             return items
         return None
 
     def add(self, passages: Sequence[Passage], total: int) -> None:
         """One Chroma call for the batch; marked complete once the collection holds ``total``."""
+        target = self._collection(create=True)
         with _store_lock(self.store_dir):
             if passages:
-                self.chroma_collection.add(
+                target.add(
                     ids=[p["id"] for p in passages],
                     documents=[p["text"] for p in passages],
                     metadatas=[p["metadata"] for p in passages],
                 )
-            if self.chroma_collection.count() == total:
-                self.chroma_collection.modify(
-                    metadata={"complete": True, "embedder": self.embedder, "items": total}
-                )
+            if target.count() == total:
+                target.modify(metadata={"complete": True, "embedder": self.embedder, "items": total})
             self._scrub()
 
     def search(self, queries: Sequence[str], n: int) -> list[list[tuple[str, float]]]:
         """One query call for all the queries; Chroma's cosine distance turned back into similarity."""
         key = (self.store_dir, self.name)
         if not self.store_dir or key in _scrubbed:
-            result = self.chroma_collection.query(
-                query_texts=list(queries), n_results=n, include=["distances"]
-            )
+            result = self._collection().query(query_texts=list(queries), n_results=n, include=["distances"])
         else:
             with _store_lock(self.store_dir):
-                result = self.chroma_collection.query(
+                result = self._collection().query(
                     query_texts=list(queries), n_results=n, include=["distances"]
                 )
                 if key not in _scrubbed:
@@ -285,9 +290,11 @@ class ChromaIndex:
         ]
 
     def get(self, ids: Sequence[str] | None = None) -> list[Passage]:
-        """Kept passages with their metadata."""
+        """Kept passages with their metadata (none of a collection not created yet)."""
+        if self._opened is None and not self._exists():
+            return []
         asked = list(ids) if ids is not None else None
-        stored = self.chroma_collection.get(ids=asked, include=["documents", "metadatas"])
+        stored = self._collection().get(ids=asked, include=["documents", "metadatas"])
         texts, metas = stored["documents"] or [], stored["metadatas"] or []
         return [
             {"id": pid, "text": text, "metadata": dict(meta)}

@@ -89,11 +89,16 @@ def test_both_stores_rank_alike_and_a_reference_of_an_earlier_version_still_sear
     assert not again  # complete: nothing embedded twice
 
 
-def test_an_in_memory_index_of_another_process_is_refused_in_one_line() -> None:
+def test_an_index_that_is_gone_is_an_error_not_an_empty_search(tmp_path: Path) -> None:
     gone: Any = {"store": "memory", "location": "", "embedder": "test-bow", "scenes_collection": "sj-gone"}
+    gone["passages"] = 4
     with pytest.raises(ValueError, match="went with the process that built it"):
         search_scenes(gone, "treasure", 1)
     assert not still_there(gone)
+    build_index(scenes_from_list(SCENES), location=tmp_path / "chroma", embedder="test-bow")
+    moved: Any = {**gone, "store": "chroma", "location": str(tmp_path / "chroma")}
+    with pytest.raises(ValueError, match="sj-gone .* is gone from its store"):  # the store is, the index not
+        search_scenes(moved, "treasure", 1)
     with pytest.raises(ConfigError, match="scene_store must be"):
         Context(scene_store="qdrant")
     assert isinstance(MemoryIndex("test-bow").search(["x"], 3), list)
