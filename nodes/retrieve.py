@@ -104,7 +104,7 @@ def gather_evidence(
     by_id = {scene["id"]: scene for scene in scenes}
     queries = {fact["id"]: expand_query(fact["text"], ckg) for fact in facts}
     if index and queries:  # one forward pass for the branch's queries instead of one per search
-        from storyjudge.core.vectorstore import prepare_queries
+        from storyjudge.core.queryvectors import prepare_queries
 
         prepare_queries(str(index.get("embedder", "minilm")), list(queries.values()))
     hits_of = _searches(index, list(queries.values()), ctx.retrieval_k) if index else {}

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from storyjudge.core.context import Context
 from storyjudge.core.embeddings import get_embedder
+from storyjudge.core.queryvectors import prepared
 from storyjudge.core.rundir import RunDir
 
 Passage = dict[str, Any]
@@ -81,7 +82,8 @@ class MemoryIndex:
             matrix = np.stack([self.vectors[pid] for pid in ids]) if ids else None
         if matrix is None:
             return [[] for _ in queries]
-        similarity = np.stack(_unit(get_embedder(self.embedder).embed_documents(list(queries)))) @ matrix.T
+        asked = prepared(self.embedder, queries) or get_embedder(self.embedder).embed_documents(list(queries))
+        similarity = np.stack(_unit(asked)) @ matrix.T
         out = []
         for row in similarity:
             best = sorted(range(len(ids)), key=lambda i: (-float(row[i]), ids[i]))[:n]
