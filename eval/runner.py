@@ -37,6 +37,7 @@ from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ModelError
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.rundir import slug
+from storyjudge.core.scenestore import still_there
 from storyjudge.core.summary_stats import summary_stats
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import merge_usage, totals
@@ -582,8 +583,7 @@ def _read_index(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return None
-    store = (data.get("index") or {}).get("store_dir")
-    if store and not Path(store).exists():
+    if data.get("index") and not still_there(data["index"]):
         return None
     return {k: data[k] for k in ("scenes", "ckg", "index") if k in data}
 

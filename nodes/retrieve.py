@@ -1,4 +1,4 @@
-"""Evidence retrieval: for every fact, the top-k scenes from Chroma plus the CKG lines of its characters.
+"""Evidence retrieval: for every fact, the top-k scenes from the scene index plus the CKG lines of its characters.
 
 Queries are expanded with the aliases of the characters a fact mentions (from the name graph), so "the Thane of
 Cawdor" finds Macbeth's scenes. Scenes go to the judge whole while they fit its token budget; past it, only the
@@ -104,7 +104,7 @@ def gather_evidence(
     by_id = {scene["id"]: scene for scene in scenes}
     queries = {fact["id"]: expand_query(fact["text"], ckg) for fact in facts}
     if index and queries:  # one forward pass for the branch's queries instead of one per search
-        from storyjudge.core.vectorstore import prepare_queries
+        from storyjudge.core.queryvectors import prepare_queries
 
         prepare_queries(str(index.get("embedder", "minilm")), list(queries.values()))
     hits_of = _searches(index, list(queries.values()), ctx.retrieval_k) if index else {}

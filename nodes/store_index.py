@@ -1,9 +1,8 @@
-"""Index node: scenes, as embedder-sized passages, into Chroma once per content (the CKG stays a graph)."""
+"""Index node: scenes, as embedder-sized passages, into the scene store once per content (the CKG stays a graph)."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -13,8 +12,8 @@ from state import IndexState
 from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import stop_if_run_ended
-from storyjudge.core.rundir import RunDir
 from storyjudge.core.sceneindex import build_index
+from storyjudge.core.scenestore import store_for
 
 
 def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -26,7 +25,7 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     started = time.perf_counter()
     begun = time.monotonic()
     run = run_context(ctx, state["run_dir"])
-    store_dir = "" if ctx.chroma_url else str(RunDir(Path(state["run_dir"])).chroma)
+    store, location = store_for(ctx, state["run_dir"])
 
     def go_on() -> None:  # a call of this run beside the index has failed, or Ctrl-C: stop here
         stop_if_run_ended(run, begun)
@@ -41,8 +40,8 @@ def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     ref, built = build_index(
         state.get("scenes") or [],
-        store_dir=store_dir,
-        chroma_url=ctx.chroma_url,
+        location=location,
+        store=store,
         embedder=ctx.embedder,
         progress=embedded,
         on_total=planned,

@@ -43,11 +43,11 @@ def context(
 def forget_searches() -> None:
     """Start each run as a new process would: no remembered query vectors or scene searches."""
     from nodes.retrieve import _remembered_searches
-    from storyjudge.core import vectorstore
+    from storyjudge.core import queryvectors
 
     _remembered_searches.cache_clear()
-    with vectorstore._prepared_lock:
-        vectorstore._prepared.clear()
+    with queryvectors._prepared_lock:
+        queryvectors._prepared.clear()
 
 
 def measure(server: ServerProcess, run: Runner, ctx: Context, latency: float) -> dict[str, Any]:

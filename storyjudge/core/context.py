@@ -124,6 +124,13 @@ class Context:
         default="",
         metadata=_describe("URL of a Chroma server. Empty: an embedded store in the run directory."),
     )
+    scene_store: str = field(
+        default="chroma",
+        metadata=_describe(
+            "Where scene indexes are kept: 'chroma' (see chroma_url) or 'memory' (in this process only: "
+            "nothing written, the index built again by every run, and a resume cannot reuse it)."
+        ),
+    )
     run_dir: str = field(
         default="",
         metadata=_describe("Folder for everything a run writes. Empty: runs/<document name>-<hash>."),
@@ -441,6 +448,7 @@ class Context:
             (0.0 <= self.coherence_margin <= 1.0, "coherence_margin must be between 0 and 1"),
             (0.0 <= self.coverage_floor <= 1.0, "coverage_floor must be between 0 and 1"),
             (self.repeated_sentences in ("each", "once"), "repeated_sentences must be 'each' or 'once'"),
+            (self.scene_store in ("chroma", "memory"), "scene_store must be 'chroma' or 'memory'"),
             (self.planted_facts >= 0, "planted_facts must be >= 0 (0 plants none)"),
             (self.planted_sentences >= 0, "planted_sentences must be >= 0 (0 plants none)"),
             (0.0 <= self.max_false_acceptance <= 1.0, "max_false_acceptance must be between 0 and 1"),

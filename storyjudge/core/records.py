@@ -169,12 +169,13 @@ class Scene(TypedDict):
 class IndexRef(TypedDict):
     """Where a document's index lives, so later graphs can query it without re-embedding."""
 
-    store_dir: str  # embedded Chroma directory ("" when chroma_url is used)
-    chroma_url: str
+    store: str  # which store keeps it (``scenestore.STORES``)
+    location: str  # where in that store: Chroma's store directory or server URL; "" for the memory store
     embedder: str
-    scenes_collection: str
+    scenes_collection: str  # the index's name in its store
     passages: int
-    # Indexes built before the CKG stopped being embedded also carry ``ckg_collection``; nothing reads it.
+    # References written before stores were named carry ``store_dir`` and ``chroma_url`` (Chroma's) instead of
+    # ``store`` and ``location`` (``scenestore.where`` reads both); older ones also ``ckg_collection``, unread.
 
 
 class CKGStats(TypedDict):

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 OPERATIONAL = frozenset(
-    {"run_dir", "cache_dir", "concurrency", "request_timeout", "retry_budget_s", "chroma_url", "preset"}
+    {"run_dir", "cache_dir", "concurrency", "request_timeout", "retry_budget_s", "preset"}
+    | {"chroma_url", "scene_store"}
 )
 """Context fields that change how a run works, never what it computes: not compared on resume."""
 

@@ -1,9 +1,9 @@
-"""The searchable index of a document: its scenes as embedder-sized passages, in Chroma.
+"""The searchable index of a document: its scenes as embedder-sized passages, in a store (``scenestore``).
 
 A scene is never embedded as one truncated vector: it is cut (by ``textsplit``, with the embedder's own
 tokenizer) into passages that fit the embedder's window, each pointing back to its scene, and a query ranks
 scenes by their best passage. Collections are named by a hash of everything their passages are made from
-(the scenes, the embedder, the way of cutting), and marked complete only after the last batch, so indexing
+(the scenes, the embedder, the way of cutting), and complete only after the last batch, so indexing
 an unchanged document again costs nothing, not even the split, and a run that crashed halfway is filled up
 rather than trusted. The CKG is not embedded: retrieval takes a fact's CKG lines from the graph by character
 name (``nodes/retrieve.py``).
@@ -29,16 +29,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from storyjudge.core import heap
 from storyjudge.core.embeddings import get_embedder
 from storyjudge.core.records import IndexRef, Scene
+from storyjudge.core.scenestore import SceneIndex, scene_index, where
 from storyjudge.core.textsplit import split_by_tokens
 
 PASSAGE_SCHEME = "v2"
 """Changes whenever the way scenes become passages changes, so old collections are not reused by mistake."""
 
 BATCH = 64
-"""Passages embedded and written per Chroma call."""
+"""Passages embedded and written per call of the store."""
 
 DENSE_WEIGHT = 0.5
 """Weight of the scaled dense similarity in a passage's score; BM25 (scaled) has the rest."""
@@ -47,21 +47,6 @@ CANDIDATES = 50
 """Passages each ranking contributes at least (more when k is large)."""
 
 Progress = Callable[[int], None]
-
-
-def _client(store_dir: str, chroma_url: str) -> Any:
-    with _clients_lock:
-        key = (store_dir, chroma_url)
-        if key not in _clients:
-            with heap.loading():  # Chroma's imports and its store
-                from storyjudge.core.vectorstore import chroma_client
-
-                _clients[key] = chroma_client(store_dir, chroma_url)
-        return _clients[key]
-
-
-_clients: dict[tuple[str, str], Any] = {}
-_clients_lock = threading.Lock()
 
 
 def _digest(payload: Any) -> str:
@@ -119,86 +104,29 @@ def fill_order(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     The embedder pads every passage of a batch to the batch's longest, and the padding is computed like any
     token. In document order a batch mixes full passages with a scene's short last piece: on Frankenstein
     (925 passages, 102 tokens on average) that padded 17 % more tokens than the passages hold, sorted 7 %.
-    Order within the collection means nothing to Chroma; characters stand in for tokens.
+    Order within an index means nothing to a store; characters stand in for tokens.
     """
     return sorted(items, key=lambda item: len(item["text"]), reverse=True)
 
 
-_store_locks: dict[str, threading.Lock] = {}
-_scrubbed: set[tuple[str, str]] = (
-    set()
-)  # (store, collection) whose segment this process has loaded and scrubbed
+def _fill(index: SceneIndex, items: Sequence[dict[str, Any]], progress: Progress | None) -> bool:
+    """Fill the index up with the passages it lacks; returns whether it embedded any.
 
-
-def _store_lock(store_dir: str) -> threading.Lock:
-    with _clients_lock:
-        return _store_locks.setdefault(store_dir, threading.Lock())
-
-
-def _scrub(store_dir: str) -> None:
-    """Zero the HNSW files' unused capacity (see ``vectorstore.scrub_unused_capacity``) of an embedded store.
-
-    Chroma writes those files when a batch is added and when a process first loads a segment that holds no
-    element yet; each such moment is followed by a scrub, under the store's lock, so a scrub never races a
-    write of this process (a run directory is held by one process at a time).
+    A half-built index (a run stopped while embedding) is named by a hash of what its passages are made from,
+    so what it holds is some of these passages, and a resume embeds only the passages it lacks.
     """
-    if store_dir:
-        from storyjudge.core.vectorstore import scrub_unused_capacity
-
-        scrub_unused_capacity(store_dir)
-
-
-def _fill(
-    collection: Any, items: Sequence[dict[str, Any]], progress: Progress | None, store_dir: str = ""
-) -> None:
-    ordered = fill_order(items)
-    for begin in range(0, len(ordered), BATCH):
-        batch = ordered[begin : begin + BATCH]
-        with _store_lock(store_dir):
-            collection.add(
-                ids=[item["id"] for item in batch],
-                documents=[item["text"] for item in batch],
-                metadatas=[item["metadata"] for item in batch],
-            )
-            _scrub(store_dir)
-        if progress:
-            progress(len(batch))
-
-
-def _ensure_collection(
-    client: Any,
-    name: str,
-    embedder: str,
-    items: Sequence[dict[str, Any]],
-    progress: Progress | None,
-    store_dir: str = "",
-) -> bool:
-    """Create and fill a collection unless a complete one of this name exists; returns whether it did.
-
-    A half-built one (a run stopped while embedding) is filled up: its name is a hash of what its passages are
-    made from, so what it holds is some of these passages, and a resume embeds only the passages it lacks.
-    """
-    from storyjudge.core.vectorstore import collection
-
-    existing = {getattr(c, "name", c) for c in client.list_collections()}
-    held: set[str] = set()
-    if name in existing:
-        current = collection(client, name, embedder)
-        complete = bool((current.metadata or {}).get("complete"))
-        if complete and current.count() == len(items):
-            return False
-        if complete:  # complete, yet not these passages: built some other way, so built again
-            client.delete_collection(name)
-        else:
-            held = set(current.get(include=[])["ids"])
-    target = collection(client, name, embedder, {"complete": False, "embedder": embedder})
+    held = {passage["id"] for passage in index.get()}
     if held and progress:
         progress(sum(1 for item in items if item["id"] in held))
-    _fill(target, [item for item in items if item["id"] not in held], progress, store_dir)
-    with _store_lock(store_dir):
-        target.modify(metadata={"complete": True, "embedder": embedder, "items": len(items)})
-        _scrub(store_dir)
-    return True
+    ordered = fill_order([item for item in items if item["id"] not in held])
+    for begin in range(0, len(ordered), BATCH):
+        batch = ordered[begin : begin + BATCH]
+        index.add(batch, len(items))
+        if progress:
+            progress(len(batch))
+    if not ordered:
+        index.add([], len(items))  # all there: marked complete
+    return bool(ordered)
 
 
 @lru_cache(maxsize=1)
@@ -232,83 +160,43 @@ def embedder_passages(
     return passages_of(scenes, window, model.count_tokens, go_on)
 
 
-def _complete_size(client: Any, name: str, embedder: str) -> int | None:
-    """Passages of a complete collection of this name, or None when there is none (or it is half built)."""
-    from storyjudge.core.vectorstore import open_collection
-
-    if name not in {getattr(c, "name", c) for c in client.list_collections()}:
-        return None
-    current = open_collection(client, name, embedder)
-    meta = current.metadata or {}
-    items = meta.get("items")
-    if meta.get("complete") and isinstance(items, int) and current.count() == items:
-        return items
-    return None
-
-
 def build_index(
     scenes: Sequence[Scene],
     *,
-    store_dir: str | Path,
-    chroma_url: str = "",
+    location: str | Path,
+    store: str = "chroma",
     embedder: str = "minilm",
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
     go_on: Callable[[], None] | None = None,
 ) -> tuple[IndexRef, bool]:
-    """Index scenes, reusing a complete collection; returns the reference and whether it embedded anything.
+    """Index scenes, reusing a complete index; returns the reference and whether it embedded anything.
 
-    ``on_total`` hears the number of passages to embed before any work; ``progress`` hears
-    each batch's size; ``go_on`` is asked between scenes while they are split, and may raise to stop.
+    ``location``: Chroma's store directory or server URL (``scenestore.store_for``). ``on_total`` hears the
+    number of passages to embed before any work; ``progress`` hears each batch's size; ``go_on`` is asked
+    between scenes while they are split, and may raise to stop.
     """
-    store = "" if chroma_url else str(store_dir)
-    client = _client(store, chroma_url)
     name = collection_name(scenes, embedder)
+    index = scene_index(store, str(location), name, embedder, create=True)
     built = False
-    passages = _complete_size(client, name, embedder)
+    passages = index.size()
     if passages is None:
         items = embedder_passages(scenes, embedder, go_on)
         passages = len(items)
         if on_total:
             on_total(passages)
-        built = _ensure_collection(client, name, embedder, items, progress, store)
+        built = _fill(index, items, progress)
     elif on_total:  # an unchanged document: neither split again nor the embedder loaded for it
         on_total(passages)
     ref = IndexRef(
-        store_dir=store, chroma_url=chroma_url, embedder=embedder, scenes_collection=name, passages=passages
+        store=store, location=str(location), embedder=embedder, scenes_collection=name, passages=passages
     )
     return ref, built
 
 
-def _open(index: Mapping[str, Any], name: str) -> Any:
-    from storyjudge.core.vectorstore import open_collection
-
-    client = _client(str(index.get("store_dir", "")), str(index.get("chroma_url", "")))
-    return open_collection(client, name, str(index.get("embedder", "minilm")))
-
-
-def _scenes_key(index: Mapping[str, Any]) -> tuple[str, str, str]:
-    """What names an index's scenes collection in this process: store, server URL, collection."""
-    return (
-        str(index.get("store_dir", "")),
-        str(index.get("chroma_url", "")),
-        str(index["scenes_collection"]),
-    )
-
-
-_searched_collections: dict[tuple[str, str, str], Any] = {}
-
-
-def _searched(index: Mapping[str, Any]) -> Any:
-    """The scenes collection a search reads, opened once per process (a search costs about 3 ms; opening 0.6)."""
-    key = _scenes_key(index)
-    with _clients_lock:
-        found = _searched_collections.get(key)
-    if found is None:
-        found = _open(index, index["scenes_collection"])
-        with _clients_lock:
-            found = _searched_collections.setdefault(key, found)
-    return found
+def _opened(index: Mapping[str, Any]) -> SceneIndex:
+    store, location = where(index)
+    return scene_index(store, location, str(index["scenes_collection"]), str(index.get("embedder", "minilm")))
 
 
 def search_scenes(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
@@ -322,7 +210,7 @@ def search_scenes(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
 
 
 def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[list[dict[str, Any]]]:
-    """``search_scenes`` for each query, with one Chroma call for all of them.
+    """``search_scenes`` for each query, with one search of the store for all of them.
 
     Why one call: Chroma's query lets go of the interpreter lock, and taking it back from the threads that
     read LLM answers waits up to a switch interval (5 ms), longer than the query itself (about 1.3 ms for one
@@ -332,17 +220,17 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
     asked = [i for i, query in enumerate(queries) if query.strip()]
     if k < 1 or not asked:
         return out
-    collection = _searched(index)
-    lexical = _lexical(index, collection)
-    total = len(lexical.scene_of)  # the complete collection's passages: what count() would ask Chroma for
+    store = _opened(index)
+    lexical = _lexical(index, store)
+    total = len(lexical.scene_of)  # the complete index's passages
     if total == 0:
         return out
     wanted = min(total, max(CANDIDATES, 10 * k))
     while asked:
-        result = _query(index, collection, [queries[i] for i in asked], wanted)
+        nearest = _query(store, [queries[i] for i in asked], wanted)
         wider = []
         for row, i in enumerate(asked):
-            ranked = _ranked(lexical, queries[i], result["ids"][row], result["distances"][row], wanted, k)
+            ranked = _ranked(lexical, queries[i], nearest[row], wanted, k)
             if len(ranked) >= k or wanted >= total:
                 out[i] = ranked[:k]
             else:  # too few distinct scenes among the candidates: ask for more
@@ -352,10 +240,10 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
 
 
 def _ranked(
-    lexical: LexicalIndex, query: str, ids: Sequence[str], distances: Sequence[float], wanted: int, k: int
+    lexical: LexicalIndex, query: str, nearest: Sequence[tuple[str, float]], wanted: int, k: int
 ) -> list[dict[str, Any]]:
     """Scenes by their best passage's fused score, best first (at most ``k``, fewer if the candidates are)."""
-    dense = {pid: 1.0 - float(d) for pid, d in zip(ids, distances, strict=True)}
+    dense = dict(nearest)
     fused = _fuse(_scaled(dense), _scaled(lexical.top(query, wanted)))
     best: dict[str, tuple[float, str]] = {}
     for passage_id, score in fused.items():
@@ -374,17 +262,9 @@ def _ranked(
     ]
 
 
-def _query(index: Mapping[str, Any], collection: Any, queries: list[str], wanted: int) -> Any:
-    """One dense query call; the first of a collection in this process loads its segment, which may rewrite it."""
-    store_dir, name = str(index.get("store_dir", "")), str(index["scenes_collection"])
-    if not store_dir or (store_dir, name) in _scrubbed:
-        return collection.query(query_texts=queries, n_results=wanted, include=["distances"])
-    with _store_lock(store_dir):
-        result = collection.query(query_texts=queries, n_results=wanted, include=["distances"])
-        if (store_dir, name) not in _scrubbed:
-            _scrub(store_dir)
-            _scrubbed.add((store_dir, name))
-    return result
+def _query(store: SceneIndex, queries: list[str], wanted: int) -> list[list[tuple[str, float]]]:
+    """One dense search for all the queries (a seam the tests count calls at)."""
+    return store.search(queries, wanted)
 
 
 def _scaled(scores: Mapping[str, float]) -> dict[str, float]:
@@ -411,7 +291,7 @@ def terms(text: str) -> list[str]:
 
 
 class LexicalIndex:
-    """BM25 over a collection's passages, built once per process from what Chroma stores."""
+    """BM25 over an index's passages, built once per process from what the store keeps."""
 
     def __init__(
         self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
@@ -447,11 +327,18 @@ _lexical_indexes: dict[tuple[str, str, str], LexicalIndex] = {}
 _lexical_lock = threading.Lock()
 
 
-def _lexical(index: Mapping[str, Any], collection: Any) -> LexicalIndex:
-    """The BM25 index of a scenes collection (collections are immutable once complete, so caching is safe)."""
-    key = _scenes_key(index)
+def _lexical(index: Mapping[str, Any], store: SceneIndex) -> LexicalIndex:
+    """The BM25 index of a scene index (complete indexes never change, so caching is safe)."""
+    key = (*where(index), str(index["scenes_collection"]))
     with _lexical_lock:
         if key not in _lexical_indexes:
-            stored = collection.get(include=["documents", "metadatas"])
-            _lexical_indexes[key] = LexicalIndex(stored["ids"], stored["documents"], stored["metadatas"])
+            stored = store.get()
+            if index.get("passages") and not stored:  # never an empty search in place of the evidence
+                raise ValueError(
+                    f"The scene index {key[2]} ({key[1] or key[0]}) is gone from its store; index the document "
+                    "again (run without --resume, or `storyjudge index`)."
+                )
+            _lexical_indexes[key] = LexicalIndex(
+                [p["id"] for p in stored], [p["text"] for p in stored], [p["metadata"] for p in stored]
+            )
         return _lexical_indexes[key]

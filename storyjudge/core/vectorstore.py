@@ -1,7 +1,8 @@
-"""The Chroma factory: an embedded store in the run directory, or a Chroma server by URL.
+"""Chroma behind the scene index: an embedded store in the run directory, or a Chroma server by URL.
 
-Collections always carry storyjudge's own embedding function (registered with Chroma, rebuilt from its config),
-so Chroma never falls back to its default function, which would download a model.
+Everything Chroma-specific lives here: clients, collections, the marks that say an index is complete and the
+scrub of the HNSW files. Collections always carry storyjudge's own embedding function (registered with Chroma,
+rebuilt from its config), so Chroma never falls back to its default function, which would download a model.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import logging
 import os
 import struct
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,10 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 from chromadb.config import Settings  # noqa: E402
 from chromadb.utils.embedding_functions import register_embedding_function  # noqa: E402
 
+from storyjudge.core import heap  # noqa: E402
 from storyjudge.core.embeddings import get_embedder  # noqa: E402
+from storyjudge.core.queryvectors import prepared  # noqa: E402
+from storyjudge.core.scenestore import Passage  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +44,9 @@ class StoryjudgeEmbeddingFunction(EmbeddingFunction[Documents]):
         """Embed documents with the configured embedder (queries embedded ahead by ``prepare_queries``)."""
         import numpy as np
 
-        with _prepared_lock:
-            ready = [_prepared.get((self.embedder, text)) for text in input]
-        if ready and all(vector is not None for vector in ready):
-            return [vector for vector in ready if vector is not None]
+        ready = prepared(self.embedder, input)
+        if ready is not None:
+            return ready
         vectors = get_embedder(self.embedder).embed_documents(list(input))
         return [np.asarray(v, dtype=np.float32) for v in vectors]
 
@@ -79,68 +81,6 @@ class StoryjudgeEmbeddingFunction(EmbeddingFunction[Documents]):
     def validate_config(config: dict[str, Any]) -> None:
         """Any embedder spec is resolved lazily by get_embedder."""
         return
-
-
-PREPARED_QUERIES = 4096
-"""Query vectors kept by ``prepare_queries`` (about 1.5 kB each for a 384-d embedder)."""
-_prepared: OrderedDict[tuple[str, str], Any] = OrderedDict()
-_prepared_lock = threading.Lock()
-
-
-QUERY_BATCH = 4
-"""Most queries one forward pass of ``prepare_queries`` takes, about one sentence's facts. The traced pass
-costs about 6 ms plus 16-20 ms a query on one core, so a small batch costs hardly more a query than a large
-one, and the first sentences' verdicts need not wait for sixteen queries to be embedded (factscore, 60 facts
-at 16 in flight, measured side by side: 1.89-1.97 s with 4, 2.00-2.13 s with 16). Two passes at once, one per
-core, were no faster: the LLM calls' client work needs the second core then."""
-
-_waiting: dict[str, dict[str, None]] = {}  # embedder -> queries asked for and not embedded yet, oldest first
-_embedding: set[str] = set()  # embedders with a batch in progress
-_embedded = threading.Condition(_prepared_lock)  # notified after each batch
-
-
-def prepare_queries(embedder: str, queries: Sequence[str]) -> None:
-    """Embed many queries in batches, so the searches that follow skip one forward pass each.
-
-    Retrieval asks Chroma one query at a time, and one forward pass per query costs 25 ms on an idle CPU core
-    and far more on a busy one; a batch shares the pass. Callers in several threads at once (the factscore
-    graph's sentence branches) share batches: queries wait in one list, oldest first, and a caller finding no
-    batch in progress embeds the next ``QUERY_BATCH`` of them, its own or others'; the rest wait until theirs
-    are done, so sixteen branches that ask together cost a few passes, not sixteen, and the first asked are
-    the first ready.
-    """
-    import numpy as np
-
-    with _embedded:
-        missing = list(dict.fromkeys(q for q in queries if (embedder, q) not in _prepared))
-        if not missing:
-            return
-        _waiting.setdefault(embedder, {}).update(dict.fromkeys(missing))
-    while True:
-        with _embedded:
-            left = [q for q in missing if (embedder, q) not in _prepared]
-            if not left:
-                return
-            if embedder in _embedding:
-                _embedded.wait()
-                continue
-            waiting = _waiting.setdefault(embedder, {})
-            waiting.update(dict.fromkeys(q for q in left if q not in waiting))  # a failed batch lost them
-            batch = list(waiting)[:QUERY_BATCH]
-            for query in batch:
-                del waiting[query]
-            _embedding.add(embedder)
-        vectors: list[list[float]] | None = None
-        try:
-            vectors = get_embedder(embedder).embed_documents(batch)
-        finally:
-            with _embedded:
-                for text, vector in zip(batch, vectors or [], strict=False):
-                    _prepared[(embedder, text)] = np.asarray(vector, dtype=np.float32)
-                while len(_prepared) > PREPARED_QUERIES:
-                    _prepared.popitem(last=False)
-                _embedding.discard(embedder)
-                _embedded.notify_all()
 
 
 def _settings() -> Settings:
@@ -181,6 +121,126 @@ def collection(
 def open_collection(client: ClientAPI, name: str, embedder: str) -> Collection:
     """An existing collection, always with storyjudge's embedding function (never Chroma's downloading default)."""
     return client.get_collection(name=name, embedding_function=StoryjudgeEmbeddingFunction(embedder))  # type: ignore[arg-type]
+
+
+def _is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+_clients: dict[str, ClientAPI] = {}
+_clients_lock = threading.Lock()
+_store_locks: dict[str, threading.Lock] = {}
+_scrubbed: set[tuple[str, str]] = set()
+"""(store, collection) whose segment this process has loaded and scrubbed."""
+
+
+def client_at(location: str) -> ClientAPI:
+    """One client per store directory or server URL in this process."""
+    with _clients_lock:
+        if location not in _clients:
+            with heap.loading():  # Chroma's store
+                url = location if _is_url(location) else ""
+                _clients[location] = chroma_client("" if url else location, url)
+        return _clients[location]
+
+
+def _store_lock(store_dir: str) -> threading.Lock:
+    with _clients_lock:
+        return _store_locks.setdefault(store_dir, threading.Lock())
+
+
+class ChromaIndex:
+    """A ``SceneIndex`` in a Chroma collection, of an embedded store (a directory) or a server (a URL).
+
+    Complete is a mark in the collection's metadata, set with the number of passages after the last batch, so
+    a collection a stopped run half filled is filled up rather than trusted. In an embedded store every write,
+    and the first query of a collection (which loads its segment and may write it), is followed by a scrub
+    (see ``scrub_unused_capacity``) under the store's lock, so a scrub never races a write of this process (a
+    run directory is held by one process at a time).
+    """
+
+    def __init__(self, location: str, name: str, embedder: str) -> None:
+        self.name, self.embedder = name, embedder
+        self.store_dir = "" if _is_url(location) else location
+        self.client = client_at(location)
+        self._opened: Collection | None = None
+
+    def _collection(self, create: bool = False) -> Collection:
+        """The collection, opened once (a search costs about 3 ms; opening 0.6).
+
+        Created only to be filled: a search of a collection that is gone fails rather than find nothing.
+        """
+        if self._opened is None:
+            meta = {"complete": False, "embedder": self.embedder}
+            opened = (
+                collection(self.client, self.name, self.embedder, meta)
+                if create
+                else open_collection(self.client, self.name, self.embedder)
+            )
+            self._opened = opened
+        return self._opened
+
+    def _exists(self) -> bool:
+        return self.name in {getattr(c, "name", c) for c in self.client.list_collections()}
+
+    def size(self) -> int | None:
+        """Passages of a complete collection; None when there is none or it is half built."""
+        if not self._exists():
+            return None
+        meta = self._collection().metadata or {}
+        items = meta.get("items")
+        if meta.get("complete") and isinstance(items, int) and self._collection().count() == items:
+            return items
+        return None
+
+    def add(self, passages: Sequence[Passage], total: int) -> None:
+        """One Chroma call for the batch; marked complete once the collection holds ``total``."""
+        target = self._collection(create=True)
+        with _store_lock(self.store_dir):
+            if passages:
+                target.add(
+                    ids=[p["id"] for p in passages],
+                    documents=[p["text"] for p in passages],
+                    metadatas=[p["metadata"] for p in passages],
+                )
+            if target.count() == total:
+                target.modify(metadata={"complete": True, "embedder": self.embedder, "items": total})
+            self._scrub()
+
+    def search(self, queries: Sequence[str], n: int) -> list[list[tuple[str, float]]]:
+        """One query call for all the queries; Chroma's cosine distance turned back into similarity."""
+        key = (self.store_dir, self.name)
+        if not self.store_dir or key in _scrubbed:
+            result = self._collection().query(query_texts=list(queries), n_results=n, include=["distances"])
+        else:
+            with _store_lock(self.store_dir):
+                result = self._collection().query(
+                    query_texts=list(queries), n_results=n, include=["distances"]
+                )
+                if key not in _scrubbed:
+                    self._scrub()
+                    _scrubbed.add(key)
+        distances = result["distances"] or []
+        return [
+            [(pid, 1.0 - float(d)) for pid, d in zip(ids, far, strict=True)]
+            for ids, far in zip(result["ids"], distances, strict=True)
+        ]
+
+    def get(self, ids: Sequence[str] | None = None) -> list[Passage]:
+        """Kept passages with their metadata (none of a collection not created yet)."""
+        if self._opened is None and not self._exists():
+            return []
+        asked = list(ids) if ids is not None else None
+        stored = self._collection().get(ids=asked, include=["documents", "metadatas"])
+        texts, metas = stored["documents"] or [], stored["metadatas"] or []
+        return [
+            {"id": pid, "text": text, "metadata": dict(meta)}
+            for pid, text, meta in zip(stored["ids"], texts, metas, strict=True)
+        ]
+
+    def _scrub(self) -> None:
+        if self.store_dir:
+            scrub_unused_capacity(self.store_dir)
 
 
 # ----------------------------------------------------------------------------------------------------------

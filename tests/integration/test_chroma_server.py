@@ -89,10 +89,10 @@ def test_a_chroma_server_ranks_scenes_as_the_embedded_store_does(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     scenes = scenes_from_list(SCENES)
-    embedded, built_here = build_index(scenes, store_dir=tmp_path / "embedded")
-    served, built_there = build_index(scenes, store_dir="", chroma_url=chroma_server)
+    embedded, built_here = build_index(scenes, location=tmp_path / "embedded")
+    served, built_there = build_index(scenes, location=chroma_server)
     assert built_here and built_there
-    assert served["chroma_url"] == chroma_server and not served["store_dir"]
+    assert served["location"] == chroma_server and embedded["location"] == str(tmp_path / "embedded")
     assert embedded["scenes_collection"] == served["scenes_collection"]  # content-addressed, shareable
     for query in QUERIES:
         here = [hit["id"] for hit in search_scenes(embedded, query, 3)]
@@ -100,7 +100,7 @@ def test_a_chroma_server_ranks_scenes_as_the_embedded_store_does(
         assert here == there, query
         assert len(here) == 3
     assert search_scenes(served, "Who stabs Duncan in his sleep?", 1)[0]["passage"] == SCENES[2]
-    _, built_again = build_index(scenes, store_dir="", chroma_url=chroma_server)
+    _, built_again = build_index(scenes, location=chroma_server)
     assert not built_again  # a second worker finds the collection complete and embeds nothing
     log = (tmp_path / "chroma.log").read_text(errors="replace").lower()
     assert "posthog" not in log and "telemetry event" not in log

@@ -98,8 +98,8 @@ def test_full_play_files_collections_and_retrieval(scripted_server: Any, tmp_pat
     assert out["ckg_stats"]["edges"] > 10
 
     index = out["index"]
-    assert index["store_dir"] == str(tmp_path / "run" / "chroma") and (tmp_path / "run" / "chroma").is_dir()
-    client = chroma_client(index["store_dir"])
+    assert index["location"] == str(tmp_path / "run" / "chroma") and (tmp_path / "run" / "chroma").is_dir()
+    client = chroma_client(index["location"])
     scenes_collection = open_collection(client, index["scenes_collection"], index["embedder"])
     assert scenes_collection.count() == index["passages"] > 2 * len(out["scenes"])  # 128-token passages
     assert [c.name for c in client.list_collections()] == [index["scenes_collection"]]  # no CKG collection

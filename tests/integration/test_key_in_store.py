@@ -81,7 +81,7 @@ def build_runs(root: str) -> None:
                     )
                     for i in range(3)
                 ]
-                build_index(scenes, store_dir=f"{root}/run{number}/extra-store-{extra}", embedder="minilm")
+                build_index(scenes, location=f"{root}/run{number}/extra-store-{extra}", embedder="minilm")
     assert {entry.authorization for entry in server.log} == {f"Bearer {KEY}"}
 
 
@@ -96,8 +96,8 @@ def search_runs(root: str) -> None:
         client = chroma_client(store.parent)
         for collection in client.list_collections():
             ref = IndexRef(
-                store_dir=str(store.parent),
-                chroma_url="",
+                store="chroma",
+                location=str(store.parent),
                 embedder="minilm",
                 scenes_collection=collection.name,
                 passages=collection.count(),

@@ -141,14 +141,14 @@ def test_index_graph_end_to_end(scripted_server: Any, ctx_for: Any, bow: BagOfWo
     assert {"segment", "extract", "ckg", "index"} <= set(out["timings"])
 
     index = out["index"]
-    assert index["store_dir"] == str(tmp_path / "run" / "chroma") and index["passages"] > len(out["scenes"])
+    assert index["location"] == str(tmp_path / "run" / "chroma") and index["passages"] > len(out["scenes"])
     hits = search_scenes(index, "the storm is rising over the grey water", 3)
     assert [hit["id"] for hit in hits][0] == "S002"
     assert len({hit["id"] for hit in hits}) == len(hits) == 3
     assert hits[0]["title"] == "ACT I, SCENE II. A boat" and "storm" in hits[0]["passage"]
     assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
     assert "ckg_collection" not in index  # the CKG is read from the graph, never embedded
-    stored = chroma_client(index["store_dir"]).list_collections()
+    stored = chroma_client(index["location"]).list_collections()
     assert [c.name for c in stored] == [index["scenes_collection"]]
 
 
@@ -165,9 +165,9 @@ def test_a_sentences_searches_are_one_chroma_call_with_the_hits_of_one_search_ea
     calls: list[int] = []
     real = sceneindex._query
 
-    def counted(index: Any, collection: Any, asked: list[str], wanted: int) -> Any:
+    def counted(store: Any, asked: list[str], wanted: int) -> Any:
         calls.append(len(asked))
-        return real(index, collection, asked, wanted)
+        return real(store, asked, wanted)
 
     monkeypatch.setattr(sceneindex, "_query", counted)
     batched = [hits for k in (1, 3) for hits in sceneindex.search_scenes_many(index, queries, k)]
@@ -225,11 +225,11 @@ def test_an_unchanged_documents_index_is_reused_without_splitting_it_again(
     out = run(ctx)
     scenes = [dict(scene) for scene in out["scenes"]]
     scenes[1]["text"] = scenes[1]["text"].replace("grey water", "green water")
-    changed, built = sceneindex.build_index(scenes, store_dir=first["store_dir"], embedder="test-bow")  # type: ignore[arg-type]
+    changed, built = sceneindex.build_index(scenes, location=first["location"], embedder="test-bow")  # type: ignore[arg-type]
     assert built and splits == [3] and bow.embedded > embedded
     assert changed["scenes_collection"] != first["scenes_collection"]
     assert changed["passages"] == first["passages"]
-    stored = chroma_client(first["store_dir"]).list_collections()
+    stored = chroma_client(first["location"]).list_collections()
     assert {c.name for c in stored} == {first["scenes_collection"], changed["scenes_collection"]}
 
 

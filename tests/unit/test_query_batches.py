@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from storyjudge.core import vectorstore
+from storyjudge.core import queryvectors
 
 WAIT = 30.0  # a deadlock guard only
 
@@ -31,12 +31,12 @@ class Blocking:
 
 
 def _run(fake: Blocking, monkeypatch: Any, groups: list[list[str]]) -> list[BaseException]:
-    monkeypatch.setattr(vectorstore, "get_embedder", lambda name: fake)
+    monkeypatch.setattr(queryvectors, "get_embedder", lambda name: fake)
     errors: list[BaseException] = []
 
     def ask(queries: list[str]) -> None:
         try:
-            vectorstore.prepare_queries("fake", queries)
+            queryvectors.prepare_queries("fake", queries)
         except BaseException as exc:  # noqa: BLE001 - reported to the test
             errors.append(exc)
 
@@ -47,8 +47,8 @@ def _run(fake: Blocking, monkeypatch: Any, groups: list[list[str]]) -> list[Base
     for thread in others:
         thread.start()
     while True:  # every other caller has put its queries on the waiting list
-        with vectorstore._prepared_lock:
-            if sum(len(g) for g in groups[1:]) == len(vectorstore._waiting.get("fake", {})):
+        with queryvectors._prepared_lock:
+            if sum(len(g) for g in groups[1:]) == len(queryvectors._waiting.get("fake", {})):
                 break
     fake.go.set()
     for thread in [first, *others]:
@@ -58,24 +58,24 @@ def _run(fake: Blocking, monkeypatch: Any, groups: list[list[str]]) -> list[Base
 
 @pytest.fixture(autouse=True)
 def _fresh() -> Any:
-    with vectorstore._prepared_lock:
-        vectorstore._prepared.clear()
-        vectorstore._waiting.clear()
+    with queryvectors._prepared_lock:
+        queryvectors._prepared.clear()
+        queryvectors._waiting.clear()
     yield
-    with vectorstore._prepared_lock:
-        vectorstore._prepared.clear()
-        vectorstore._waiting.clear()
+    with queryvectors._prepared_lock:
+        queryvectors._prepared.clear()
+        queryvectors._waiting.clear()
 
 
 def test_callers_waiting_for_a_pass_share_the_next_one(monkeypatch: Any) -> None:
-    monkeypatch.setattr(vectorstore, "QUERY_BATCH", 8)
+    monkeypatch.setattr(queryvectors, "QUERY_BATCH", 8)
     fake = Blocking()
     groups = [["a"], ["b1", "b2"], ["c1", "c2"], ["d"]]
     assert _run(fake, monkeypatch, groups) == []
     assert fake.batches[0] == ["a"]
     assert sorted(fake.batches[1]) == ["b1", "b2", "c1", "c2", "d"], "the waiting queries in one pass"
     assert len(fake.batches) == 2
-    assert {text for (name, text) in vectorstore._prepared if name == "fake"} == {
+    assert {text for (name, text) in queryvectors._prepared if name == "fake"} == {
         "a",
         "b1",
         "b2",
@@ -90,11 +90,11 @@ def test_a_failed_pass_fails_its_caller_only(monkeypatch: Any) -> None:
     groups = [["a"], ["b"], ["c"]]
     errors = _run(fake, monkeypatch, groups)
     assert [str(e) for e in errors] == ["the first pass fails"]
-    assert {text for (_, text) in vectorstore._prepared} == {"b", "c"}
+    assert {text for (_, text) in queryvectors._prepared} == {"b", "c"}
 
 
 def test_a_pass_takes_the_oldest_waiting_queries_up_to_the_batch_size(monkeypatch: Any) -> None:
-    monkeypatch.setattr(vectorstore, "QUERY_BATCH", 2)
+    monkeypatch.setattr(queryvectors, "QUERY_BATCH", 2)
     fake = Blocking()
     assert _run(fake, monkeypatch, [["a"], ["b1", "b2", "b3"]]) == []
     assert fake.batches == [["a"], ["b1", "b2"], ["b3"]]

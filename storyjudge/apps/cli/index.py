@@ -14,6 +14,7 @@ import typer
 from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
+from storyjudge.core import scenestore
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import Context
 from storyjudge.core.models import is_local, resolve_spec
@@ -67,7 +68,7 @@ def _write(run: Run) -> None:
         fail("Indexing stopped before it finished; run the same command again to continue from the cache.")
     assert run.rd is not None
     index = final["index"]
-    where = index.get("store_dir") or index.get("chroma_url")
+    where = scenestore.where(index)[1] or "in memory"
     console.print(f"CKG: {run.rd.ckg}\nIndex: {where}", soft_wrap=True, highlight=False)
     if run.as_json:
         print_json(

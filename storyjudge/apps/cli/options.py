@@ -47,7 +47,10 @@ PANELS: dict[str, tuple[str, ...]] = {
         *("min_length_ratio", "max_length_ratio", "max_copy_increase", "coherence_guard", "coherence_margin"),
     ),
     "Output": ("run_dir", "cache_dir"),
-    "Operation": ("concurrency", "request_timeout", "retry_budget_s", "parse_retries", "chroma_url"),
+    "Operation": (
+        *("concurrency", "request_timeout", "retry_budget_s", "parse_retries"),
+        *("chroma_url", "scene_store"),
+    ),
 }
 """The --help panel of each setting's option: which model, the method's settings, the refinement loop, where
 results go, how the run operates (every other option of a command names its panel where it is declared)."""
