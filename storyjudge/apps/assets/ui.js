@@ -85,8 +85,17 @@
     });
   }
 
+  function foldState(row) {  // which sections of each round a person opened or closed, by round and position
+    var state = {};
+    row.querySelectorAll(".iteration").forEach(function (card) {
+      card.querySelectorAll("details").forEach(function (d, n) { state[card.id + "|" + n] = d.open; });
+    });
+    return state;
+  }
+
   function renderIterations(view) {
     var row = $("iterations");
+    var folds = foldState(row);  // a re-render (a correction saved, a step done) keeps them as they were
     row.textContent = "";
     view.iterations.slice().reverse().forEach(function (it) {  // the newest round first
       var slot = document.createElement("div");
@@ -94,6 +103,12 @@
       slot.innerHTML = it.html;  // rendered and escaped by the server
       row.appendChild(slot);
       slot.querySelectorAll("tr.fact").forEach(function (fact) { addCorrection(view, it.iteration, fact); });
+      slot.querySelectorAll(".iteration").forEach(function (card) {
+        card.querySelectorAll("details").forEach(function (d, n) {
+          var kept = folds[card.id + "|" + n];
+          if (kept !== undefined) { d.open = kept; }
+        });
+      });
     });
     var line = $("score-line");
     if (!view.iterations.length) {
@@ -215,8 +230,11 @@
     } else {
       $("ckg").innerHTML = "<p class=\"empty\">Not built yet: press <b>Generate knowledge graph</b>.</p>";
     }
+    $("headline").innerHTML = view.headline || "";  // rendered and escaped by the server
     var summary = $("summary");
-    if (view.summary) {
+    if (view.summary && view.iterations.length) {  // shown once: highlighted, as round 0, below
+      summary.innerHTML = "<span class=\"meta\">Scored below as round 0, with its unsupported sentences marked.</span>";
+    } else if (view.summary) {
       summary.textContent = view.summary.text;
     } else {
       summary.innerHTML = "<span class=\"empty\">Not generated yet: press <b>Generate initial summary</b>, " +
@@ -228,8 +246,7 @@
     var u = view.usage;
     $("usage-card").hidden = false;
     $("usage").textContent = u.calls + " LLM calls (" + u.cache_hits + " cache hits, " + u.failures + " failures), " +
-      u.input_tokens.toLocaleString() + " tokens in / " + u.output_tokens.toLocaleString() + " out, est. $" +
-      Number(u.cost_usd).toFixed(4);
+      u.input_tokens.toLocaleString() + " tokens in / " + u.output_tokens.toLocaleString() + " out, est. " + u.cost;
     $("run-dir").textContent = view.name;
     var link = $("report-link");
     link.hidden = !view.report;
@@ -448,6 +465,11 @@
     reader.readAsText(file);
   });
   $("btn-compare").addEventListener("click", compareSelected);
+  $("headline").addEventListener("click", function (ev) {  // the page's own hash names the run: scroll instead
+    var link = ev.target.closest("a[href^='#']");
+    var panel = link && document.getElementById(link.getAttribute("href").slice(1));
+    if (panel) { ev.preventDefault(); panel.scrollIntoView({ behavior: "smooth", block: "start" }); }
+  });
   $("btn-own-summary").addEventListener("click", function () {
     var text = $("own-summary-text").value.trim();
     if (!text) { showError("Paste or upload your summary first (the Summary box is empty)."); return; }
