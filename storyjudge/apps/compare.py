@@ -335,7 +335,7 @@ def pair_line(pair: dict[str, Any]) -> str:
         b = pair["booookscore"]
         line += f"; BooookScore {signed_text(b['difference'], b['ci95'])}"
     if pair["unreliable"]:
-        line += f"; not reliable: {', '.join(pair['unreliable'])} (judged on too few of its facts)"
+        line += f"; not reliable: {', '.join(pair['unreliable'])} (too few facts judged, or the judge failed its check)"
     if not pair["comparable"]:
         line += "; NOT COMPARABLE, judged differently: " + "; ".join(pair["not_comparable_because"])
     return line

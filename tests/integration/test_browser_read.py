@@ -64,7 +64,7 @@ def test_report_reads_in_a_minute(browser: Any, tmp_path: Path) -> None:
     assert "coverage" in text and "reliable" in text and STOP in text
     marks = page.locator(".curve .rejected-mark")
     title = marks.locator("title").text_content() or ""
-    assert marks.count() == 1 and "iteration 2 rejected: refinement guard" in title
+    assert marks.count() == 1 and "round 2 rejected: refinement guard" in title
     assert "rejected by a guard" in page.locator(".curve-legend").inner_text()
     page.screenshot(path=str(tmp_path / "read-1280.png"))
 

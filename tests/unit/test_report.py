@@ -261,8 +261,5 @@ def test_chart_marks_a_rejected_round(result: dict[str, Any]) -> None:
         "note": "refinement guard: too long",
     }
     html = render_report({**result, "iterations": [*result["iterations"], rejected]}, None)
-    assert (
-        html.count('class="rejected-mark"') == 1
-        and "iteration 2 rejected: refinement guard: too long" in html
-    )
+    assert html.count('class="rejected-mark"') == 1 and "round 2 rejected: refinement guard: too long" in html
     assert 'class="rejected-mark"' not in render_report(result, None)

@@ -119,15 +119,15 @@
       var shown = it.reliable === false ? "not reliable" + (it.judge ? " (" + it.judge + ")" : "") : fmt(it.score);
       var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
       var corrected = it.corrections ? " with " + it.corrections + " correction" + (it.corrections === 1 ? "" : "s") : "";
-      return "iteration " + it.iteration + ": " + shown + cover + corrected;
+      return "round " + it.iteration + ": " + shown + cover + corrected;
     });
     var last = view.iterations[view.iterations.length - 1];
     var text = "NarrativeFactScore \u2014 " + parts.join(", ");
     if (last.delta !== null && last.delta !== undefined) { text += " (change " + signed(last.delta) + ")"; }
-    if (view.best_iteration !== null) { text += "; best: iteration " + view.best_iteration; }
+    if (view.best_iteration !== null) { text += "; best: round " + view.best_iteration; }
     line.textContent = text;
     if (last.accepted === false) {
-      line.textContent += ". Iteration " + last.iteration + " was not accepted (" + last.note + ")" +
+      line.textContent += ". Round " + last.iteration + " was not accepted (" + last.note + ")" +
         (view.refinable ? "; the next refinement revises the best summary again." : ".");
     } else if (last.unsupported === 0) {
       line.textContent += last.score === null
@@ -400,7 +400,7 @@
       runs.forEach(function (r) {
         var option = document.createElement("option");
         option.value = r.name;
-        option.textContent = r.title + " \u2014 " + r.runs + " run(s), " + r.iterations + " iteration(s) \u00b7 " + r.name;
+        option.textContent = r.title + " \u2014 " + r.runs + " run(s), " + r.iterations + " round(s) \u00b7 " + r.name;
         select.appendChild(option);
       });
     }).catch(function () { /* the list is a convenience */ });
