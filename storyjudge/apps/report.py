@@ -667,7 +667,7 @@ class Series:
 
 @dataclass
 class Mark:
-    """A round drawn apart on the chart: rejected by a guard, so never the best whatever its score."""
+    """A round drawn apart on the chart: rejected by a guard, or not reliable; never the best, whatever its score."""
 
     x: float
     y: float
@@ -690,6 +690,7 @@ class CurveView:
     y_ticks: list[tuple[float, str]]
     best_x: float | None
     rejected: list[Mark] = field(default_factory=list)
+    unreliable: list[Mark] = field(default_factory=list)  # accepted, but its score does not count
 
 
 def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> CurveView:
@@ -723,8 +724,15 @@ def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> 
         if value is not None and not it.get("accepted", True)
         for number in [int(it.get("iteration", 0))]
     ]
+    unreliable = [
+        Mark(x_of(number), y_of(float(value)), number, reliability_text(it.get("factscore") or {}))
+        for it, value in nfs
+        if value is not None and it.get("accepted", True) and not card_reliable(it.get("factscore") or {})
+        for number in [int(it.get("iteration", 0))]
+    ]
     return CurveView(
         rejected=rejected,
+        unreliable=unreliable,
         width=width,
         height=height,
         left=left,
@@ -752,6 +760,9 @@ class Headline:
     chosen: str  # how the round was chosen
 
 
+FALLBACK = "the first round: no round was reliable and accepted"
+
+
 def headline(
     iterations: list[dict[str, Any]], best_iteration: int | None, stop_reason: str
 ) -> Headline | None:
@@ -760,8 +771,8 @@ def headline(
         return None
     by_number = {int(it.get("iteration", 0)): it for it in iterations}
     chosen = by_number.get(best_iteration) if best_iteration is not None else None
-    if chosen is None:
-        how = "the first round: no round was reliable and accepted"
+    if chosen is None or not card_reliable(chosen.get("factscore") or {}) or not chosen.get("accepted", True):
+        how = FALLBACK  # the loop's fallback
     else:
         how = "the only round" if len(iterations) == 1 else f"the best of {len(iterations)} rounds"
     it = chosen or by_number[min(by_number)]
@@ -793,6 +804,8 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     """The whole report page for a run record and its CKG."""
     iterations = sorted(result.get("iterations") or [], key=lambda it: int(it.get("iteration", 0)))
     best = result.get("best_iteration")
+    top = headline(iterations, best, str(result.get("stop_reason") or ""))
+    counted = best if top is not None and top.chosen != FALLBACK else None  # the loop's fallback is no "best"
     views: list[IterationView] = []
     previous: float | None = None
     numbers = [int(it.get("iteration", 0)) for it in iterations]
@@ -801,7 +814,7 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
         view = iteration_view(
             iteration,
             previous_score=previous,
-            best=iteration.get("iteration") == best,
+            best=counted is not None and iteration.get("iteration") == counted,
             open_summary=int(iteration.get("iteration", 0)) in shown,
         )
         views.append(view)
@@ -841,8 +854,8 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
         ckg=graph_view(ckg) if ckg else None,
         ckg_stats=result.get("ckg_stats") or {},
         iterations=views,
-        curve=curve_view(iterations, best) if iterations else None,
-        headline=headline(iterations, best, str(result.get("stop_reason") or "")),
+        curve=curve_view(iterations, counted) if iterations else None,
+        headline=top,
         by_model=sorted((usage.get("by_model") or {}).items()),
         total=usage.get("total") or {},
         timings=sorted((result.get("timings") or {}).items(), key=lambda kv: -float(kv[1] or 0)),

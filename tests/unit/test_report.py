@@ -246,6 +246,8 @@ def test_headline_says_which_round_and_why_it_does_not_count() -> None:
     assert judged is not None and judged.score == "not reliable"  # never a number
     assert judged.reliability == "not reliable: the judge accepted 3 of 3 planted false facts"
     assert judged.chosen.startswith("the first round") and judged.stop == "not refined"
+    fallback = headline([_round(0, 0.8, reliable=False), _round(1, 0.9, reliable=False)], 0, "stopped")
+    assert fallback is not None and fallback.chosen.startswith("the first round")  # the loop's fallback
     thin = headline([_round(0, 0.8, reliable=False, coverage=0.4, coverage_floor=0.9)], None, "")
     assert (
         thin is not None and "only 40% of its facts were judged, below the floor of 90%" in thin.reliability
@@ -263,3 +265,9 @@ def test_chart_marks_a_rejected_round(result: dict[str, Any]) -> None:
     html = render_report({**result, "iterations": [*result["iterations"], rejected]}, None)
     assert html.count('class="rejected-mark"') == 1 and "round 2 rejected: refinement guard: too long" in html
     assert 'class="rejected-mark"' not in render_report(result, None)
+    thin = {
+        **result["iterations"][0],
+        "factscore": {**result["iterations"][0]["factscore"], "reliable": False},
+    }
+    html = render_report({**result, "iterations": [thin, result["iterations"][1]]}, None)
+    assert html.count('class="unreliable-mark"') == 1 and "not reliable, never the best" in html
