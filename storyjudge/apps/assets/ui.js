@@ -134,9 +134,7 @@
         ? ". Nothing could be judged (see the facts' errors), so there is nothing to refine."
         : ". No unsupported facts left: nothing to refine.";
     }
-    if (view.stop_reason && !(last.accepted !== false && last.unsupported === 0)) {
-      line.textContent += " The refinement loop stopped: " + view.stop_reason + ".";
-    }
+    // why the loop stopped is the headline's, above: said once
   }
 
   function addCorrection(view, iteration, fact) {
