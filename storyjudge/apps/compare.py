@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from storyjudge.core.coverage import card_reliable, describe
+from storyjudge.core.coverage import card_reliable, describe, reliability_text
 from storyjudge.core.intervals import (
     aligned_difference_interval,
     difference_interval,
@@ -106,6 +106,8 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         "unjudged": card.get("unjudged"),
         "coverage": card.get("coverage"),
         "reliable": card_reliable(card),
+        "reliability": reliability_text(card),
+        "stop_reason": str(record.get("stop_reason") or ""),
         "booookscore": None
         if not coherence
         else {
@@ -265,6 +267,15 @@ def compare(refs: Sequence[RunRef]) -> dict[str, Any]:
     }
 
 
+def nfs_text(v: dict[str, Any]) -> str:
+    """A summary's NFS with its interval and corrections; "not reliable" (never a number) when it does not count."""
+    if not v["reliable"]:
+        return describe(v["nfs"]["score"], v["coverage"], False)
+    shown = interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
+    n = v["corrections"]
+    return f"{shown} with {n} correction{'s' if n != 1 else ''}" if n else shown
+
+
 def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """The summaries side by side, a row per figure, as the terminal and the HTML show them."""
     views = result["summaries"]
@@ -275,13 +286,6 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
     def booook(v: dict[str, Any]) -> str:
         b = v["booookscore"]
         return "not scored" if b is None else interval_text(b["score"], b["ci95"])
-
-    def nfs(v: dict[str, Any]) -> str:
-        if not v["reliable"]:  # as everywhere: a score judged on too few of its facts is not read as a number
-            return describe(v["nfs"]["score"], v["coverage"], False)
-        shown = interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
-        n = v["corrections"]
-        return f"{shown} with {n} correction{'s' if n != 1 else ''}" if n else shown
 
     def judges(v: dict[str, Any]) -> str:
         own = v["nfs_without_corrections"]
@@ -294,7 +298,7 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows = [
         row("round", lambda v: f"{v['round']} of {len(v['rounds'])}"),
         row("summary", lambda v: v["summary_source"] or "-"),
-        row("NFS [95% CI]", nfs),
+        row("NFS [95% CI]", nfs_text),
         *([row("NFS without corrections", judges)] if any(v["corrections"] for v in views) else []),
         row("facts (sup/unsup/unjudged)", lambda v: f"{v['supported']}/{v['unsupported']}/{v['unjudged']}"),
         row("coverage", lambda v: "-" if v["coverage"] is None else f"{v['coverage']:.0%}"),
@@ -331,7 +335,7 @@ def pair_line(pair: dict[str, Any]) -> str:
         b = pair["booookscore"]
         line += f"; BooookScore {signed_text(b['difference'], b['ci95'])}"
     if pair["unreliable"]:
-        line += f"; not reliable: {', '.join(pair['unreliable'])} (judged on too few of its facts)"
+        line += f"; not reliable: {', '.join(pair['unreliable'])} (too few facts judged, or the judge failed its check)"
     if not pair["comparable"]:
         line += "; NOT COMPARABLE, judged differently: " + "; ".join(pair["not_comparable_because"])
     return line
@@ -339,7 +343,7 @@ def pair_line(pair: dict[str, Any]) -> str:
 
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained compare.html (no script, no outside resource)."""
-    from storyjudge.apps.report import CSP, environment, inline_asset
+    from storyjudge.apps.report import CSP, OPEN_WORDS, environment, inline_asset
 
     return (
         environment()
@@ -349,6 +353,8 @@ def render_html(result: dict[str, Any]) -> str:
             css=inline_asset("report.css"),
             result=result,
             rows=table_rows(result),
+            headline=[(v, nfs_text(v) if v["reliable"] else "not reliable") for v in result["summaries"]],
+            open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
             pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
         )
     )

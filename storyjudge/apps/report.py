@@ -27,9 +27,10 @@ import jinja2
 import networkx as nx
 from markupsafe import Markup
 
-from storyjudge.core.coverage import card_reliable, judge_failure
+from storyjudge.core.coverage import card_reliable, judge_failure, reliability_text
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runs import RUNS_FOLDER
+from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text, price_known
 
 ASSET_PACKAGE = "storyjudge.apps"
@@ -37,6 +38,8 @@ ASSET_DIR = "assets"
 GRAPH_SEED = 7
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 LABEL_PREDICATES = 2  # predicates written on an edge; the rest are in its tooltip and the character's panel
+OPEN_WORDS = 600
+"""Words of summaries a page shows open, in all; the other rounds' summaries start folded (a click opens them)."""
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 
@@ -459,11 +462,17 @@ class IterationView:
     pieces: list[Piece]
     facts: list[FactRow]
     passages: list[Passage]
-    open_facts: bool
+    words: int  # of the summary
+    open_summary: bool  # False: folded to one line, opened by a click
     corrections: int = 0  # verdicts a person corrected; the score counts them
     judge_check: dict[str, Any] | None = None  # the judge's record on the round's planted facts
     annotator_checks: list[dict[str, Any]] = field(default_factory=list)  # on planted confusing sentences
     unreliable_why: str = ""  # what makes the score not count, in words
+
+    @property
+    def flagged(self) -> int:
+        """Summary sentences marked for an unsupported fact."""
+        return sum(1 for p in self.pieces if p.sentence is not None and p.sentence.status == "unsupported")
 
 
 def sentence_status(verdicts: list[dict[str, Any]]) -> str:
@@ -566,7 +575,7 @@ def iteration_view(
     *,
     previous_score: float | None = None,
     best: bool = False,
-    open_facts: bool = False,
+    open_summary: bool = True,
     prefix: str = "it",
 ) -> IterationView:
     """Describe one iteration (summary, highlights, facts) for drawing."""
@@ -593,7 +602,8 @@ def iteration_view(
         pieces=summary_pieces(str(iteration.get("summary", "")), card),
         facts=rows,
         passages=passages,
-        open_facts=open_facts,
+        words=len(words(str(iteration.get("summary", "")))),
+        open_summary=open_summary,
         corrections=int(card.get("corrections") or 0),
         judge_check=card.get("judge_check"),
         annotator_checks=[
@@ -605,17 +615,33 @@ def iteration_view(
     )
 
 
+def open_rounds(iterations: list[dict[str, Any]], order: list[int]) -> set[int]:
+    """The rounds whose summary starts open: taken in ``order`` while the words shown stay within ``OPEN_WORDS``.
+
+    A page of short summaries shows them all; one long summary (thousands of words) starts folded, so the page
+    stays a few screens long until a section is opened.
+    """
+    sizes = {int(it.get("iteration", 0)): len(words(str(it.get("summary", "")))) for it in iterations}
+    shown: set[int] = set()
+    total = 0
+    for number in order:
+        if number in sizes and total + sizes[number] <= OPEN_WORDS:
+            shown.add(number)
+            total += sizes[number]
+    return shown
+
+
 def iteration_html(
     iteration: dict[str, Any],
     *,
     previous_score: float | None = None,
     best: bool = False,
-    open_facts: bool = False,
+    open_summary: bool = True,
     prefix: str = "it",
 ) -> str:
     """One iteration (highlighted summary and fact table) as an HTML fragment."""
     view = iteration_view(
-        iteration, previous_score=previous_score, best=best, open_facts=open_facts, prefix=prefix
+        iteration, previous_score=previous_score, best=best, open_summary=open_summary, prefix=prefix
     )
     return str(_macro("iteration_view")(view))
 
@@ -640,6 +666,16 @@ class Series:
 
 
 @dataclass
+class Mark:
+    """A round drawn apart on the chart: rejected by a guard, or not reliable; never the best, whatever its score."""
+
+    x: float
+    y: float
+    iteration: int
+    why: str
+
+
+@dataclass
 class CurveView:
     """The NFS (and BooookScore) chart across iterations."""
 
@@ -653,6 +689,8 @@ class CurveView:
     x_ticks: list[tuple[float, int]]
     y_ticks: list[tuple[float, str]]
     best_x: float | None
+    rejected: list[Mark] = field(default_factory=list)
+    unreliable: list[Mark] = field(default_factory=list)  # accepted, but its score does not count
 
 
 def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> CurveView:
@@ -680,7 +718,21 @@ def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> 
             if value is not None:
                 number = int(it.get("iteration", 0))
                 line.points.append((x_of(number), y_of(float(value)), number, float(value)))
+    rejected = [
+        Mark(x_of(number), y_of(float(value)), number, str(it.get("note") or "not accepted"))
+        for it, value in nfs
+        if value is not None and not it.get("accepted", True)
+        for number in [int(it.get("iteration", 0))]
+    ]
+    unreliable = [
+        Mark(x_of(number), y_of(float(value)), number, reliability_text(it.get("factscore") or {}))
+        for it, value in nfs
+        if value is not None and it.get("accepted", True) and not card_reliable(it.get("factscore") or {})
+        for number in [int(it.get("iteration", 0))]
+    ]
     return CurveView(
+        rejected=rejected,
+        unreliable=unreliable,
         width=width,
         height=height,
         left=left,
@@ -694,18 +746,76 @@ def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> 
     )
 
 
+@dataclass
+class Headline:
+    """What a reader needs first, in words: the chosen round's score, its coverage, whether it counts, the stop."""
+
+    iteration: int
+    rounds: int
+    score: str  # "0.889", or "not reliable" / "n/a": an unreliable score is never shown as a number
+    coverage: str
+    reliable: bool
+    reliability: str  # "reliable", or "not reliable: <why>"
+    stop: str
+    chosen: str  # how the round was chosen
+
+
+FALLBACK = "the first round: no round was reliable and accepted"
+
+
+def headline(
+    iterations: list[dict[str, Any]], best_iteration: int | None, stop_reason: str
+) -> Headline | None:
+    """The headline of a run: its best round (else its first, as the loop falls back) in plain words."""
+    if not iterations:
+        return None
+    by_number = {int(it.get("iteration", 0)): it for it in iterations}
+    chosen = by_number.get(best_iteration) if best_iteration is not None else None
+    if chosen is None or not card_reliable(chosen.get("factscore") or {}) or not chosen.get("accepted", True):
+        how = FALLBACK  # the loop's fallback
+    else:
+        how = "the only round" if len(iterations) == 1 else f"the best of {len(iterations)} rounds"
+    it = chosen or by_number[min(by_number)]
+    card = it.get("factscore") or {}
+    reliable = card_reliable(card)
+    score = card.get("score")
+    coverage = card.get("coverage")
+    return Headline(
+        iteration=int(it.get("iteration", 0)),
+        rounds=len(iterations),
+        score=format_score(score) if reliable or score is None else "not reliable",
+        coverage="coverage n/a" if coverage is None else f"coverage {float(coverage):.0%}",
+        reliable=reliable,
+        reliability=reliability_text(card),
+        stop=stop_reason or ("not refined" if len(iterations) == 1 else "n/a"),
+        chosen=how,
+    )
+
+
+def headline_html(
+    iterations: list[dict[str, Any]], best_iteration: int | None, stop_reason: str, prefix: str = "it"
+) -> str:
+    """The headline as an HTML fragment ("" before anything was scored), linking to its round's panel."""
+    view = headline(iterations, best_iteration, stop_reason)
+    return "" if view is None else str(_macro("headline_view")(view, prefix))
+
+
 def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     """The whole report page for a run record and its CKG."""
     iterations = sorted(result.get("iterations") or [], key=lambda it: int(it.get("iteration", 0)))
     best = result.get("best_iteration")
+    top = headline(iterations, best, str(result.get("stop_reason") or ""))
+    counted = best if top is not None and top.chosen != FALLBACK else None  # the loop's fallback is no "best"
     views: list[IterationView] = []
     previous: float | None = None
-    for n, iteration in enumerate(iterations):
+    numbers = [int(it.get("iteration", 0)) for it in iterations]
+    shown = open_rounds(iterations, sorted(numbers, key=lambda n: (n != best, n)))
+    for iteration in iterations:
         view = iteration_view(
             iteration,
             previous_score=previous,
-            best=iteration.get("iteration") == best,
-            open_facts=n == len(iterations) - 1,
+            best=counted is not None and iteration.get("iteration") == counted,
+            open_summary=int(iteration.get("iteration", 0)) in shown,
         )
         views.append(view)
         previous = view.score if view.score is not None else previous
@@ -744,7 +854,8 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
         ckg=graph_view(ckg) if ckg else None,
         ckg_stats=result.get("ckg_stats") or {},
         iterations=views,
-        curve=curve_view(iterations, best) if iterations else None,
+        curve=curve_view(iterations, counted) if iterations else None,
+        headline=top,
         by_model=sorted((usage.get("by_model") or {}).items()),
         total=usage.get("total") or {},
         timings=sorted((result.get("timings") or {}).items(), key=lambda kv: -float(kv[1] or 0)),

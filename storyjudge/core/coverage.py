@@ -83,3 +83,17 @@ def describe_card(card: Mapping[str, Any], digits: int = 3) -> str:
     ):
         return f"not reliable ({failed.split(' (')[0]})"  # the counts by kind are in the full note
     return text
+
+
+def reliability_text(card: Mapping[str, Any]) -> str:
+    """Whether a card counts, in words: reliable, or not reliable and why (planted facts, too little judged)."""
+    if card_reliable(card):
+        return "reliable"
+    failed = judge_failure(card)
+    if failed:
+        return f"not reliable: {failed}"
+    if card.get("score") is None:
+        return "not reliable: nothing could be judged"
+    floor = card.get("coverage_floor")
+    below = f", below the floor of {float(floor):.0%}" if floor is not None else ""
+    return f"not reliable: only {float(card.get('coverage') or 0.0):.0%} of its facts were judged{below}"

@@ -364,6 +364,29 @@ def _layout_problems(page: Any) -> list[str]:
     return problems
 
 
+SUMMARY_COUNTS = """(texts) => {
+  const page = document.body.innerText;
+  return texts.map((t) => page.split(t).length - 1);
+}"""
+"""How many times each text shows on the page (hidden tooltips and folded sections do not count)."""
+
+
+def _reads_in_a_minute(page: Any, summaries: list[str]) -> int:
+    """The headline first (score, coverage and reliability, stop reason), each summary once, and at most four
+    screens at 1280x800 with the sections folded; returns the page's height."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.evaluate("window.scrollTo(0, 0)")
+    headline = page.locator("#headline .headline")
+    box = headline.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 800  # in the first screen
+    text = headline.inner_text()
+    assert "NFS" in text and "coverage" in text and "reliable" in text and "Stopped:" in text, text
+    assert page.evaluate(SUMMARY_COUNTS, summaries) == [1] * len(summaries)
+    height: int = page.evaluate("document.documentElement.scrollHeight")
+    assert height <= 4 * 800, height
+    return height
+
+
 @pytest.mark.slow
 def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) -> None:
     responder = MacbethResponder()
@@ -404,7 +427,12 @@ def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) ->
         assert flagged.count() == 1 and "great hall" in flagged.inner_text()
         assert page.locator(".iteration[data-iteration='0'] tr.fact").count() == 5
         assert "0.800" in page.locator(".iteration[data-iteration='0'] .nfs").inner_text()
-        page.screenshot(path=str(tmp_path / "ui-3-score.png"))
+        _reads_in_a_minute(page, [FIRST_SUMMARY])
+        assert "not refined yet" in page.locator("#headline").inner_text()
+        usage = page.locator("#usage").inner_text()  # the CLI's words for a model without a list price
+        assert "est. price unknown" in usage and "$0.0000" not in usage, usage
+        page.screenshot(path=str(tmp_path / "ui-3-score.png"), full_page=True)
+        page.set_viewport_size({"width": 1500, "height": 1100})
 
         page.click("#btn-refine")
         _wait_for_step(page, ".iteration[data-iteration='1']", 180_000)
@@ -418,6 +446,15 @@ def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) ->
         assert [shown.nth(i).get_attribute("data-iteration") for i in range(2)] == ["1", "0"]
         assert "change +0.200" in page.locator("#score-line").inner_text()
         assert page.locator("#btn-refine").is_disabled()  # nothing left to refine
+        _reads_in_a_minute(page, [FIRST_SUMMARY, FIXED_SUMMARY])
+        assert "NFS 1.000" in page.locator("#headline").inner_text()
+        page.screenshot(path=str(tmp_path / "ui-4-refined-1280-full.png"), full_page=True)
+        page.set_viewport_size({"width": 1920, "height": 1080})
+        side, content = page.evaluate(
+            "[document.querySelector('.ui-side').getBoundingClientRect().right,"
+            " document.querySelector('#run .run-head').getBoundingClientRect().left]"
+        )
+        assert 0 < content - side <= 17, (side, content)  # the grid's gap, no more
         for width in (1280, 1920):  # every round reads at a laptop's and a desktop's width
             page.set_viewport_size({"width": width, "height": 1000})
             assert _layout_problems(page) == [], width
@@ -428,7 +465,7 @@ def test_ui_four_steps_on_macbeth(browser: Any, ui: UIServer, tmp_path: Path) ->
         page.reload()  # a reload restores everything from the run directory
         page.wait_for_selector(".iteration[data-iteration='1']")
         assert page.locator("#ckg .ckg-node").count() == len(names)
-        assert "great hall" in page.locator("#summary").inner_text()
+        assert "great hall" in page.locator(".iteration[data-iteration='0'] .summary").inner_text()
         assert not page.locator("#report-link").is_hidden()
         assert not errors
         assert all(url.startswith(ui.url) for url in requests), [

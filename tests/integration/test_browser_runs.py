@@ -13,7 +13,14 @@ import pytest
 
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.apps.ui import UIServer, make_server
-from tests.integration.test_browser import FIRST_SUMMARY, MacbethResponder, _wait_for_step, browser
+from tests.integration.test_browser import (
+    FIRST_SUMMARY,
+    FIXED_SUMMARY,
+    SUMMARY_COUNTS,
+    MacbethResponder,
+    _wait_for_step,
+    browser,
+)
 
 OWN = FIRST_SUMMARY.replace("Macbeth and Banquo meet three witches", "Three witches greet Macbeth and Banquo")
 __all__ = ["browser"]  # the fixture, shared with the UI's other browser tests
@@ -95,8 +102,18 @@ def test_runs_of_a_story_stay_and_compare(browser: Any, ui: UIServer, tmp_path: 
             compare.set_viewport_size({"width": width, "height": 1000})
             assert compare.evaluate(OVERFLOW) == [], width
             compare.screenshot(path=str(tmp_path / f"compare-{width}.png"), full_page=True)
+        compare.set_viewport_size({"width": 1280, "height": 800})  # the headline first, each summary once
+        headline = compare.locator("#headline")
+        box = headline.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 800
+        lines = headline.locator("li").all_inner_texts()
+        assert len(lines) == 3 and all("coverage" in line and "reliable" in line for line in lines), lines
+        assert "NFS 1.000 [1.000, 1.000]" in lines[1] and "its run stopped:" in lines[1], lines
+        assert compare.evaluate(SUMMARY_COUNTS, [FIRST_SUMMARY, FIXED_SUMMARY, OWN]) == [1, 1, 1]
+        assert compare.evaluate("document.documentElement.scrollHeight") <= 4 * 800
 
         page.bring_to_front()  # a person marks a verdict of their own summary's round wrong
+        page.locator(".iteration[data-iteration='0'] details.facts > summary").click()  # folded until opened
         fact = page.locator(".iteration[data-iteration='0'] tr.fact.supported").first
         fact.locator("button.correct-open").click()
         fact.locator(".correct-form input").fill("The witches greet no one in this scene")

@@ -16,6 +16,7 @@ from storyjudge.apps.report import (
     asset_text,
     ckg_graph,
     graph_view,
+    headline,
     iteration_html,
     render_report,
     summary_pieces,
@@ -229,3 +230,44 @@ def test_cli_rebuilds_the_report(run_dir: Path, tmp_path: Path) -> None:
     missing = runner.invoke(app, ["report", str(empty)])
     assert missing.exit_code == 1
     assert "no result.json" in missing.output and "Traceback" not in missing.output
+
+
+def _round(number: int, score: float | None, **card: Any) -> dict[str, Any]:
+    return {"iteration": number, "accepted": True, "factscore": {"score": score, "coverage": 1.0} | card}
+
+
+def test_headline_says_which_round_and_why_it_does_not_count() -> None:
+    rounds = [_round(0, 0.6, reliable=True), _round(1, 0.9, reliable=True)]
+    shown = headline(rounds, 1, "target reached")
+    assert shown is not None and (shown.score, shown.iteration, shown.reliability) == ("0.900", 1, "reliable")
+    assert shown.chosen == "the best of 2 rounds" and shown.coverage == "coverage 100%"
+    failed = {"passed": False, "note": "the judge accepted 3 of 3 planted false facts"}
+    judged = headline([_round(0, 0.8, reliable=False, judge_check=failed)], None, "")
+    assert judged is not None and judged.score == "not reliable"  # never a number
+    assert judged.reliability == "not reliable: the judge accepted 3 of 3 planted false facts"
+    assert judged.chosen.startswith("the first round") and judged.stop == "not refined"
+    fallback = headline([_round(0, 0.8, reliable=False), _round(1, 0.9, reliable=False)], 0, "stopped")
+    assert fallback is not None and fallback.chosen.startswith("the first round")  # the loop's fallback
+    thin = headline([_round(0, 0.8, reliable=False, coverage=0.4, coverage_floor=0.9)], None, "")
+    assert (
+        thin is not None and "only 40% of its facts were judged, below the floor of 90%" in thin.reliability
+    )
+    assert headline([], None, "") is None
+
+
+def test_chart_marks_a_rejected_round(result: dict[str, Any]) -> None:
+    rejected = {
+        **result["iterations"][-1],
+        "iteration": 2,
+        "accepted": False,
+        "note": "refinement guard: too long",
+    }
+    html = render_report({**result, "iterations": [*result["iterations"], rejected]}, None)
+    assert html.count('class="rejected-mark"') == 1 and "round 2 rejected: refinement guard: too long" in html
+    assert 'class="rejected-mark"' not in render_report(result, None)
+    thin = {
+        **result["iterations"][0],
+        "factscore": {**result["iterations"][0]["factscore"], "reliable": False},
+    }
+    html = render_report({**result, "iterations": [thin, result["iterations"][1]]}, None)
+    assert html.count('class="unreliable-mark"') == 1 and "not reliable, never the best" in html

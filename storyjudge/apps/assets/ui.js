@@ -85,8 +85,17 @@
     });
   }
 
+  function foldState(row) {  // which sections of each round a person opened or closed, by round and position
+    var state = {};
+    row.querySelectorAll(".iteration").forEach(function (card) {
+      card.querySelectorAll("details").forEach(function (d, n) { state[card.id + "|" + n] = d.open; });
+    });
+    return state;
+  }
+
   function renderIterations(view) {
     var row = $("iterations");
+    var folds = foldState(row);  // a re-render (a correction saved, a step done) keeps them as they were
     row.textContent = "";
     view.iterations.slice().reverse().forEach(function (it) {  // the newest round first
       var slot = document.createElement("div");
@@ -94,6 +103,12 @@
       slot.innerHTML = it.html;  // rendered and escaped by the server
       row.appendChild(slot);
       slot.querySelectorAll("tr.fact").forEach(function (fact) { addCorrection(view, it.iteration, fact); });
+      slot.querySelectorAll(".iteration").forEach(function (card) {
+        card.querySelectorAll("details").forEach(function (d, n) {
+          var kept = folds[card.id + "|" + n];
+          if (kept !== undefined) { d.open = kept; }
+        });
+      });
     });
     var line = $("score-line");
     if (!view.iterations.length) {
@@ -104,24 +119,22 @@
       var shown = it.reliable === false ? "not reliable" + (it.judge ? " (" + it.judge + ")" : "") : fmt(it.score);
       var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
       var corrected = it.corrections ? " with " + it.corrections + " correction" + (it.corrections === 1 ? "" : "s") : "";
-      return "iteration " + it.iteration + ": " + shown + cover + corrected;
+      return "round " + it.iteration + ": " + shown + cover + corrected;
     });
     var last = view.iterations[view.iterations.length - 1];
     var text = "NarrativeFactScore \u2014 " + parts.join(", ");
     if (last.delta !== null && last.delta !== undefined) { text += " (change " + signed(last.delta) + ")"; }
-    if (view.best_iteration !== null) { text += "; best: iteration " + view.best_iteration; }
+    if (view.best_iteration !== null) { text += "; best: round " + view.best_iteration; }
     line.textContent = text;
     if (last.accepted === false) {
-      line.textContent += ". Iteration " + last.iteration + " was not accepted (" + last.note + ")" +
+      line.textContent += ". Round " + last.iteration + " was not accepted (" + last.note + ")" +
         (view.refinable ? "; the next refinement revises the best summary again." : ".");
     } else if (last.unsupported === 0) {
       line.textContent += last.score === null
         ? ". Nothing could be judged (see the facts' errors), so there is nothing to refine."
         : ". No unsupported facts left: nothing to refine.";
     }
-    if (view.stop_reason && !(last.accepted !== false && last.unsupported === 0)) {
-      line.textContent += " The refinement loop stopped: " + view.stop_reason + ".";
-    }
+    // why the loop stopped is the headline's, above: said once
   }
 
   function addCorrection(view, iteration, fact) {
@@ -215,8 +228,11 @@
     } else {
       $("ckg").innerHTML = "<p class=\"empty\">Not built yet: press <b>Generate knowledge graph</b>.</p>";
     }
+    $("headline").innerHTML = view.headline || "";  // rendered and escaped by the server
     var summary = $("summary");
-    if (view.summary) {
+    if (view.summary && view.iterations.length) {  // shown once: highlighted, as round 0, below
+      summary.innerHTML = "<span class=\"meta\">Scored below as round 0, with its unsupported sentences marked.</span>";
+    } else if (view.summary) {
       summary.textContent = view.summary.text;
     } else {
       summary.innerHTML = "<span class=\"empty\">Not generated yet: press <b>Generate initial summary</b>, " +
@@ -228,8 +244,7 @@
     var u = view.usage;
     $("usage-card").hidden = false;
     $("usage").textContent = u.calls + " LLM calls (" + u.cache_hits + " cache hits, " + u.failures + " failures), " +
-      u.input_tokens.toLocaleString() + " tokens in / " + u.output_tokens.toLocaleString() + " out, est. $" +
-      Number(u.cost_usd).toFixed(4);
+      u.input_tokens.toLocaleString() + " tokens in / " + u.output_tokens.toLocaleString() + " out, est. " + u.cost;
     $("run-dir").textContent = view.name;
     var link = $("report-link");
     link.hidden = !view.report;
@@ -383,7 +398,7 @@
       runs.forEach(function (r) {
         var option = document.createElement("option");
         option.value = r.name;
-        option.textContent = r.title + " \u2014 " + r.runs + " run(s), " + r.iterations + " iteration(s) \u00b7 " + r.name;
+        option.textContent = r.title + " \u2014 " + r.runs + " run(s), " + r.iterations + " round(s) \u00b7 " + r.name;
         select.appendChild(option);
       });
     }).catch(function () { /* the list is a convenience */ });
@@ -448,6 +463,11 @@
     reader.readAsText(file);
   });
   $("btn-compare").addEventListener("click", compareSelected);
+  $("headline").addEventListener("click", function (ev) {  // the page's own hash names the run: scroll instead
+    var link = ev.target.closest("a[href^='#']");
+    var panel = link && document.getElementById(link.getAttribute("href").slice(1));
+    if (panel) { ev.preventDefault(); panel.scrollIntoView({ behavior: "smooth", block: "start" }); }
+  });
   $("btn-own-summary").addEventListener("click", function () {
     var text = $("own-summary-text").value.trim();
     if (!text) { showError("Paste or upload your summary first (the Summary box is empty)."); return; }

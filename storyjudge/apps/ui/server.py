@@ -29,7 +29,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from storyjudge.apps.report import CSP as REPORT_CSP
-from storyjudge.apps.report import ckg_html, environment, inline_asset, iteration_html
+from storyjudge.apps.report import (
+    ckg_html,
+    environment,
+    headline_html,
+    inline_asset,
+    iteration_html,
+    open_rounds,
+)
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.guards import API_CSP, HEADER_ONLY_CSP, RequestGuard, SecurityHeaders, TooLarge
 from storyjudge.apps.ui.jobs import Busy, JobRunner
@@ -41,7 +48,7 @@ from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.rundir import RunDirMismatch
 from storyjudge.core.runs import RUN_ID, RunRef, load_summary, runs_folder, story_runs
-from storyjudge.core.usage import totals
+from storyjudge.core.usage import cost_text, totals
 
 __all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "Settings", "UIServer", "make_server"]
 
@@ -199,7 +206,8 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     best = best_of(iterations)
     shown = []
     previous: float | None = None
-    for n, it in enumerate(iterations):
+    opened = open_rounds(iterations, [it["iteration"] for it in reversed(iterations)])  # the newest first
+    for it in iterations:
         card = it["factscore"]
         score = card.get("score")
         shown.append(
@@ -221,7 +229,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                     it,
                     previous_score=previous,
                     best=best is not None and best["iteration"] == it["iteration"],
-                    open_facts=n == len(iterations) - 1,
+                    open_summary=it["iteration"] in opened,
                     prefix="ui",
                 ),
             }
@@ -258,7 +266,13 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "best_iteration": best["iteration"] if best else None,
         "refinable": refinable(state),
         "stop_reason": state.get("stop_reason") or "",
-        "usage": totals(state.get("usage")),
+        "headline": headline_html(
+            iterations,
+            best["iteration"] if best else None,
+            state.get("stop_reason") or ("not refined yet" if refinable(state) else ""),
+            prefix="ui",
+        ),
+        "usage": totals(state.get("usage")) | {"cost": cost_text(state.get("usage"))},
         "report": session.rd.report.is_file(),
         "result": session.rd.result.is_file(),
         "job": job.view() if job else state.get("last_job"),
