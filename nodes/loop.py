@@ -114,10 +114,10 @@ def what_round_did(iterations: list[Iteration], ctx: Context) -> str:
         return f"the last refinement (round {n}) was rejected by the {by}"
     card = latest["factscore"]
     if not is_reliable(latest):
-        return (
-            f"the last refinement's score (round {n}) is not reliable: coverage "
-            f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%}"
+        why = judge_failure(card) or (
+            f"coverage {card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%}"
         )
+        return f"the last refinement's score (round {n}) is not reliable: {why}"
     best = best_of([it for it in iterations if it["iteration"] < n])
     if best is None:
         return f"the last refinement (round {n}) brought no gain"

@@ -159,3 +159,19 @@ def test_a_rejected_last_round_is_named_with_the_guard_and_its_reason() -> None:
 def test_target_reached_names_its_round() -> None:
     rounds = [it(0, 0.5), it(1, 1.0, unsupported=0)]
     assert stop_reason(rounds, Context()) == "target reached (NFS 1.000 >= 1.0 in round 1)"
+
+
+def test_a_round_the_judge_check_failed_says_so_not_coverage() -> None:
+    from nodes.loop import what_round_did
+
+    latest = it(1, 0.9, reliable=False)
+    latest["factscore"]["coverage"] = 1.0
+    latest["factscore"]["judge_check"] = {
+        "passed": False,
+        "note": "the judge accepted 4 of 4 planted false facts",
+    }
+    said = what_round_did([it(0, 0.5), latest], Context())
+    assert (
+        said
+        == "the last refinement's score (round 1) is not reliable: the judge accepted 4 of 4 planted false facts"
+    )
