@@ -203,7 +203,7 @@ def _write_refine(run: Run) -> None:
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         line = _judge_line(it["iteration"], it["factscore"])
         if line:
-            console.print(line, soft_wrap=True, highlight=False, markup=False)
+            console.print(line, highlight=False, markup=False)  # wrapped to the terminal
     usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
     last = max((it["iteration"] for it in iterations), default=0)
     console.print(
