@@ -226,7 +226,7 @@ def _summarize_range(rng: _Range, ctx: Context, scenes: list[Any]) -> None:
     """The summarizer's calls: the planned chunk and merge calls, each tried up to 1 + MAX_REGENERATIONS times."""
     from nodes.chunk import chunk_scenes
     from nodes.hierarchical import level_budgets, merge_overhead, merges_needed
-    from nodes.writer import MAX_REGENERATIONS
+    from nodes.summary_writer import MAX_REGENERATIONS
 
     chunks = chunk_scenes(scenes, ctx.chunk_size)
     top, window, tries = ctx.max_summary_tokens, ctx.context_window, 1 + MAX_REGENERATIONS

@@ -19,7 +19,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.writer import ROLE, clean_output, event, problem_of, prompt_cost
+from nodes.summary_writer import ROLE, clean_output, event, problem_of, prompt_cost
 from prompts import data_block, load
 from state import SummarizeWork
 from storyjudge.core import llm, progress

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 
 from nodes.hierarchical import level_budgets, merge_overhead, merges_needed, render_leaf
 from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress, render_update
-from nodes.writer import cost_of_tokens, fits, word_limit
+from nodes.summary_writer import cost_of_tokens, fits, word_limit
 from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
 from storyjudge.core.context import ConfigError, Context, context_of

@@ -8,10 +8,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from nodes.loop import fallback_of
+from nodes.assess import fallback_of
 from state import RefineState
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.runrecord import build_result, write_result
+from storyjudge.core.resultjson import build_result, write_result
 
 
 def finish(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.writer import (
+from nodes.summary_writer import (
     LEVEL_RATIO,
     MIN_BUDGET,
     PRIOR_CONTEXT_SHARE,

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.writer import (
+from nodes.summary_writer import (
     REGENERATION_TEMPERATURE,
     Written,
     chunk_info,

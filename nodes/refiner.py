@@ -18,8 +18,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
+from nodes.assess import best_of
 from nodes.guards import min_words, word_budget
-from nodes.loop import best_of
 from state import RefineState
 from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of

@@ -1,6 +1,6 @@
 """Summaries of one story side by side: scores with intervals, the pairs' differences, and the facts that differ.
 
-Each summary is a round of a kept run (``storyjudge.core.runs``). Its NarrativeFactScore is the mean of its
+Each summary is a round of a kept run (``storyjudge.core.keptruns``). Its NarrativeFactScore is the mean of its
 judged facts (supported 1, unsupported 0; unjudged ones are out, and counted in the coverage), so the interval
 resamples facts; BooookScore's resamples the scored sentences. Every summary after the first is set against the
 first. The two summaries' facts are aligned one to one (words in common, by a sequence match of their words, and
@@ -27,7 +27,7 @@ from storyjudge.core.intervals import (
     mean_interval,
     signed_text,
 )
-from storyjudge.core.runs import RunRef, Summary, load_summary
+from storyjudge.core.keptruns import RunRef, Summary, load_summary
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text
 

@@ -28,8 +28,8 @@ import networkx as nx
 from markupsafe import Markup
 
 from storyjudge.core.coverage import card_reliable, judge_failure, reliability_text
+from storyjudge.core.keptruns import RUNS_FOLDER
 from storyjudge.core.rundir import RunDir
-from storyjudge.core.runs import RUNS_FOLDER
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text, price_known
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer
-from storyjudge.core.runs import story_runs
+from storyjudge.core.keptruns import story_runs
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 

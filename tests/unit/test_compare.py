@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.compare import align, compare, render_html, supported_only
-from storyjudge.core.runs import RunRef, keep_run
+from storyjudge.core.keptruns import RunRef, keep_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"
 

@@ -9,6 +9,7 @@ import pytest
 from langgraph.runtime import Runtime
 
 import prompts
+from nodes.assess import assess
 from nodes.guards import (
     allowed_loss,
     guard_round,
@@ -17,7 +18,6 @@ from nodes.guards import (
     revised_iteration,
     word_budget,
 )
-from nodes.loop import assess
 from nodes.refiner import earlier_attempts, refine, refine_base, render_outline
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import ConfigError, Context

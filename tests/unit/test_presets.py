@@ -20,7 +20,7 @@ from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core import presets
 from storyjudge.core.context import ConfigError, Context, as_context
-from storyjudge.core.runrecord import build_result
+from storyjudge.core.resultjson import build_result
 
 OFFICIAL = Path(__file__).parents[1] / "fixtures" / "official_prompts"
 CLEAN = "Questions: no confusion\nTypes: no confusion"

@@ -21,7 +21,7 @@ from graphs.summarize import build_graph
 from nodes.artifacts import edit_damage
 from nodes.hierarchical import level_budgets, merge_overhead, take_group
 from nodes.incremental import keep_newest
-from nodes.writer import (
+from nodes.summary_writer import (
     LEVEL_RATIO,
     MAX_REGENERATIONS,
     PROMPT_NAMES,

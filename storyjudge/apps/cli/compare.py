@@ -31,7 +31,7 @@ def compare_command(
 ) -> None:
     """Compare summaries of one story: scores with 95% intervals, differences, the facts only one supports."""
     from storyjudge.apps.compare import compare, pair_line, table_rows, write_html
-    from storyjudge.core.runs import RunRef
+    from storyjudge.core.keptruns import RunRef
 
     try:
         result = compare([RunRef.parse(r) for r in runs])

@@ -18,9 +18,9 @@ from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
 from storyjudge.core.coverage import describe, describe_card
+from storyjudge.core.keptruns import keep_run, new_run_id
+from storyjudge.core.resultjson import build_result, write_result
 from storyjudge.core.rundir import RunDir
-from storyjudge.core.runrecord import build_result, write_result
-from storyjudge.core.runs import keep_run, new_run_id
 from storyjudge.core.usage import cost_text, run_usage, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]

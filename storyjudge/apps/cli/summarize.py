@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from nodes.writer import PROMPT_NAMES, tree_outline
+from nodes.summary_writer import PROMPT_NAMES, tree_outline
 from prompts import load
 from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings

@@ -45,9 +45,9 @@ from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_
 from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
 from storyjudge.core.coverage import card_reliable, judge_failure
+from storyjudge.core.keptruns import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.rundir import RunDirMismatch
-from storyjudge.core.runs import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.usage import cost_text, totals
 
 __all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "Settings", "UIServer", "make_server"]
@@ -197,7 +197,7 @@ def render_page(server: UIServer) -> str:
 
 def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     """Everything the page shows for a run; HTML fragments come from the report's escaping renderer."""
-    from nodes.loop import best_of
+    from nodes.assess import best_of
 
     with session.lock:
         state = dict(session.state)
@@ -299,8 +299,8 @@ def compared(session: RunSession, query: str) -> dict[str, Any]:
 
 
 def current_summary(session: RunSession) -> str:
-    """The summary to take away: the best round's (``nodes.loop.fallback_of``), else the initial summary."""
-    from nodes.loop import fallback_of
+    """The summary to take away: the best round's (``nodes.assess.fallback_of``), else the initial summary."""
+    from nodes.assess import fallback_of
 
     with session.lock:
         state = dict(session.state)

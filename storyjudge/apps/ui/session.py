@@ -4,7 +4,7 @@ A run directory of the UI is an ordinary run directory (``meta.json``, the LLM c
 the refine graph's checkpoints, ``result.json`` once the loop stops, ``report.html``) plus ``document.txt``
 (the narrative) and ``ui.json`` (the demo's state: settings, the refine graph's thread, and a copy of the
 thread's state after each step: scenes, the initial summary, every scored iteration, usage; see
-``steps.py``) and ``runs/``, every run scored there kept beside the others (``storyjudge.core.runs``).
+``steps.py``) and ``runs/``, every run scored there kept beside the others (``storyjudge.core.keptruns``).
 Reloading the page, or restarting the server, reads it back, so nothing done is lost. The same
 document always lands in the same directory, so its LLM cache makes repeated steps free.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.keptruns import story_runs
 from storyjudge.core.rundir import RunDir, default_run_dir, document_hash
-from storyjudge.core.runs import story_runs
 from storyjudge.core.segmentation import segment_document
 
 UI_FILE = "ui.json"

@@ -20,7 +20,7 @@ Pressing ``summary`` or ``score`` again forks the thread from its checkpoint bef
 first ``factscore``), so a new summary, or a new score, starts the iterations afresh; ``graph`` starts a new
 thread. ``refine`` is refused once the loop has stopped, with the graph's stop reason.
 
-Each scoring (``score``) starts a run of its own (``storyjudge.core.runs``): its record is kept in
+Each scoring (``score``) starts a run of its own (``storyjudge.core.keptruns``): its record is kept in
 ``runs/<run id>/`` of the run directory after every step that changes it, refinement rounds included, so a new
 summary or a new score never replaces an earlier run; the page lists them all.
 
@@ -46,10 +46,10 @@ import prompts
 from storyjudge.apps.ui.session import RunSession
 from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
+from storyjudge.core.keptruns import keep_run, new_run_id
 from storyjudge.core.llm import require_models
 from storyjudge.core.models import resolve_spec
-from storyjudge.core.runrecord import build_result
-from storyjudge.core.runs import keep_run, new_run_id
+from storyjudge.core.resultjson import build_result
 from storyjudge.core.servercheck import check_server
 
 Step = Literal["graph", "summary", "score", "refine"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storyjudge.core.runs import RunRef, keep_run, load_summary, new_run_id, story_runs
+from storyjudge.core.keptruns import RunRef, keep_run, load_summary, new_run_id, story_runs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.loop import (
+from nodes.assess import (
     best_of,
     fallback_of,
     route_after_segment,
@@ -162,7 +162,7 @@ def test_target_reached_names_its_round() -> None:
 
 
 def test_a_round_the_judge_check_failed_says_so_not_coverage() -> None:
-    from nodes.loop import what_round_did
+    from nodes.assess import what_round_did
 
     latest = it(1, 0.9, reliable=False)
     latest["factscore"]["coverage"] = 1.0
