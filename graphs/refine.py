@@ -6,7 +6,7 @@ r"""The ``refine`` graph, storyjudge's main job: summarize a narrative, then jud
 It composes the index, summarize, factscore and coherence graphs as subgraphs; each factscore round starts from
 fresh channels and tags its facts with the iteration, so verdicts never leak from one round into another.
 ``segment`` splits the narrative and claims the run directory before anything writes there; a remote summarizer
-then works beside the index (``nodes.assess.summarize_beside_index``), and ``factscore`` starts once both are
+then works beside the index (``nodes.summarize_beside_index``), and ``factscore`` starts once both are
 done. The index subgraph's own segmentation of the same text is answered from memory.
 """
 
@@ -22,10 +22,11 @@ from graphs.coherence import build_graph as build_coherence_graph
 from graphs.factscore import build_graph as build_factscore_graph
 from graphs.index import build_graph as build_index_graph
 from graphs.summarize import build_graph as build_summarize_graph
-from nodes.assess import assess, route_after_segment, route_guard, route_loop, route_summary
+from nodes.assess import assess, route_guard, route_loop
 from nodes.finish import finish
 from nodes.refiner import refine
 from nodes.split_scenes import segment
+from nodes.summarize_beside_index import route_after_segment, route_summary
 from state import RefineInput, RefineOutput, RefineState
 from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context

@@ -1,4 +1,4 @@
-"""Loop control of the refine graph: record each round, keep the best summary, decide when to stop.
+"""Each round of the refine loop assessed: record it with its guards' decisions, keep the best, decide to stop.
 
 Round 0 is the first summary, round n the n-th refinement. Stop when the score reaches the target, when it has
 not beaten the best by ``min_delta`` for ``patience`` rounds (saturation, as the paper observes: a rejected or
@@ -16,7 +16,6 @@ from nodes.guards import guard_round, narrative_text, revised_iteration
 from state import RefineState
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.coverage import card_reliable, judge_failure
-from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.records import Iteration
 
 
@@ -190,41 +189,3 @@ def route_loop(state: RefineState) -> Literal["refine", "finish"]:
 def route_guard(state: RefineState, runtime: Runtime[Context]) -> Literal["coherence", "assess"]:
     """Score coherence first when the guard is on."""
     return "coherence" if context_of(runtime).coherence_guard else "assess"
-
-
-def summarize_beside_index(state: RefineState, ctx: Context, beside: bool = True) -> bool:
-    """Whether the summarizer runs while the index is built: it needs the scenes only, not the CKG or the index.
-
-    A remote summarizer waits on the network while the extraction calls do too and the embedder keeps the
-    cores busy, so on a novel its whole run hides behind the index. It waits for the index instead when the
-    caller brought a summary (nothing to summarize), when the graph pauses before ``summarize`` (``beside``
-    false: the web UI shows the CKG before the summary step), and when the summarizer is an in-process model,
-    whose llama.cpp threads would compete with torch's for the cores and with the extraction for the model.
-    """
-    if not beside or (state.get("summary") or "").strip():
-        return False
-    return not is_local(resolve_spec(ctx, "summarizer"))
-
-
-def route_after_segment(
-    state: RefineState, runtime: Runtime[Context], beside: bool = True
-) -> list[Literal["index", "summarize"]]:
-    """Build the index; summarize beside it when ``summarize_beside_index`` says so."""
-    if summarize_beside_index(state, context_of(runtime), beside):
-        return ["index", "summarize"]
-    return ["index"]
-
-
-def route_summary(
-    state: RefineState, runtime: Runtime[Context], beside: bool = True
-) -> list[Literal["summarize", "factscore"]]:
-    """After the index: score the caller's summary, or summarize, unless the summarizer already runs beside it.
-
-    The index and the summary then meet before ``factscore`` (the refine graph joins the two), so nothing is
-    routed from here. The router reads the state as it was when both started, plus the index's own update.
-    """
-    if (state.get("summary") or "").strip():
-        return ["factscore"]
-    if summarize_beside_index(state, context_of(runtime), beside):
-        return []
-    return ["summarize"]
