@@ -271,7 +271,7 @@ class CoherenceTask(TypedDict):
 class CoherenceState(TypedDict, total=False):
     """State of the coherence graph."""
 
-    summary: str | None  # input; the prepare node consumes it (sets None) so a thread can be reused
+    summary: str | None  # input; the split_summaries node consumes it (sets None) so a thread can be reused
     summaries: list[SummaryItem] | None  # input, consumed likewise
     to_score: list[SummaryItem]  # this invocation's summaries, in input order
     run: str

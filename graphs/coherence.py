@@ -1,6 +1,7 @@
 """The ``coherence`` graph: BooookScore of one summary or of a set of summaries.
 
-    prepare --(Send per group of sentences | per batch)--> annotate_sentences | annotate_batch --> score
+    split_summaries --(Send per group of sentences | per batch)--> annotate_sentences | annotate_batch
+                    --> score_coherence
 
 Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary"}, ...]}``; an item may carry ``sentences``, the
 summary already split (e.g. a data set's official split), used instead of ``ctx.sentence_splitter``. Output
@@ -16,7 +17,13 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.annotate import annotate_batch, annotate_sentences, prepare, route_annotations, score
+from nodes.annotate import (
+    annotate_batch,
+    annotate_sentences,
+    route_annotations,
+    score_coherence,
+    split_summaries,
+)
 from state import CoherenceInput, CoherenceOutput, CoherenceState
 from storyjudge.core.concurrency import BRANCH_THREADS
 from storyjudge.core.context import Context
@@ -27,18 +34,18 @@ def build_graph(checkpointer: Any = None) -> Any:
     builder = StateGraph(
         CoherenceState, input_schema=CoherenceInput, output_schema=CoherenceOutput, context_schema=Context
     )
-    builder.add_node("prepare", prepare)
+    builder.add_node("split_summaries", split_summaries)
     # Send targets take a CoherenceTask, not the graph state; langgraph's add_node overloads cannot type that.
     builder.add_node("annotate_sentences", annotate_sentences)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("annotate_batch", annotate_batch)  # type: ignore[call-overload, arg-type, unused-ignore]
-    builder.add_node("score", score)
-    builder.add_edge(START, "prepare")
+    builder.add_node("score_coherence", score_coherence)
+    builder.add_edge(START, "split_summaries")
     builder.add_conditional_edges(
-        "prepare", route_annotations, ["annotate_sentences", "annotate_batch", "score"]
+        "split_summaries", route_annotations, ["annotate_sentences", "annotate_batch", "score_coherence"]
     )
-    builder.add_edge("annotate_sentences", "score")
-    builder.add_edge("annotate_batch", "score")
-    builder.add_edge("score", END)
+    builder.add_edge("annotate_sentences", "score_coherence")
+    builder.add_edge("annotate_batch", "score_coherence")
+    builder.add_edge("score_coherence", END)
     compiled = builder.compile(checkpointer=checkpointer, name="coherence")
     return compiled.with_config(max_concurrency=BRANCH_THREADS)
 

@@ -1,7 +1,7 @@
 r"""The ``factscore`` graph: NarrativeFactScore of a given summary.
 
-    [index] -> split_summary -> check_sentence (Send per sentence: decompose, retrieve, judge) -> score
-                             \-> check_planted (one Send: the round's planted control facts, judged) -/
+    [index] -> split_summary -> check_sentence (Send per sentence: decompose, retrieve, judge) -> score_nfs
+                             \-> check_planted (one Send: the round's planted control facts, judged) -----/
 
 Each sentence's facts are judged as soon as that sentence is decomposed (``nodes.check``): the method needs no
 barrier between decomposing one sentence and judging another's facts, so the graph has none.
@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from graphs.index import build_graph as build_index_graph
 from nodes.check import check_sentence
 from nodes.decompose import route_sentences, split_summary
-from nodes.nfs_score import score
+from nodes.nfs_score import score_nfs
 from nodes.plant import check_planted
 from state import FactScoreInput, FactScoreOutput, FactScoreState
 from storyjudge.core.concurrency import BRANCH_THREADS
@@ -41,15 +41,15 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     builder.add_node("split_summary", split_summary)
     builder.add_node("check_sentence", check_sentence)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("check_planted", check_planted)  # type: ignore[call-overload, arg-type, unused-ignore]
-    builder.add_node("score", score)
+    builder.add_node("score_nfs", score_nfs)
     builder.add_conditional_edges(START, needs_index, ["index", "split_summary"])
     builder.add_edge("index", "split_summary")
     builder.add_conditional_edges(
-        "split_summary", route_sentences, ["check_sentence", "check_planted", "score"]
+        "split_summary", route_sentences, ["check_sentence", "check_planted", "score_nfs"]
     )
-    builder.add_edge("check_sentence", "score")
-    builder.add_edge("check_planted", "score")
-    builder.add_edge("score", END)
+    builder.add_edge("check_sentence", "score_nfs")
+    builder.add_edge("check_planted", "score_nfs")
+    builder.add_edge("score_nfs", END)
     compiled = builder.compile(
         checkpointer=checkpointer,
         interrupt_before=list(interrupt_before) if interrupt_before else None,

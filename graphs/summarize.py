@@ -1,7 +1,7 @@
 """The ``summarize`` graph: a book-length summary by hierarchical merging or incremental updating (seed 000).
 
-    prepare ─(hierarchical)─> summarize_tree ──────┐
-            └(incremental)──> incremental_step ⟲ ─┴─> remove_artifacts
+    plan_summary ─(hierarchical)─> summarize_tree ──────┐
+                 └(incremental)──> incremental_step ⟲ ─┴─> remove_artifacts
 
 ``summarize_tree`` writes the chunk summaries and the merges as one dataflow, each call sent as soon as its
 inputs exist (``nodes.hierarchical``).
@@ -19,7 +19,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from nodes.artifacts import remove_artifacts
-from nodes.chunk import prepare, route_strategy
+from nodes.chunk import plan_summary, route_strategy
 from nodes.hierarchical import summarize_tree
 from nodes.incremental import incremental_step, route_step
 from state import SummarizeInput, SummarizeOutput, SummarizeWork
@@ -32,12 +32,12 @@ def build_graph(checkpointer: Any = None) -> Any:
     builder = StateGraph(
         SummarizeWork, input_schema=SummarizeInput, output_schema=SummarizeOutput, context_schema=Context
     )
-    builder.add_node("prepare", prepare)
+    builder.add_node("plan_summary", plan_summary)
     builder.add_node("summarize_tree", summarize_tree)
     builder.add_node("incremental_step", incremental_step)
     builder.add_node("remove_artifacts", remove_artifacts)
-    builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", route_strategy)
+    builder.add_edge(START, "plan_summary")
+    builder.add_conditional_edges("plan_summary", route_strategy)
     builder.add_edge("summarize_tree", "remove_artifacts")
     builder.add_conditional_edges("incremental_step", route_step)
     builder.add_edge("remove_artifacts", END)

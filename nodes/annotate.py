@@ -111,7 +111,7 @@ def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
     return out
 
 
-def prepare(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
+def split_summaries(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Normalise the input and split every summary into sentences (the paper's required preprocessing).
 
     ``ctx.sentence_splitter`` splits each summary, unless the input gives its ``sentences`` (for instance the
@@ -183,11 +183,11 @@ def tasks_for(state: CoherenceState) -> list[CoherenceTask]:
     return tasks
 
 
-def route_annotations(state: CoherenceState) -> list[Send] | Literal["score"]:
+def route_annotations(state: CoherenceState) -> list[Send] | Literal["score_coherence"]:
     """Fan the sentences out to the annotator of the chosen mode."""
     tasks = tasks_for(state)
     if not tasks:
-        return "score"
+        return "score_coherence"
     node = "annotate_batch" if state.get("mode") == BATCHED else "annotate_sentences"
     return [Send(node, task) for task in tasks]
 
@@ -342,7 +342,7 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
     return {_channel(task): annotations, "usage": answer.usage}
 
 
-def score(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
+def score_coherence(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
     """BooookScore per summary and for the set, from this invocation's annotations only."""
     ctx = context_of(runtime)
     run = state.get("run")

@@ -50,6 +50,6 @@ def build_ckg_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, An
     return {"ckg": data, "ckg_stats": stats(data), "timings": {"ckg": time.perf_counter() - started}}
 
 
-def route_after_ckg(state: IndexState, runtime: Runtime[Context]) -> Literal["index", "__end__"]:
+def route_after_ckg(state: IndexState, runtime: Runtime[Context]) -> Literal["store_index", "__end__"]:
     """On to the index, unless it was built beside the extraction (``index_beside_extraction``)."""
-    return "__end__" if index_beside_extraction(context_of(runtime)) else "index"
+    return "__end__" if index_beside_extraction(context_of(runtime)) else "store_index"

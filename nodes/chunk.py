@@ -187,7 +187,7 @@ def check_budgets(
         _require(squeeze + top <= window, f"compressing a {UPDATE_OUTPUT_FACTOR * top}-token summary", window)
 
 
-def prepare(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
+def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     """Chunk the narrative, fix the strategy and the per-level budgets, and reset this run's channels."""
     started = time.time()
     ctx = context_of(runtime)

@@ -42,7 +42,7 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
     return {"sentences": found, "iteration": state.get("iteration", 0)}
 
 
-def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Send] | Literal["score"]:
+def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Send] | Literal["score_nfs"]:
     """One branch per sentence: it decomposes, retrieves and judges that sentence on its own.
 
     In a refinement round the sentences the refiner wrote are sent first, so that their decompositions take
@@ -53,7 +53,7 @@ def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Se
     """
     found = state.get("sentences") or []
     if not found:
-        return "score"
+        return "score_nfs"
     ckg_json = json.dumps(state.get("ckg") or {}, sort_keys=True)
     before = set(sentences(state.get("previous_summary") or ""))
     tasks = [

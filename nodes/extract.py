@@ -105,7 +105,7 @@ def route_extraction(
     tasks = extraction_tasks(scenes, ctx, state.get("run_dir", ""))
     beside: list[Send | Literal["build_ckg"]] = []
     if index_beside_extraction(ctx):
-        beside.append(Send("index", IndexState(scenes=scenes, run_dir=state.get("run_dir", ""))))
+        beside.append(Send("store_index", IndexState(scenes=scenes, run_dir=state.get("run_dir", ""))))
     if not tasks:
         return [*beside, "build_ckg"] if beside else "build_ckg"
     progress.emit("extract", total=len(tasks))

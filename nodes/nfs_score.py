@@ -91,7 +91,7 @@ def score_card(
     return card
 
 
-def score(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
+def score_nfs(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Aggregate this iteration's verdicts into its score card."""
     iteration = state.get("iteration", 0)
     failed = {f["sentence_index"] for f in state.get("failed_sentences") or [] if f["iteration"] == iteration}

@@ -16,7 +16,7 @@ from storyjudge.core.sceneindex import build_index
 from storyjudge.core.scenestore import store_for
 
 
-def index_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
+def store_index(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost.
 
     ``state`` is the graph's, or the scenes and run directory alone when the index is sent beside the extraction.

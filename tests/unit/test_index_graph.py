@@ -391,15 +391,15 @@ def test_an_in_process_extractor_is_followed_by_the_index_not_joined_by_it() -> 
     beside = route_extraction(state, remote)
     assert isinstance(beside, list) and all(isinstance(item, Send) for item in beside)
     nodes = [item.node for item in beside if isinstance(item, Send)]
-    assert nodes == ["index"] + ["extract_scene"] * samples  # the longest branch starts first
-    assert beside[0] == Send("index", {"scenes": [scene], "run_dir": ""})
+    assert nodes == ["store_index"] + ["extract_scene"] * samples  # the longest branch starts first
+    assert beside[0] == Send("store_index", {"scenes": [scene], "run_dir": ""})
     assert route_after_ckg(state, remote) == END
     after = route_extraction(state, local)
     assert isinstance(after, list)
     assert [item.node for item in after if isinstance(item, Send)] == ["extract_scene"] * samples
-    assert route_after_ckg(state, local) == "index"
+    assert route_after_ckg(state, local) == "store_index"
     nothing: Any = {"scenes": [], "run_dir": ""}
-    assert route_extraction(nothing, remote) == [Send("index", nothing), "build_ckg"]
+    assert route_extraction(nothing, remote) == [Send("store_index", nothing), "build_ckg"]
     assert route_extraction(nothing, local) == "build_ckg"
 
 
