@@ -41,12 +41,12 @@ from nodes.summary_writer import (
     write,
 )
 from prompts import data_block, load
-from state import SummarizeWork, SummaryChunk, SummaryPlan
+from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
 from storyjudge.core.concurrency import branch_threads, in_worker, priority, wait_cancellable
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.models import is_local, resolve_spec
-from storyjudge.core.records import TreeLevel, TreeStep, TreeSummary
+from storyjudge.core.records import SummaryChunk, TreeLevel, TreeStep, TreeSummary
 from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage

@@ -22,7 +22,7 @@ import pytest
 
 from storyjudge.apps.report import write_report
 from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
-from storyjudge.apps.ui import UIServer, make_server
+from storyjudge.apps.ui.server import UIServer, make_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

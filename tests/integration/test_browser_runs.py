@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from storyjudge.apps.scripted_server import OpenAIServer
-from storyjudge.apps.ui import UIServer, make_server
+from storyjudge.apps.ui.server import UIServer, make_server
 from tests.integration.test_browser import (
     FIRST_SUMMARY,
     FIXED_SUMMARY,

@@ -166,7 +166,7 @@ def test_the_ui_binds_loopback_by_default() -> None:
     command = typer.main.get_command(app).get_command(None, "ui")  # type: ignore[attr-defined]
     host = next(param for param in command.params if param.name == "host")
     assert host.default == "127.0.0.1"
-    from storyjudge.apps.ui import make_server
+    from storyjudge.apps.ui.server import make_server
 
     assert inspect.signature(make_server).parameters["host"].default == "127.0.0.1"
 
@@ -188,8 +188,7 @@ def test_report_keeps_the_story_s_script_as_text(attack_run: AttackRun) -> None:
 
 def test_the_ui_sends_a_content_security_policy_header_with_every_answer(tmp_path: Path) -> None:
     """The page's policy comes as a header too (a meta tag cannot forbid framing); reports and JSON get one."""
-    from storyjudge.apps.ui import make_server
-    from storyjudge.apps.ui.server import PAGE_CSP
+    from storyjudge.apps.ui.server import PAGE_CSP, make_server
 
     ui = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
     threading.Thread(target=ui.serve_forever, daemon=True).start()

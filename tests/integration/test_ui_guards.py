@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storyjudge.apps.ui import UIServer, make_server
+from storyjudge.apps.ui.server import UIServer, make_server
 from tests.integration.test_browser import _request
 
 

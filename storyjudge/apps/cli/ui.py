@@ -36,9 +36,8 @@ def ui_command(
 
     The model and ckg-samples options set the defaults of new runs; the page can change them.
     """
-    from storyjudge.apps.ui import Settings as RunDefaults
-    from storyjudge.apps.ui import make_server
-    from storyjudge.apps.ui.server import is_loopback
+    from storyjudge.apps.ui.server import Settings as RunDefaults
+    from storyjudge.apps.ui.server import is_loopback, make_server
 
     if squality is not None and not squality.is_file():
         fail(f"{squality} does not exist; give the path of SQuALITY's dev.jsonl or leave --squality out.")
