@@ -17,13 +17,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.decompose import decompose, unique_facts
+from nodes.decompose import decompose
 from nodes.judge import judge_fact
 from nodes.retrieve import gather_evidence
 from state import SentenceTask
 from storyjudge.core import progress
 from storyjudge.core.concurrency import in_parallel, priority
 from storyjudge.core.context import Context, context_of
+from storyjudge.core.narrativefactscore import unique_facts
 from storyjudge.core.records import Evidence, Fact, FactVerdict
 from storyjudge.core.usage import Usage, merge_usage
 

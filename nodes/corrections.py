@@ -3,8 +3,8 @@
 A corrected verdict keeps what the judge said (its rationale, its evidence) and carries the correction beside
 it: who ("a person"), when, the old and the new verdict, and the reason. The reason becomes the fact's feedback,
 so a refinement round that revises the summary reads the person's word as it reads the judge's. The card is
-recomputed by ``nfs_score.score_card`` and counts its corrections, so a score is never shown as the judge's alone
-when a person changed it; ``uncorrected`` gives the judge's own card back.
+recomputed by ``narrativefactscore.score_card`` and counts its corrections, so a score is never shown as the
+judge's alone when a person changed it; ``uncorrected`` gives the judge's own card back.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.nfs_score import score_card
 from storyjudge.core.coverage import DEFAULT_FLOOR
+from storyjudge.core.narrativefactscore import score_card
 from storyjudge.core.records import ScoreCard
 
 WHO = "a person"

@@ -2,15 +2,13 @@
 
 Each fact keeps its source sentence, so scores and feedback map back onto the summary. Blank facts and facts
 repeated within a sentence are dropped before any judge sees them; a fact that an earlier sentence already
-stated is dropped when the score is made (``unique_facts``), since each sentence's branch goes on to judging
-without waiting for the others.
+stated is dropped when the score is made (``storyjudge.core.narrativefactscore.unique_facts``), since each
+sentence's branch goes on to judging without waiting for the others.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -110,29 +108,3 @@ def decompose(ctx: Context, task: SentenceTask) -> tuple[list[Fact], list[Failed
         ]
     )
     return facts, failed, answer.usage
-
-
-def _normal(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
-
-
-def fact_key(text: str) -> str:
-    """What makes two facts the same fact: their words, ignoring case and punctuation ("" for a blank one)."""
-    return _normal(text)
-
-
-def unique_facts(raw: Iterable[Fact], iteration: int) -> list[Fact]:
-    """An iteration's facts in summary order, without blanks or duplicates (the first of equal facts stays)."""
-    ordered = sorted(
-        (f for f in raw if f["iteration"] == iteration),
-        key=lambda f: (f["sentence_index"], f["id"]),
-    )
-    seen: set[str] = set()
-    facts: list[Fact] = []
-    for fact in ordered:
-        key = fact_key(fact["text"])
-        if not key or key in seen:
-            continue
-        seen.add(key)
-        facts.append(Fact(**{**fact, "text": fact["text"].strip()}))
-    return facts

@@ -16,24 +16,6 @@ from typing import Any
 DEFAULT_FLOOR = 0.9
 
 
-def nfs_coverage(*, facts: int, judged: int, sentences: int, decompose_failures: int) -> float:
-    """Judged facts over the facts the whole summary is estimated to hold.
-
-    A sentence whose decomposition failed has facts nobody saw; it is assumed to hold as many as the sentences
-    that did decompose, on average. So coverage = judged / (facts / share of sentences decomposed), which is the
-    share of facts judged times the share of sentences decomposed. A summary with no sentence has nothing to
-    judge and coverage 0; a summary whose sentences all decomposed into no fact has coverage 1 (nothing was left
-    unjudged), though its score is None.
-    """
-    if sentences <= 0:
-        return 0.0
-    decomposed = max(0, sentences - decompose_failures)
-    sentence_share = decomposed / sentences
-    if facts <= 0:
-        return 1.0 if decomposed == sentences else 0.0
-    return (judged / facts) * sentence_share
-
-
 def share(judged: int, total: int) -> float:
     """Judged units over all units (0 when there are none)."""
     return judged / total if total > 0 else 0.0

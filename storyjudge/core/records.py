@@ -282,7 +282,7 @@ class ScoreCard(TypedDict):
     judged: int  # supported + unsupported
     sentences: int
     decompose_failures: int  # sentences whose facts nobody saw
-    coverage: float  # judged / facts the summary is estimated to hold (storyjudge.core.coverage.nfs_coverage)
+    coverage: float  # judged / facts the summary is estimated to hold (storyjudge.core.narrativefactscore.nfs_coverage)
     coverage_floor: float
     reliable: bool  # a score exists, coverage >= coverage_floor and the judge passed its planted facts
     per_sentence: list[SentenceScore]

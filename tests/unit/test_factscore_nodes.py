@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.decompose import unique_facts
-from nodes.nfs_score import score_card
 from nodes.retrieve import select_scenes
+from storyjudge.core.narrativefactscore import score_card, unique_facts
 
 
 def fact(i: int, s: int, text: str, iteration: int = 0) -> Any:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from graphs.coherence import graph as coherence_graph
-from nodes.nfs_score import score_card
 from prompts import load
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core import presets
 from storyjudge.core.context import Context
+from storyjudge.core.narrativefactscore import score_card
 from storyjudge.core.records import FactVerdict
 
 ROOT = Path(__file__).resolve().parents[2]
