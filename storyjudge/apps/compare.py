@@ -77,7 +77,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     corrections = int(card.get("corrections") or 0)
     judges = None
     if corrections:  # the judge's own score beside the one a person corrected
-        from nodes.corrections import uncorrected
+        from storyjudge.core.corrections import uncorrected
 
         own = uncorrected(card)
         judges = {

@@ -224,7 +224,7 @@ class FactVerdict(TypedDict):
     evidence: Evidence
     raw: str
     error: NotRequired[str]
-    correction: NotRequired[dict[str, str]]  # a person's: who, when, old, new, reason (nodes/corrections.py)
+    correction: NotRequired[dict[str, str]]  # a person's: who, when, old, new, reason (core/corrections.py)
 
 
 class PlantedFact(TypedDict):

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from nodes.corrections import apply_corrections, correct, corrections_of, uncorrected
+from storyjudge.core.corrections import apply_corrections, correct, corrections_of, uncorrected
 from storyjudge.core.records import merge_rounds
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"

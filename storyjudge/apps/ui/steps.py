@@ -190,8 +190,8 @@ def _initial_summary(
 
 def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Context) -> None:
     """Copy the thread's state into ``ui.json`` for the page; refresh (or clear) result.json's report."""
-    from nodes.corrections import apply_corrections
     from storyjudge.apps.report import write_report
+    from storyjudge.core.corrections import apply_corrections
 
     snapshot = graph.get_state(config)
     values: dict[str, Any] = dict(snapshot.values)
@@ -267,7 +267,7 @@ def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: 
     While the loop waits before its next refinement, the thread's round is replaced by the corrected one (as
     if ``assess`` had written it), so the refiner reads the corrected verdicts and the person's reason.
     """
-    from nodes.corrections import WHO, apply_corrections, correct
+    from storyjudge.core.corrections import WHO, apply_corrections, correct
 
     state = session.state
     rounds = {it["iteration"]: it for it in state.get("iterations") or []}
