@@ -52,7 +52,7 @@ def load_before_branches(
 
                 get_embedder(name.partition(":")[2])  # torch, transformers and the weights
             elif name == "chromadb":
-                importlib.import_module("storyjudge.core.vectorstore")  # Chroma, with telemetry off first
+                importlib.import_module("storyjudge.core.chromastore")  # Chroma, with telemetry off first
             else:
                 importlib.import_module(name)
             _loaded.add(name)

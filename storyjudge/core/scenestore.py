@@ -1,7 +1,7 @@
 """The retrieval seam: what the scene index asks of a vector store, and the one place that picks the store.
 
 ``sceneindex`` cuts scenes into passages, names an index by its content and ranks scenes (dense similarity
-fused with BM25); a store only keeps passages with their vectors. Chroma (``vectorstore.ChromaIndex``: an
+fused with BM25); a store only keeps passages with their vectors. Chroma (``chromastore.ChromaIndex``: an
 embedded store in the run directory, or a server) is the store of every run; ``MemoryIndex`` keeps an index in
 this process only, for tests and throwaway runs. Another store is a class with the four methods of
 ``SceneIndex`` and a line in ``scene_index``.
@@ -124,7 +124,7 @@ def scene_index(store: str, location: str, name: str, embedder: str, *, create: 
     if found is not None:
         return found
     if store == "chroma":
-        from storyjudge.core.vectorstore import ChromaIndex
+        from storyjudge.core.chromastore import ChromaIndex
 
         opened: SceneIndex = ChromaIndex(location, name, embedder)
     elif store == "memory":

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from chromadb.api.client import SharedSystemClient
 
-from storyjudge.core.vectorstore import (
+from storyjudge.core.chromastore import (
     StoryjudgeEmbeddingFunction,
     chroma_client,
     collection,

@@ -109,7 +109,7 @@ def test_a_chroma_server_ranks_scenes_as_the_embedded_store_does(
 @pytest.mark.slow
 def test_an_embedded_store_after_a_server_stays_embedded(tmp_path: Path, chroma_server: str) -> None:
     """A server client must not leave its address behind for the next embedded client of the process."""
-    from storyjudge.core.vectorstore import chroma_client
+    from storyjudge.core.chromastore import chroma_client
 
     chroma_client("", chroma_server).heartbeat()
     embedded = chroma_client(tmp_path / "store")

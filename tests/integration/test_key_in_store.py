@@ -87,9 +87,9 @@ def build_runs(root: str) -> None:
 
 def search_runs(root: str) -> None:
     """Worker: a fresh process that holds the key opens every store again and searches it."""
+    from storyjudge.core.chromastore import chroma_client
     from storyjudge.core.records import IndexRef
     from storyjudge.core.sceneindex import search_scenes
-    from storyjudge.core.vectorstore import chroma_client
 
     for store in sorted(Path(root).glob("run*/**/chroma.sqlite3")):
         seed_heap()
@@ -130,7 +130,7 @@ def test_no_file_of_many_run_directories_holds_the_key(tmp_path: Path) -> None:
 
 def test_the_scrub_zeroes_only_what_the_index_does_not_hold(tmp_path: Path) -> None:
     """Unused capacity is zeroed; the elements held stay, and a fresh process finds the same neighbours."""
-    from storyjudge.core.vectorstore import scrub_unused_capacity
+    from storyjudge.core.chromastore import scrub_unused_capacity
 
     store = tmp_path / "store"
     script = """

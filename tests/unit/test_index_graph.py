@@ -23,13 +23,13 @@ from state import IndexOutput
 from storyjudge.apps.scripted_server import last_user_text
 from storyjudge.core import embeddings, llm
 from storyjudge.core.charactergraph import linearize
+from storyjudge.core.chromastore import chroma_client
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.embeddings import WindowedEmbeddings
 from storyjudge.core.llm import ModelError
 from storyjudge.core.rundir import RunDirMismatch, document_hash
 from storyjudge.core.sceneindex import search_scenes
 from storyjudge.core.segmentation import join_scenes
-from storyjudge.core.vectorstore import chroma_client
 
 PLAY = """# The Harbour
 
