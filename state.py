@@ -34,6 +34,7 @@ from storyjudge.core.records import (
     Scene,
     ScoreCard,
     SentenceAnnotation,
+    StoryRef,
     SummaryChunk,
     SummaryItem,
     TreeLevel,
@@ -197,20 +198,23 @@ class FactScoreInput(TypedDict, total=False):
         Field(description="The scene index from the index graph; built from the narrative if absent."),
     ]
     iteration: SkipJsonSchema[int]  # set by the refine graph: the round whose facts these are
+    run_dir: SkipJsonSchema[str]  # set by the refine graph: where the round keeps the scenes and CKG it reads
     previous_summary: SkipJsonSchema[
         str
     ]  # a refinement round's: the summary it refined (unchanged sentences go later)
 
 
 class SentenceTask(TypedDict):
-    """Send payload: one summary sentence to decompose, find evidence for and judge, with what retrieval reads."""
+    """Send payload: one summary sentence to decompose, find evidence for and judge.
+
+    Retrieval reads the scenes and the CKG by reference (``story``, ``index``): a payload never copies them.
+    """
 
     summary: str
     sentence: str
     sentence_index: int
     iteration: int
-    scenes: list[Scene]
-    ckg_json: str  # the CKG as one JSON text: one long string, which checkpoints store once, not per sentence
+    story: StoryRef
     index: IndexRef | None
     new: bool  # the previous summary has no such sentence: its facts are new, their verdicts calls to make
 
@@ -219,8 +223,7 @@ class PlantTask(TypedDict):
     """Send payload: what a round's planted facts are built from and judged against (``nodes.plant``)."""
 
     iteration: int
-    scenes: list[Scene]
-    ckg_json: str
+    story: StoryRef
     index: IndexRef | None
 
 
@@ -230,6 +233,7 @@ class FactScoreState(IndexState, total=False):
     summary: str
     iteration: int
     sentences: list[str]
+    story: StoryRef  # where the round's branches read the scenes and the CKG (``core.storyref``)
     previous_summary: str  # a refinement round's: the summary refined (which of this one's sentences are new)
     raw_facts: Annotated[list[Fact], operator.add]
     decompose_failures: Annotated[int, operator.add]  # every round's, summed; scores count failed_sentences

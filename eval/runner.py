@@ -36,6 +36,7 @@ from storyjudge.core import heavy_imports
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ModelError
 from storyjudge.core.models import resolve_spec
+from storyjudge.core.passages import record_passages
 from storyjudge.core.rundir import slug
 from storyjudge.core.scenestore import still_there
 from storyjudge.core.summary_stats import summary_stats
@@ -440,6 +441,7 @@ class Experiment:
             row["timings"] = out.get("timings") or {}
             card = out["factscore"]
             record["factscore"] = card
+            record["passages"] = record_passages([{"factscore": card}], out.get("scenes") or [])
             row["factscore"] = compact_card(card)
             row["factscore"]["predicted_unfaithful"] = summary_prediction(card)
             if item.sentences:

@@ -10,9 +10,8 @@ had not finished (their finished calls come back from the LLM cache).
 
 from __future__ import annotations
 
-import json
 import time
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -21,26 +20,21 @@ from nodes.decompose import decompose
 from nodes.judge import judge_fact
 from nodes.retrieve import gather_evidence
 from state import SentenceTask
-from storyjudge.core import progress
+from storyjudge.core import progress, storyref
 from storyjudge.core.concurrency import in_parallel, priority
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.narrativefactscore import unique_facts
-from storyjudge.core.records import Evidence, Fact, FactVerdict
+from storyjudge.core.passages import scene_texts
+from storyjudge.core.records import Evidence, Fact, FactVerdict, Scene
 from storyjudge.core.usage import Usage, merge_usage
 
 
-@lru_cache(maxsize=4)
-def parsed_graph(ckg_json: str) -> dict[str, Any]:
-    """The CKG a branch was sent, parsed once per process for all the sentences of a round (read only)."""
-    parsed: dict[str, Any] = json.loads(ckg_json)
-    return parsed
-
-
-def _judge_all(
-    ctx: Context, facts: list[Fact], evidence: dict[str, Evidence]
+def judge_all(
+    ctx: Context, facts: list[Fact], evidence: dict[str, Evidence], scenes: list[Scene]
 ) -> list[tuple[FactVerdict, Usage]]:
-    """Verdicts of the sentence's facts, asked at once (in fact order), on the process's worker threads."""
-    return in_parallel([partial(judge_fact, ctx, fact, evidence[fact["id"]]) for fact in facts])
+    """Verdicts of ``facts``, asked at once (in fact order), on the process's worker threads."""
+    texts = scene_texts(scenes)
+    return in_parallel([partial(judge_fact, ctx, fact, evidence[fact["id"]], texts) for fact in facts])
 
 
 def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -56,10 +50,11 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
     decomposed = time.perf_counter()
     progress.emit("decompose", advance=1)
     facts = unique_facts(raw, task["iteration"])  # the same rule the score applies across sentences
-    evidence = gather_evidence(ctx, facts, parsed_graph(task["ckg_json"]), task["scenes"], task["index"])
+    scenes = storyref.scenes_of(task["story"])
+    evidence = gather_evidence(ctx, facts, storyref.ckg_of(task["story"]), scenes, task["index"])
     retrieved = time.perf_counter()
     progress.emit("retrieve", advance=1)
-    judged = _judge_all(ctx, facts, evidence)
+    judged = judge_all(ctx, facts, evidence, scenes)
     progress.emit("judge", advance=1)
     for _, cost in judged:
         usage = merge_usage(usage, cost)

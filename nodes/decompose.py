@@ -8,7 +8,7 @@ sentence's branch goes on to judging without waiting for the others.
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -17,10 +17,11 @@ from langgraph.types import Send
 import prompts
 from prompts.schemas import AtomicFacts
 from state import FactScoreState, PlantTask, SentenceTask
-from storyjudge.core import heavy_imports, progress
+from storyjudge.core import heavy_imports, progress, storyref
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import ask_structured
 from storyjudge.core.records import Fact, FailedSentence
+from storyjudge.core.rundir import RunDir
 from storyjudge.core.textsplit import NO_WORDS, has_words, sentences
 from storyjudge.core.usage import Usage
 
@@ -35,9 +36,14 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
         raise ValueError("The summary to score " + NO_WORDS.format(sample=summary[:40]) + ".")
     for stage in ("decompose", "retrieve", "judge"):  # each counts sentences: one branch does all three
         progress.emit(stage, total=len(found), round=state.get("iteration", 0))
+    ctx = context_of(runtime)
     # the branches search the index: Chroma and the embedder are imported before they start
-    heavy_imports.load_before_branches(index=True, embedder=context_of(runtime).embedder)
-    return {"sentences": found, "iteration": state.get("iteration", 0)}
+    heavy_imports.load_before_branches(index=True, embedder=ctx.embedder)
+    # the branches read the scenes and the CKG by reference, kept once in the run directory
+    run_dir = ctx.run_dir or state.get("run_dir") or ""
+    folder = RunDir(Path(run_dir)).story if run_dir else ""
+    story = storyref.keep(state.get("scenes") or [], state.get("ckg"), folder)
+    return {"sentences": found, "iteration": state.get("iteration", 0), "story": story}
 
 
 def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Send] | Literal["score_nfs"]:
@@ -52,7 +58,6 @@ def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Se
     found = state.get("sentences") or []
     if not found:
         return "score_nfs"
-    ckg_json = json.dumps(state.get("ckg") or {}, sort_keys=True)
     before = set(sentences(state.get("previous_summary") or ""))
     tasks = [
         SentenceTask(
@@ -60,8 +65,7 @@ def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Se
             sentence=sentence,
             sentence_index=i,
             iteration=state.get("iteration", 0),
-            scenes=state.get("scenes") or [],
-            ckg_json=ckg_json,
+            story=state["story"],
             index=state.get("index"),
             new=sentence not in before,
         )
@@ -71,8 +75,7 @@ def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Se
     if context_of(runtime).planted_facts > 0:
         plant = PlantTask(
             iteration=state.get("iteration", 0),
-            scenes=state.get("scenes") or [],
-            ckg_json=ckg_json,
+            story=state["story"],
             index=state.get("index"),
         )
         sends.append(Send("check_planted", plant))

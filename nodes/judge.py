@@ -6,21 +6,24 @@ never counted as supported.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import prompts
 from prompts.schemas import Verdict
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ask_structured
+from storyjudge.core.passages import span_text
 from storyjudge.core.records import Evidence, Fact, FactVerdict
 from storyjudge.core.usage import Usage
 
 
-def render_evidence(evidence: Evidence) -> tuple[str, str]:
-    """The scenes and CKG lines as delimited data blocks."""
+def render_evidence(evidence: Evidence, texts: Mapping[str, str]) -> tuple[str, str]:
+    """The scenes and CKG lines as delimited data blocks (``texts``: the run's scene texts, by id)."""
     if evidence["scenes"]:
         scenes = "\n\n".join(
             prompts.data_block(
                 "scene",
-                scene["text"],
+                span_text(scene, texts),
                 id=scene["id"],
                 title=scene["title"],
                 **({"excerpt": "best-matching passage only"} if scene["excerpt"] else {}),
@@ -35,10 +38,15 @@ def render_evidence(evidence: Evidence) -> tuple[str, str]:
     return scenes, ckg
 
 
-def judge_fact(ctx: Context, fact: Fact, evidence: Evidence) -> tuple[FactVerdict, Usage]:
-    """Verdict for one fact; an answer that cannot be read is an ``unjudged`` verdict with its error."""
+def judge_fact(
+    ctx: Context, fact: Fact, evidence: Evidence, texts: Mapping[str, str]
+) -> tuple[FactVerdict, Usage]:
+    """Verdict for one fact; an answer that cannot be read is an ``unjudged`` verdict with its error.
+
+    The verdict keeps its evidence as the judge's references, not the texts it was shown.
+    """
     prompt = prompts.load("judge", ctx.prompt_dir)
-    scenes, ckg = render_evidence(evidence)
+    scenes, ckg = render_evidence(evidence, texts)
     text = prompt.render(scenes=scenes, ckg=ckg, fact=prompts.data_block("fact", fact["text"]))
     answer = ask_structured(ctx, "judge", prompt, [("user", text)], Verdict)
     verdict = answer.value

@@ -8,16 +8,14 @@ reach the score's counts.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.check import parsed_graph
-from nodes.judge import judge_fact
+from nodes.check import judge_all
 from nodes.retrieve import gather_evidence
 from state import PlantTask
-from storyjudge.core.concurrency import in_parallel
+from storyjudge.core import storyref
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.planted import plant_facts
 from storyjudge.core.records import Fact, PlantedVerdict
@@ -27,15 +25,13 @@ from storyjudge.core.usage import Usage, merge_usage
 def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Build this round's planted facts from the story, retrieve their evidence and judge them."""
     ctx = context_of(runtime)
-    ckg = parsed_graph(task["ckg_json"])
-    planted = plant_facts(
-        task["scenes"], ckg, count=ctx.planted_facts, seed=ctx.seed, iteration=task["iteration"]
-    )
+    scenes, ckg = storyref.scenes_of(task["story"]), storyref.ckg_of(task["story"])
+    planted = plant_facts(scenes, ckg, count=ctx.planted_facts, seed=ctx.seed, iteration=task["iteration"])
     facts = [
         Fact(id=p["id"], iteration=task["iteration"], sentence_index=-1, text=p["text"]) for p in planted
     ]
-    evidence = gather_evidence(ctx, facts, ckg, task["scenes"], task["index"])
-    judged = in_parallel([partial(judge_fact, ctx, fact, evidence[fact["id"]]) for fact in facts])
+    evidence = gather_evidence(ctx, facts, ckg, scenes, task["index"])
+    judged = judge_all(ctx, facts, evidence, scenes)
     usage: Usage = {}
     verdicts: list[PlantedVerdict] = []
     for (verdict, cost), made in zip(judged, planted, strict=True):

@@ -13,6 +13,7 @@ best summary, told why the earlier attempt was rejected, so a deletion never com
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -24,6 +25,7 @@ from state import RefineState
 from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.llm import ask_text
+from storyjudge.core.passages import scene_texts, span_text
 from storyjudge.core.records import FactVerdict, Iteration, Scene, ScoreCard
 from storyjudge.core.summary_stats import words
 from storyjudge.core.textsplit import sentences
@@ -66,8 +68,13 @@ def render_flagged(verdicts: list[FactVerdict]) -> str:
     return prompts.data_block("flagged_facts", "\n".join(lines))
 
 
-def render_evidence(verdicts: list[FactVerdict], budget: int) -> tuple[str, list[str]]:
-    """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget."""
+def render_evidence(
+    verdicts: list[FactVerdict], budget: int, texts: Mapping[str, str]
+) -> tuple[str, list[str]]:
+    """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget.
+
+    ``texts``: the run's scene texts by id, which the verdicts' evidence spans name.
+    """
     blocks: list[str] = []
     used_ids: list[str] = []
     lines: list[str] = []
@@ -83,7 +90,7 @@ def render_evidence(verdicts: list[FactVerdict], budget: int) -> tuple[str, list
     for scene in scenes:
         if scene["id"] in used_ids:
             continue
-        block = prompts.data_block("scene", scene["text"], id=scene["id"], title=scene["title"])
+        block = prompts.data_block("scene", span_text(scene, texts), id=scene["id"], title=scene["title"])
         cost = count_tokens(block)
         if cost > left:
             continue
@@ -176,7 +183,8 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     fixed = count_tokens(prompt.render(**parts, outline="", evidence=""))
     room = max(0, ctx.context_window - max_tokens - fixed - CHAT_OVERHEAD_TOKENS)
     outline = render_outline(state.get("scenes") or [], min(room // 4, OUTLINE_MAX_TOKENS))
-    evidence, scene_ids = render_evidence(flagged, max(0, room - count_tokens(outline)))
+    texts = scene_texts(state.get("scenes") or [])
+    evidence, scene_ids = render_evidence(flagged, max(0, room - count_tokens(outline)), texts)
     text = prompt.render(**parts, outline=outline, evidence=evidence)
     first_sample = len(attempts_before) * (ctx.parse_retries + 1)
     answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=first_sample)

@@ -47,25 +47,41 @@ def _tokens(text: str) -> int:
 
 
 def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: int) -> list[EvidenceScene]:
-    """Whole scenes in rank order while they fit, then best passages; never silently cut."""
+    """Whole scenes in rank order while they fit, then best passages; never silently cut.
+
+    Each is kept as its span of the scene's text (the whole text, or where the passage is in it): the text is
+    the run's, once, and a hit of a scene the run does not have is not evidence it can name.
+    """
     chosen: list[EvidenceScene] = []
     left = budget
     for hit in hits:
         scene = scenes.get(hit["id"])
-        full = scene["text"] if scene else hit.get("passage", "")
-        title = hit.get("title") or (scene["title"] if scene else "")
+        if scene is None:
+            continue
+        full = scene["text"]
+        title = hit.get("title") or scene["title"]
         n_full = _tokens(full)
         if n_full <= left:
             chosen.append(
-                EvidenceScene(id=hit["id"], title=title, text=full, score=hit["score"], excerpt=False)
+                EvidenceScene(
+                    id=hit["id"], title=title, start=0, end=len(full), score=hit["score"], excerpt=False
+                )
             )
             left -= n_full
             continue
         passage = hit.get("passage", "")
+        at = full.find(passage) if passage else -1
         n_passage = _tokens(passage)
-        if passage and n_passage <= left:
+        if at >= 0 and n_passage <= left:
             chosen.append(
-                EvidenceScene(id=hit["id"], title=title, text=passage, score=hit["score"], excerpt=True)
+                EvidenceScene(
+                    id=hit["id"],
+                    title=title,
+                    start=at,
+                    end=at + len(passage),
+                    score=hit["score"],
+                    excerpt=True,
+                )
             )
             left -= n_passage
     return chosen
@@ -95,6 +111,8 @@ def gather_evidence(
     ctx: Context, facts: list[Fact], ckg: dict[str, Any], scenes: list[Scene], index: IndexRef | None
 ) -> dict[str, Evidence]:
     """Evidence for each of ``facts`` (fact id -> evidence): queries embedded in one pass, searched in one call.
+
+    Evidence names spans of ``scenes`` (``core.passages``); the judge reads their texts from the same scenes.
 
     Called from the sentence branches at once: the embedder takes its lock per batch and Chroma clients are
     shared per store under a lock, so searches of several branches can overlap with other branches' LLM waits.

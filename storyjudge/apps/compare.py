@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from storyjudge.core.intervals import (
     signed_text,
 )
 from storyjudge.core.keptruns import RunRef, Summary, load_summary
+from storyjudge.core.passages import span_text
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text
 
@@ -143,14 +144,14 @@ def _alignment(left: dict[str, Any], right: dict[str, Any]) -> float:
     return 0.7 * text + 0.3 * scenes
 
 
-def _fact_view(verdict: dict[str, Any]) -> dict[str, Any]:
+def _fact_view(verdict: dict[str, Any], passages: Mapping[str, str]) -> dict[str, Any]:
     evidence = verdict.get("evidence") or {}
     return {
         "text": verdict["fact"]["text"],
         "verdict": verdict.get("status", ""),
         "rationale": verdict.get("rationale", "") or verdict.get("error", ""),
         "scenes": [
-            {"id": s.get("id", ""), "title": s.get("title", ""), "text": s.get("text", "")}
+            {"id": s.get("id", ""), "title": s.get("title", ""), "text": span_text(s, passages)}
             for s in evidence.get("scenes") or []
         ],
         "ckg_lines": list(evidence.get("ckg_lines") or []),
@@ -183,11 +184,15 @@ def align(left: Sequence[dict[str, Any]], right: Sequence[dict[str, Any]]) -> li
 
 
 def supported_only(
-    left: Sequence[dict[str, Any]], right: Sequence[dict[str, Any]], units: Sequence[Unit]
+    left: Sequence[dict[str, Any]],
+    right: Sequence[dict[str, Any]],
+    units: Sequence[Unit],
+    passages: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The facts supported in one summary whose counterpart in the other is not the same fact, supported.
 
     Each with its verdict and evidence, and its counterpart (None when the other summary states nothing near).
+    ``passages``: each run's evidence texts (its ``result.json``'s ``passages``), left's then right's.
     """
     only: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     for i, j, score in units:
@@ -202,8 +207,8 @@ def supported_only(
                 continue
             only[side].append(
                 {
-                    "fact": _fact_view(fact),
-                    "counterpart": None if other is None else _fact_view(other),
+                    "fact": _fact_view(fact, passages[side]),
+                    "counterpart": None if other is None else _fact_view(other, passages[1 - side]),
                     "alignment": round(score, 3),
                 }
             )
@@ -224,7 +229,8 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
     if sa is not None and sb is not None:
         coherence = difference_interval(sa, sb, paired=False)
     judge_differs = sorted(k for k in va["judging"] if va["judging"][k] != vb["judging"][k])
-    only_a, only_b = supported_only(verdicts_a, verdicts_b, units)
+    texts = (a.record.get("passages") or {}, b.record.get("passages") or {})
+    only_a, only_b = supported_only(verdicts_a, verdicts_b, units, texts)
     return {
         "a": va["label"],
         "b": vb["label"],

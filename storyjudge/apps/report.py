@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -29,6 +30,7 @@ from markupsafe import Markup
 
 from storyjudge.core.coverage import card_reliable, judge_failure, reliability_text
 from storyjudge.core.keptruns import RUNS_FOLDER
+from storyjudge.core.passages import span_text
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text, price_known
@@ -525,14 +527,16 @@ def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
     return pieces
 
 
-def _fact_rows(key: str, card: dict[str, Any]) -> tuple[list[FactRow], list[Passage]]:
+def _fact_rows(
+    key: str, card: dict[str, Any], texts: Mapping[str, str]
+) -> tuple[list[FactRow], list[Passage]]:
     passages: dict[tuple[str, str], Passage] = {}
     rows: list[FactRow] = []
     for n, verdict in enumerate(card.get("verdicts") or []):
         evidence = verdict.get("evidence") or {}
         links: list[EvidenceLink] = []
         for scene in evidence.get("scenes") or []:
-            ident = (str(scene.get("id", "")), str(scene.get("text", "")))
+            ident = (str(scene.get("id", "")), span_text(scene, texts))
             if ident not in passages:
                 passages[ident] = Passage(
                     anchor=f"{key}-ev{len(passages)}",
@@ -573,16 +577,20 @@ def _fact_rows(key: str, card: dict[str, Any]) -> tuple[list[FactRow], list[Pass
 def iteration_view(
     iteration: dict[str, Any],
     *,
+    passages: Mapping[str, str] | None = None,
     previous_score: float | None = None,
     best: bool = False,
     open_summary: bool = True,
     prefix: str = "it",
 ) -> IterationView:
-    """Describe one iteration (summary, highlights, facts) for drawing."""
+    """Describe one iteration (summary, highlights, facts) for drawing.
+
+    ``passages``: the texts its evidence names (``result.json``'s ``passages``, or the run's scene texts).
+    """
     card = iteration.get("factscore") or {}
     number = int(iteration.get("iteration", 0))
     key = f"{prefix}{number}"
-    rows, passages = _fact_rows(key, card)
+    rows, shown = _fact_rows(key, card, passages or {})
     score = card.get("score")
     return IterationView(
         iteration=number,
@@ -601,7 +609,7 @@ def iteration_view(
         | {"decompose_failures": int(card.get("decompose_failures") or 0)},
         pieces=summary_pieces(str(iteration.get("summary", "")), card),
         facts=rows,
-        passages=passages,
+        passages=shown,
         words=len(words(str(iteration.get("summary", "")))),
         open_summary=open_summary,
         corrections=int(card.get("corrections") or 0),
@@ -634,6 +642,7 @@ def open_rounds(iterations: list[dict[str, Any]], order: list[int]) -> set[int]:
 def iteration_html(
     iteration: dict[str, Any],
     *,
+    passages: Mapping[str, str] | None = None,
     previous_score: float | None = None,
     best: bool = False,
     open_summary: bool = True,
@@ -641,7 +650,12 @@ def iteration_html(
 ) -> str:
     """One iteration (highlighted summary and fact table) as an HTML fragment."""
     view = iteration_view(
-        iteration, previous_score=previous_score, best=best, open_summary=open_summary, prefix=prefix
+        iteration,
+        passages=passages,
+        previous_score=previous_score,
+        best=best,
+        open_summary=open_summary,
+        prefix=prefix,
     )
     return str(_macro("iteration_view")(view))
 
@@ -813,6 +827,7 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     for iteration in iterations:
         view = iteration_view(
             iteration,
+            passages=result.get("passages") or {},
             previous_score=previous,
             best=counted is not None and iteration.get("iteration") == counted,
             open_summary=int(iteration.get("iteration", 0)) in shown,

@@ -1,12 +1,13 @@
 """Checkpoints that store each long text once: a serializer for LangGraph's savers.
 
 LangGraph's SQLite saver writes every channel's whole value into every checkpoint, and every Send payload into
-its pending writes. A refine run's state repeats the same long texts many times over: the document, each scene,
-each piece of evidence the judge saw (once per fact, inside the verdicts, the score card and the iterations),
-and every superstep's checkpoint repeats them all again. ``BlobSerializer`` replaces each string of at least
-``MIN_CHARS`` characters by a reference to a file named by the text's SHA-256, written once, and puts the text
-back when a checkpoint is read. What a graph reads from a checkpoint is exactly what it wrote, so resuming is
-unchanged; checkpoints written without references (older runs) read as before.
+its pending writes. Payloads and verdicts name the scenes they need (``core.storyref``, ``core.passages``), but
+every superstep's checkpoint still repeats the document, the scenes, the summaries and the judge's rationales,
+in each graph's namespace (on the witches' refine run, 3.3 MB of checkpoints without this, 1.9 MB with it).
+``BlobSerializer`` replaces each string of at least ``MIN_CHARS`` characters by a reference to a file named by
+the text's SHA-256, written once, and puts the text back when a checkpoint is read. What a graph reads from a
+checkpoint is exactly what it wrote, so resuming is unchanged; checkpoints written without references (older
+runs) read as before.
 """
 
 from __future__ import annotations

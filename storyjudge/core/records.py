@@ -178,6 +178,14 @@ class IndexRef(TypedDict):
     # ``store`` and ``location`` (``scenestore.where`` reads both); older ones also ``ckg_collection``, unread.
 
 
+class StoryRef(TypedDict):
+    """Where a run keeps its scenes and CKG once (``core.storyref``): what a Send payload carries instead of them."""
+
+    folder: str  # a run directory's ``story/`` folder; "" keeps them in this process only
+    scenes: str  # content hashes, which name the kept files
+    ckg: str
+
+
 class CKGStats(TypedDict):
     """Size of a character knowledge graph."""
 
@@ -197,13 +205,19 @@ class Fact(TypedDict):
 
 
 class EvidenceScene(TypedDict):
-    """A retrieved scene as the judge saw it: whole, or only its best passage when the budget was short."""
+    """A retrieved scene as the judge saw it: whole, or only its best passage when the budget was short.
+
+    It names its text instead of holding it: ``[start, end)`` of the scene's text (``core.passages``), kept once
+    per run (the run's scenes; ``result.json``'s ``passages``) however many facts cite it.
+    """
 
     id: str
     title: str
-    text: str
+    start: int  # character offsets into the scene's text, [start, end): the whole scene, or its best passage
+    end: int
     score: float
     excerpt: bool  # True: only the best-matching passage was shown (the scene did not fit the budget)
+    text: NotRequired[str]  # records written before evidence was referenced hold the text itself
 
 
 class Evidence(TypedDict):

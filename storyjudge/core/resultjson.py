@@ -1,7 +1,8 @@
 """The run record (``result.json``): everything a score rests on, reproducible and free of secrets.
 
 It holds the document's hash, the context with every model spec and prompt version, the CKG statistics, every
-iteration with its per-fact verdicts and evidence, the best summary, usage with estimated cost, and timings.
+iteration with its per-fact verdicts and the evidence they name, the texts of that evidence once (``passages``),
+the best summary, usage with estimated cost, and timings.
 API keys are never part of a Context; URLs are stripped of credentials before they are written.
 """
 
@@ -18,6 +19,7 @@ from storyjudge import __version__
 from storyjudge.core.context import ROLES, Context
 from storyjudge.core.coverage import card_reliable
 from storyjudge.core.models import resolve_spec
+from storyjudge.core.passages import record_passages
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.usage import run_usage, totals
 
@@ -78,6 +80,8 @@ def build_result(
         "ckg_stats": state.get("ckg_stats") or {},
         "initial_summary_events": state.get("events") or [],
         "iterations": iterations,
+        # the texts the verdicts' evidence names (scene id -> text), each once (``core.passages``)
+        "passages": record_passages(iterations, state.get("scenes") or []),
         "scores": [
             {
                 "iteration": it["iteration"],

@@ -120,6 +120,11 @@ class RunDir:
         return self.root / "checkpoint_blobs"
 
     @property
+    def story(self) -> Path:
+        """The scenes and CKG the run judges against, a file per content (``core.storyref``)."""
+        return self.root / "story"
+
+    @property
     def report(self) -> Path:
         """The self-contained HTML report."""
         return self.root / "report.html"

@@ -79,6 +79,9 @@ def outcome(run_dir: Path) -> dict[str, Any]:
             for it in record["iterations"]
         ],
         "summaries": [it["summary"] for it in record["iterations"]],
+        # the evidence each verdict names, and the texts it names them in
+        "evidence": [[v["evidence"] for v in it["factscore"]["verdicts"]] for it in record["iterations"]],
+        "passages": record["passages"],
     }
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from storyjudge.apps.cli import app
 from storyjudge.apps.compare import align, compare, render_html, supported_only
 from storyjudge.core.keptruns import RunRef, keep_run
+from tests.referenced import referenced
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"
 
@@ -38,6 +39,16 @@ def test_rounds_of_a_refinement_compare_as_runs(run: Path) -> None:
     counterpart = gained["King Duncan makes Macbeth the new Thane of Cawdor."]["counterpart"]
     assert counterpart["verdict"] == "unsupported" and "Banquo" in counterpart["text"]
     assert gained["King Duncan makes Macbeth the new Thane of Cawdor."]["fact"]["scenes"]  # its evidence
+
+
+def test_evidence_named_by_span_compares_as_the_texts_it_names(run: Path, tmp_path: Path) -> None:
+    named, count = referenced(json.loads(FIXTURE.read_text(encoding="utf-8")))
+    assert count > 20
+    again = keep_run(tmp_path, "refine-2", named).root
+    inline, spans = compare([RunRef(run, 0), RunRef(run)]), compare([RunRef(again, 0), RunRef(again)])
+    assert spans["pairs"][0]["only_b"] == inline["pairs"][0]["only_b"]
+    scenes = [scene for item in spans["pairs"][0]["only_b"] for scene in item["fact"]["scenes"]]
+    assert scenes and all(scene["text"] for scene in scenes)
 
 
 def test_the_same_facts_judged_twice_are_paired(run: Path, tmp_path: Path) -> None:

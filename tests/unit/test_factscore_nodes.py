@@ -6,6 +6,7 @@ from typing import Any
 
 from nodes.retrieve import select_scenes
 from storyjudge.core.narrativefactscore import score_card, unique_facts
+from storyjudge.core.passages import span_text
 
 
 def fact(i: int, s: int, text: str, iteration: int = 0) -> Any:
@@ -67,6 +68,10 @@ def test_select_scenes_prefers_whole_scenes_then_passages_within_budget() -> Non
     ]
     chosen = select_scenes(hits, scenes, budget=100)  # type: ignore[arg-type]
     assert [(s["id"], s["excerpt"]) for s in chosen] == [("S1", False), ("S2", True)]
+    # each names its text by a span of its scene: the whole scene, or the passage
+    texts = {sid: str(scene["text"]) for sid, scene in scenes.items()}
+    assert [span_text(s, texts) for s in chosen] == ["word " * 50, "word " * 10]
+    assert all("text" not in s for s in chosen)
     assert select_scenes(hits, scenes, budget=5) == []  # type: ignore[arg-type]
 
 

@@ -22,6 +22,7 @@ from storyjudge.apps.report import (
     summary_pieces,
     write_report,
 )
+from tests.referenced import referenced
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run"
 
@@ -213,6 +214,14 @@ def test_iteration_fragment_alone(result: dict[str, Any]) -> None:
     html = iteration_html(result["iterations"][1], previous_score=0.625, best=True)
     assert "+0.264" in html and "best" in html
     assert "Say the chamberlains" in html
+
+
+def test_evidence_named_by_span_shows_as_the_texts_it_names(result: dict[str, Any]) -> None:
+    """A record whose verdicts name their evidence in ``passages`` reports exactly what inline texts did."""
+    named, count = referenced(result)
+    assert count > 20 and "passages" not in result
+    assert render_report(named, None) == render_report(result, None)
+    assert "<script>alert('evidence')</script>" in json.dumps(named["passages"])  # read from the map
 
 
 def test_report_of_a_bare_record_renders() -> None:

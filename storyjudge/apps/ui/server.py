@@ -47,6 +47,7 @@ from storyjudge.core.context import ConfigError
 from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.keptruns import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.models import LOCAL_NOTE, describe_models
+from storyjudge.core.passages import scene_texts
 from storyjudge.core.rundir import RunDirMismatch
 from storyjudge.core.usage import cost_text, totals
 
@@ -203,6 +204,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         state = dict(session.state)
         ckg = session.ckg()
     iterations = sorted(state.get("iterations") or [], key=lambda it: it["iteration"])
+    texts = scene_texts(state.get("scenes") or [])  # what the verdicts' evidence names
     best = best_of(iterations)
     shown = []
     previous: float | None = None
@@ -227,6 +229,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                 "note": str(it.get("note", "")),
                 "html": iteration_html(
                     it,
+                    passages=texts,
                     previous_score=previous,
                     best=best is not None and best["iteration"] == it["iteration"],
                     open_summary=it["iteration"] in opened,

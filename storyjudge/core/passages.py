@@ -1,0 +1,50 @@
+"""Evidence by reference: a verdict names the scene and the span the judge saw; the texts are kept once per run.
+
+A refine run shows the judge the same few scenes for many facts, in every round. A verdict's evidence scenes
+are ``{id, title, start, end, score, excerpt}`` (``records.EvidenceScene``): while the run works their texts are
+its scenes, and its record (``result.json``) holds ``passages``, the text of each scene some verdict cites,
+once. ``span_text`` reads a cited text back from either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from storyjudge.core.records import EvidenceScene, Scene
+
+
+def scene_texts(scenes: Iterable[Scene] | Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Scene id -> text: what evidence spans are offsets into."""
+    return {str(scene["id"]): str(scene["text"]) for scene in scenes}
+
+
+def span_text(scene: EvidenceScene | Mapping[str, Any], passages: Mapping[str, str]) -> str:
+    """The text an evidence scene names: its span of the scene's text (held inline by older records).
+
+    "" when ``passages`` lack the scene (a hand-made record); the run's own evidence only names its scenes.
+    """
+    if "text" in scene:  # written before evidence was referenced
+        return str(scene["text"])
+    text = passages.get(str(scene.get("id", "")), "")
+    return text[int(scene.get("start", 0)) : int(scene.get("end", len(text)))]
+
+
+def _verdicts(iterations: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    for iteration in iterations:
+        card = iteration.get("factscore") or {}
+        yield from card.get("verdicts") or []
+        yield from (card.get("judge_check") or {}).get("verdicts") or []
+
+
+def record_passages(
+    iterations: Iterable[Mapping[str, Any]], scenes: Iterable[Scene] | Iterable[Mapping[str, Any]]
+) -> dict[str, str]:
+    """``result.json``'s ``passages``: the text of every scene a verdict of these rounds cites, by id, in order."""
+    cited = {
+        str(scene["id"])
+        for verdict in _verdicts(iterations)
+        for scene in (verdict.get("evidence") or {}).get("scenes") or []
+        if "text" not in scene
+    }
+    return {sid: text for sid, text in scene_texts(scenes).items() if sid in cited}
