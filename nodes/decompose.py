@@ -27,7 +27,10 @@ from storyjudge.core.usage import Usage
 
 
 def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Split the summary into sentences; an empty summary is a user error, said plainly."""
+    """Split the summary into sentences, and keep the scenes and CKG its branches read by reference.
+
+    An empty summary is a user error, said plainly.
+    """
     summary = (state.get("summary") or "").strip()
     if not summary:
         raise ValueError("The summary to score is empty; give a summary with at least one sentence.")
