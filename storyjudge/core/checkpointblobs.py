@@ -5,9 +5,13 @@ its pending writes. Payloads and verdicts name the scenes they need (``core.stor
 every superstep's checkpoint still repeats the document, the scenes, the summaries and the judge's rationales,
 in each graph's namespace (on the witches' refine run, 3.3 MB of checkpoints without this, 1.9 MB with it).
 ``BlobSerializer`` replaces each string of at least ``MIN_CHARS`` characters by a reference to a file named by
-the text's SHA-256, written once, and puts the text back when a checkpoint is read. What a graph reads from a
-checkpoint is exactly what it wrote, so resuming is unchanged; checkpoints written without references (older
-runs) read as before.
+the text's SHA-256, written once, and puts the text back when a checkpoint is read. It does the same one level
+up, for whole values: a checkpoint's channel value, or a pending write, whose serialized form has at least
+``MIN_VALUE_BYTES`` is stored once by the hash of those bytes. A channel that did not change since the last
+superstep (the rounds so far, the latest score card) then costs a reference in each later checkpoint, and a
+node's write and the channel value it becomes are one file: the per-channel-version storage that LangGraph's
+other savers do, which its SQLite saver does not. What a graph reads from a checkpoint is exactly what it
+wrote, so resuming is unchanged; checkpoints written without references (older runs) read as before.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ MIN_CHARS = 256
 MARK = "__storyjudge_blob__"
 """The key of a reference: ``{MARK: sha256}`` stands for the text with that hash."""
 
+MIN_VALUE_BYTES = 2048
+"""Channel values and writes whose serialized form is this long or longer are stored once, by hash."""
+
+VALUE_MARK = "__storyjudge_value__"
+"""The key of a channel value's reference (``{VALUE_MARK: sha256}``), and a write's serialized type."""
+
 _REMEMBERED = 100_000
 """Texts whose hash (and file) this process remembers, so a text seen before is neither hashed nor written."""
 
@@ -43,12 +53,39 @@ class BlobSerializer(JsonPlusSerializer):
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        """Serialize with long strings replaced by references (the files are written first)."""
-        return super().dumps_typed(self._out(obj))
+        """Serialize with long strings and large values replaced by references (the files are written first).
+
+        A checkpoint (a dict with ``channel_values``) refers to each large channel value; anything else (a
+        pending write) is itself stored once when large.
+        """
+        if type(obj) is dict and type(obj.get("channel_values")) is dict:
+            values = {key: self._value_out(value) for key, value in obj["channel_values"].items()}
+            return super().dumps_typed({**obj, "channel_values": values})
+        kind, data = super().dumps_typed(self._out(obj))
+        if len(data) < MIN_VALUE_BYTES:
+            return kind, data
+        return VALUE_MARK, self._store_value(kind, data).encode("ascii")
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        """Deserialize, putting the referenced texts back."""
+        """Deserialize, putting the referenced values and texts back."""
+        if data[0] == VALUE_MARK:
+            return self._load_value(data[1].decode("ascii"))
         return self._in(super().loads_typed(data))
+
+    def _value_out(self, value: Any) -> Any:
+        value = self._out(value)
+        kind, data = super().dumps_typed(value)
+        return {VALUE_MARK: self._store_value(kind, data)} if len(data) >= MIN_VALUE_BYTES else value
+
+    def _store_value(self, kind: str, data: bytes) -> str:
+        blob = kind.encode("ascii") + b"\0" + data
+        digest = hashlib.sha256(blob).hexdigest()
+        self._write(digest, blob)
+        return digest
+
+    def _load_value(self, digest: str) -> Any:
+        kind, _, data = self._read(digest).partition(b"\0")
+        return self._in(super().loads_typed((kind.decode("ascii"), data)))
 
     def _out(self, value: Any) -> Any:
         kind = type(value)
@@ -69,6 +106,8 @@ class BlobSerializer(JsonPlusSerializer):
         if kind is dict:
             if len(value) == 1 and MARK in value:
                 return self._load(value[MARK])
+            if len(value) == 1 and VALUE_MARK in value:
+                return self._load_value(value[VALUE_MARK])
             return {key: self._in(item) for key, item in value.items()}
         if kind is list:
             return [self._in(item) for item in value]
@@ -85,30 +124,37 @@ class BlobSerializer(JsonPlusSerializer):
         digest = self._hashes.get(text)
         if digest is not None:
             return digest
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        path = self._path(digest)
-        if not path.exists():  # written before the checkpoint that refers to it, atomically
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{digest}.{uuid.uuid4().hex}.tmp")
-            tmp.write_bytes(text.encode("utf-8", "surrogatepass"))
-            os.replace(tmp, path)
+        data = text.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(data).hexdigest()
+        self._write(digest, data)
         with self._lock:
             if len(self._hashes) >= _REMEMBERED:
                 self._hashes.clear()
             self._hashes[text] = digest
         return digest
 
+    def _write(self, digest: str, data: bytes) -> None:
+        path = self._path(digest)
+        if not path.exists():  # written before the checkpoint that refers to it, atomically
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{digest}.{uuid.uuid4().hex}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+
+    def _read(self, digest: str) -> bytes:
+        path = self._path(digest)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise ValueError(
+                f"A checkpoint refers to {path}, which is missing; the run directory is incomplete. "
+                "Start the run again without --resume."
+            ) from None
+
     def _load(self, digest: str) -> str:
         text = self._texts.get(digest)
         if text is None:
-            path = self._path(digest)
-            try:
-                text = path.read_bytes().decode("utf-8", "surrogatepass")
-            except FileNotFoundError:
-                raise ValueError(
-                    f"A checkpoint refers to {path}, which is missing; the run directory is incomplete. "
-                    "Start the run again without --resume."
-                ) from None
+            text = self._read(digest).decode("utf-8", "surrogatepass")
             with self._lock:
                 if len(self._texts) >= _REMEMBERED:
                     self._texts.clear()

@@ -13,7 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
-from storyjudge.core.checkpointblobs import MIN_CHARS, BlobSerializer
+from storyjudge.core.checkpointblobs import MIN_CHARS, MIN_VALUE_BYTES, VALUE_MARK, BlobSerializer
 
 SCENE = "Thunder and lightning. Enter three Witches. " * 20  # longer than MIN_CHARS
 assert len(SCENE) >= MIN_CHARS
@@ -41,8 +41,12 @@ def test_a_value_reads_back_exactly_and_each_long_text_is_stored_once(tmp_path: 
     assert back == plain.loads_typed(plain.dumps_typed(state))
     assert back["__pregel_tasks"][0].arg["evidence"]["scenes"][0]["text"] == SCENE
     files = [path for path in (tmp_path / "blobs").rglob("*") if path.is_file()]
-    assert len(files) == 2  # the scene, the document; not once per verdict
-    assert len(written[1]) * 4 < len(plain.dumps_typed(state)[1])  # fifty verdicts refer to the scene
+    # the scene and the document, not once per verdict; and the value itself (a large write), which refers to them
+    assert len(files) == 3
+    assert written[0] == VALUE_MARK
+    value_file = next(path for path in files if path.name == written[1].decode())
+    # fifty verdicts refer to the scene
+    assert value_file.stat().st_size * 4 < len(plain.dumps_typed(state)[1])
 
 
 def test_checkpoints_written_without_references_read_as_before(tmp_path: Path) -> None:
@@ -80,3 +84,49 @@ def test_a_checkpointed_graph_resumes_with_the_texts(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert out == {"text": SCENE, "seen": [SCENE, SCENE[::-1]]}
+
+
+class Rounds(TypedDict, total=False):
+    card: dict[str, Any]
+    steps: Annotated[list[int], operator.add]
+
+
+def test_an_unchanged_large_channel_is_stored_once_across_checkpoints(tmp_path: Path) -> None:
+    """A large value written once and then carried through later supersteps is one file, not one per step."""
+    card = {"verdicts": [{"fact": f"fact {n}", "rationale": f"why {n}"} for n in range(200)]}
+    assert len(JsonPlusSerializer().dumps_typed(card)[1]) >= MIN_VALUE_BYTES
+
+    def judge(state: Rounds) -> dict[str, Any]:
+        return {"card": card, "steps": [0]}
+
+    def step(state: Rounds) -> dict[str, Any]:
+        return {"steps": [len(state["steps"])]}
+
+    builder = StateGraph(Rounds)
+    builder.add_node("judge", judge)
+    for name in ("a", "b", "c", "d"):
+        builder.add_node(name, step)
+    builder.add_edge(START, "judge")
+    builder.add_edge("judge", "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", "d")
+    builder.add_edge("d", END)
+    conn = sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False)
+    try:
+        serde = BlobSerializer(tmp_path / "blobs")
+        graph = builder.compile(checkpointer=SqliteSaver(conn, serde=serde))
+        config: Any = {"configurable": {"thread_id": "t"}}
+        out = graph.invoke({}, config)
+        assert out["card"] == card and out["steps"] == [0, 1, 2, 3, 4]
+        stored = conn.execute("SELECT checkpoint FROM checkpoints").fetchall()
+        assert len(stored) >= 6
+        # the card's bytes are in no checkpoint row: each refers to the one file, which the node's write shares
+        assert all(b"why 199" not in row[0] for row in stored)
+        files = [path for path in (tmp_path / "blobs").rglob("*") if path.is_file()]
+        assert len(files) == 1
+        # a fresh reader (a resumed process) gets the card back
+        reread = builder.compile(checkpointer=SqliteSaver(conn, serde=BlobSerializer(tmp_path / "blobs")))
+        assert reread.get_state(config).values["card"] == card
+    finally:
+        conn.close()
