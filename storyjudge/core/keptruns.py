@@ -26,8 +26,13 @@ RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}$")
 
 
 def new_run_id(kind: str) -> str:
-    """A new run's id: its kind, when it started, and a few random characters (sorts by time)."""
-    return f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    """A new run's id: its kind, when it started (to the millisecond), and a few random characters.
+
+    Ids sort by time, so two runs kept within one second (a script, the UI's score then refine) keep their order.
+    """
+    now = time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return f"{kind}-{stamp}{int(now * 1000) % 1000:03d}-{uuid.uuid4().hex[:6]}"
 
 
 def runs_folder(story: str | Path) -> Path:
