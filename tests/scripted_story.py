@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner, Result
+
+from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import all_text, last_user_text
 
 STORY = """Chapter 1
@@ -125,3 +129,26 @@ class StoryResponder:
             return "Questions: no confusion\nTypes: no confusion"
         self._count("summarize")
         return FIRST_SUMMARY
+
+
+def cli_refine(
+    base_url: str, tmp_path: Path, *options: str, env: dict[str, str] | None = None, ok: bool = True
+) -> tuple[Result, dict[str, Any]]:
+    """``storyjudge refine`` of ``STORY`` against the scripted server at ``base_url``, one CKG sample.
+
+    Writes the story and the run into ``tmp_path``; returns the CLI's result and the run's ``result.json``
+    (empty when the run wrote none). ``ok``: the run must exit 0.
+    """
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["refine", str(story), "--model", "openai:scripted", "--base-url", base_url]
+        + ["--run-dir", str(run_dir), "--ckg-samples", "1", *options],
+        env=env,
+    )
+    if ok:
+        assert result.exit_code == 0, result.output
+    path = run_dir / "result.json"
+    return result, json.loads(path.read_text()) if path.is_file() else {}

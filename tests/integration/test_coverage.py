@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer, all_text
-from tests.scripted_story import FIXED_SUMMARY, STORY, StoryResponder, schema_name
+from tests.scripted_story import FIXED_SUMMARY, StoryResponder, cli_refine, schema_name
 
 INVENTED = " Bob sails home alone. Alice sells the treasure."
 
@@ -39,17 +36,9 @@ def test_refine_never_picks_a_round_that_was_judged_on_too_few_facts(
 ) -> None:
     responder = LosesVerdictsAfterRefining()
     server = scripted_server(responder)
-    story = tmp_path / "story.txt"
-    story.write_text(STORY)
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(
-        app,
-        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url]
-        + ["--run-dir", str(run_dir), "--ckg-samples", "1", "--max-iterations", "1"],
-    )
-    assert result.exit_code == 0, result.output
+    result, record = cli_refine(server.base_url, tmp_path, "--max-iterations", "1")
     assert responder.calls.get("garbled", 0) >= 2
-    record = json.loads((run_dir / "result.json").read_text())
     first, refined = record["scores"]
     assert first["nfs"] == pytest.approx(2 / 3) and first["nfs_coverage"] == 1.0 and first["nfs_reliable"]
     assert refined["nfs"] == 1.0, "the number alone would say the refinement won"
@@ -67,16 +56,8 @@ def test_a_lower_coverage_floor_accepts_the_same_round(
     scripted_server: Callable[..., OpenAIServer], tmp_path: Path
 ) -> None:
     server = scripted_server(LosesVerdictsAfterRefining())
-    story = tmp_path / "story.txt"
-    story.write_text(STORY)
-    run_dir = tmp_path / "run"
-    result = CliRunner().invoke(
-        app,
-        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url]
-        + ["--run-dir", str(run_dir), "--ckg-samples", "1", "--max-iterations", "1"],
-        env={"STORYJUDGE_COVERAGE_FLOOR": "0.5"},
+    result, record = cli_refine(
+        server.base_url, tmp_path, "--max-iterations", "1", env={"STORYJUDGE_COVERAGE_FLOOR": "0.5"}
     )
-    assert result.exit_code == 0, result.output
-    record = json.loads((run_dir / "result.json").read_text())
     assert record["context"]["coverage_floor"] == 0.5
     assert record["scores"][1]["nfs_reliable"] is True and record["best_iteration"] == 1

@@ -20,7 +20,7 @@ from graphs.factscore import build_graph as build_factscore_graph
 from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
 from storyjudge.core.context import Context
-from tests.scripted_story import FIRST_SUMMARY, STORY, TRIPLES, StoryResponder, schema_name
+from tests.scripted_story import FIRST_SUMMARY, STORY, TRIPLES, StoryResponder, cli_refine, schema_name
 
 pytestmark = pytest.mark.usefixtures("planting")
 
@@ -158,16 +158,7 @@ def test_swapped_roles_are_planted_only_where_the_story_keeps_the_characters_apa
 
 
 def _refine(server: OpenAIServer, tmp_path: Path, *extra: str) -> tuple[Any, dict[str, Any]]:
-    story = tmp_path / "story.txt"
-    story.write_text(STORY)
-    run_dir = tmp_path / "run"
-    result = CliRunner().invoke(
-        app,
-        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url]
-        + ["--run-dir", str(run_dir), "--ckg-samples", "1", *extra],
-    )
-    assert result.exit_code == 0, result.output
-    return result, json.loads((run_dir / "result.json").read_text())
+    return cli_refine(server.base_url, tmp_path, *extra)
 
 
 def test_refine_with_a_lenient_judge_never_reports_a_target_reached(

@@ -11,41 +11,22 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from typer.testing import CliRunner
 
 from graphs.refine import build_graph
-from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ModelError
-from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, schema_name
+from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, cli_refine, schema_name
 
 
 def test_cli_refine_raises_the_score_and_stops_on_target(
     scripted_server: Callable[..., OpenAIServer], tmp_path: Path
 ) -> None:
     server = scripted_server(StoryResponder())
-    story = tmp_path / "story.txt"
-    story.write_text(STORY)
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(
-        app,
-        [
-            "refine",
-            str(story),
-            "--model",
-            "openai:scripted",
-            "--base-url",
-            server.base_url,
-            "--run-dir",
-            str(run_dir),
-            "--ckg-samples",
-            "1",
-        ],
-        env={"OPENAI_API_KEY": "sk-test-secret-key-123456"},
+    result, record = cli_refine(
+        server.base_url, tmp_path, env={"OPENAI_API_KEY": "sk-test-secret-key-123456"}
     )
-    assert result.exit_code == 0, result.output
-    record = json.loads((run_dir / "result.json").read_text())
     assert [s["nfs"] for s in record["scores"]] == pytest.approx([2 / 3, 1.0])
     assert record["stop_reason"].startswith("target reached")
     assert record["best_iteration"] == 1 and record["best_summary"] == FIXED_SUMMARY
@@ -213,14 +194,5 @@ def test_cli_refine_result_is_the_finish_nodes(
     monkeypatch.setattr(nodes.finish, "write_result", counting("finish"))
     monkeypatch.setattr(storyjudge.apps.cli.refine, "write_result", counting("cli"))
     server = scripted_server(StoryResponder())
-    story = tmp_path / "story.txt"
-    story.write_text(STORY)
-    run_dir = tmp_path / "run"
-    result = CliRunner().invoke(
-        app,
-        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url]
-        + ["--run-dir", str(run_dir), "--ckg-samples", "1"],
-    )
-    assert result.exit_code == 0, result.output
-    record = json.loads((run_dir / "result.json").read_text())
+    _, record = cli_refine(server.base_url, tmp_path)
     assert writers == ["finish"] and record["wall_seconds"] >= 0

@@ -14,15 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
-
 from graphs.refine import build_graph
-from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer, all_text
 from storyjudge.apps.ui.session import RunStore
 from storyjudge.apps.ui.steps import RUNNERS, STEPS
 from storyjudge.core.context import Context
-from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
+from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, cli_refine
 
 DELETED = "Alice finds the treasure on Gull Island."  # the flagged sentence and a supported one gone
 KEPT_WRONG = "Bob steals the map from Alice. Alice finds the treasure on Gull Island."
@@ -49,18 +46,9 @@ class RefinerSays(StoryResponder):
 
 
 def _cli_refine(server: OpenAIServer, tmp_path: Path, *options: str) -> dict[str, Any]:
-    story = tmp_path / "story.txt"
-    story.write_text(STORY)
-    run_dir = tmp_path / "run"
-    result = CliRunner().invoke(
-        app,
-        ["refine", str(story), "--model", "openai:scripted", "--base-url", server.base_url]
-        + ["--run-dir", str(run_dir), "--ckg-samples", "1", *options],
-        env={"OPENAI_API_KEY": "sk-test-secret-key-123456"},
-    )
-    assert result.exit_code == 0, result.output
-    record: dict[str, Any] = json.loads((run_dir / "result.json").read_text())
-    return record
+    return cli_refine(
+        server.base_url, tmp_path, *options, env={"OPENAI_API_KEY": "sk-test-secret-key-123456"}
+    )[1]
 
 
 def test_a_refiner_that_deletes_sentences_is_rejected(
@@ -84,25 +72,9 @@ def test_the_stop_line_says_the_last_round_was_rejected_and_why_the_loop_stopped
     scripted_server: Callable[..., OpenAIServer], tmp_path: Path
 ) -> None:
     """Not "saturated": the guard's rejection, its reason, and patience cutting max_iterations short."""
-    story = tmp_path / "story.txt"
-    story.write_text(STORY)
     server = scripted_server(RefinerSays(DELETED))
-    result = CliRunner().invoke(
-        app,
-        [
-            "refine",
-            str(story),
-            "--model",
-            "openai:scripted",
-            "--base-url",
-            server.base_url,
-            "--ckg-samples",
-            "1",
-        ]
-        + ["--run-dir", str(tmp_path / "run"), "--max-iterations", "2"],
-        env={"OPENAI_API_KEY": "sk-test", "COLUMNS": "80"},
-    )
-    assert result.exit_code == 0, result.output
+    env = {"OPENAI_API_KEY": "sk-test", "COLUMNS": "80"}
+    result, _ = cli_refine(server.base_url, tmp_path, "--max-iterations", "2", env=env)
     err = " ".join(result.stderr.split())  # the console wraps at 80 columns
     assert (
         "Stopped after round 1: the last refinement (round 1) was rejected by the refinement guard: dropped "
@@ -118,20 +90,9 @@ def test_the_stop_line_says_the_last_round_was_rejected_and_why_the_loop_stopped
     assert "NarrativeFactScore per round" in err and "iteration " not in err  # rounds, by one name
     assert FIRST_SUMMARY not in result.stderr  # round summaries only with --verbose
     assert result.stdout == FIRST_SUMMARY + "\n"
-    again = CliRunner().invoke(  # the finished run, shown again: with --verbose, every round's summary too
-        app,
-        [
-            "refine",
-            str(story),
-            "--model",
-            "openai:scripted",
-            "--base-url",
-            server.base_url,
-            "--ckg-samples",
-            "1",
-        ]
-        + ["--run-dir", str(tmp_path / "run"), "--max-iterations", "2", "--resume", "--verbose"],
-        env={"OPENAI_API_KEY": "sk-test", "COLUMNS": "80"},
+    # the finished run, shown again: with --verbose, every round's summary too
+    again, _ = cli_refine(
+        server.base_url, tmp_path, "--max-iterations", "2", "--resume", "--verbose", env=env
     )
     assert again.exit_code == 0, again.output
     shown = " ".join(again.stderr.replace("│", " ").split())
