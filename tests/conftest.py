@@ -73,3 +73,17 @@ def ctx_for(tmp_path: Path) -> Callable[..., Context]:
         return Context(**values)
 
     return make
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[Any]:
+    """The web UI's server on a free port of 127.0.0.1, keeping its runs under ``tmp_path``; shut down after."""
+    import threading
+
+    from storyjudge.apps.ui.server import make_server
+
+    server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()

@@ -150,16 +150,6 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
-@pytest.fixture
-def ui(tmp_path: Path) -> Iterator[UIServer]:
-    server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
 def _request(
     server: UIServer, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
 ) -> tuple[int, Any]:

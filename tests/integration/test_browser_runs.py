@@ -4,15 +4,13 @@ and 1920 px; screenshots go to the test's temp dir."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from storyjudge.apps.scripted_server import OpenAIServer
-from storyjudge.apps.ui.server import UIServer, make_server
+from storyjudge.apps.ui.server import UIServer
 from tests.integration.test_browser import (
     FIRST_SUMMARY,
     FIXED_SUMMARY,
@@ -33,15 +31,6 @@ OVERFLOW = """() => {
   if (document.documentElement.scrollWidth > window.innerWidth + 1) wide.push("page");
   return wide;
 }"""
-
-
-@pytest.fixture
-def ui(tmp_path: Path) -> Iterator[UIServer]:
-    server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.mark.slow

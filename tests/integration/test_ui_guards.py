@@ -3,23 +3,9 @@
 from __future__ import annotations
 
 import socket
-import threading
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from storyjudge.apps.ui.server import UIServer, make_server
+from storyjudge.apps.ui.server import UIServer
 from tests.integration.test_browser import _request
-
-
-@pytest.fixture
-def ui(tmp_path: Path) -> Iterator[UIServer]:
-    server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def _raw(server: UIServer, request: bytes, timeout: float = 10) -> bytes:

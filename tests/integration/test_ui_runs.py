@@ -9,29 +9,17 @@ its two rounds must remain beside it.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from storyjudge.apps.scripted_server import OpenAIServer
-from storyjudge.apps.ui.server import UIServer, make_server
+from storyjudge.apps.ui.server import UIServer
 from tests.integration.test_browser import FIRST_SUMMARY, MacbethResponder, _raw_get, _request
 
 OWN = FIRST_SUMMARY.replace("Macbeth and Banquo meet three witches", "Three witches greet Macbeth and Banquo")
-
-
-@pytest.fixture
-def ui(tmp_path: Path) -> Iterator[UIServer]:
-    server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def _step(ui: UIServer, name: str, step: str, body: dict[str, Any]) -> dict[str, Any]:
