@@ -19,7 +19,7 @@ import importlib
 import threading
 from collections.abc import Iterable
 
-from storyjudge.core import heap, progress
+from storyjudge.core import progress
 
 _lock = threading.Lock()
 _loaded: set[str] = set()
@@ -45,7 +45,7 @@ def load_before_branches(
     slow = bool(embedder) and f"embedder:{embedder}" not in _loaded  # seconds: said, not silent
     if slow:
         progress.emit("load", total=1, message=f"the {str(embedder).partition(':')[0]} embedding model")
-    with _lock, heap.loading():
+    with _lock:
         for name in sorted(wanted - _loaded):
             if name.startswith("embedder:"):
                 from storyjudge.core.embeddings import get_embedder

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from storyjudge.core import heap
 from storyjudge.core.context import ROLES, ConfigError, Context
 
 if TYPE_CHECKING:  # LangChain's model classes take a second to import; a spec check needs none of them
@@ -205,8 +204,7 @@ def chat_model(spec: str, ctx: Context) -> BaseChatModel:
     key = (spec, base_url, ctx.request_timeout, key_hash)
     with _models_lock:
         if key not in _models:
-            with heap.loading():  # LangChain's OpenAI client and the SDK, or llama.cpp and the weights
-                _models[key] = _build(provider, name, spec, ctx)
+            _models[key] = _build(provider, name, spec, ctx)
         return _models[key]
 
 
