@@ -5,9 +5,9 @@
   waiting for a slot costs a thread, not a call), or to 2 for an in-process model (one call at a time).
 - **LLM slots** (``llm_slot``): ``ctx.concurrency`` calls in flight, one semaphore per run (keyed by its run
   directory, cache directory, base URL and concurrency: two runs of one process never share slots, every node
-  of one run does), waiters served by ``priority`` (a fact's decomposition before verdicts), then arrival; a
-  slot is free once the server's answer arrives (``answer_arrived``). ``set_budget_factory`` puts another budget
-  behind the same interface, a context manager held around each call: a Dask cluster's (``eval.cluster``).
+  of one run does), waiters served by ``priority`` (a fact's decomposition before verdicts), then arrival.
+  ``set_budget_factory`` puts another budget behind the same interface, a context manager held around each
+  call: a Dask cluster's (``eval.cluster``).
 - **Threads**: two ``concurrent.futures`` pools. A branch's calls made at once (``in_parallel``, ``in_worker``)
   run on one, HTTP calls on the other (``within``), so a caller can give up on a call at its deadline; two, as a
   branch call waits for an HTTP call, and in one bounded pool the HTTP calls could queue behind their callers.
@@ -51,9 +51,6 @@ def graph_config(ctx: Context, *, local: bool = False, **config: Any) -> dict[st
     return {**config, "max_concurrency": branch_threads(ctx, local=local)}
 
 
-# --- cancellation ---------------------------------------------------------------------------------------------
-
-
 class Cancelled(BaseException):
     """The run was cancelled (Ctrl-C): an LLM call not sent, or no longer waited for."""
 
@@ -94,8 +91,6 @@ def wait_any(futures: Iterable[Future[Any]], timeout: float | None = None) -> se
     return done
 
 
-# --- threads ----------------------------------------------------------------------------------------------------
-
 _branch_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="storyjudge-branch")
 _call_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="storyjudge-call")
 
@@ -132,8 +127,6 @@ def within(seconds: float, call: Callable[[], T]) -> T:
         raise TimeoutError(f"no answer within the request timeout of {seconds:g}s")
     return future.result()
 
-
-# --- LLM slots ----------------------------------------------------------------------------------------------------
 
 call_priority: contextvars.ContextVar[int] = contextvars.ContextVar("call_priority", default=0)
 """How many dependent LLM calls wait on the calls made in this context (higher is sent first)."""
@@ -235,49 +228,10 @@ def llm_slots(ctx: Context) -> AbstractContextManager[Any]:
     return slot if slot is not None else run_semaphore(ctx)
 
 
-_on_answer: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
-    "on_answer", default=None
-)
-"""What gives the current call's slot back; the HTTP client's response hook calls it."""
-
-
 @contextmanager
 def llm_slot(ctx: Context) -> Iterator[None]:
-    """Hold one of the run's LLM slots around a call; waiting for it ends with ``Cancelled`` on cancellation.
-
-    The run's own slots are given back once, when the server's answer arrives or when the block ends; an
-    installed budget is held to the end of the block.
-    """
+    """Hold one of the run's LLM slots around a call; waiting for it ends with ``Cancelled`` on cancellation."""
     check_cancelled()
-    budget = llm_slots(ctx)
-    if not isinstance(budget, Slots):
-        with budget:
-            check_cancelled()
-            yield
-        return
-    budget.acquire(call_priority.get())
-    given: Future[None] = Future()
-
-    def give_back() -> None:
-        with suppress(InvalidStateError):  # only the first of the hook and the block's end gives it back
-            given.set_result(None)
-            budget.release()
-
-    token = _on_answer.set(give_back)
-    try:
+    with llm_slots(ctx):
         check_cancelled()
         yield
-    finally:
-        _on_answer.reset(token)
-        give_back()
-
-
-def answer_arrived(_response: object = None) -> None:
-    """The HTTP client's response hook: the server has answered, so the call's slot is free.
-
-    Parsing the answer (milliseconds of SDK code under the interpreter lock) then no longer keeps the next call
-    waiting. It runs on the thread that sent the request, which carries the caller's context.
-    """
-    give_back = _on_answer.get()
-    if give_back is not None:
-        give_back()

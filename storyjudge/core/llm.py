@@ -61,9 +61,9 @@ def cut_off(finish_reason: str | None) -> bool:
 
 
 class ModelError(RuntimeError):
-    """A model call failed for a reason retrying will not fix (bad key, unknown model, unreachable server).
+    """A call failed for a reason retrying will not fix (bad key, unknown model, gone server): the run ends.
 
-    The run ends with it. Its message never carries an API key, even when the server's error message echoes it.
+    Its message never carries an API key, even when the server's error message echoes it.
     """
 
     def __init__(self, message: str) -> None:
@@ -73,8 +73,7 @@ class ModelError(RuntimeError):
 class CallFailed(ModelError):
     """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run.
 
-    ``ask_structured`` returns it as a failed Answer; a caller of ``ask_text`` that can go on without the
-    answer catches it; one that cannot (a summarizer step) lets it end the run.
+    ``ask_structured`` returns it as a failed Answer; an ``ask_text`` caller that can go on without it catches it.
     """
 
 
@@ -123,8 +122,7 @@ def stop_if_run_ended(ctx: Context, since: float) -> None:
     """Raise if the work was cancelled, or if a call of this run failed after ``since`` (``time.monotonic()``).
 
     LangGraph raises a branch's error only once the other branches of its step have ended, so long work beside
-    the LLM calls (the index, embedding a novel) asks between its steps, and raises the failed call's own error.
-    One noted before ``since`` belongs to an earlier attempt (a resume in the same process).
+    the calls (the index, embedding a novel) asks between its steps and raises the failed call's own error.
     """
     check_cancelled()
     when, error = _failures.get(_run(ctx), (0.0, None))
@@ -147,9 +145,8 @@ def _is_unsupported_format(exc: Exception) -> bool:
 
 
 def _check_fits(ctx: Context, spec: str, prompt_version: str, messages: Sequence[Message]) -> None:
-    """Refuse, unsent, a prompt longer than the model's context window.
+    """Refuse, unsent (the server would bill it, then reject it), a prompt longer than the context window.
 
-    The server would reject it after the tokens were sent (and billed), and a run would send thousands like it.
     Tokenized only when it is over twice the window in bytes: English averages over 4 bytes a token.
     """
     if sum(len(content.encode("utf-8")) for _, content in messages) <= 2 * ctx.context_window:
@@ -166,10 +163,9 @@ def _check_fits(ctx: Context, spec: str, prompt_version: str, messages: Sequence
 def _raw_call(
     spec: str, ctx: Context, messages: Sequence[Message], params: dict[str, Any]
 ) -> tuple[str, str | None, int, int]:
-    """One uncached call, transient failures retried within ``ctx.retry_budget_s`` (``retry.Policy``).
+    """One uncached call as (text, finish_reason, input tokens, output tokens), retried by ``retry.Policy``.
 
-    Returns (text, finish_reason, input tokens, output tokens). Raises ``ModelError`` for a permanent failure
-    and ``CallFailed`` when the budget ran out.
+    Raises ``ModelError`` for a permanent failure and ``CallFailed`` when the retry budget ran out.
     """
     model, local = chat_model(spec, ctx), is_local(spec)
     invoke = partial(model.invoke, list(messages), **params)
@@ -245,11 +241,7 @@ def _complete(
     schema: type[BaseModel] | None = None,
     usable: Callable[[str, str | None], bool] | None = None,
 ) -> TextAnswer:
-    """A cached completion: identical requests to the same server are answered from the cache at no cost.
-
-    ``usable(text, finish_reason)`` says whether an answer can be used (a structured answer that parses): one
-    that cannot is neither stored nor, from an older cache, replayed.
-    """
+    """A cached completion; an answer that is not ``usable(text, finish_reason)`` is neither stored nor replayed."""
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request, "" if is_local(spec) else server_id(ctx.base_url))
 
@@ -291,9 +283,8 @@ _flights_lock = threading.Lock()
 def _board(cache_dir: Path, key: str) -> tuple[Future[TextAnswer | None], bool]:
     """The flight of an uncached request, and whether this caller is the one to send it (single-flight).
 
-    Branches of one run may ask the identical request at once (a fact that two summary sentences share, judged
-    in two branches): one HTTP call answers both, as the cache would have had they come one after the other.
-    Keyed by cache directory too, so runs with separate caches keep separate calls.
+    Branches of one run may ask the identical request at once (a fact two summary sentences share): one HTTP call
+    answers both, as the cache would have one after the other. Runs with separate caches keep separate calls.
     """
     with _flights_lock:
         flight = _flights.get((str(cache_dir), key))
@@ -354,11 +345,7 @@ def ask_text(
     max_tokens: int | None = None,
     sample: int = 0,
 ) -> TextAnswer:
-    """A free-text answer from the role's model (cached, retried on transport errors).
-
-    Raises ``CallFailed`` when the server kept failing for ``ctx.retry_budget_s``: a caller that can count the
-    unit as failed catches it.
-    """
+    """A free-text answer from the role's model; ``CallFailed`` when the server kept failing for its budget."""
     request = _request(ctx, messages, temperature, max_tokens, sample)
     return _complete(ctx, resolve_spec(ctx, role), prompt.version_id, request)
 
@@ -390,9 +377,8 @@ def ask_structured(
 ) -> Answer[T]:
     """A pydantic object from the role's model, or an Answer whose ``error`` says why there is none.
 
-    Permanent failures (key, model, request) raise ModelError; a call that kept failing for
-    ``ctx.retry_budget_s``, and answers that do not parse after ``ctx.parse_retries`` more attempts with the
-    failed answer shown to the model, are returned as failures.
+    Permanent failures raise ModelError; a call out of retry budget, or answers that do not parse after
+    ``ctx.parse_retries`` more attempts with the failed answer shown to the model, are returned as failures.
     """
     spec, instruction = resolve_spec(ctx, role), schema_instruction(schema)
     if messages and messages[-1][0] == "user":
@@ -407,10 +393,7 @@ def ask_structured(
     checked: dict[tuple[str, str | None], tuple[T | None, str]] = {}
 
     def check(answer: str, finish_reason: str | None) -> tuple[T | None, str]:
-        """The parsed answer and why it cannot count ("" when it can), worked out once per answer.
-
-        The cache asks before it replays or stores an answer, and the same answer is then used.
-        """
+        """The parsed answer and why it cannot count ("" when it can), once per answer (the cache asks too)."""
         seen = (answer, finish_reason)
         if seen not in checked:
             try:

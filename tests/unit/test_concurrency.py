@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -315,57 +314,3 @@ def test_waiting_for_a_slot_or_an_answer_does_not_poll(monkeypatch: Any) -> None
     # a 50 ms poll would have looked about 40 times each
     assert looks.count("slot-waiter") <= 2
     assert looks.count("answer-waiter") <= 2
-
-
-def test_an_answer_frees_its_slot_once_even_before_the_call_ends(tmp_path: Path) -> None:
-    """The HTTP client's response hook gives the slot back from the thread that sent the request; the end of
-    the call then gives nothing back a second time."""
-    import pytest
-
-    ctx = Context(model="openai:scripted", run_dir=str(tmp_path), concurrency=1)
-    slots = concurrency.run_semaphore(ctx)
-    with concurrency.llm_slot(ctx):
-        assert slots._free == 0
-        concurrency.in_worker(concurrency.answer_arrived).result(10)  # a worker carries the caller's context
-        assert slots._free == 1
-        concurrency.answer_arrived()  # a second answer (an abandoned attempt's) frees nothing more
-        assert slots._free == 1
-        slots.acquire()  # another call takes the freed slot while this one is still reading its answer
-    assert slots._free == 0, "the end of the call gave its slot back twice"
-    slots.release()
-    with pytest.raises(ValueError):
-        slots.release()
-    concurrency.answer_arrived()  # outside any call: nothing to free
-
-
-def test_a_call_reading_its_answer_does_not_hold_the_next_one(
-    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context], monkeypatch: Any
-) -> None:
-    """With one slot, the second call reaches the server while the first is still turning its answer into a
-    message: the slot bounds what is in flight at the server, and the server had answered."""
-    from langchain_openai import ChatOpenAI
-
-    server = scripted_server(lambda body: "Answer.")
-    ctx = ctx_for(server, concurrency=1)
-    second_arrived = threading.Event()
-    waited: list[bool] = []
-    original = ChatOpenAI._create_chat_result
-
-    readings = itertools.count()
-
-    def slow_reading(self: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
-        if next(readings) == 0:  # the first answer read waits for the second request to reach the server
-            waited.append(second_arrived.wait(20))  # without the hook this waits out its 20 s
-        return original(self, response, *args, **kwargs)
-
-    def watch() -> None:
-        while not second_arrived.is_set() and len(server.requests) < 2:
-            threading.Event().wait(0.005)
-        second_arrived.set()
-
-    monkeypatch.setattr(ChatOpenAI, "_create_chat_result", slow_reading)
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    assert ask_in_threads([(ctx, "one"), (ctx, "two")]) == ["Answer.", "Answer."]
-    assert waited == [True], "the second call was not sent while the first read its answer"
-    assert server.max_in_flight == 1
