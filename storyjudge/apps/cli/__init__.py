@@ -118,9 +118,8 @@ class LazyGroup(typer.core.TyperGroup):
         module, help_line = COMMANDS[cmd_name]
         if self._listing:
             return typer.core.TyperCommand(cmd_name, help=help_line)
-        with (
-            heavy_imports.collector_paused()
-        ):  # LangGraph, LangChain: seconds of imports, none of them garbage
+        # LangGraph, LangChain: seconds of imports, none of them garbage
+        with heavy_imports.collector_paused():
             importlib.import_module(f"{__name__}.{module}")  # registers its commands on ``app``
         loaded = typer.main.get_command(app)  # a group built from every command registered by now
         for name, command in getattr(loaded, "commands", {}).items():
