@@ -15,9 +15,9 @@ two first nodes never import at once either.
 In a process that owns itself (the ``storyjudge`` command calls ``own_process``), the loads run without the
 garbage collector (``collector_paused``): they leave hundreds of thousands of objects that live as long as the
 process, none of them garbage, and CPython walks them all each time the heap has grown by a quarter. Measured,
-``refine examples/macbeth-witches.md`` with the embedded model, three runs each way: its second progress line
-(after the embedder and Chroma loaded) at 7.96-8.25 s with the pause, 9.10-9.39 s without; against the
-scripted server, six runs each, its first progress line at 1.99-2.05 s with, 2.11-2.21 s without.
+``refine examples/macbeth-witches.md`` with the embedded model, three runs each way alternating: its second
+progress line (the embedder and Chroma loaded) at 7.70-8.45 s with the pause, 8.78-8.94 s without; against
+the scripted server, six runs each, its first progress line at 1.99-2.05 s with, 2.11-2.21 s without.
 """
 
 from __future__ import annotations
