@@ -18,10 +18,10 @@ terminates.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ from nodes.summary_writer import (
 from prompts import data_block, load
 from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
-from storyjudge.core.concurrency import branch_threads, in_worker, priority, wait_cancellable
+from storyjudge.core.concurrency import branch_threads, in_worker, priority, wait_any
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.records import SummaryChunk, TreeLevel, TreeStep, TreeSummary
@@ -365,9 +365,7 @@ class TreeRun:
         self.fed = 0  # chunk summaries passed on to level 1, in chunk order
         self.final: TreeSummary | None = None
         self.leaves_done_at: float | None = None
-        self._finished: deque[Finished] = deque()
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._running: dict[Future[tuple[TreeSummary, Written]], MergeJob | None] = {}
 
     def run(self) -> None:
         """Write the whole tree; the first failed call's error is raised as soon as it is read."""
@@ -405,25 +403,17 @@ class TreeRun:
         return branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
 
     def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
-        def finish() -> None:
-            try:
-                summary, written = call()
-                outcome: Finished = (job, summary, written)
-            except BaseException as exc:  # noqa: BLE001 - raised by the tree's thread
-                outcome = (job, exc, None)
-            with self._lock:
-                self._finished.append(outcome)
-                self._wake.set()
-
-        in_worker(finish)
+        self._running[in_worker(call)] = job
 
     def _wait(self) -> list[Finished]:
-        wait_cancellable(self._wake)
-        with self._lock:
-            items = list(self._finished)
-            self._finished.clear()
-            self._wake.clear()
-        return items
+        finished: list[Finished] = []
+        for future in wait_any(self._running):
+            job, error = self._running.pop(future), future.exception()
+            if error is not None:
+                finished.append((job, error, None))
+            else:
+                finished.append((job, *future.result()))
+        return finished
 
     def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:
         self.leaves[leaf["index"]] = (leaf, written)

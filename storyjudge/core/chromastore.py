@@ -25,7 +25,6 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 from chromadb.config import Settings  # noqa: E402
 from chromadb.utils.embedding_functions import register_embedding_function  # noqa: E402
 
-from storyjudge.core import heap  # noqa: E402
 from storyjudge.core.embeddings import get_embedder  # noqa: E402
 from storyjudge.core.queryvectors import prepared  # noqa: E402
 from storyjudge.core.scenestore import Passage  # noqa: E402
@@ -138,9 +137,8 @@ def client_at(location: str) -> ClientAPI:
     """One client per store directory or server URL in this process."""
     with _clients_lock:
         if location not in _clients:
-            with heap.loading():  # Chroma's store
-                url = location if _is_url(location) else ""
-                _clients[location] = chroma_client("" if url else location, url)
+            url = location if _is_url(location) else ""
+            _clients[location] = chroma_client("" if url else location, url)
         return _clients[location]
 
 

@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from storyjudge.core.echo import copied_span, words
 from storyjudge.core.jsonparse import strip_thinking
+from storyjudge.core.promptcopy import copied_span, words
 
 ERROR_TYPES: tuple[str, ...] = (
     "entity omission",

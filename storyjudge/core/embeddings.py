@@ -21,7 +21,6 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from storyjudge.core import heap
 from storyjudge.core.context import ConfigError
 
 log = logging.getLogger(__name__)
@@ -358,9 +357,8 @@ def get_embedder(spec: str = "minilm") -> WindowedEmbeddings:
         if spec not in _embedders:
             if spec != "minilm" and not (spec.startswith("bge-m3:") and spec.partition(":")[2]):
                 raise ConfigError(f"Unknown embedder {spec!r}: use 'minilm' or 'bge-m3:<local path>'.")
-            with heap.loading():  # torch, transformers and the weights
-                if spec == "minilm":
-                    _embedders[spec] = MiniLMEmbeddings()
-                else:
-                    _embedders[spec] = BGEM3Embeddings(spec.partition(":")[2])
+            if spec == "minilm":
+                _embedders[spec] = MiniLMEmbeddings()
+            else:
+                _embedders[spec] = BGEM3Embeddings(spec.partition(":")[2])
         return _embedders[spec]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from storyjudge.core import heap
+from storyjudge.core import heavy_imports
 from storyjudge.core.context import ROLES, ConfigError, Context
 
 if TYPE_CHECKING:  # LangChain's model classes take a second to import; a spec check needs none of them
@@ -205,7 +205,7 @@ def chat_model(spec: str, ctx: Context) -> BaseChatModel:
     key = (spec, base_url, ctx.request_timeout, key_hash)
     with _models_lock:
         if key not in _models:
-            with heap.loading():  # LangChain's OpenAI client and the SDK, or llama.cpp and the weights
+            with heavy_imports.collector_paused():  # LangChain's OpenAI client, or llama.cpp and its weights
                 _models[key] = _build(provider, name, spec, ctx)
         return _models[key]
 
@@ -241,22 +241,6 @@ def _local_chat_class() -> type[BaseChatModel]:
     return LocalChatLlamaCpp
 
 
-def _http_client() -> Any:
-    """The SDK's default HTTP client, plus a hook that frees a call's LLM slot as soon as its answer arrives.
-
-    ``openai.DefaultHttpxClient`` keeps the SDK's limits, redirects and httpx's own proxy settings from the
-    environment. Against the scripted server (L = 300 ms, 16 slots), the time from one answer leaving the
-    server to the next request reaching it averaged 16-24 ms while the slot was held until LangChain had
-    parsed the answer; coherence over 400 sentences, five runs each way alternating: median 1.114 x its
-    bound without the hook, 1.098 with it.
-    """
-    import openai
-
-    from storyjudge.core.concurrency import answer_arrived
-
-    return openai.DefaultHttpxClient(event_hooks={"response": [answer_arrived]})
-
-
 def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
     if provider == "local":
         path = local_model_path(name)
@@ -284,7 +268,6 @@ def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
         # never OPENAI_API_KEY to another server: only the key given for it, or a dummy one
         kwargs["api_key"] = api_key(ctx.base_url)
         kwargs["stream_usage"] = False
-        kwargs["http_client"] = _http_client()
     try:
         return init_chat_model(spec, **kwargs)
     except (ImportError, ValueError) as exc:

@@ -5,7 +5,8 @@ Errors are told apart by their type (the OpenAI SDK's, which langchain-openai ra
 from other bad requests. Transient ones (429, 408, 409, 5xx, connection reset, read timeout, a reply cut off in
 transit, an empty reply) are retried on a time budget per call (``Context.retry_budget_s``), honouring
 Retry-After, else capped exponential back-off with jitter, waiting outside the LLM slot.
-Permanent ones (401/403 the key, 404 the model, 400 the request) are not retried at all.
+Permanent ones (401/403 the key, 404 the model, 400 the request) are not retried at all. ``Policy`` is the
+whole decision for one call: the gateway (``storyjudge.core.llm``) hands it each failed attempt.
 
 A server that refuses every connection for ``GONE_SECONDS`` is gone: the run stops instead of every call
 retrying to its budget. While calls wait to retry, one line every ``STORM_LINE_SECONDS`` says how many and
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -27,6 +30,7 @@ from typing import Literal
 import httpx2
 import openai
 
+from storyjudge.core.concurrency import wait_any
 from storyjudge.core.context import Context
 from storyjudge.core.models import SERVER_KEY_ENV, is_openai
 from storyjudge.core.tokens import count_tokens
@@ -54,6 +58,57 @@ glitch is retried; a model that has nothing to say is not asked forever)."""
 
 class EmptyAnswer(ValueError):
     """A server answered with no text at all, not even a cut-off one: retried like a transport fault."""
+
+
+class GiveUp(Exception):
+    """A call is not tried again: ``permanent`` (the request or the setup is wrong), else out of time."""
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(redact(message))
+        self.permanent = permanent
+
+
+_KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
+
+
+def redact(text: str) -> str:
+    """Text without the API keys in use or anything shaped like a key (servers may echo the key back)."""
+    for name in ("OPENAI_API_KEY", SERVER_KEY_ENV):
+        key = os.environ.get(name, "")
+        if len(key) >= 8:
+            text = text.replace(key, "[redacted]")
+    return _KEY_LIKE.sub("[redacted]", text)
+
+
+class Policy:
+    """The retries of one call, on its time budget (``ctx.retry_budget_s``), told apart by exception type."""
+
+    def __init__(self, ctx: Context, spec: str, server: str) -> None:
+        self.ctx, self.spec, self.server = ctx, spec, server
+        self.started = time.monotonic()
+
+    def wait_after(self, exc: Exception, attempt: int, messages: Sequence[tuple[str, str]]) -> None:
+        """Wait, outside the LLM slot, before attempt ``attempt + 1``; ``GiveUp`` when there is none."""
+        verdict = classify(exc)
+        if isinstance(exc, openai.APIStatusError):
+            servers.answered(self.server)
+        budget = self.ctx.retry_budget_s
+        gone = verdict == "refused" and servers.refused_for(self.server) >= min(GONE_SECONDS, budget)
+        if gone or verdict not in ("retry", "timeout", "refused"):
+            raise GiveUp(refusal(self.spec, self.ctx, verdict, exc, messages), permanent=True)
+        wait = retry_after(exc)
+        if wait is None:  # a timed-out attempt already waited: its retry starts at once
+            wait = 0.0 if verdict == "timeout" else backoff(attempt, verdict)
+        spent = time.monotonic() - self.started
+        detail = redact(f"{self.spec}: {type(exc).__name__}: {exc}")
+        if spent + wait > budget:
+            message = f"{detail} (after {attempt} attempt(s) in {spent:.0f}s; retry_budget_s is {budget:g})"
+            raise GiveUp(message, permanent=False)
+        storm.waiting(status_of(exc), f"{detail}; attempt {attempt}, waiting {wait:.1f}s")
+        try:
+            wait_any((), wait)  # cut short by Ctrl-C
+        finally:
+            storm.resumed()
 
 
 _CONTEXT_WORDS = ("context length", "context_length", "maximum context", "context window", "too many tokens")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,19 +202,29 @@ def test_parallel_calls_raise_the_first_error_once_every_call_has_ended() -> Non
 def test_a_worker_runs_in_the_callers_context() -> None:
     import contextvars
 
+    import pytest
+
     seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
     seen.set("branch")
-    pending = concurrency.in_worker(seen.get)
-    assert pending.done.wait(5)
-    assert pending.result() == "branch"
-    failing = concurrency.in_worker(lambda: 1 / 0)
-    assert failing.done.wait(5)
+    assert concurrency.in_worker(seen.get).result(5) == "branch"
+    with pytest.raises(ZeroDivisionError):
+        concurrency.in_worker(lambda: 1 / 0).result(5)
+
+
+def test_a_call_past_its_deadline_is_given_up_and_a_cancelled_wait_ends_at_once() -> None:
+    import pytest
+
+    release = threading.Event()
     try:
-        failing.result()
-    except ZeroDivisionError:
-        pass
-    else:  # pragma: no cover - the assertion explains
-        raise AssertionError("the worker's exception was not raised to the caller")
+        with pytest.raises(TimeoutError):
+            concurrency.within(0.2, lambda: release.wait(30))
+        assert concurrency.within(5, lambda: "answer") == "answer"
+        threading.Timer(0.2, concurrency.cancel).start()
+        with pytest.raises(concurrency.Cancelled):
+            concurrency.within(30, lambda: release.wait(30))
+    finally:
+        release.set()
+        concurrency.reset_cancel()
 
 
 def test_slots_go_to_the_highest_priority_waiter_then_in_arrival_order() -> None:
@@ -239,67 +249,6 @@ def test_slots_go_to_the_highest_priority_waiter_then_in_arrival_order() -> None
         thread.join(10)
     assert order == ["decompose", "judge-1", "judge-2"]
     assert slots._free == 1, "every slot came back"
-
-
-def waiting_at(slots: concurrency.Slots, level: int, got: list[str], name: str) -> threading.Thread:
-    """A thread that waits for a slot at ``level`` (queued before this returns) and notes when it has one."""
-    queued = len(slots._waiting)
-
-    def take() -> None:
-        slots.acquire(level)
-        got.append(name)
-
-    thread = threading.Thread(target=take, daemon=True)
-    thread.start()
-    while len(slots._waiting) == queued:
-        threading.Event().wait(0.001)
-    return thread
-
-
-def test_a_chains_slot_is_kept_from_the_extraction_samples_for_its_next_call(monkeypatch: Any) -> None:
-    """The summarizer beside the index asks again a few ms after its answer: a waiting sample must not have
-    taken its slot by then. The kept slot goes to the next call above the samples' level, not to a sample."""
-    monkeypatch.setattr(concurrency.Slots, "KEEP_SECONDS", 60.0)  # longer than any stall of a busy machine
-    slots = concurrency.Slots(2)
-    slots.acquire(0)  # the chain's call in flight
-    slots.acquire(concurrency.AFTER_EVERY_OTHER)  # a sample in flight
-    got: list[str] = []
-    sample = waiting_at(slots, concurrency.AFTER_EVERY_OTHER, got, "sample")
-    slots.release(0)  # the chain's answer arrived
-    assert got == [] and len(slots._kept) == 1, "the sample took the chain's slot"
-    slots.acquire(0)  # the chain's next call takes the kept slot at once
-    assert slots._kept == [] and got == []
-    slots.release(concurrency.AFTER_EVERY_OTHER)  # a sample's slot is never kept: the waiting sample gets it
-    sample.join(10)
-    assert got == ["sample"]
-
-
-def test_a_kept_slot_nobody_claims_goes_to_the_waiting_samples(monkeypatch: Any) -> None:
-    monkeypatch.setattr(concurrency.Slots, "KEEP_SECONDS", 0.05)
-    slots = concurrency.Slots(1)
-    slots.acquire(0)
-    got: list[str] = []
-    sample = waiting_at(slots, concurrency.AFTER_EVERY_OTHER, got, "sample")
-    slots.release(0)  # the chain's last call: no next call comes
-    sample.join(10)
-    assert got == ["sample"], "a kept slot was never handed on"
-    assert slots._kept == [] and slots._free == 0
-
-
-def test_a_slot_is_not_kept_when_a_call_above_the_samples_waits(monkeypatch: Any) -> None:
-    """Only the join-only samples wait for a kept slot: a verdict waiting behind a decomposition gets it."""
-    monkeypatch.setattr(concurrency.Slots, "KEEP_SECONDS", 60.0)
-    slots = concurrency.Slots(1)
-    slots.acquire(2)  # a decomposition
-    got: list[str] = []
-    verdict = waiting_at(slots, 0, got, "verdict")
-    sample = waiting_at(slots, concurrency.AFTER_EVERY_OTHER, got, "sample")
-    slots.release(2)
-    verdict.join(10)
-    assert got == ["verdict"] and slots._kept == []
-    slots.release(None)  # a release that does not say its level hands the slot on as before
-    sample.join(10)
-    assert got == ["verdict", "sample"]
 
 
 def test_a_cancelled_wait_for_a_slot_leaves_the_slots_whole() -> None:
@@ -345,7 +294,7 @@ def test_waiting_for_a_slot_or_an_answer_does_not_poll(monkeypatch: Any) -> None
     monkeypatch.setattr(concurrency, "check_cancelled", counted)
     slots = concurrency.Slots(1)
     slots.acquire()
-    answer = threading.Event()
+    answer: Future[None] = Future()
 
     def wait_for_slot() -> None:
         slots.acquire()
@@ -353,71 +302,15 @@ def test_waiting_for_a_slot_or_an_answer_does_not_poll(monkeypatch: Any) -> None
 
     waiters = [
         threading.Thread(target=wait_for_slot, name="slot-waiter"),
-        threading.Thread(target=concurrency.wait_cancellable, args=(answer, 30), name="answer-waiter"),
+        threading.Thread(target=concurrency.wait_any, args=([answer], 30), name="answer-waiter"),
     ]
     for waiter in waiters:
         waiter.start()
     threading.Event().wait(2.0)
     slots.release()
-    answer.set()
+    answer.set_result(None)
     for waiter in waiters:
         waiter.join(10)
     # a 50 ms poll would have looked about 40 times each
     assert looks.count("slot-waiter") <= 2
     assert looks.count("answer-waiter") <= 2
-
-
-def test_an_answer_frees_its_slot_once_even_before_the_call_ends(tmp_path: Path) -> None:
-    """The HTTP client's response hook gives the slot back from the thread that sent the request; the end of
-    the call then gives nothing back a second time."""
-    import pytest
-
-    ctx = Context(model="openai:scripted", run_dir=str(tmp_path), concurrency=1)
-    slots = concurrency.run_semaphore(ctx)
-    with concurrency.llm_slot(ctx):
-        assert slots._free == 0
-        hook = concurrency.in_worker(concurrency.answer_arrived)  # a worker carries the caller's context
-        assert hook.done.wait(10)
-        hook.result()
-        assert slots._free == 1
-        concurrency.answer_arrived()  # a second answer (an abandoned attempt's) frees nothing more
-        assert slots._free == 1
-        slots.acquire()  # another call takes the freed slot while this one is still reading its answer
-    assert slots._free == 0, "the end of the call gave its slot back twice"
-    slots.release()
-    with pytest.raises(ValueError):
-        slots.release()
-    concurrency.answer_arrived()  # outside any call: nothing to free
-
-
-def test_a_call_reading_its_answer_does_not_hold_the_next_one(
-    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context], monkeypatch: Any
-) -> None:
-    """With one slot, the second call reaches the server while the first is still turning its answer into a
-    message: the slot bounds what is in flight at the server, and the server had answered."""
-    from langchain_openai import ChatOpenAI
-
-    server = scripted_server(lambda body: "Answer.")
-    ctx = ctx_for(server, concurrency=1)
-    second_arrived = threading.Event()
-    waited: list[bool] = []
-    original = ChatOpenAI._create_chat_result
-
-    readings = itertools.count()
-
-    def slow_reading(self: Any, response: Any, *args: Any, **kwargs: Any) -> Any:
-        if next(readings) == 0:  # the first answer read waits for the second request to reach the server
-            waited.append(second_arrived.wait(20))  # without the hook this waits out its 20 s
-        return original(self, response, *args, **kwargs)
-
-    def watch() -> None:
-        while not second_arrived.is_set() and len(server.requests) < 2:
-            threading.Event().wait(0.005)
-        second_arrived.set()
-
-    monkeypatch.setattr(ChatOpenAI, "_create_chat_result", slow_reading)
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    assert ask_in_threads([(ctx, "one"), (ctx, "two")]) == ["Answer.", "Answer."]
-    assert waited == [True], "the second call was not sent while the first read its answer"
-    assert server.max_in_flight == 1

@@ -16,7 +16,7 @@ import typer.core
 import typer.main
 from typer import _click as click  # typer vendors its own click; its commands are of these classes
 
-from storyjudge.core import heap
+from storyjudge.core import heavy_imports
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": (
@@ -118,7 +118,8 @@ class LazyGroup(typer.core.TyperGroup):
         module, help_line = COMMANDS[cmd_name]
         if self._listing:
             return typer.core.TyperCommand(cmd_name, help=help_line)
-        with heap.loading():  # LangGraph, LangChain: seconds of imports, none of them garbage
+        # LangGraph, LangChain: seconds of imports, none of them garbage
+        with heavy_imports.collector_paused():
             importlib.import_module(f"{__name__}.{module}")  # registers its commands on ``app``
         loaded = typer.main.get_command(app)  # a group built from every command registered by now
         for name, command in getattr(loaded, "commands", {}).items():
@@ -180,13 +181,13 @@ def entry() -> None:
     and the streams are flushed; then the process ends. Only when no Chroma store was opened in the process,
     which may still write its index as it is torn down; and an error keeps the ordinary exit and traceback.
 
-    The program owns its process, so its big loads run without the garbage collector (``storyjudge.core.heap``).
+    The program owns its process, so its big loads run without the garbage collector (``core.heavy_imports``).
     """
     import atexit
     import os
     import sys
 
-    heap.manage()
+    heavy_imports.own_process()
     try:
         app()
         code: object = 0
