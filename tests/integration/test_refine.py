@@ -142,7 +142,10 @@ def test_resume_after_judge_failure_repeats_no_finished_judge(
         if schema_name(body) == "Verdict":
             judged.append(body["messages"][-1]["content"])
             if state["fail"] and "treasure" in body["messages"][-1]["content"].split("<fact>")[-1]:
-                return {"status": 400, "error": "injected failure"}  # permanent: the run ends
+                # permanent: the run ends. Answered last, so the other sentences' tasks have finished and been
+                # checkpointed: a task still running when LangGraph ends the step on an error keeps no writes
+                time.sleep(1.0)
+                return {"status": 400, "error": "injected failure"}
         return story(body)
 
     server = scripted_server(responder)
