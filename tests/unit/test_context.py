@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +20,7 @@ def test_defaults_are_usable_and_every_field_is_described() -> None:
     assert ctx.temperature == 0.0
     assert ctx.embedder == "minilm"
     assert ctx.artifact_removal is True
-    undescribed = [f.name for f in fields(Context) if not f.metadata.get("description")]
+    undescribed = [name for name, f in Context.model_fields.items() if not f.description]
     assert undescribed == []
 
 
@@ -148,5 +147,5 @@ def test_context_of_falls_back_to_defaults() -> None:
 
 def test_public_dict_lists_every_field() -> None:
     record = Context(model="local:smollm2").public_dict()
-    assert set(record) == {f.name for f in fields(Context)}
+    assert set(record) == set(Context.model_fields)
     assert record["model"] == "local:smollm2"
