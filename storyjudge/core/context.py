@@ -14,9 +14,9 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
@@ -58,14 +58,12 @@ Folder = Annotated[str, AfterValidator(_folder)]
 TemperatureOrUnset = Annotated[float, AfterValidator(_temperature_or_unset)]
 
 
-class Context(BaseModel):
+class Context(BaseModel, frozen=True, extra="forbid"):
     """Settings of one storyjudge run. Every field has a default; empty model specs resolve at call time."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # --- models -------------------------------------------------------------------------------------------
     model: str = Field(
-        "",
+        default="",
         description=(
             "Model spec for every role that has none of its own: 'openai:<name>' (any OpenAI-compatible server "
             "with base_url) or 'local:smollm2' (embedded, offline, demo grade). Empty: openai:gpt-4o-mini when "
@@ -73,50 +71,54 @@ class Context(BaseModel):
         ),
     )
     extractor_model: str = Field(
-        "",
+        default="",
         description="Model that extracts who does what to whom in each scene. Empty: the model setting.",
     )
     summarizer_model: str = Field(
-        "", description="Model that writes the book summary. Empty: the model setting."
+        default="", description="Model that writes the book summary. Empty: the model setting."
     )
     decomposer_model: str = Field(
-        "",
+        default="",
         description="Model that splits a summary into atomic facts. Empty: the model setting.",
     )
     judge_model: str = Field(
-        "",
+        default="",
         description="Model that judges each fact against the narrative. Empty: the model setting.",
     )
-    refiner_model: str = Field("", description="Model that revises the summary. Empty: the model setting.")
+    refiner_model: str = Field(
+        default="", description="Model that revises the summary. Empty: the model setting."
+    )
     coherence_model: str = Field(
-        "",
+        default="",
         description="Model that marks confusing summary sentences (BooookScore). Empty: the model setting.",
     )
     base_url: Url = Field(
-        "",
+        default="",
         description=(
             "Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). Empty: OPENAI_BASE_URL"
             " when set, else OpenAI's own API."
         ),
     )
-    temperature: float = Field(0.0, ge=0, description="Sampling temperature of every role but extraction.")
-    max_output_tokens: int = Field(1024, ge=1, description="Cap on tokens generated per LLM call.")
+    temperature: float = Field(
+        default=0.0, ge=0, description="Sampling temperature of every role but extraction."
+    )
+    max_output_tokens: int = Field(default=1024, ge=1, description="Cap on tokens generated per LLM call.")
     context_window: int = Field(
-        8192,
+        default=8192,
         ge=512,
         description=(
             "The model's context window in tokens; hierarchical merging fits each of its prompts into it."
         ),
     )
     request_timeout: float = Field(
-        120.0,
+        default=120.0,
         gt=0,
         description=(
             "Seconds one attempt of an LLM request may take in all before it is abandoned and retried."
         ),
     )
     retry_budget_s: float = Field(
-        300.0,
+        default=300.0,
         ge=0,
         description=(
             "Seconds one LLM call may spend retrying transient failures (429, 5xx, timeouts, cut-off replies), "
@@ -124,42 +126,42 @@ class Context(BaseModel):
         ),
     )
     parse_retries: int = Field(
-        2, ge=0, description="Extra attempts when a structured answer cannot be parsed."
+        default=2, ge=0, description="Extra attempts when a structured answer cannot be parsed."
     )
     seed: int = Field(
-        0,
+        default=0,
         description=(
             "Sampling seed; the extraction samples of a scene use this seed, the next one and so on."
         ),
     )
     # --- embeddings and storage ----------------------------------------------------------------------------
     embedder: str = Field(
-        "minilm",
+        default="minilm",
         description=(
             "Embedder: 'minilm' (all-MiniLM-L6-v2 shipped in a PyPI wheel, 256-token window) or 'bge-m3:<local "
             "path or model name you have>' through FlagEmbedding."
         ),
     )
     chroma_url: str = Field(
-        "",
+        default="",
         description="URL of a Chroma server. Empty: an embedded store in the run directory.",
     )
     scene_store: Literal["chroma", "memory"] = Field(
-        "chroma",
+        default="chroma",
         description=(
             "Where scene indexes are kept: 'chroma' (see chroma_url) or 'memory' (in this process only: nothing "
             "written, the index built again by every run, and a resume cannot reuse it)."
         ),
     )
     run_dir: str = Field(
-        "", description="Folder for everything a run writes. Empty: runs/<document name>-<hash>."
+        default="", description="Folder for everything a run writes. Empty: runs/<document name>-<hash>."
     )
     cache_dir: str = Field(
-        "",
+        default="",
         description="Folder of the LLM call cache. Empty: the run directory's cache folder.",
     )
     concurrency: int = Field(
-        4,
+        default=4,
         ge=1,
         description=(
             "Maximum LLM calls in flight at once (for an experiment on a Dask cluster: in total, across it)."
@@ -167,12 +169,12 @@ class Context(BaseModel):
     )
     # --- segmentation, CKG, retrieval ----------------------------------------------------------------------
     chunk_size: int = Field(
-        2048,
+        default=2048,
         ge=64,
         description="Largest chunk or scene, in tokens (as OpenAI's cl100k_base counts them).",
     )
     chunker: Literal["sentences", "official"] = Field(
-        "sentences",
+        default="sentences",
         description=(
             "How the book summarizer cuts a plain document into chunks: 'sentences' (paragraphs, each chunk "
             "filled up with sentences, never more chunks than the official BooookScore chunker) or 'official' "
@@ -180,27 +182,27 @@ class Context(BaseModel):
         ),
     )
     ckg_samples: int = Field(
-        3,
+        default=3,
         ge=1,
         description=(
             "How many times each scene's relations are extracted for the character knowledge graph."
         ),
     )
     extraction_temperature: float = Field(
-        0.7,
+        default=0.7,
         ge=0,
         description="Temperature of the extraction samples (must be above 0 with more than one sample).",
     )
     predicate_threshold: Share = Field(
-        0.5,
+        default=0.5,
         description=(
             "Keep a relation when the extractions that state it, over all samples and scenes, number at least "
             "this share of the samples per scene (0..1; higher = more consistent, lower = more diverse)."
         ),
     )
-    retrieval_k: int = Field(3, ge=1, description="Scenes retrieved as evidence per atomic fact.")
+    retrieval_k: int = Field(default=3, ge=1, description="Scenes retrieved as evidence per atomic fact.")
     nfs_unjudged: Literal["exclude", "unsupported"] = Field(
-        "exclude",
+        default="exclude",
         description=(
             "A fact whose verdict could not be read: 'exclude' it from NarrativeFactScore's denominator and "
             "report it in the coverage (ours), or count it as 'unsupported' with every fact in the denominator "
@@ -208,7 +210,7 @@ class Context(BaseModel):
         ),
     )
     evidence_tokens: int = Field(
-        4000,
+        default=4000,
         ge=64,
         description=(
             "Tokens of scene text per judge prompt: retrieved scenes are shown whole while they fit, then only "
@@ -217,27 +219,31 @@ class Context(BaseModel):
     )
     # --- summarization -------------------------------------------------------------------------------------
     strategy: Literal["hierarchical", "incremental"] = Field(
-        "hierarchical",
+        default="hierarchical",
         description="Summarizer: 'hierarchical' merging or 'incremental' updating.",
     )
     max_summary_tokens: int = Field(
-        900,
+        default=900,
         ge=16,
         description="Length budget of the summary in tokens (incremental updating also compresses to it).",
     )
     artifact_removal: bool = Field(
-        True,
+        default=True,
         description=(
             "Clean phrases such as 'in this segment' out of the final summary (BooookScore's artifact removal)."
         ),
     )
     # --- refinement loop -----------------------------------------------------------------------------------
-    target_score: Share = Field(1.0, description="Stop refining when NarrativeFactScore reaches this (0..1).")
-    min_delta: float = Field(0.01, ge=0, description="Smallest gain over the best score that counts.")
-    patience: int = Field(1, ge=1, description="Refinement rounds without such a gain before stopping.")
-    max_iterations: int = Field(3, ge=0, description="Refinement rounds at most.")
+    target_score: Share = Field(
+        default=1.0, description="Stop refining when NarrativeFactScore reaches this (0..1)."
+    )
+    min_delta: float = Field(default=0.01, ge=0, description="Smallest gain over the best score that counts.")
+    patience: int = Field(
+        default=1, ge=1, description="Refinement rounds without such a gain before stopping."
+    )
+    max_iterations: int = Field(default=3, ge=0, description="Refinement rounds at most.")
     coverage_floor: Share = Field(
-        0.9,
+        default=0.9,
         description=(
             "Least share of a score's units (facts for NarrativeFactScore, sentences for BooookScore) that must "
             "have been judged for the score to count: below it the score is shown as not reliable, the loop never"
@@ -245,7 +251,7 @@ class Context(BaseModel):
         ),
     )
     planted_facts: int = Field(
-        6,
+        default=6,
         ge=0,
         description=(
             "Control facts planted among each scored round's facts, built from the story without a model: two in "
@@ -255,7 +261,7 @@ class Context(BaseModel):
         ),
     )
     planted_sentences: int = Field(
-        3,
+        default=3,
         ge=0,
         description=(
             "Confusing control sentences (about a character the summary never introduced) planted in each summary"
@@ -264,7 +270,7 @@ class Context(BaseModel):
         ),
     )
     max_false_acceptance: Share = Field(
-        0.34,
+        default=0.34,
         description=(
             "Largest share of planted false facts the judge may accept, and of planted confusing sentences the "
             "annotator may pass as clear, for its score to count (0..1; 0.34 allows 1 of 3): above it the score "
@@ -272,15 +278,15 @@ class Context(BaseModel):
         ),
     )
     coherence_guard: bool = Field(
-        False,
+        default=False,
         description="Score BooookScore each round; reject refinements that lose coherence.",
     )
     coherence_margin: Share = Field(
-        0.05,
+        default=0.05,
         description="Largest BooookScore drop a refinement may cause under the guard.",
     )
     refine_guard: bool = Field(
-        True,
+        default=True,
         description=(
             "Accept a refined summary only if it keeps the supported facts of the summary it revises, stays "
             "within its length budget and does not copy the narrative; a rejected one can never be the best, and "
@@ -288,7 +294,7 @@ class Context(BaseModel):
         ),
     )
     max_supported_loss: Share = Field(
-        0.1,
+        default=0.1,
         description=(
             "Share of the revised summary's supported facts that a refinement may lose (0..1, rounded down: 0.1 "
             "allows 1 of 10 or 6 of 60, none of 9). Rewording changes how a summary splits into facts; this "
@@ -296,13 +302,13 @@ class Context(BaseModel):
         ),
     )
     min_length_ratio: Share = Field(
-        0.8,
+        default=0.8,
         description=(
             "Shortest a refinement may be, as a share of the words of the summary it revises (0..1)."
         ),
     )
     max_length_ratio: float = Field(
-        1.1,
+        default=1.1,
         ge=1,
         description=(
             "Longest a refinement may be: this many times the revised summary's words, plus 10 words. The refiner"
@@ -310,25 +316,25 @@ class Context(BaseModel):
         ),
     )
     max_copy_increase: Share = Field(
-        0.2,
+        default=0.2,
         description=(
             "Largest rise a refinement may cause in the share of the summary's three-word sequences that appear "
             "word for word in the narrative (0..1; 0.2 = 20 percentage points)."
         ),
     )
     batched_coherence: bool = Field(
-        False,
+        default=False,
         description="Annotate several sentences per call (cheaper; not the paper's setting).",
     )
     repeated_sentences: Literal["each", "once"] = Field(
-        "each",
+        default="each",
         description=(
             "A sentence a summary states more than once: BooookScore asks about and counts 'each' occurrence "
             "(ours), or asks 'once' and counts it once, as the official code keys its annotations by sentence."
         ),
     )
     sentence_splitter: Literal["punkt", "pysbd"] = Field(
-        "punkt",
+        default="punkt",
         description=(
             "How BooookScore splits a summary into the sentences it asks about: 'punkt' (NLTK's Punkt English "
             "model, as the official BooookScore code does; line breaks are spaces, so a heading without a full "
@@ -338,7 +344,7 @@ class Context(BaseModel):
     )
     # --- papers' settings, prompt overrides ----------------------------------------------------------------
     preset: Literal["", "booookscore-paper", "nfs-paper"] = Field(
-        "",
+        default="",
         description=(
             "Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are in "
             "storyjudge/core/presets.py). Only settings you did not give yourself are changed. Empty: "
@@ -346,11 +352,11 @@ class Context(BaseModel):
         ),
     )
     summary_temperature: TemperatureOrUnset = Field(
-        -1.0,
+        default=-1.0,
         description="Sampling temperature of the book summarizer only; -1 uses the temperature setting.",
     )
     predicate_min_count: int = Field(
-        0,
+        default=0,
         ge=0,
         description=(
             "Keep a relation only when at least this many extractions state it, counting every sample of every "
@@ -358,14 +364,14 @@ class Context(BaseModel):
         ),
     )
     bge_m3_path: str = Field(
-        "",
+        default="",
         description=(
             "Local folder with BGE-M3 weights; the nfs-paper preset retrieves with BGE-M3 from it (never "
             "downloaded). Empty: none; the preset then stops unless you choose the embedder yourself."
         ),
     )
     prompt_dir: Folder = Field(
-        "",
+        default="",
         description=(
             "Folder of prompt files that replace the bundled ones by name (coherence.txt, judge.txt, ...); the "
             "official BooookScore scoring prompt file is accepted as it is. Empty: bundled prompts."
@@ -411,7 +417,8 @@ class Context(BaseModel):
         """A copy with some fields changed (validated again); the preset's record keeps the values it still holds."""
         copy = type(self)(**{**self.model_dump(), **changes})
         kept = {k: v for k, v in self._preset_applied.items() if k not in changes and getattr(copy, k) == v}
-        copy._preset_applied = {**kept, **copy._preset_applied}
+        for name, value in kept.items():
+            copy._preset_applied.setdefault(name, value)
         return copy
 
     def public_dict(self) -> dict[str, Any]:
@@ -465,7 +472,9 @@ def describe_errors(
 
 def _describe(error: ErrorDetails, model: type[BaseModel], variable: str | None) -> str:
     loc = error["loc"]
-    name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    key = f" key {loc[-2]!r}" if loc and loc[-1] == "[key]" else ""  # a mapping's key is what is wrong
+    loc = loc[:-2] if key else loc
+    name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".") + key
     given, kind, field = error["input"], error["type"], _field_at(model, loc)
     if kind == "extra_forbidden":
         siblings = list(getattr(_model_at(model, loc[:-1]), "model_fields", {}))
@@ -473,7 +482,14 @@ def _describe(error: ErrorDetails, model: type[BaseModel], variable: str | None)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(siblings)}."
         return f"there is no setting {name!r}; {hint}"
     if kind == "literal_error":
-        expected = f"must be {error.get('ctx', {}).get('expected')}, not {given!r}"
+        annotation = field.annotation if field and not key else None
+        choices = [
+            repr(c) if c != "" else "empty" for c in get_args(annotation) if get_origin(annotation) is Literal
+        ]
+        listed = (
+            f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else error.get("ctx", {}).get("expected")
+        )
+        expected = f"must be {listed}, not {given!r}"
     elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         metadata = field.metadata if field is not None else [error.get("ctx", {})]
         expected = f"must be {expected_range(metadata)}, not {given!r}"
@@ -482,12 +498,14 @@ def _describe(error: ErrorDetails, model: type[BaseModel], variable: str | None)
     elif kind.split("_")[0] in _KINDS and kind.endswith(("_parsing", "_type", "_from_float")):
         wanted = _KINDS[kind.split("_")[0]]
         expected = f"must be {wanted}, not {given!r}"
+    elif kind == "missing":
+        expected = f"is missing ({field.description})" if field and field.description else "is missing"
     elif kind == "value_error":
         expected = str(error.get("ctx", {}).get("error", error["msg"]))
     else:
         expected = f"is wrong: {error['msg'][0].lower()}{error['msg'][1:]}, not {given!r}"
     where = f" (from {variable}={given!r}: fix or unset it)" if variable else ""
-    return f"{name} {expected}{where}"
+    return f"{name} {expected}{where}".strip()
 
 
 def _model_at(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> type[BaseModel] | None:
