@@ -438,7 +438,9 @@ def _preset_values(given: dict[str, Any], sources: dict[str, str]) -> dict[str, 
     try:
         return presets.resolve(name, settable, bge_m3_path if isinstance(bge_m3_path, str) else "")
     except ValueError as exc:
-        where = [f"{sources[name]}={given[name]!r}" for name in ("preset", "bge_m3_path") if name in sources]
+        where = [
+            f"{sources[field]}={given[field]!r}" for field in ("preset", "bge_m3_path") if field in sources
+        ]
         also = f" ({' and '.join(where)} come from the environment)" if where else ""
         raise ConfigError(f"Invalid setting: {exc}{also}") from None
 

@@ -10,6 +10,14 @@ one ``Settings`` value instead of a parameter per option::
     @with_settings(*model_settings("extractor"), "run_dir", "ckg_samples")
     def index_command(file: Path, *, settings: Settings) -> None:
         ctx = settings.context()
+
+Why a signature is built here (the one shim left): typer reads a command's options only from its callback's
+signature (``inspect.signature`` and ``get_type_hints``); it has no public way to add a group of options from a
+model (no parameter objects), its click parameters cannot be made outside a signature without its private
+helpers (``typer.main._get_param``, ``TypeDescriptor``), and its callback wrapper refuses any parameter the
+signature lacks. So ``with_settings`` gives the command a signature (``__signature__``, PEP 362, which
+``inspect`` honours) with one keyword option per field, made from ``Context.model_fields``; nothing of typer's is
+patched. Choices (``Literal`` fields) are text options, so that a wrong one is the Context's one-line error.
 """
 
 from __future__ import annotations
