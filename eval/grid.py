@@ -17,37 +17,46 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eval.datasets import Dataset, load, resolve, split_name
-from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.context import ConfigError, Context, describe_errors
 from storyjudge.core.rundir import slug
 
-TASKS = ("refine", "score")
-METRICS = ("factscore", "coherence", "rouge", "bertscore", "stats")
-DEFAULT_METRICS = {"refine": ["factscore", "coherence", "rouge", "stats"], "score": ["factscore", "stats"]}
-LOOP_KEYS = ("max_iterations", "target_score", "min_delta", "patience", "coherence_guard", "coherence_margin")
-CONFIG_KEYS = {
-    "name", "out_dir", "cache_dir", "task", "metrics", "datasets", "models", "strategies", "chunk_sizes",
-    "loops", "context", "base_url", "concurrency", "llm_concurrency", "budget", "seed", "bertscore_model",
-}  # fmt: skip
+Task = Literal["refine", "score"]
+Metric = Literal["factscore", "coherence", "rouge", "bertscore", "stats"]
+DEFAULT_METRICS: dict[str, list[Metric]] = {
+    "refine": ["factscore", "coherence", "rouge", "stats"],
+    "score": ["factscore", "stats"],
+}
+LoopKey = Literal[
+    "max_iterations", "target_score", "min_delta", "patience", "coherence_guard", "coherence_margin"
+]
 NOT_APPLICABLE = "-"
-DATASET_KINDS = ("storysumm", "squality", "documents")
 
 
-@dataclass(frozen=True)
-class DatasetSpec:
-    """Which file to load and how much of it."""
+class DatasetSpec(BaseModel):
+    """Which file to load and how much of it (a bare name, ``- storysumm``, is its kind)."""
 
-    kind: str  # storysumm | squality | documents
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["storysumm", "squality", "documents"] = Field(
+        description="the dataset's format: storysumm, squality or documents"
+    )
     path: str = ""  # a file's absolute path, or a dataset name (eval.datasets.resolve)
     paths: tuple[str, ...] = ()
-    limit: int | None = None
+    limit: int | None = Field(default=None, ge=0)
     name: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_alone(cls, raw: Any) -> Any:
+        return {"kind": raw} if isinstance(raw, str) else raw
 
     @property
     def label(self) -> str:
@@ -58,6 +67,21 @@ class DatasetSpec:
         """The dataset's items (limited)."""
         data = load(self.kind, self.path or None, paths=list(self.paths) or None)
         return data.limited(self.limit)
+
+    def located(self, base: Path | None) -> DatasetSpec:
+        """The spec with each file's absolute path (``base``: the config's folder); a dataset name stays a name."""
+
+        def locate(p: str) -> str:
+            try:
+                found = resolve(p, self.kind, base)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+            given = Path(p).expanduser()
+            is_file = (given if given.is_absolute() or base is None else base / given).is_file()
+            return p if split_name(p) and not is_file else str(found.resolve())
+
+        paths = tuple(locate(p) for p in self.paths)
+        return self.model_copy(update={"path": locate(self.path) if self.path else "", "paths": paths})
 
 
 @dataclass(frozen=True)
@@ -93,27 +117,50 @@ class Cell:
         return slug("-".join(parts).replace(":", "-"))[:34].rstrip("-") + "-" + digest
 
 
-@dataclass
-class ExperimentConfig:
-    """A validated experiment configuration."""
+class ExperimentConfig(BaseModel):
+    """A validated experiment configuration: its types are the checks, and a key left empty takes its default."""
 
-    name: str
-    out_dir: Path
-    task: str = "refine"
-    metrics: list[str] = field(default_factory=list)
-    datasets: list[DatasetSpec] = field(default_factory=list)
-    models: list[str] = field(default_factory=lambda: [""])
-    strategies: list[str] = field(default_factory=lambda: ["hierarchical"])
-    chunk_sizes: list[int] = field(default_factory=lambda: [2048])
-    loops: list[dict[str, Any]] = field(default_factory=lambda: [{}])
-    context: dict[str, Any] = field(default_factory=dict)
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    name: str = "experiment"
+    out_dir: Path = Path()  # empty: runs/eval-<name>
+    task: Task = "refine"
+    metrics: list[Metric] = []  # empty: the task's DEFAULT_METRICS
+    datasets: list[DatasetSpec] = Field(
+        min_length=1, description="the datasets to run, e.g. datasets: [{kind: storysumm, limit: 3}]"
+    )
+    models: list[str] = [""]
+    strategies: list[Literal["hierarchical", "incremental"]] = ["hierarchical"]
+    chunk_sizes: list[int] = [2048]
+    loops: list[dict[LoopKey, Any]] = [{}]
+    context: dict[str, Any] = {}
     base_url: str = ""
     cache_dir: Path | None = None
-    concurrency: int = 1
-    llm_concurrency: int = 4
-    budget: dict[str, float] = field(default_factory=dict)
+    concurrency: int = Field(default=1, ge=1)
+    llm_concurrency: int = Field(default=4, ge=1)
+    budget: dict[Literal["max_calls", "max_usd"], float] = {}
     seed: int = 0
     bertscore_model: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_default(cls, data: Any) -> Any:
+        """``models:`` with nothing after it (None), an empty list or text: the key's default."""
+        if isinstance(data, Mapping):
+            return {k: v for k, v in data.items() if v is not None and v != [] and v != ""}
+        return data
+
+    @model_validator(mode="after")
+    def _defaults_and_task(self) -> ExperimentConfig:
+        if self.out_dir == Path():
+            self.out_dir = (
+                Path("runs") / f"eval-{slug(self.name if 'name' in self.model_fields_set else 'x')}"
+            )
+        if not self.metrics:
+            self.metrics = list(DEFAULT_METRICS[self.task])
+        if self.task == "score" and any(d.kind != "storysumm" for d in self.datasets):
+            raise ValueError("task 'score' needs datasets that give summaries (kind: storysumm)")
+        return self
 
     @property
     def cache_path(self) -> Path:
@@ -121,125 +168,26 @@ class ExperimentConfig:
         return self.cache_dir or self.out_dir / "cache"
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, base: Path | None = None) -> ExperimentConfig:
-        """Validate a parsed config; relative dataset paths resolve against ``base`` (the config's folder)."""
+    def from_dict(
+        cls, data: Any, *, base: Path | None = None, source: str = "experiment config"
+    ) -> ExperimentConfig:
+        """Validate a parsed config; relative dataset paths resolve against ``base`` (the config's folder).
+
+        Every cell's Context is built too, so a bad setting fails now, not after an hour of runs. An error is
+        one line starting with ``source``.
+        """
         if not isinstance(data, Mapping):
-            raise ConfigError("the experiment config must be a mapping of settings")
-        unknown = sorted(set(data) - CONFIG_KEYS)
-        if unknown:
-            raise ConfigError(f"unknown config key(s) {unknown}; known: {sorted(CONFIG_KEYS)}")
-        task = str(data.get("task", "refine"))
-        if task not in TASKS:
-            raise ConfigError(f"task must be one of {TASKS}, not {task!r}")
-        metrics = list(data.get("metrics") or DEFAULT_METRICS[task])
-        bad = sorted(set(metrics) - set(METRICS))
-        if bad:
-            raise ConfigError(f"unknown metric(s) {bad}; known: {METRICS}")
-        if not data.get("datasets"):
-            raise ConfigError(
-                "the config names no datasets; add e.g. datasets: [{kind: storysumm, limit: 3}]"
-            )
-        datasets = [_dataset_spec(d, base) for d in data["datasets"]]
-        if task == "score" and any(d.kind != "storysumm" for d in datasets):
-            raise ConfigError("task 'score' needs datasets that give summaries (kind: storysumm)")
-        loops = [_mapping(loop or {}, "each of loops") for loop in _list(data, "loops", [{}])]
-        for loop in loops:
-            extra = sorted(set(loop) - set(LOOP_KEYS))
-            if extra:
-                raise ConfigError(f"unknown loop setting(s) {extra}; known: {LOOP_KEYS}")
-        config = cls(
-            name=str(data.get("name") or "experiment"),
-            out_dir=Path(
-                str(data.get("out_dir") or Path("runs") / f"eval-{slug(str(data.get('name') or 'x'))}")
-            ),
-            task=task,
-            metrics=metrics,
-            datasets=datasets,
-            models=[str(m) for m in _list(data, "models", [""])],
-            strategies=[str(s) for s in _list(data, "strategies", ["hierarchical"])],
-            chunk_sizes=[_number(c, "each of chunk_sizes", int) for c in _list(data, "chunk_sizes", [2048])],
-            loops=loops,
-            context=_mapping(data.get("context") or {}, "context"),
-            base_url=str(data.get("base_url") or ""),
-            cache_dir=Path(str(data["cache_dir"])) if data.get("cache_dir") else None,
-            concurrency=_number(data.get("concurrency") or 1, "concurrency", int),
-            llm_concurrency=_number(data.get("llm_concurrency") or 4, "llm_concurrency", int),
-            budget={
-                k: _number(v, f"budget {k}", float)
-                for k, v in _mapping(data.get("budget") or {}, "budget").items()
-            },
-            seed=_number(data.get("seed") or 0, "seed", int),
-            bertscore_model=str(data.get("bertscore_model") or ""),
-        )
-        bad_budget = sorted(set(config.budget) - {"max_calls", "max_usd"})
-        if bad_budget:
-            raise ConfigError(f"unknown budget key(s) {bad_budget}; use max_calls and/or max_usd")
-        if config.concurrency < 1:
-            raise ConfigError("concurrency must be >= 1")
-        for cell in cells(config):  # fail now, not after an hour, on a bad setting
-            cell_context(config, cell, config.out_dir)
-        return config
-
-
-def _mapping(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{what} must be a mapping of settings (name: value), not {value!r}")
-    return dict(value)
-
-
-def _list(data: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
-    value = data.get(key) or default
-    if not isinstance(value, list):
-        raise ConfigError(f"{key} must be a list (e.g. {key}: [{value!r}]), not {value!r}")
-    return value
-
-
-N = TypeVar("N", int, float)
-
-
-def _number(value: Any, what: str, kind: type[N]) -> N:
-    """A number of a config, from a number or its text; anything else (a list, a mapping) is one clear error."""
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise TypeError
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{what} must be a{'n integer' if kind is int else ' number'}, not {value!r}"
-        ) from None
-    return number
-
-
-def _dataset_spec(raw: Any, base: Path | None) -> DatasetSpec:
-    if isinstance(raw, str):
-        raw = {"kind": raw}
-    if not isinstance(raw, Mapping) or "kind" not in raw:
-        raise ConfigError(f"each dataset needs a 'kind' (storysumm, squality, documents): got {raw!r}")
-    if raw["kind"] not in DATASET_KINDS:
-        raise ConfigError(f"unknown dataset kind {raw['kind']!r}; known: {DATASET_KINDS}")
-    extra = sorted(set(raw) - {"kind", "path", "paths", "limit", "name"})
-    if extra:
-        raise ConfigError(f"unknown dataset setting(s) {extra}")
-
-    def locate(p: str, kind: str | None) -> str:
-        """A file's absolute path, or a dataset name as given (it names the same data wherever it is read)."""
+            raise ConfigError(f"{source}: must be a mapping of settings (name: value), not {data!r}")
         try:
-            found = resolve(p, kind, base)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        given = Path(p).expanduser()
-        is_file = (given if given.is_absolute() or base is None else base / given).is_file()
-        return p if split_name(p) and not is_file else str(found.resolve())
-
-    kind = str(raw["kind"])
-    limit = raw.get("limit")
-    return DatasetSpec(
-        kind=kind,
-        path=locate(str(raw["path"]), kind) if raw.get("path") else "",
-        paths=tuple(locate(str(p), kind) for p in raw.get("paths") or ()),
-        limit=int(limit) if limit is not None else None,
-        name=str(raw.get("name") or ""),
-    )
+            config = cls.model_validate(data)
+            config.datasets = [spec.located(base) for spec in config.datasets]
+            for cell in cells(config):
+                cell_context(config, cell, config.out_dir)
+        except ValidationError as exc:
+            raise ConfigError(describe_errors(exc, cls, prefix=f"{source}: ")) from None
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
+        return config
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
@@ -252,9 +200,9 @@ def load_config(path: str | Path) -> ExperimentConfig:
         data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(
-            f"{file} is not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {exc}"
+            f"{file} is not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {' '.join(str(exc).split())}"
         ) from None
-    return ExperimentConfig.from_dict(data or {}, base=file.resolve().parent)
+    return ExperimentConfig.from_dict(data or {}, base=file.resolve().parent, source=str(file))
 
 
 def cells(config: ExperimentConfig) -> list[Cell]:
@@ -287,10 +235,7 @@ def cell_context(config: ExperimentConfig, cell: Cell, run_dir: Path) -> Context
     values["cache_dir"] = str(config.cache_path)
     values["run_dir"] = str(run_dir)
     values.setdefault("concurrency", config.llm_concurrency)
-    try:
-        return Context(**values)
-    except TypeError as exc:
-        raise ConfigError(f"bad context setting in the config: {exc}") from None
+    return Context(**values)
 
 
 def shortcut_config(

@@ -257,7 +257,7 @@ class Experiment:
         self._write_config()
         previous = self.log.read()
         done = {(r["cell"], r["item"]["id"]) for r in latest_rows(previous) if r.get("status") == "ok"}
-        budget = Budget(self.config.budget)
+        budget = Budget({str(key): value for key, value in self.config.budget.items()})
         for row in latest_rows(previous):
             budget.add(row.get("usage_totals") or {})
         plan = self.plan(max_cells)

@@ -225,7 +225,7 @@ def test_a_new_run_in_a_directory_of_another_document(good: Path, tmp_path: Path
         (
             [],
             {"STORYJUDGE_CONCURRENCY": "many"},
-            ("concurrency", "STORYJUDGE_CONCURRENCY", "not a valid int"),
+            ("concurrency", "STORYJUDGE_CONCURRENCY", "must be an integer"),
         ),
         ([], {"STORYJUDGE_RETRY_BUDGET_S": "-1"}, ("retry_budget_s", "STORYJUDGE_RETRY_BUDGET_S")),
         ([], {"STORYJUDGE_STRATEGY": "magic"}, ("strategy", "hierarchical")),
@@ -364,7 +364,7 @@ def test_a_bad_model_spec_leaves_no_run_directory(good: Path, tmp_path: Path) ->
         ("ckg_sample=2", ("no setting of that name", "ckg_samples")),
         ("temprature=0.3", ("no setting", "temperature")),
         ("retrieval_k", ("FIELD=VALUE",)),
-        ("retrieval_k=many", ("retrieval_k", "not a valid int")),
+        ("retrieval_k=many", ("retrieval_k", "must be an integer")),
     ],
 )
 def test_a_bad_set_pair_is_one_line(pair: str, words: tuple[str, ...], good: Path, tmp_path: Path) -> None:

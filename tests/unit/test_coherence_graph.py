@@ -396,7 +396,7 @@ def test_the_splitter_is_a_setting_and_given_sentences_are_not_split(
         assert asked == {"split": split, "given": ["Mara Vell inherits a lighthouse.", "The end."]}
     assert Context().sentence_splitter == "punkt"
     with pytest.raises(ConfigError, match="sentence_splitter"):
-        Context(sentence_splitter="spacy")
+        Context(sentence_splitter="spacy")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'sentences' must be a list of strings"):
         graph.invoke(
             {"summaries": [{"id": "x", "summary": "A.", "sentences": "A."}]}, context=ctx_for(server)

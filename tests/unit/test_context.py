@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +20,7 @@ def test_defaults_are_usable_and_every_field_is_described() -> None:
     assert ctx.temperature == 0.0
     assert ctx.embedder == "minilm"
     assert ctx.artifact_removal is True
-    undescribed = [f.name for f in fields(Context) if not f.metadata.get("description")]
+    undescribed = [name for name, f in Context.model_fields.items() if not f.description]
     assert undescribed == []
 
 
@@ -148,5 +147,72 @@ def test_context_of_falls_back_to_defaults() -> None:
 
 def test_public_dict_lists_every_field() -> None:
     record = Context(model="local:smollm2").public_dict()
-    assert set(record) == {f.name for f in fields(Context)}
+    assert set(record) == set(Context.model_fields)
     assert record["model"] == "local:smollm2"
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"strategy": "magic"}, "strategy must be 'hierarchical' or 'incremental', not 'magic'"),
+        ({"preset": "paper"}, "preset must be empty, 'booookscore-paper' or 'nfs-paper', not 'paper'"),
+        ({"predicate_threshold": 1.5}, "predicate_threshold must be between 0 and 1, not 1.5"),
+        ({"concurrency": 0}, "concurrency must be >= 1, not 0"),
+        ({"request_timeout": 0}, "request_timeout must be > 0, not 0"),
+        ({"concurrency": "lots"}, "concurrency must be an integer, not 'lots'"),
+        ({"temperature": "warm"}, "temperature must be a number, not 'warm'"),
+        (
+            {"coherence_guard": "maybe"},
+            "coherence_guard must be on or off (true/false, yes/no, 1/0), not 'maybe'",
+        ),
+        ({"model": 3}, "model must be text, not 3"),
+        (
+            {"summary_temperature": -0.5},
+            "summary_temperature must be >= 0, or -1 for the temperature setting",
+        ),
+        (
+            {"base_url": "ftp://host/v1"},
+            "base_url 'ftp://host/v1' is not a valid URL (the scheme must be http",
+        ),
+        ({"retrival_k": 2}, "there is no setting 'retrival_k'; did you mean retrieval_k?"),
+        (
+            {"patience": 0, "chunker": "words"},
+            "chunker must be 'sentences' or 'official', not 'words'; patience must be >= 1, not 0.",
+        ),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_the_field_and_what_it_takes(
+    changes: dict[str, object], says: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        Context(**changes)  # type: ignore[arg-type]
+    message = str(raised.value)
+    assert message.startswith("Invalid setting: ") and says in message
+    assert "\n" not in message
+
+
+def test_a_bad_environment_value_says_which_variable_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STORYJUDGE_RETRIEVAL_K", "-2")
+    with pytest.raises(ConfigError) as raised:
+        Context()
+    assert "retrieval_k must be >= 1, not '-2' (from STORYJUDGE_RETRIEVAL_K='-2': fix or unset it)" in str(
+        raised.value
+    )
+    assert Context(retrieval_k=2).retrieval_k == 2  # a value given wins over the bad variable
+
+
+def test_the_context_is_frozen_and_replace_validates() -> None:
+    ctx = Context()
+    with pytest.raises(ValueError, match="frozen"):
+        ctx.concurrency = 2  # type: ignore[misc]
+    assert ctx.replace(concurrency=2).concurrency == 2 and ctx.concurrency == 4
+
+
+def test_studio_schema_carries_descriptions_choices_and_bounds() -> None:
+    """LangGraph builds Studio's form from the context schema: every field, its help, its choices and bounds."""
+    properties = Context.model_json_schema()["properties"]
+    assert set(properties) == set(Context.model_fields)
+    assert all(p.get("description") for p in properties.values())
+    assert properties["strategy"]["enum"] == ["hierarchical", "incremental"]
+    assert properties["concurrency"]["minimum"] == 1
+    assert (properties["coverage_floor"]["minimum"], properties["coverage_floor"]["maximum"]) == (0, 1)

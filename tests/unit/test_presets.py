@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from typer.testing import CliRunner
@@ -28,13 +27,13 @@ SUMMARY = "Mara inherits a lighthouse. The Guild wants to buy it."
 
 
 def test_every_preset_row_is_a_described_field_with_a_source() -> None:
-    known = {f.name for f in fields(Context)}
+    known = set(Context.model_fields)
     for name in presets.names():
         for field_name, value, source in presets.describe(name):
             assert field_name in known, (name, field_name)
             assert source.startswith(presets.SOURCES), source  # seed, official code or ours
             assert value is not None
-        Context(preset=name, embedder="minilm")  # every preset's values pass validation
+        as_context({"preset": name, "embedder": "minilm"})  # every preset's values pass validation
 
 
 def test_booookscore_preset_fills_the_papers_values() -> None:
@@ -100,8 +99,10 @@ def test_preset_from_the_environment_and_from_an_invoke_dict(monkeypatch: pytest
 
 
 def test_unknown_preset_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"preset must be empty or one of 'booookscore-paper', 'nfs-paper'"):
-        Context(preset="booookscore")
+    with pytest.raises(ConfigError, match=r"preset must be empty, 'booookscore-paper' or 'nfs-paper'"):
+        Context(preset="booookscore")  # type: ignore[arg-type]
+    # the field's choices are the presets there are
+    assert get_args(Context.model_fields["preset"].annotation) == ("", *presets.names())
 
 
 def test_replace_keeps_the_preset_record() -> None:
@@ -177,4 +178,6 @@ def test_cli_takes_preset_and_prompt_dir(
     assert record["settings"]["preset_applied"]["batched_coherence"] is False
     assert record["prompt_version"].startswith("coherence@official+")
     bad = CliRunner().invoke(app, [*args[:6], "--preset", "nope"])
-    assert bad.exit_code == 1 and re.search(r"preset must be empty or one of", " ".join(bad.output.split()))
+    assert bad.exit_code == 1 and re.search(
+        r"preset must be empty, 'booookscore-paper' or 'nfs-paper'", " ".join(bad.output.split())
+    )

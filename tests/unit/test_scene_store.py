@@ -100,7 +100,7 @@ def test_an_index_that_is_gone_is_an_error_not_an_empty_search(tmp_path: Path) -
     with pytest.raises(ValueError, match="sj-gone .* is gone from its store"):  # the store is, the index not
         search_scenes(moved, "treasure", 1)
     with pytest.raises(ConfigError, match="scene_store must be"):
-        Context(scene_store="qdrant")
+        Context(scene_store="qdrant")  # type: ignore[arg-type]
     assert isinstance(MemoryIndex("test-bow").search(["x"], 3), list)
 
 

@@ -10,7 +10,6 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from storyjudge.apps.cli import stages
-from storyjudge.core.context import ENV_PREFIX, ConfigError, Context
+from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.models import describe_models, is_local
 
 if TYPE_CHECKING:
@@ -99,22 +98,10 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def make_context(**given: Any) -> Context:
     """A Context from CLI settings (None: not given): given ones win over env vars and defaults."""
-    values = {name: value for name, value in given.items() if value is not None}
     try:
-        return Context(**values)
+        return Context(**{name: value for name, value in given.items() if value is not None})
     except ConfigError as exc:
-        fail(str(exc) + _env_source(str(exc), set(values)))
-
-
-def _env_source(message: str, given: set[str]) -> str:
-    """Where a rejected setting came from when it was an environment variable, so the user can find it."""
-    for f in fields(Context):
-        variable = ENV_PREFIX + f.name.upper()
-        if f.name not in given and variable in os.environ and re.search(rf"\b{f.name}\b", message):
-            if variable in message:
-                return ""
-            return f" It comes from {variable}={os.environ[variable]!r}: fix or unset it."
-    return ""
+        fail(str(exc))
 
 
 def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:

@@ -10,6 +10,14 @@ one ``Settings`` value instead of a parameter per option::
     @with_settings(*model_settings("extractor"), "run_dir", "ckg_samples")
     def index_command(file: Path, *, settings: Settings) -> None:
         ctx = settings.context()
+
+Why a signature is built here (the one shim left): typer reads a command's options only from its callback's
+signature (``inspect.signature`` and ``get_type_hints``); it has no public way to add a group of options from a
+model (no parameter objects), its click parameters cannot be made outside a signature without its private
+helpers (``typer.main._get_param``, ``TypeDescriptor``), and its callback wrapper refuses any parameter the
+signature lacks. So ``with_settings`` gives the command a signature (``__signature__``, PEP 362, which
+``inspect`` honours) with one keyword option per field, made from ``Context.model_fields``; nothing of typer's is
+patched. Choices (``Literal`` fields) are text options, so that a wrong one is the Context's one-line error.
 """
 
 from __future__ import annotations
@@ -18,15 +26,14 @@ import difflib
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Annotated, Any, get_type_hints
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_origin
 
 import typer
 
 from storyjudge.core.context import Context
 
-FIELDS = {f.name: f for f in fields(Context)}
-_TYPES = get_type_hints(Context)
+FIELDS = Context.model_fields
 # short aliases, only where a letter cannot be mistaken for another setting
 SHORT = {"model": "-m", "concurrency": "-j"}
 SET_PARAM = "set_values"
@@ -74,15 +81,21 @@ def field_help(name: str) -> str:
     A field whose default is empty says in its description what empty means, so that is its default's text.
     """
     field = FIELDS[name]
-    description = str(field.metadata["description"])
+    description = str(field.description)
     if field.default == "":
         return description
     return f"{description} Default: {_default_text(field.default)}."
 
 
 def setting_option(name: str) -> Any:
-    """``Annotated[<type> | None, typer.Option(...)]`` for a Context field (None: not given on the command line)."""
-    hint = _TYPES[name]
+    """``Annotated[<type> | None, typer.Option(...)]`` for a Context field (None: not given on the command line).
+
+    A choice (``Literal``) is taken as text: the Context rejects a wrong one in one line naming the choices,
+    where click would print a usage box.
+    """
+    hint: Any = FIELDS[name].annotation
+    if get_origin(hint) is Literal:
+        hint = str
     decls = [f"{flag(name)}/--no-{flag(name)[2:]}" if hint is bool else flag(name)]
     if name in SHORT:
         decls.append(SHORT[name])
