@@ -4,9 +4,10 @@ A run directory holds everything a run produced: ``result.json``, ``summary.txt`
 the LLM call cache, the LangGraph checkpoints (with ``checkpoint_blobs/``, the long texts they refer to,
 each stored once) and ``report.html``. ``meta.json`` records which document it
 belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs. It also
-records the job kind that owns the directory (``refine``, ``score``...: another kind is refused, it would replace the
-run's ``result.json``) and the settings that change results (``run_settings``): a resume with other settings
-is refused with the list of differences, except those the user allows (``RESUMABLE_CHANGES``). While a run
+records the job kinds that ran there (``refine``, ``score``...: side by side, each run keeps its record in
+``runs/<id>/``, ``core.keptruns``) and, per kind, the settings that change results (``run_settings``): a resume
+with other settings than its kind's last run is refused with the list of differences, except those the user
+allows (``RESUMABLE_CHANGES``). While a run
 works in the directory it holds an OS lock on ``run.lock`` with its pid in it, so a second process is refused
 instead of colliding with the first one in Chroma and SQLite.
 """
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +71,15 @@ def slug(name: str) -> str:
 def default_run_dir(title: str, doc_hash: str, root: str | Path = "runs") -> Path:
     """``runs/<title>-<hash8>``: the same document lands in the same directory, so reruns reuse its cache."""
     return Path(root) / f"{slug(title)}-{doc_hash[:8]}"
+
+
+def kind_settings(meta: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The settings of each job kind that ran in a directory (a ``meta.json`` of one kind: its ``settings``)."""
+    found = meta.get("settings_by_kind")
+    if isinstance(found, dict):
+        return {str(k): v for k, v in found.items() if isinstance(v, dict)}
+    kind, settings = meta.get("kind"), meta.get("settings")
+    return {kind: settings} if isinstance(kind, str) and kind and isinstance(settings, dict) else {}
 
 
 class RunDirMismatch(ValueError):
@@ -198,10 +209,12 @@ class RunDir:
         settings: Mapping[str, Any] | None = None,
         allow_change: Iterable[str] = (),
     ) -> None:
-        """Mark this directory as the document's, for one job kind, locked for this process.
+        """Mark this directory as the document's, locked for this process, with the settings of a job kind.
 
-        Refuses a directory of another document or another job kind, one another process works in, and a
-        resume whose ``settings`` differ from the run's (but for those in ``allow_change``).
+        A story's folder holds runs of every kind side by side (each keeps its record in ``runs/<id>/``, each
+        kind its own checkpoint thread and settings), so another kind is welcome. Refused: a directory of another
+        document, one another process works in, a resume of a kind that never ran here, and a resume whose
+        ``settings`` differ from that kind's last run (but for those in ``allow_change``).
         """
         if self.root.exists() and not self.root.is_dir():
             raise RunDirMismatch(
@@ -214,16 +227,16 @@ class RunDir:
                     f"Run directory {self.root} belongs to another document ({existing.get('source', '?')}); "
                     "choose a different --run-dir or remove it."
                 )
-            owner = existing.get("kind")
-            if kind and owner and owner != kind:
-                raise RunDirMismatch(
-                    f"Run directory {self.root} holds a {owner} run; a {kind} run would replace its results. "
-                    "Choose a different --run-dir."
-                )
             self.lock()
             existing = self.read_meta()  # as the previous holder left it
+            by_kind = kind_settings(existing)
+            if resume and kind and kind not in by_kind:
+                raise RunDirMismatch(
+                    f"Nothing to resume in {self.root}: no earlier {kind} run of this document there "
+                    "(run it without --resume)."
+                )
             if settings is not None:
-                recorded = existing.get("settings")
+                recorded = by_kind.get(kind) if kind else existing.get("settings")
                 if resume and isinstance(recorded, dict):
                     changed = [
                         name for name in differences(recorded, settings) if name not in set(allow_change)
@@ -238,6 +251,8 @@ class RunDir:
                             f"the run's own settings, or start a new run; --allow-change accepts {allowed}."
                         )
                 existing["settings"] = dict(settings)
+                if kind:
+                    existing["settings_by_kind"] = {**by_kind, kind: dict(settings)}
             if kind:
                 existing["kind"] = kind
             self.write_json(self.meta, existing)
@@ -251,10 +266,20 @@ class RunDir:
             meta["kind"] = kind
         if settings is not None:
             meta["settings"] = dict(settings)
+            if kind:
+                meta["settings_by_kind"] = {kind: dict(settings)}
         self.write_json(self.meta, meta)
 
     def write_json(self, path: Path, value: Any) -> None:
-        """Write JSON atomically (a crash never leaves half a file)."""
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-        tmp.replace(path)
+        """Write JSON atomically: a crash never leaves half a file.
+
+        Two writers at once never share a temporary file: each writes its own, then renames it over the file
+        (the last rename wins, whole).
+        """
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise

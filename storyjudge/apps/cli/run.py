@@ -7,8 +7,9 @@ input is read (the reader's parameters are the command's arguments) and how its 
 1. read and check the input (the command's ``read``);
 2. build the Context and check every setting and model spec (``prepare`` may check input that depends on a
    setting), so that nothing is written when one is wrong;
-3. claim the run directory for the document (commands that have one);
-4. look at the model server once (``storyjudge.core.servercheck``) and print the models of the roles it uses;
+3. look at the model server once (``storyjudge.core.servercheck``; a resume looks later, once it knows the run
+   is not finished), so that a dead server leaves nothing behind;
+4. claim the run directory for the document (commands that have one) and print the models of the roles it uses;
 5. stream the graph with progress bars, from its checkpoint when resuming (commands with ``checkpointed``);
 6. write the outputs (the command's ``write``).
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 import prompts
 from storyjudge.apps.cli import app
@@ -230,13 +232,13 @@ def run_graph(
         prompts.check_dir(ctx.prompt_dir)
     except ValueError as exc:
         fail(str(exc))
+    servers_ok = partial(_check_server, ctx, roles)
+    if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
+        servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
     rd: RunDir | None = None
     if command.run_dir:
         rd = _claim(command.name, job, ctx, roles, resume, allow_change)
         ctx = ctx.replace(run_dir=str(rd.root))
-    servers_ok = partial(_check_server, ctx, roles)
-    if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
-        servers_ok()
     print_models(ctx, roles)
     try:
         with run_log(rd):
@@ -304,7 +306,9 @@ def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
 def _claim(
     kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
 ) -> RunDir:
-    """The run directory, claimed and locked for this document and job kind (every setting is checked by now).
+    """The run directory, claimed and locked for this document, beside the runs of other kinds.
+
+    Every setting is checked by now.
 
     A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
     """
@@ -333,7 +337,8 @@ def _check_checkpoints(rd: RunDir) -> None:
     """Refuse, before anything is written, a checkpoints file that is not a sound checkpoint database.
 
     Not SQLite, corrupt pages (``quick_check`` reads them all, milliseconds for a run's checkpoints), or
-    tables of another schema.
+    tables of another layout (an older LangGraph's ``thread_ts``): the columns must be those the installed
+    checkpointer creates.
     """
     if not rd.checkpoints.exists():
         return
@@ -341,22 +346,38 @@ def _check_checkpoints(rd: RunDir) -> None:
     try:
         conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
         try:
-            found = conn.execute("PRAGMA quick_check").fetchone()
+            found = conn.execute("PRAGMA quick_check(1)").fetchone()
             if found and found[0] != "ok":
-                problem = f"it is corrupt: {found[0]}"
-            for table in ("checkpoints", "writes"):
-                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-                if columns and "thread_id" not in columns:
-                    problem = f"its {table} table is not LangGraph's"
+                problem = "it is corrupt: " + " ".join(str(found[0]).split())
+            else:
+                expected = _checkpoint_columns()
+                for table, columns in expected.items():
+                    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                    if have and not columns <= have:
+                        problem = f"its {table} table has another layout, from another LangGraph version"
+                        break
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        problem = str(exc)
+        problem = " ".join(str(exc).split())
     if problem:
         fail(
-            f"{rd.checkpoints} is not a checkpoint database ({problem}); remove it to start the run "
-            "anew, or choose another --run-dir."
+            f"{rd.checkpoints} is not a checkpoint database this version can read ({problem}); remove it to "
+            "start the run anew, or choose another --run-dir."
         )
+
+
+def _checkpoint_columns() -> dict[str, set[str]]:
+    """The tables and columns the installed SQLite checkpointer creates (set up in memory, asked)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    try:
+        SqliteSaver(conn).setup()
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
+    finally:
+        conn.close()
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
@@ -403,14 +424,18 @@ def _stream(
         if resuming:
             snapshot = graph.get_state(config)
             if snapshot.created_at is None:  # stopped before its first checkpoint: nothing to continue
-                console.print(f"Nothing was checkpointed in {thread}; starting it (cached answers count).")
+                console.print(
+                    f"Nothing was checkpointed in {thread}; starting it (cached answers count).", markup=False
+                )
             elif not snapshot.next and not snapshot.tasks:
-                console.print(f"[green]The run in {rd.root} already finished;[/] showing its result.")
+                console.print(
+                    f"[green]The run in {escape(str(rd.root))} already finished;[/] showing its result."
+                )
                 return dict(snapshot.values)
             else:
                 # tasks that finished before the stop have saved their writes; the stream applies them, goes on
                 pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
-                console.print(f"Resuming {thread} at {', '.join(pending)}")
+                console.print(f"Resuming {thread} at {', '.join(pending)}", markup=False)
                 servers_ok()
                 return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
         servers_ok()
