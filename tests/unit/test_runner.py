@@ -482,9 +482,18 @@ def test_cli_shortcuts_dry_run(tmp_path: Path, data_file: Path) -> None:
         ["eval", "storysumm", str(data_file)],
         ["eval", "squality", str(squality), "--max-iterations", "1"],
     ):
-        result = runner.invoke(app, [*args, *common, "--out-dir", str(tmp_path / "exp")])
+        result = runner.invoke(
+            app, [*args, *common, "--out-dir", str(tmp_path / "exp")], env={"COLUMNS": "80"}
+        )
         assert result.exit_code == 0, result.output
         assert "Dry run" in result.output and "total" in result.output
+        # at 80 columns a cell's name is folded onto lines, never cut to "squality-…"
+        assert "…" not in result.output
+        first_column = "".join(
+            line.split("│")[1].strip() for line in result.output.splitlines() if line.count("│") > 2
+        )
+        cell = "storysumm" if "storysumm" in args else "squality"
+        assert f"{cell}-" in first_column and "gpt-4o-mini" in first_column
     missing = runner.invoke(app, ["eval", "storysumm", str(tmp_path / "nope.json")])
     assert missing.exit_code == 1 and "does not exist" in missing.output
 

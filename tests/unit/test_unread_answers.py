@@ -313,7 +313,9 @@ def test_a_cut_off_embedded_model_answer_is_a_failure(
     assert totals(again.usage)["failures"] == 1 and totals(again.usage)["calls"] == 0
 
 
-def test_a_server_models_cut_off_answer_is_asked_again_on_a_rerun(scripted_server: Any, tmp_path: Any) -> None:
+def test_a_server_models_cut_off_answer_is_asked_again_on_a_rerun(
+    scripted_server: Any, tmp_path: Any
+) -> None:
     """A served model's cut-off answer may be a glitch: never cached, asked again (the embedded model's is)."""
     case = CASES[0]
     asked: list[int] = []

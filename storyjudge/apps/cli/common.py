@@ -81,7 +81,7 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
     if wall:
         for basis in wall.get("basis", []):
             console.print(f"  wall time: {basis}", markup=False, highlight=False, soft_wrap=True)
-    took = f"; wall time {_duration(wall['low'])} to {_duration(wall['high'])}" if wall else ""
+    took = f"; wall time of the calls {_duration(wall['low'])} to {_duration(wall['high'])}" if wall else ""
     print_result(
         f"Dry run, no model called: {span('calls')} LLM calls, {span('input_tokens', _tokens)} input / "
         f"{span('output_tokens', _tokens)} output tokens, {cost} ({estimate.get('resolved_model', '?')}){checks}"
@@ -168,8 +168,10 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
             )
         if path.is_dir():
             fail(f"{path} is a directory; give the path of a {what} file inside it.")
+        if path.is_file() and path.stat().st_size > MAX_DOCUMENT_BYTES:  # refused before it is read
+            fail(f"{what} file {path} is over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
         try:
-            with path.open("rb") as stream:  # at most one byte past the limit, whatever the file's size
+            with path.open("rb") as stream:  # a pipe or a device: at most one byte past the limit
                 raw = stream.read(MAX_DOCUMENT_BYTES + 1)
         except OSError as exc:
             fail(f"Cannot read {what} file {path}: {exc.strerror or exc}.")

@@ -7,9 +7,10 @@ input is read (the reader's parameters are the command's arguments) and how its 
 1. read and check the input (the command's ``read``);
 2. build the Context and check every setting and model spec (``prepare`` may check input that depends on a
    setting), so that nothing is written when one is wrong;
-3. look at the model server once (``storyjudge.core.servercheck``; a resume looks later, once it knows the run
-   is not finished), so that a dead server leaves nothing behind;
-4. claim the run directory for the document (commands that have one) and print the models of the roles it uses;
+3. check the run directory for the document (commands that have one), reading only;
+4. look at the model server once (``storyjudge.core.servercheck``; a resume looks later, once it knows the run
+   is not finished), so that a dead server leaves nothing behind; then claim the run directory and print the
+   models of the roles it uses;
 5. stream the graph with progress bars, from its checkpoint when resuming (commands with ``checkpointed``);
 6. write the outputs (the command's ``write``).
 """
@@ -232,12 +233,14 @@ def run_graph(
         prompts.check_dir(ctx.prompt_dir)
     except ValueError as exc:
         fail(str(exc))
+    rd: RunDir | None = None
+    if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
+        rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allow_change)
     servers_ok = partial(_check_server, ctx, roles)
     if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
         servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
-    rd: RunDir | None = None
-    if command.run_dir:
-        rd = _claim(command.name, job, ctx, roles, resume, allow_change)
+    if rd is not None:
+        _claim(rd, command.name, job, settings_, resume, allow_change)
         ctx = ctx.replace(run_dir=str(rd.root))
     print_models(ctx, roles)
     try:
@@ -303,12 +306,10 @@ def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
     )
 
 
-def _claim(
+def _run_dir(
     kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
-) -> RunDir:
-    """The run directory, claimed and locked for this document, beside the runs of other kinds.
-
-    Every setting is checked by now.
+) -> tuple[RunDir, dict[str, Any]]:
+    """The run directory and this run's settings, checked for this document and job kind (read only).
 
     A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
     """
@@ -317,6 +318,19 @@ def _claim(
         ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
     )
     _check_checkpoints(rd)
+    try:
+        rd.check(job.doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allow_change)
+    except RunDirMismatch as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
+    return rd, settings
+
+
+def _claim(
+    rd: RunDir, kind: str, job: Job, settings: dict[str, Any], resume: bool, allow_change: tuple[str, ...]
+) -> None:
+    """Claim and lock the run directory for this document, beside the runs of other kinds."""
     try:
         rd.claim(
             job.doc_hash,
@@ -330,7 +344,6 @@ def _claim(
         fail(str(exc))
     except OSError as exc:  # a path under a file, no permission, a read-only disk
         fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
-    return rd
 
 
 def _check_checkpoints(rd: RunDir) -> None:
