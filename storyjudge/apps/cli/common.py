@@ -144,7 +144,7 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
         table.add_column("model")
         table.add_column("note")
         for role, spec, note in rows:
-            table.add_row(role, spec, note)
+            table.add_row(role, escape(spec), escape(note))  # a spec or a URL may hold "[...]"
         console.print(table)
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(

@@ -199,9 +199,9 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
             table.add_row(
                 a if a == b else f"{a} -> {b}",
-                diff["metric"],
-                diff["setting"],
-                f"{diff['from']} -> {diff['to']}",
+                escape(str(diff["metric"])),
+                escape(str(diff["setting"])),
+                escape(f"{diff['from']} -> {diff['to']}"),
                 str(diff["items"]),
                 signed_text(diff["difference"], diff["ci95"]),
                 "yes" if diff["excludes_zero"] else "no",

@@ -329,8 +329,10 @@ def _write_score(run: Run) -> None:
     table.add_column("verdict")
     table.add_column("feedback")
     for verdict in card["verdicts"]:
-        table.add_row(
-            verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", "")
+        table.add_row(  # the model's words: text, never markup
+            escape(verdict["fact"]["text"]),
+            verdict["status"],
+            escape(verdict["feedback"] or verdict.get("error", "")),
         )
     console.print(table)
     _print_paths(rd, report)
