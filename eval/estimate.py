@@ -9,13 +9,14 @@ scoring round per refinement iteration. The assumptions it rests on are returned
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import prompts
 from eval.datasets import EvalItem
 from eval.grid import Cell, ExperimentConfig, cell_context, cells
 from storyjudge.core.context import Context
-from storyjudge.core.models import resolve_spec
+from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import price, price_known
 
@@ -185,11 +186,13 @@ class _Range:
         return {**total, "usd": round(usd, 4) if known and tallies else None}
 
 
-def _score_round(rng: _Range, end: str, ctx: Context, summary_tokens: float, scene_tokens: list[int]) -> None:
-    """One scoring round of a summary of ``summary_tokens`` at one end: decompose, judge, coherence guard."""
+def _score_round(
+    rng: _Range, end: str, ctx: Context, summary_tokens: float, scene_tokens: list[int], times: int = 1
+) -> None:
+    """``times`` scoring rounds of a summary of ``summary_tokens`` at one end: decompose, judge, coherence guard."""
     i = 0 if end == "low" else 1
-    sentences = max(1, math.ceil(summary_tokens / SENTENCE_TOKENS_RANGE[i]))
-    facts = max(1, math.ceil(summary_tokens / FACT_TOKENS_RANGE[i]))
+    sentences = max(1, math.ceil(summary_tokens / SENTENCE_TOKENS_RANGE[i])) * times
+    facts = max(1, math.ceil(summary_tokens / FACT_TOKENS_RANGE[i])) * times
     extra = 0 if end == "low" else summary_tokens + CALL_OVERHEAD_TOKENS  # the sentence, besides the summary
     decompose_in = _prompt_tokens("decompose") + summary_tokens + extra
     rng.add(end, "decomposer", sentences, decompose_in, ANSWER_TOKENS["decompose"][i])
@@ -269,8 +272,8 @@ def estimate_range(ctx: Context, task: str, document: str, summary: str = "") ->
     """The fewest and the most LLM calls and tokens one ``refine`` ("refine") or ``score`` ("score") run takes.
 
     Low: the first round only (the target reached or nothing to refine at once), a summary of a quarter of its
-    budget, few facts, short answers. High: every round up to
-    ``max_iterations``, each summary at its length budget (a refinement may add a tenth and 10 words), as many
+    budget, few facts, short answers. High: every round up to ``max_iterations``, each summary at its length
+    budget (a refinement may add a tenth and 10 words, up to max_summary_tokens: linear in rounds), as many
     facts as that budget holds, every verdict asked anew, full evidence, every summary regenerated to the
     limit. Neither end counts the retries of failed calls (the run shows each one).
     """
@@ -296,24 +299,94 @@ def estimate_range(ctx: Context, task: str, document: str, summary: str = "") ->
     for target in (rng, planted):
         _planted_items(target, ctx, size, scene_tokens, coherence=task == "refine")
     if task == "refine":
+        # a refinement grows by max_length_ratio's tenth and WORD_SLACK's words, but never past the summary's
+        # budget (nodes.guards.word_budget): once there, every further round is the same, counted at once
         length: float = size[1]
-        for _ in range(ctx.max_iterations):
+        longest = max(size[1], ctx.max_summary_tokens)
+        left = ctx.max_iterations
+        while left > 0:
             cap = max(ctx.max_output_tokens, int(length * 1.5) + 64)  # the refiner's max_tokens
-            length = length * 1.1 + 20  # max_length_ratio's tenth more and WORD_SLACK's words, as tokens
-            rng.add("high", "refiner", 1 + ctx.parse_retries, ctx.context_window, min(cap, length))
-            _score_round(rng, "high", ctx, length, scene_tokens)
+            grown = min(length * ctx.max_length_ratio + 20, longest)
+            times = left if grown == length else 1
+            rng.add("high", "refiner", (1 + ctx.parse_retries) * times, ctx.context_window, min(cap, grown))
+            _score_round(rng, "high", ctx, grown, scene_tokens, times)
+            length, left = grown, left - times
     return {
         "scenes": len(scene_tokens),
         "low": rng.summed("low", ctx),
         "high": rng.summed("high", ctx),
         "planted": planted.summed("high", ctx),
+        "roles": rng.ends,  # per role and end, for the wall time
     }
 
 
-def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> dict[str, Any]:
+LOCAL_PROMPT_TOKENS_PER_SECOND = 165.0
+LOCAL_OUTPUT_TOKENS_PER_SECOND = (77.0, 42.0)
+"""The embedded model on 2 CPU cores, measured (prompt; generation fastest, slowest): one call at a time."""
+SERVER_FIRST_TOKEN_SECONDS = (0.2, 1.0)
+SERVER_OUTPUT_TOKENS_PER_SECOND = (150.0, 30.0)
+"""A served model's call, assumed when none was measured here: time to the first token, then generation speed
+(fastest, slowest)."""
+MEASURED_CALLS = 3
+"""Answered requests of a model in the story's folder from which their measured seconds are used."""
+
+
+def _call_seconds(
+    ctx: Context, spec: str, end: int, input_each: float, output_each: float, measured: list[float]
+) -> float:
+    """Seconds one call takes at one end (0 low, 1 high): measured here when enough were, else assumed."""
+    if len(measured) >= MEASURED_CALLS:
+        ordered = sorted(measured)
+        return ordered[len(ordered) // 10] if end == 0 else ordered[(len(ordered) * 9) // 10]  # 10th / 90th
+    if is_local(spec):
+        return input_each / LOCAL_PROMPT_TOKENS_PER_SECOND + output_each / LOCAL_OUTPUT_TOKENS_PER_SECOND[end]
+    return SERVER_FIRST_TOKEN_SECONDS[end] + output_each / SERVER_OUTPUT_TOKENS_PER_SECOND[end]
+
+
+def wall_time(ctx: Context, ranged: dict[str, Any], run_dir: str | Path | None) -> dict[str, Any]:
+    """A wall-time range: each role's calls times its call's seconds.
+
+    ``concurrency`` calls run at once (the embedded model: one). Seconds per call come from the requests
+    answered in the story's folder when there are a few (10th and 90th percentile), else from tokens at an
+    assumed speed; the basis says which.
+    """
+    from storyjudge.core.usage import measured_seconds
+
+    totals = {"low": 0.0, "high": 0.0}
+    bases: set[str] = set()
+    for end_index, end in enumerate(("low", "high")):
+        for role, tally in ranged["roles"][end].items():
+            spec = resolve_spec(ctx, role)
+            measured = measured_seconds(run_dir, spec) if run_dir else []
+            calls = tally["calls"]
+            if not calls:
+                continue
+            each = _call_seconds(
+                ctx, spec, end_index, tally["input_tokens"] / calls, tally["output_tokens"] / calls, measured
+            )
+            bases.add(
+                f"measured: {len(measured)} answered request(s) of {spec} in {run_dir}"
+                if len(measured) >= MEASURED_CALLS
+                else f"assumed for {spec}: "
+                + (
+                    "the embedded model's measured speed on 2 cores, one call at a time"
+                    if is_local(spec)
+                    else f"{SERVER_FIRST_TOKEN_SECONDS[0]}-{SERVER_FIRST_TOKEN_SECONDS[1]} s to the first token, "
+                    f"{SERVER_OUTPUT_TOKENS_PER_SECOND[1]:.0f}-{SERVER_OUTPUT_TOKENS_PER_SECOND[0]:.0f} tokens/s, "
+                    f"{ctx.concurrency} calls at once"
+                )
+            )
+            totals[end] += calls * each / (1 if is_local(spec) else max(1, ctx.concurrency))
+    return {"low": round(totals["low"]), "high": round(totals["high"]), "basis": sorted(bases)}
+
+
+def estimate_run(
+    ctx: Context, task: str, document: str, summary: str = "", *, run_dir: str | Path | None = None
+) -> dict[str, Any]:
     """What one ``storyjudge refine`` (task "refine") or ``score`` ("score") run would take: a low-high range.
 
-    ``calls``, ``input_tokens``, ``output_tokens`` and ``usd`` are the high end; ``low`` and ``high`` both ends.
+    ``calls``, ``input_tokens``, ``output_tokens`` and ``usd`` are the high end; ``low`` and ``high`` both ends;
+    ``wall_seconds`` a wall-time range from the latency measured in ``run_dir`` (the story's folder) or assumed.
     USD at each role's model's list price (None when one has none), known without an API key.
     """
     ranged = estimate_range(ctx, task, document, summary)
@@ -326,6 +399,7 @@ def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> d
         "low": ranged["low"],
         "high": high,
         "planted": ranged["planted"],
+        "wall_seconds": wall_time(ctx, ranged, run_dir),
         "assumptions": [
             f"both ends count the planted control items once: {ctx.planted_facts} fact(s) judged, "
             f"{ctx.planted_sentences} sentence(s) per coherence score (later rounds answer them from the cache)",
@@ -337,8 +411,9 @@ def estimate_run(ctx: Context, task: str, document: str, summary: str = "") -> d
             *(
                 [
                     f"high: every round up to max_iterations ({ctx.max_iterations}) with every verdict asked anew, "
-                    f"the summary at its budget (each refinement up to a tenth longer), one fact per "
-                    f"{FACT_TOKENS_RANGE[1]} summary tokens, every summary regenerated to the limit"
+                    "the summary at its budget (each refinement up to a tenth longer, never past "
+                    f"max_summary_tokens), one fact per {FACT_TOKENS_RANGE[1]} summary tokens, every summary "
+                    "regenerated to the limit"
                 ]
                 if task == "refine"
                 else [f"high: one fact per {FACT_TOKENS_RANGE[1]} summary tokens, full evidence"]

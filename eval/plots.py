@@ -79,7 +79,13 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
     """One point per scored summary: NFS against BooookScore, colour per cell; None when drawn."""
     points: dict[str, list[tuple[float, float]]] = {}
     labels: dict[str, str] = {}
+    asked = False  # whether any summary was scored for coherence at all
     for row in rows:
+        asked = (
+            asked
+            or bool(row.get("coherence"))
+            or any("coherence" in it for it in row.get("iterations") or [])
+        )
         if row.get("status") != "ok":
             continue
         pairs = []
@@ -93,6 +99,11 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
             points.setdefault(row["cell"], []).extend(pairs)
             labels[row["cell"]] = _label(row)
     if not points:
+        if asked:
+            return (
+                "NFS vs BooookScore: no summary has both scores (the BooookScores were not reliable: too few "
+                "sentences got a readable answer; see coherence_coverage)"
+            )
         return "NFS vs BooookScore: no summary has both scores (add 'coherence' to metrics)"
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for cell, pairs in points.items():

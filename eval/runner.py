@@ -339,10 +339,11 @@ class Experiment:
     def item_context(self, cell: Cell, item: EvalItem, *, own_cache: bool = False) -> Context:
         """The Context of one item's run: its run directory and, with ``own_cache``, a cache of its own there.
 
-        Items that share a narrative (a group) share a run directory (and its index). An own cache (each item
+        Items that share a narrative (a group) share a run directory (and its index), named like records (the
+        slug and a hash of the exact group or id: ``x``, ``X`` and ``../../x`` get three). An own cache (each item
         its own SQLite file in the run directory) is what a cluster uses: no two processes write one file.
         """
-        run_dir = self.out / "runs" / cell.id / slug(item.group or item.id)
+        run_dir = self.out / "runs" / cell.id / record_name(item.group or item.id)
         ctx = cell_context(self.config, cell, run_dir)
         if own_cache:
             ctx = ctx.replace(cache_dir=str(run_dir / "cache" / record_name(item.id)))

@@ -94,6 +94,7 @@ def summary_table(
             line["nfs_unreliable"] = sum(c.get("reliable") is False for c in cards)
             _with_interval(line, "coherence", per_item)
             line["coherence_unreliable"] = sum(c.get("reliable") is False for c in coherence)
+            line["coherence_coverage"] = _mean(c.get("coverage") for c in coherence if c)
             labelled = [r for r in ok if (r.get("labels") or {}).get("summary") is not None]
             if labelled and any(r.get("factscore") for r in labelled):
                 from eval.storysumm import agreement_report

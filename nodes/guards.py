@@ -9,7 +9,8 @@ compared with the summary it revises,
    revised summary's supported facts (rounded down), which absorbs the judge's and decomposer's noise when a
    summary is reworded but not a deletion;
 2. it stays within its length budget from below and from above: at least ``min_length_ratio`` of the revised
-   summary's words, and at most the words the refiner was asked for (``word_budget``);
+   summary's words, and at most the words the refiner was asked for (``word_budget``: a tenth more, and never
+   past the summary's budget, max_summary_tokens);
 3. it does not copy the narrative: the share of its trigrams found verbatim in the narrative (the copy rate, one
    minus BooookScore's novel-trigram share) rises by at most ``max_copy_increase`` (judged from
    ``MIN_COPY_WORDS`` words on; shorter texts have too few trigrams for the share to mean anything).
@@ -29,6 +30,7 @@ from storyjudge.core.context import Context
 from storyjudge.core.records import GuardRecord, Iteration, ScoreCard
 from storyjudge.core.segmentation import join_scenes
 from storyjudge.core.summary_stats import copy_rate, source_trigrams, words
+from storyjudge.core.tokens import count_tokens
 
 WORD_SLACK = 10
 """Words the refiner may add beyond ``max_length_ratio`` times the revised summary (room for short summaries)."""
@@ -40,9 +42,21 @@ Island") moves the share by a fifth, says nothing about copying (its copy rate i
 limits judge such a summary)."""
 
 
-def word_budget(words_before: int, max_length_ratio: float) -> int:
-    """Most words a refinement of a ``words_before``-word summary may have; the refiner is asked for this."""
-    return int(words_before * max_length_ratio) + WORD_SLACK
+def word_budget(words_before: int, max_length_ratio: float, most_words: int | None = None) -> int:
+    """Most words a refinement of a ``words_before``-word summary may have; the refiner is asked for this.
+
+    ``most_words`` (``budget_words``: the words of max_summary_tokens) caps the growth: a refinement may grow
+    to the summary's budget, never past it (a summary already longer keeps at most its own length), so rounds
+    of refinement cannot lengthen a summary without bound.
+    """
+    grown = int(words_before * max_length_ratio) + WORD_SLACK
+    return grown if most_words is None else min(grown, max(words_before, most_words))
+
+
+def budget_words(summary: str, max_summary_tokens: int) -> int:
+    """The words of a summary of ``max_summary_tokens`` tokens, at this summary's words per token."""
+    n_words, n_tokens = len(words(summary)), count_tokens(summary)
+    return int(n_words * max_summary_tokens / n_tokens) if n_tokens else max_summary_tokens
 
 
 def min_words(words_before: int, min_length_ratio: float) -> int:
@@ -94,7 +108,15 @@ def measure_round(
         words_before=before_words if compared else None,
         length_ratio=round(n_words / before_words, 4) if compared and before_words else None,
         min_words=min_words(before_words, ctx.min_length_ratio) if compared else None,
-        max_words=word_budget(before_words, ctx.max_length_ratio) if compared else None,
+        max_words=(
+            word_budget(
+                before_words,
+                ctx.max_length_ratio,
+                budget_words(revised_summary or "", ctx.max_summary_tokens),
+            )
+            if compared
+            else None
+        ),
         copy_rate_before=_round(before_rate),
         copy_increase=_round(rate - before_rate) if rate is not None and before_rate is not None else None,
         reasons=[],

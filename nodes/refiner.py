@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 
 import prompts
 from nodes.assess import best_of
-from nodes.guards import min_words, word_budget
+from nodes.guards import budget_words, min_words, word_budget
 from state import RefineState
 from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
@@ -174,7 +174,9 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     prompt = prompts.load("refine", ctx.prompt_dir)
     parts = {
         "min_words": min_words(n_words, ctx.min_length_ratio),
-        "max_words": word_budget(n_words, ctx.max_length_ratio),
+        "max_words": word_budget(
+            n_words, ctx.max_length_ratio, budget_words(summary, ctx.max_summary_tokens)
+        ),
         "flagged": render_flagged(flagged),
         "rejected": render_rejected(attempts_before),
         "summary": prompts.data_block("summary", summary),

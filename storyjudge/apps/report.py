@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -904,7 +905,7 @@ def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> P
     ckg_file = rd.ckg if rd.ckg.is_file() else story_ckg(rd.root)
     ckg = json.loads(ckg_file.read_text(encoding="utf-8")) if ckg_file.is_file() else None
     html = render_report(result, ckg)
-    tmp = rd.report.with_suffix(".html.tmp")
+    tmp = rd.report.with_name(f".report.{uuid.uuid4().hex}.html.tmp")  # a file of its own per writer
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(rd.report)
     return rd.report

@@ -19,6 +19,8 @@ from storyjudge.core.narrativefactscore import score_card
 from storyjudge.core.records import ScoreCard
 
 WHO = "a person"
+MAX_REASON_CHARS = 2000
+"""The longest reason kept: a few paragraphs; the refiner's prompt and every view of the run carry it."""
 
 
 def _recount(card: Mapping[str, Any], verdicts: list[Any]) -> ScoreCard:
@@ -55,6 +57,10 @@ def correct(
     reason = reason.strip()
     if not reason:
         raise ValueError("Say why the verdict is wrong: the reason is recorded and the refiner reads it.")
+    if len(reason) > MAX_REASON_CHARS:
+        raise ValueError(
+            f"The reason is {len(reason):,} characters; keep it under {MAX_REASON_CHARS:,} (the refiner reads it)."
+        )
     verdicts = copy.deepcopy(list(card.get("verdicts") or []))
     target = next((v for v in verdicts if v["fact"]["id"] == fact_id), None)
     if target is None:

@@ -170,7 +170,7 @@ def _raw_call(
     model, local = chat_model(spec, ctx), is_local(spec)
     invoke = partial(model.invoke, list(messages), **params)
     policy = retry.Policy(ctx, spec, "" if local else retry.server_name(ctx))
-    attempt = 0
+    attempt = glitches = 0  # every attempt; the cut-off or empty answers among them
     while True:
         attempt += 1
         check_cancelled()  # Ctrl-C: no call is sent after it
@@ -179,10 +179,15 @@ def _raw_call(
             with LOCAL_LOCK if local else concurrency.llm_slot(ctx):
                 check_cancelled()
                 record(ctx.run_dir, spec, "sent")  # the run's ledger counts every attempt
+                sent = time.perf_counter()
                 message = invoke() if local else concurrency.within(ctx.request_timeout, invoke)
+                seconds = time.perf_counter() - sent
             finish = message.response_metadata.get("finish_reason")
-            if not (local or cut_off(finish) or str(message.text).strip()) and attempt <= retry.EMPTY_RETRIES:
-                raise retry.EmptyAnswer(f"an empty answer (finish_reason {finish!r})")
+            if not local and glitches < retry.EMPTY_RETRIES:  # a server's glitch, asked again in the budget
+                glitch = "a cut-off" if cut_off(finish) else "" if str(message.text).strip() else "an empty"
+                if glitch:
+                    glitches += 1
+                    raise retry.EmptyAnswer(f"{glitch} answer (finish_reason {finish!r})")
             break
         except Exception as exc:  # noqa: BLE001 - classified below
             local_fault = isinstance(exc, OSError) and not isinstance(exc, ConnectionError | TimeoutError)
@@ -203,7 +208,7 @@ def _raw_call(
     usage: dict[str, Any] = dict(message.usage_metadata or {})
     input_tokens = int(usage.get("input_tokens") or count_tokens("\n".join(c for _, c in messages)))
     output_tokens = int(usage.get("output_tokens") or count_tokens(text))
-    record(ctx.run_dir, spec, "answer", input_tokens, output_tokens)
+    record(ctx.run_dir, spec, "answer", input_tokens, output_tokens, seconds=seconds)  # a dry run's latency
     return text, message.response_metadata.get("finish_reason"), input_tokens, output_tokens
 
 
@@ -241,14 +246,22 @@ def _complete(
     schema: type[BaseModel] | None = None,
     usable: Callable[[str, str | None], bool] | None = None,
 ) -> TextAnswer:
-    """A cached completion; an answer that is not ``usable(text, finish_reason)`` is neither stored nor replayed."""
+    """A cached completion; an answer that is not ``usable(text, finish_reason)`` is neither stored nor replayed.
+
+    But for the embedded model's: it answers one request the same way every time (seeded, one call at a time),
+    so its unreadable answer is kept too and replayed, and a rerun does not spend minutes asking it again.
+    """
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request, "" if is_local(spec) else server_id(ctx.base_url))
 
     def cached() -> TextAnswer | None:
         hit = cache.get(key) or {}
         text, finish = hit.get("text"), hit.get("finish_reason")
-        if text is None or cut_off(finish) or (usable is not None and not usable(text, finish)):
+        if text is None:
+            return None
+        if not (hit.get("deterministic") and is_local(spec)) and (
+            cut_off(finish) or (usable is not None and not usable(text, finish))
+        ):
             return None  # older caches may hold cut-off or unusable answers
         return shared(TextAnswer(text, finish, True, {}))
 
@@ -328,9 +341,13 @@ def _ask_server(
         if not isinstance(exc, CallFailed):  # the run ends with it (not just the caller's unit): stop early
             note_failure(_run(ctx), exc)
         raise
-    # an empty or cut-off answer is a fault to retry later, not a result to replay
-    if text.strip() and not cut_off(finish) and (usable is None or usable(text, finish)):
-        response = {"text": text, "finish_reason": finish, "usage": [n_in, n_out]}
+    # an empty or cut-off answer is a fault to retry later, not a result to replay; the embedded model's is
+    # what it will always answer (see ``_complete``), kept and marked so
+    good = bool(text.strip()) and not cut_off(finish) and (usable is None or usable(text, finish))
+    if good or local:
+        response: dict[str, Any] = {"text": text, "finish_reason": finish, "usage": [n_in, n_out]}
+        if not good:
+            response["deterministic"] = True
         cache_for(_cache_dir(ctx)).put(key, spec, prompt_version, response)
     return TextAnswer(text, finish, False, one_call(spec, n_in, n_out, cached=False))
 

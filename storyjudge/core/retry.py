@@ -52,12 +52,13 @@ STORM_LINE_SECONDS = 10.0
 """At most one "server busy" line this often."""
 
 EMPTY_RETRIES = 3
-"""Attempts of a call that may come back empty before the empty answer is returned as it is (a server's
-glitch is retried; a model that has nothing to say is not asked forever)."""
+"""Attempts of a call that may come back empty or cut off before that answer is returned as it is (a server's
+glitch is retried within the budget; a model that has nothing to say, or always says too much, is not asked
+forever)."""
 
 
 class EmptyAnswer(ValueError):
-    """A server answered with no text at all, not even a cut-off one: retried like a transport fault."""
+    """A server answered with no text, or with text cut off at the token limit: retried like a transport fault."""
 
 
 class GiveUp(Exception):
@@ -187,7 +188,7 @@ def status_of(exc: BaseException) -> str:
     if isinstance(exc, openai.APIStatusError):
         return str(exc.status_code)
     if isinstance(exc, EmptyAnswer):
-        return "empty"
+        return "cut off" if "cut-off" in str(exc) else "empty"
     return {"timeout": "timeout", "refused": "refused"}.get(classify(exc), type(exc).__name__)
 
 

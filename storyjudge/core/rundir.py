@@ -4,21 +4,25 @@ A run directory holds everything a run produced: ``result.json``, ``summary.txt`
 the LLM call cache, the LangGraph checkpoints (with ``checkpoint_blobs/``, the long texts they refer to,
 each stored once) and ``report.html``. ``meta.json`` records which document it
 belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs. It also
-records the job kind that owns the directory (``refine``, ``score``...: another kind is refused, it would replace the
-run's ``result.json``) and the settings that change results (``run_settings``): a resume with other settings
-is refused with the list of differences, except those the user allows (``RESUMABLE_CHANGES``). While a run
+records the job kinds that ran there (``refine``, ``score``...: side by side, each run keeps its record in
+``runs/<id>/``, ``core.keptruns``) and, per kind, the settings that change results (``run_settings``): a resume
+with other settings than its kind's last run is refused with the list of differences, except those the user
+allows (``RESUMABLE_CHANGES``). While a run
 works in the directory it holds an OS lock on ``run.lock`` with its pid in it, so a second process is refused
 instead of colliding with the first one in Chroma and SQLite.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
+import tempfile
 import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +73,15 @@ def slug(name: str) -> str:
 def default_run_dir(title: str, doc_hash: str, root: str | Path = "runs") -> Path:
     """``runs/<title>-<hash8>``: the same document lands in the same directory, so reruns reuse its cache."""
     return Path(root) / f"{slug(title)}-{doc_hash[:8]}"
+
+
+def kind_settings(meta: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The settings of each job kind that ran in a directory (a ``meta.json`` of one kind: its ``settings``)."""
+    found = meta.get("settings_by_kind")
+    if isinstance(found, dict):
+        return {str(k): v for k, v in found.items() if isinstance(v, dict)}
+    kind, settings = meta.get("kind"), meta.get("settings")
+    return {kind: settings} if isinstance(kind, str) and kind and isinstance(settings, dict) else {}
 
 
 class RunDirMismatch(ValueError):
@@ -188,6 +201,61 @@ class RunDir:
             )
         return existing
 
+    def check(
+        self,
+        doc_hash: str,
+        *,
+        resume: bool = False,
+        kind: str = "",
+        settings: Mapping[str, Any] | None = None,
+        allow_change: Iterable[str] = (),
+    ) -> dict[str, Any] | None:
+        """Refuse what ``claim`` would refuse, reading only; the directory's ``meta.json`` (None: no run yet).
+
+        A command checks before it looks at the model server, and claims after: a bad directory is named at
+        once, and a command that cannot make its first call leaves nothing behind.
+        """
+        if self.root.exists() and not self.root.is_dir():
+            raise RunDirMismatch(
+                f"Run directory {self.root} is a file, not a directory; choose another --run-dir."
+            )
+        if not (self.meta.exists() or self.meta.is_symlink()):
+            if resume:
+                raise RunDirMismatch(
+                    f"Nothing to resume in {self.root}: no earlier run of this document there."
+                )
+            if not self.root.exists():  # can it be made? (OSError when not: under a file, no permission)
+                parent = next((p for p in self.root.absolute().parents if p.exists()), Path("/"))
+                if not parent.is_dir():
+                    raise NotADirectoryError(errno.ENOTDIR, f"{parent} is a file")
+                os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".storyjudge-probe-"))
+            return None
+        existing = self.read_meta()
+        if existing.get("document_hash") != doc_hash:
+            raise RunDirMismatch(
+                f"Run directory {self.root} belongs to another document ({existing.get('source', '?')}); "
+                "choose a different --run-dir or remove it."
+            )
+        by_kind = kind_settings(existing)
+        if resume and kind and kind not in by_kind:
+            raise RunDirMismatch(
+                f"Nothing to resume in {self.root}: no earlier {kind} run of this document there "
+                "(run it without --resume)."
+            )
+        recorded = by_kind.get(kind) if kind else existing.get("settings")
+        if resume and settings is not None and isinstance(recorded, dict):
+            changed = [name for name in differences(recorded, settings) if name not in set(allow_change)]
+            if changed:
+                allowed = ", ".join(sorted(RESUMABLE_CHANGES))
+                shown = "; ".join(
+                    f"{name}: {recorded.get(name)!r} -> {settings.get(name)!r}" for name in changed
+                )
+                raise RunDirMismatch(
+                    f"Cannot resume the run in {self.root} with other settings ({shown}). Resume with "
+                    f"the run's own settings, or start a new run; --allow-change accepts {allowed}."
+                )
+        return existing
+
     def claim(
         self,
         doc_hash: str,
@@ -198,63 +266,42 @@ class RunDir:
         settings: Mapping[str, Any] | None = None,
         allow_change: Iterable[str] = (),
     ) -> None:
-        """Mark this directory as the document's, for one job kind, locked for this process.
+        """Mark this directory as the document's, locked for this process, with the settings of a job kind.
 
-        Refuses a directory of another document or another job kind, one another process works in, and a
-        resume whose ``settings`` differ from the run's (but for those in ``allow_change``).
+        A story's folder holds runs of every kind side by side (each keeps its record in ``runs/<id>/``, each
+        kind its own checkpoint thread and settings), so another kind is welcome. Refused (``check``): a
+        directory of another document, one another process works in, a resume of a kind that never ran here,
+        and a resume whose ``settings`` differ from that kind's last run (but for those in ``allow_change``).
         """
-        if self.root.exists() and not self.root.is_dir():
-            raise RunDirMismatch(
-                f"Run directory {self.root} is a file, not a directory; choose another --run-dir."
-            )
-        if self.meta.exists() or self.meta.is_symlink():
-            existing = self.read_meta()
-            if existing.get("document_hash") != doc_hash:
-                raise RunDirMismatch(
-                    f"Run directory {self.root} belongs to another document ({existing.get('source', '?')}); "
-                    "choose a different --run-dir or remove it."
-                )
-            owner = existing.get("kind")
-            if kind and owner and owner != kind:
-                raise RunDirMismatch(
-                    f"Run directory {self.root} holds a {owner} run; a {kind} run would replace its results. "
-                    "Choose a different --run-dir."
-                )
+        allowed = tuple(allow_change)
+        existing = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allowed)
+        if existing is None:
+            self.root.mkdir(parents=True, exist_ok=True)
             self.lock()
-            existing = self.read_meta()  # as the previous holder left it
-            if settings is not None:
-                recorded = existing.get("settings")
-                if resume and isinstance(recorded, dict):
-                    changed = [
-                        name for name in differences(recorded, settings) if name not in set(allow_change)
-                    ]
-                    if changed:
-                        allowed = ", ".join(sorted(RESUMABLE_CHANGES))
-                        shown = "; ".join(
-                            f"{name}: {recorded.get(name)!r} -> {settings.get(name)!r}" for name in changed
-                        )
-                        raise RunDirMismatch(
-                            f"Cannot resume the run in {self.root} with other settings ({shown}). Resume with "
-                            f"the run's own settings, or start a new run; --allow-change accepts {allowed}."
-                        )
-                existing["settings"] = dict(settings)
-            if kind:
-                existing["kind"] = kind
-            self.write_json(self.meta, existing)
-            return
-        if resume:
-            raise RunDirMismatch(f"Nothing to resume in {self.root}: no earlier run of this document there.")
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.lock()
-        meta: dict[str, Any] = {"document_hash": doc_hash, "source": source}
-        if kind:
-            meta["kind"] = kind
+            existing = {"document_hash": doc_hash, "source": source}
+        else:
+            self.lock()  # then the meta as the previous holder left it, checked again
+            again = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allowed)
+            existing = again or existing
         if settings is not None:
-            meta["settings"] = dict(settings)
-        self.write_json(self.meta, meta)
+            by_kind = kind_settings(existing)  # before this run's settings replace the last run's
+            existing["settings"] = dict(settings)
+            if kind:
+                existing["settings_by_kind"] = {**by_kind, kind: dict(settings)}
+        if kind:
+            existing["kind"] = kind
+        self.write_json(self.meta, existing)
 
     def write_json(self, path: Path, value: Any) -> None:
-        """Write JSON atomically (a crash never leaves half a file)."""
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-        tmp.replace(path)
+        """Write JSON atomically: a crash never leaves half a file.
+
+        Two writers at once never share a temporary file: each writes its own, then renames it over the file
+        (the last rename wins, whole).
+        """
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise

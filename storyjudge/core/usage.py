@@ -131,16 +131,28 @@ def _ledger(run_dir: str) -> Path | None:
     return root / LEDGER if root is not None and root.is_dir() else None
 
 
-def record(run_dir: str, spec: str, event: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
+def record(
+    run_dir: str,
+    spec: str,
+    event: str,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    *,
+    seconds: float | None = None,
+) -> None:
     """Append one event of a run's usage: ``sent`` (before a request goes out), ``answer`` or ``hit``.
 
     The usage in the graph's state comes from completed tasks only; a task interrupted by a crash or Ctrl-C
-    loses its calls there. Written as the calls happen, the ledger keeps every attempt of every part.
+    loses its calls there. Written as the calls happen, the ledger keeps every attempt of every part. An
+    answer carries the seconds its request took (``measured_seconds``: a dry run's wall time).
     """
     path = _ledger(run_dir)
     if path is None:
         return
-    line = json.dumps({"spec": spec, "event": event, "in": input_tokens, "out": output_tokens}) + "\n"
+    entry: dict[str, Any] = {"spec": spec, "event": event, "in": input_tokens, "out": output_tokens}
+    if seconds is not None:
+        entry["s"] = round(seconds, 3)
+    line = json.dumps(entry) + "\n"
     with _ledger_lock, path.open("a", encoding="utf-8") as handle:
         handle.write(line)
 
@@ -181,3 +193,22 @@ def run_usage(run_dir: str, state_usage: Usage | None) -> Usage:
     for spec, entry in (state_usage or {}).items():
         usage.setdefault(spec, empty_model_usage())["failures"] += entry.get("failures", 0)
     return usage
+
+
+def measured_seconds(run_dir: str | Path, spec: str) -> list[float]:
+    """The seconds each answered request of ``spec`` took in the runs of a directory (its ledgers), oldest first."""
+    found: list[float] = []
+    for name in (LEDGER + ".previous", LEDGER):
+        path = Path(run_dir) / name
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                if entry.get("spec") == spec and entry.get("event") == "answer" and "s" in entry:
+                    found.append(float(entry["s"]))
+            except (ValueError, TypeError, AttributeError):
+                continue  # a line cut off by a kill
+    return found

@@ -295,8 +295,9 @@ def test_cp1252_summary_is_decoded_with_a_note(
 def test_a_10_mb_single_line_is_read_and_segmented(tmp_path: Path) -> None:
     """Prose without line breaks is a valid narrative: it is split into token chunks, then work goes on.
 
-    The model server is unreachable, so the run stops at the first LLM call with its one-line error: reading,
-    decoding and segmenting 10 MB on one line finished (about 20 s on 2 cores) instead of hanging.
+    The model server is unreachable, so the run stops before its first LLM call with its one-line error, having
+    claimed nothing; the dry run reads, decodes and segments the 10 MB on one line into token chunks (about 20 s
+    on 2 cores) instead of hanging.
     """
     sentence = (
         "Alice walks to the harbour, and Bob follows her with a lantern. The gulls cry over the grey water! "
@@ -307,8 +308,10 @@ def test_a_10_mb_single_line_is_read_and_segmented(tmp_path: Path) -> None:
     assert story.read_bytes().count(b"\n") == 0
     result = refine(story, tmp_path / "run", "--ckg-samples", "1", env={"STORYJUDGE_RETRY_BUDGET_S": "0"})
     assert_one_line_error(result, "cannot reach the model server")
-    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
-    assert meta["document_hash"] == document_hash(story.read_text())
+    assert not (tmp_path / "run").exists()
+    estimated = refine(story, tmp_path / "run", "--ckg-samples", "1", "--dry-run", "--json")
+    assert estimated.exit_code == 0, estimated.output
+    assert json.loads(estimated.stdout[estimated.stdout.index("{") :])["scenes"] > 1000
 
 
 def test_document_at_the_size_limit_is_refused_before_reading(tmp_path: Path) -> None:
@@ -458,3 +461,27 @@ def test_bad_out_path_is_refused_before_any_call(
     )
     assert_one_line_error(result, "--out")
     assert not server.completions
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdin"])
+def test_a_summary_on_standard_input_is_read(
+    name: str, scripted_server: Callable[..., OpenAIServer], tmp_path: Path
+) -> None:
+    """``coherence -`` (and a pipe named /dev/stdin) reads the summary from standard input, to its end."""
+    import subprocess
+    import sys
+
+    server = scripted_server(lambda body: "Questions: no confusion\nTypes: no confusion")
+    args = [sys.executable, "-m", "storyjudge", "coherence", name, "--base-url", server.base_url]
+    done = subprocess.run(
+        [*args, "--model", "openai:scripted", "--json", "--set", f"cache_dir={tmp_path}"],
+        input="Mara repairs the lamp. She lights it at dusk.\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "OPENAI_API_KEY": ""},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["summaries"][0]["sentences"] == 2
+    empty = invoke("coherence", "-", "--base-url", UNREACHABLE, "--model", "openai:scripted")
+    assert_one_line_error(empty, "standard input", "empty")

@@ -105,7 +105,7 @@ def test_runs_of_a_story_stay_and_compare(browser: Any, ui: UIServer, tmp_path: 
         page.locator(".iteration[data-iteration='0'] details.facts > summary").click()  # folded until opened
         fact = page.locator(".iteration[data-iteration='0'] tr.fact.supported").first
         fact.locator("button.correct-open").click()
-        fact.locator(".correct-form input").fill("The witches greet no one in this scene")
+        fact.locator(".correct-form textarea").fill("The witches greet no one in this scene")
         fact.locator("button.correct-save").click()
         _wait_for_step(page, ".iteration[data-iteration='0'] .corrections", 30_000)
         assert "with 1 correction" in page.locator("#score-line").inner_text()

@@ -111,9 +111,12 @@ def test_runs_offline_on_the_embedded_model(tmp_path: Any) -> None:
     ctx = Context(model="local:smollm2", cache_dir=str(tmp_path), parse_retries=0, max_output_tokens=64)
     out = graph.invoke({"summary": "Mara finds a map in the attic."}, context=ctx)
     (annotation,) = out["annotations"]
-    assert annotation["confused"] in (True, False, None)
-    assert annotation["raw"] or annotation["confused"] is None
     card = out["coherence"]["summaries"][0]
-    assert card["scored"] + card["unparsed"] == 1
+    if annotation["confused"] is None:  # an unreadable answer is counted as such, never defaulted
+        assert (card["scored"], card["unparsed"]) == (0, 1) and card["score"] is None
+    else:
+        assert isinstance(annotation["confused"], bool) and annotation["raw"]
+        assert (card["scored"], card["unparsed"]) == (1, 0)
+        assert card["score"] in (None, 0.0 if annotation["confused"] else 1.0)  # None: its judge check failed
     assert out["coherence"]["model"] == "local:smollm2"
     assert out["usage"]["local:smollm2"]["calls"] == 1

@@ -145,20 +145,22 @@ def test_sigkill_while_judging_then_resume_finishes_the_same(
     assert f"LLM calls {reported} " in output
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_stops_cleanly_with_a_resume_hint_and_resumes(
-    story: Path, server: OpenAIServer, uninterrupted: dict[str, Any], tmp_path: Path
+    stop: signal.Signals, story: Path, server: OpenAIServer, uninterrupted: dict[str, Any], tmp_path: Path
 ) -> None:
+    """Ctrl-C, or SIGTERM from a process manager: the same stop, the same resume line (exit 128 + signal)."""
     run_dir = tmp_path / "run"
     log = tmp_path / "first.log"
     since = len(server.log)
     process = start(refine_args(story, server, run_dir), log)
     wait_for_judging(server, process, since=since, answered=1)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     process.wait(timeout=60)
     output = log.read_text()
-    assert process.returncode == 130, output
+    assert process.returncode == 128 + stop, output
     assert "Traceback" not in output
-    assert "--resume" in output and str(run_dir) in output
+    assert "Resume with the same command plus --resume" in output and str(run_dir) in output
     resumed = subprocess.run(
         refine_args(story, server, run_dir, "--resume"), cwd=ROOT, env=cli_env(), capture_output=True
     )

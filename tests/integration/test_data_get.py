@@ -186,3 +186,14 @@ def test_booookscore_annotations_arrive_with_the_official_sentences(
     assert sum(len(line.get("sentences", [])) for line in lines) == 2044  # the official split's count
     assert (cache / "booookscore" / "source" / "gpt4_annotations" / "chatgpt-2048-inc.json").is_file()
     assert "storyjudge coherence" in got.output
+
+
+def test_a_split_named_like_an_emoji_code_is_printed_as_written(
+    served: tuple[Files, str], tmp_path: Path
+) -> None:
+    """``squality:train: 25 item(s)`` holds ``:train:``, which rich would print as a train: text stays text."""
+    files, base = served
+    files.put("squality", "train", "split", SQUALITY_DEV.read_bytes())
+    got = _data(["data", "get", "squality", "--split", "train"], tmp_path / "cache", base)
+    assert got.exit_code == 0, got.output
+    assert "squality:train: 25 item(s)" in got.output and "\N{TRAM CAR}" not in got.output, got.output

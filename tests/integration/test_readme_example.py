@@ -55,4 +55,7 @@ def test_readme_python_example_runs(scripted_server: Callable[..., OpenAIServer]
     result = json.loads((run_dirs[0] / "result.json").read_text(encoding="utf-8"))
     assert result["iterations"] and (run_dirs[0] / "report.html").is_file()
     assert str(run_dirs[0].relative_to(tmp_path)) in done.stdout  # the printed run directory
+    first = result["iterations"][0]["factscore"]
+    shown = "reliable" if first["reliable"] else "NOT reliable"
+    assert f"round 0: NFS {first['score']}, coverage {first['coverage']}, {shown}" in done.stdout
     assert (tmp_path / "runs" / "checkpoints.sqlite").is_file()

@@ -197,5 +197,8 @@ def test_cli_refine_result_is_the_finish_nodes(
     monkeypatch.setattr(nodes.finish, "write_result", counting("finish"))
     monkeypatch.setattr(storyjudge.apps.cli.refine, "write_result", counting("cli"))
     server = scripted_server(StoryResponder())
+    before = time.perf_counter()
     _, record = cli_refine(server.base_url, tmp_path)
-    assert writers == ["finish"] and record["wall_seconds"] >= 0
+    took = time.perf_counter() - before
+    # the command's own start mark: more than nothing, and no more than the command took here
+    assert writers == ["finish"] and 0 < record["wall_seconds"] <= took + 0.01

@@ -95,6 +95,24 @@ def test_a_fault_storm_gives_the_fault_free_scores(
     assert lines and all("server busy" in r.getMessage() for r in lines) and len(lines) <= 5
 
 
+@pytest.mark.slow
+def test_a_storm_of_cut_off_and_empty_answers_scores_every_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """429s, 500s, answers cut off at the token limit and empty ones: retried within the budget, all 400 scored."""
+    from storyjudge.core import retry
+
+    monkeypatch.setattr(retry, "BACKOFF_CAP", 1.0)
+    rates = {"rate_limit": 0.2, "server_error": 0.2, "truncated": 0.15, "empty": 0.1}
+    items = summaries(20, 20)
+    clean, _ = coherence_run(tmp_path / "clean", None, items)
+    stormy, server = coherence_run(tmp_path / "storm", FaultPlan(rates, seed=11, retry_after=0.01), items)
+    assert server.faulted.count("truncated") > 50
+    _, annotations = stormy
+    assert len(annotations) == 400 and all(confused is not None for _, _, confused in annotations)
+    assert stormy == clean
+
+
 @pytest.fixture
 def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.setenv("COLUMNS", "200")
@@ -145,7 +163,7 @@ def _dead_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-@pytest.mark.parametrize("command", ["refine", "score", "coherence", "doctor"])
+@pytest.mark.parametrize("command", ["refine", "score", "summarize", "index", "coherence", "doctor"])
 def test_a_dead_server_is_named_at_once(command: str, runner: CliRunner, tmp_path: Path) -> None:
     story = tmp_path / "story.txt"
     story.write_text(STORY, encoding="utf-8")
@@ -154,6 +172,8 @@ def test_a_dead_server_is_named_at_once(command: str, runner: CliRunner, tmp_pat
     given = {
         "refine": [str(story)],
         "score": [str(story), "--summary", str(summary)],
+        "summarize": [str(story)],
+        "index": [str(story)],
         "coherence": [str(summary)],
         "doctor": [],
     }[command]
@@ -177,6 +197,7 @@ def test_a_dead_server_is_named_at_once(command: str, runner: CliRunner, tmp_pat
     assert "Cannot reach the model server at http://127.0.0.1" in line and "--base-url" in line
     assert seconds < 3, seconds
     assert "Models" not in result.output  # stopped before the run started
+    assert not (tmp_path / "r").exists()  # a command that cannot make its first call claims no folder
 
 
 def test_a_refused_key_and_an_unknown_model_are_named_before_the_run(
@@ -312,9 +333,10 @@ def test_prompt_files_are_checked_before_the_first_call(
     assert server.completions == []
 
 
-@pytest.mark.parametrize("damage", ["schema", "pages"])
+@pytest.mark.parametrize("resume", [False, True], ids=["new", "resume"])
+@pytest.mark.parametrize("damage", ["schema", "older-langgraph", "pages"])
 def test_a_broken_checkpoint_database_is_one_line(
-    damage: str, scripted_server: Callable[..., OpenAIServer], runner: CliRunner, tmp_path: Path
+    damage: str, resume: bool, scripted_server: Callable[..., OpenAIServer], runner: CliRunner, tmp_path: Path
 ) -> None:
     server = scripted_server(lambda body: "unused")
     run_dir = tmp_path / "run"
@@ -323,6 +345,12 @@ def test_a_broken_checkpoint_database_is_one_line(
     conn = sqlite3.connect(database)
     if damage == "schema":
         conn.execute("CREATE TABLE checkpoints (id INTEGER, data BLOB)")
+    elif damage == "older-langgraph":  # its thread_ts where LangGraph now has checkpoint_ns, checkpoint_id
+        conn.execute(
+            "CREATE TABLE checkpoints (thread_id TEXT NOT NULL, thread_ts TEXT NOT NULL, parent_ts TEXT, "
+            "checkpoint BLOB, metadata BLOB, PRIMARY KEY (thread_id, thread_ts))"
+        )
+        conn.execute("INSERT INTO checkpoints VALUES ('t', '1', NULL, x'00', x'00')")
     else:
         conn.execute("CREATE TABLE filler (x TEXT)")
         conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 500,)] * 200)
@@ -335,11 +363,13 @@ def test_a_broken_checkpoint_database_is_one_line(
     story = tmp_path / "story.txt"
     story.write_text(STORY, encoding="utf-8")
     args = ["refine", str(story), "--run-dir", str(run_dir), "--base-url", server.base_url]
-    result = runner.invoke(app, [*args, "--model", "openai:scripted"])
+    result = runner.invoke(app, [*args, "--model", "openai:scripted", *(["--resume"] if resume else [])])
     assert result.exit_code == 1, result.output
     (line,) = _error_lines(result.output)
     assert "checkpoints.sqlite is not a checkpoint database" in line and "--run-dir" in line
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    if damage == "older-langgraph":
+        assert "another LangGraph version" in line
 
 
 def test_a_full_disk_is_one_line_naming_the_path(

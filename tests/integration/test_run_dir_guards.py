@@ -1,4 +1,4 @@
-"""Runs that must not mix: a resume with other settings, another job kind, two processes in one directory.
+"""Runs that must not mix: a resume with other settings, two processes in one directory; other kinds side by side.
 
 Each case runs the real command in process (typer's CliRunner) against the scripted server.
 """
@@ -97,18 +97,37 @@ def test_resume_may_change_an_allowed_setting(finished: tuple[Path, Path, OpenAI
     assert json.loads((run_dir / "meta.json").read_text())["settings"]["max_iterations"] == 3
 
 
-def test_another_job_kind_is_refused(finished: tuple[Path, Path, OpenAIServer], tmp_path: Path) -> None:
+def test_runs_of_other_kinds_are_kept_side_by_side(
+    finished: tuple[Path, Path, OpenAIServer], tmp_path: Path
+) -> None:
+    """A story's folder holds a refine run and then a score and an index of the same story: each exits 0, the
+    refine run stays kept, and the refine run still resumes with its own settings."""
     story, run_dir, server = finished
     summary = tmp_path / "summary.txt"
     summary.write_text(FIXED_SUMMARY)
-    before = {name: (run_dir / name).read_bytes() for name in ("result.json", "report.html", "meta.json")}
-    score = invoke(
-        *("score", story, "--summary", summary, "--model", "openai:scripted", "--base-url", server.base_url),
-        *("--run-dir", run_dir),
-    )
-    error = last_error(score)
-    assert "refine run" in error and "score" in error
-    assert {name: (run_dir / name).read_bytes() for name in before} == before
+    refined = {p.name for p in (run_dir / "runs").iterdir()}
+    assert len(refined) == 1 and next(iter(refined)).startswith("refine-")
+    kept = (run_dir / "runs" / next(iter(refined)) / "result.json").read_bytes()
+    model = ("--model", "openai:scripted", "--base-url", server.base_url)
+    given = ("--summary", summary, *model, "--run-dir", run_dir, "--ckg-samples", "1")
+    assert "no earlier score run" in last_error(invoke("score", story, *given, "--resume"))
+    score = invoke("score", story, *given)
+    assert score.exit_code == 0, score.output
+    index = invoke("index", story, *model, "--run-dir", run_dir, "--ckg-samples", "1")
+    assert index.exit_code == 0, index.output
+    summarized = invoke("summarize", story, *model, "--run-dir", run_dir)
+    assert summarized.exit_code == 0, summarized.output
+    runs = {p.name.split("-")[0] for p in (run_dir / "runs").iterdir()}
+    assert runs == {"refine", "score"}
+    assert (run_dir / "runs" / next(iter(refined)) / "result.json").read_bytes() == kept
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert set(meta["settings_by_kind"]) == {"refine", "score", "index", "summarize"}
+    assert meta["settings_by_kind"]["refine"]["max_iterations"] == 1
+    resumed = invoke(*common(story, server, run_dir), "--resume", "--max-iterations", "1")
+    assert resumed.exit_code == 0, resumed.output
+    assert "already finished" in resumed.output
+    own = json.loads((run_dir / "runs" / next(iter(refined)) / "result.json").read_text())
+    assert own["kind"] == "refine" and json.loads((run_dir / "result.json").read_text())["kind"] == "refine"
 
 
 def test_a_run_directory_in_use_by_another_process_is_refused(

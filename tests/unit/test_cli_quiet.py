@@ -98,3 +98,25 @@ def test_transformers_loss_type_warning_is_filtered_at_its_logger(capsys: pytest
     finally:
         source.removeHandler(handler)
     assert stream.getvalue() == "something else\n"
+
+
+def test_the_demo_says_what_the_embedded_model_could_not_do_and_how_to_see_more() -> None:
+    from pathlib import Path
+
+    from storyjudge.apps.cli.refine import embedded_model_note
+    from storyjudge.core.context import Context
+
+    check = {"passed": False, "note": "the judge accepted 4 of 4 planted false facts"}
+    final = {
+        "ckg_stats": {"scenes": 4, "characters": 0},
+        "iterations": [{"iteration": 0, "factscore": {"judge_check": check}}],
+        "stop_reason": "nothing to refine",
+    }
+    lines = embedded_model_note(Context(model="local:smollm2"), final, Path("examples/macbeth-witches.md"))
+    text = "\n".join(lines)
+    assert "extracted no characters from the 4 scenes" in text
+    assert "accepted 4 of 4 planted false facts" in text and "no refinement round ran" in text
+    assert "OPENAI_API_KEY" in text and "--base-url" in text
+    assert "storyjudge refine examples/macbeth-witches.md --model openai:gpt-4o-mini" in text
+    served = Context(model="openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1")
+    assert embedded_model_note(served, final, None) == []  # a real model: nothing to excuse

@@ -77,3 +77,29 @@ def test_bars_reset_for_each_round() -> None:
         tracker.handle({"stage": "judge", "advance": 1}, (call,))
     (task,) = progress.tasks
     assert (task.description, task.completed, task.total) == ("judge (round 1)", 1, 4)
+
+
+def test_a_silence_of_thirty_seconds_gets_a_line_saying_what_is_still_working() -> None:
+    """One slow call (the embedded model on a long prompt) never leaves a person minutes without a word."""
+    tracker, buffer, clock = _tracker()
+    clock.now = 29.0
+    tracker.heartbeat()
+    assert buffer.getvalue() == ""  # under 30 s: quiet
+    clock.now = 31.0
+    tracker.heartbeat()
+    assert "starting: 31s without a step" in buffer.getvalue()
+    tracker.handle({"stage": "extract", "advance": 0, "total": 4})
+    tracker.handle({"stage": "extract", "advance": 1})
+    before = len(buffer.getvalue().splitlines())
+    for second in range(32, 200):  # the heartbeat thread asks every few seconds
+        clock.now = float(second)
+        tracker.heartbeat()
+    lines = buffer.getvalue().splitlines()[before:]
+    assert len(lines) == 5 and all("extract 1/4 still working: " in line for line in lines)
+    assert [line.split("still working: ")[1].split("s ")[0] for line in lines] == [
+        "30",
+        "60",
+        "90",
+        "120",
+        "150",
+    ]

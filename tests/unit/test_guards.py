@@ -272,3 +272,15 @@ def test_outline_fits_its_budget() -> None:
         assert count_tokens(block) <= budget and prompts.unwrap_data(block) != ""
     assert 'shown="' in render_outline(scenes, 200)
     assert render_outline(scenes, 0) == "" and render_outline([], 500) == ""
+
+
+def test_a_refinement_may_grow_to_the_summary_budget_never_past_it() -> None:
+    from nodes.guards import budget_words
+
+    assert word_budget(100, 1.1, most_words=105) == 105  # a tenth more would pass the budget
+    assert word_budget(100, 1.1, most_words=500) == 120  # far below the budget: a tenth more
+    assert word_budget(300, 1.1, most_words=200) == 300  # already past it: no longer than it is
+    summary = text(100)
+    assert budget_words(summary, 10_000) > 1000 and budget_words(summary, 20) < 100
+    record, note = check(text(110), card(10, 0), Context(max_summary_tokens=20))  # BASE is over its budget
+    assert record["max_words"] == 100 and "too long" in note

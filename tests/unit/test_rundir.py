@@ -109,3 +109,15 @@ def test_claim_refuses_an_unreadable_meta_file(tmp_path: Path) -> None:
     run.meta.write_text('{"document_hash": "abc')
     with pytest.raises(RunDirMismatch, match="unreadable"):
         run.claim("abc123", "macbeth.md")
+
+
+def test_writers_at_once_each_write_a_temporary_file_of_their_own(tmp_path: Path) -> None:
+    """40 threads write one file at once (the web UI's concurrent creates): none fails, the file is whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    run = RunDir(tmp_path)
+    values = [{"writer": n, "text": "x" * 20_000} for n in range(40)]
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        list(pool.map(lambda value: run.write_json(run.meta, value), values))
+    assert json.loads(run.meta.read_text(encoding="utf-8")) in values
+    assert list(tmp_path.iterdir()) == [run.meta]  # no temporary file left behind

@@ -483,9 +483,18 @@ def test_cli_shortcuts_dry_run(tmp_path: Path, data_file: Path) -> None:
         ["eval", "storysumm", str(data_file)],
         ["eval", "squality", str(squality), "--max-iterations", "1"],
     ):
-        result = runner.invoke(app, [*args, *common, "--out-dir", str(tmp_path / "exp")])
+        result = runner.invoke(
+            app, [*args, *common, "--out-dir", str(tmp_path / "exp")], env={"COLUMNS": "80"}
+        )
         assert result.exit_code == 0, result.output
         assert "Dry run" in result.output and "total" in result.output
+        # at 80 columns a cell's name is folded onto lines, never cut to "squality-…"
+        assert "…" not in result.output
+        first_column = "".join(
+            line.split("│")[1].strip() for line in result.output.splitlines() if line.count("│") > 2
+        )
+        cell = "storysumm" if "storysumm" in args else "squality"
+        assert f"{cell}-" in first_column and "gpt-4o-mini" in first_column
     missing = runner.invoke(app, ["eval", "storysumm", str(tmp_path / "nope.json")])
     assert missing.exit_code == 1 and "does not exist" in missing.output
 
@@ -539,3 +548,48 @@ def test_an_executor_runs_items_the_driver_writes_rows_and_groups_stay_exclusive
     assert all(r["status"] == "ok" for r in second.rows) and len(second.rows) == 3
     lines = (config.out_dir / "rows.jsonl").read_text().splitlines()
     assert len(lines) == 4  # 3 rows, then the retried one: nothing ran twice
+
+
+def test_item_ids_that_read_alike_get_folders_of_their_own(tmp_path: Path) -> None:
+    """Ids "../../x", "x" and "X" all slug to "x": each item still gets its own run directory and record."""
+    from storyjudge.core.rundir import RunDir, document_hash
+
+    squality = tmp_path / "sq.jsonl"
+    lines = []
+    for n, uid in enumerate(["../../x", "x", "X"]):
+        record = {
+            "metadata": {"uid": uid},
+            "document": f"Story {n}: Ann sails to the island and finds gold.",
+            "questions": [
+                {
+                    "question_number": 1,
+                    "question_text": "What is the plot?",
+                    "responses": [{"response_text": "Ann sails to the island."}],
+                }
+            ],
+        }
+        lines.append(json.dumps(record))
+    squality.write_text("\n".join(lines) + "\n")
+    run_dirs: list[str] = []
+
+    def claiming(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        if name == "refine":  # as the index's first node does: the folder belongs to one document
+            RunDir(Path(ctx.run_dir)).claim(document_hash(graph_input["document"]), graph_input["title"])
+            run_dirs.append(ctx.run_dir)
+        return refine_stand_in(name, graph_input, ctx)
+
+    config = ExperimentConfig.from_dict(
+        {
+            "out_dir": str(tmp_path / "exp"),
+            "task": "refine",
+            "metrics": ["factscore", "stats"],
+            "datasets": [{"kind": "squality", "path": str(squality)}],
+            "models": ["local:smollm2"],
+            "loops": [{"max_iterations": 1}],
+        }
+    )
+    outcome = Experiment(config, invoke=claiming).run()
+    assert [r["status"] for r in outcome.rows] == ["ok", "ok", "ok"], [r.get("error") for r in outcome.rows]
+    assert len(set(run_dirs)) == 3
+    assert len({r["record"] for r in outcome.rows}) == 3
+    assert all(Path(d).parent.name == outcome.rows[0]["cell"] for d in run_dirs)

@@ -160,8 +160,10 @@
         option.selected = v !== status;
         verdict.appendChild(option);
       });
-      var reason = document.createElement("input");
-      reason.type = "text";
+      // a textarea wraps its placeholder in a narrow cell (an input cut it off); the server keeps 2,000 characters
+      var reason = document.createElement("textarea");
+      reason.rows = 3;
+      reason.maxLength = 2000;
       reason.placeholder = "why the verdict is wrong";
       var save = document.createElement("button");
       save.type = "button";

@@ -71,4 +71,4 @@ def bench_command(
 
     console.print("The benchmark takes minutes; the machine should be otherwise idle.")
     path = run(latency=latency, slots=slots, quick=quick, skip=parts, out=out_path)
-    console.print(f"Wrote {path}")
+    console.print(f"Wrote {path}", markup=False)

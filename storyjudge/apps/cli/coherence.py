@@ -145,7 +145,9 @@ def _print(result: dict[str, Any]) -> None:
         number = f"#{ann['index'] + 1}"
         where = f"{summary_id} {number}" if len(result["summaries"]) > 1 else number
         console.print(f"[bold]{escape(where)}[/] {escape(ann['sentence'])}")
-        console.print(f"    types: {', '.join(ann['types'] + ann.get('other_types', [])) or '-'}")
+        console.print(
+            f"    types: {', '.join(ann['types'] + ann.get('other_types', [])) or '-'}", markup=False
+        )
         for question in ann["questions"]:
             console.print(f"    ? {escape(question)}")
     unparsed = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"] is None]
@@ -164,7 +166,10 @@ def _print(result: dict[str, Any]) -> None:
 
 def _read(
     input_path: Annotated[
-        Path, typer.Argument(help='A text file with one summary, or a JSONL file of {"id", "summary"} lines.')
+        Path,
+        typer.Argument(
+            help='A text file with one summary, or a JSONL file of {"id", "summary"} lines; - reads standard input.'
+        ),
     ],
     out_path: OutOpt = None,
 ) -> Job:
@@ -195,7 +200,7 @@ def _write(run: Run) -> None:
             out_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         except OSError as exc:
             fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
-        console.print(f"Wrote {out_path}")
+        console.print(f"Wrote {out_path}", markup=False)
     if run.as_json:
         print_json(result)
     else:

@@ -25,8 +25,8 @@ from storyjudge.core.models import describe_models, is_local
 if TYPE_CHECKING:
     from storyjudge.core.rundir import RunDir
 
-console = Console(stderr=True)
-out = Console()
+console = Console(stderr=True, emoji=False)  # ":train:" in a split name or a file is text, never an emoji
+out = Console(emoji=False)
 
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
 _ENCODINGS = ("utf-8", "utf-16", "cp1252", "latin-1")
@@ -76,10 +76,25 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
         if planted.get("calls")
         else ""
     )
+    wall = estimate.get("wall_seconds")
+    if wall:
+        for basis in wall.get("basis", []):
+            console.print(f"  wall time: {basis}", markup=False, highlight=False, soft_wrap=True)
+    took = f"; wall time of the calls {_duration(wall['low'])} to {_duration(wall['high'])}" if wall else ""
     print_result(
         f"Dry run, no model called: {span('calls')} LLM calls, {span('input_tokens', _tokens)} input / "
         f"{span('output_tokens', _tokens)} output tokens, {cost} ({estimate.get('resolved_model', '?')}){checks}"
+        f"{took}"
     )
+
+
+def _duration(seconds: float) -> str:
+    """A duration for reading: 40 s, 12 min, 3.5 h, 4.2 days."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:,.1f} days"
 
 
 def _tokens(n: float) -> str:
@@ -116,7 +131,7 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
         table.add_column("model")
         table.add_column("note")
         for role, spec, note in rows:
-            table.add_row(role, spec, note)
+            table.add_row(role, escape(spec), escape(note))  # a spec or a URL may hold "[...]"
         console.print(table)
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(
@@ -126,19 +141,31 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
 
 
 def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
-    """Read a narrative or summary file safely; returns (text, encoding). Every bad input is one clear error."""
-    if not path.exists():
-        fail(f"{what} file {path} does not exist; give the path of a .txt, .md or .json file.")
-    if path.is_dir():
-        fail(f"{path} is a directory; give the path of a {what} file inside it.")
-    size = path.stat().st_size
-    if size == 0:
+    """Read a narrative or summary file safely; returns (text, encoding). Every bad input is one clear error.
+
+    ``-`` is standard input; a pipe or a device (``/dev/stdin``) is read to its end, as a file is.
+    """
+    if str(path) == "-":
+        raw = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
+        path = Path("standard input")
+    else:
+        if not path.exists():
+            fail(
+                f"{what} file {path} does not exist; give the path of a .txt, .md or .json file, or - for stdin."
+            )
+        if path.is_dir():
+            fail(f"{path} is a directory; give the path of a {what} file inside it.")
+        if path.is_file() and path.stat().st_size > MAX_DOCUMENT_BYTES:  # refused before it is read
+            fail(f"{what} file {path} is over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
+        try:
+            with path.open("rb") as stream:  # a pipe or a device: at most one byte past the limit
+                raw = stream.read(MAX_DOCUMENT_BYTES + 1)
+        except OSError as exc:
+            fail(f"Cannot read {what} file {path}: {exc.strerror or exc}.")
+    if not raw:
         fail(f"{what} file {path} is empty; give a file with text in it.")
-    if size > MAX_DOCUMENT_BYTES:
-        fail(
-            f"{what} file {path} is {size // 2**20} MB, over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it."
-        )
-    raw = path.read_bytes()
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        fail(f"{what} file {path} is over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
     has_bom = raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf"))
     if b"\x00" in raw[:8192] and not has_bom:
         fail(f"{path} looks like a binary file, not text; give a plain-text {what} (.txt, .md or .json).")
@@ -152,7 +179,7 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
         except UnicodeDecodeError:
             continue
     if encoding != "utf-8":
-        console.print(f"[yellow]note:[/] {path} is not UTF-8; decoded it as {encoding}.")
+        console.print(f"[yellow]note:[/] {escape(str(path))} is not UTF-8; decoded it as {encoding}.")
     if not text.strip():
         fail(f"{what} file {path} holds only whitespace; give a file with text in it.")
     printable = sum(ch.isprintable() or ch.isspace() for ch in text[:20000])
@@ -178,58 +205,90 @@ def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None
         yield lambda event, namespace: None
     elif console.is_terminal or wanted == "1":
         with stages.bars(console) as progress:
-            yield stages.StageTracker(stages.BarsView(progress)).handle
+            tracker = stages.StageTracker(stages.BarsView(progress))
+            with _heartbeat(tracker):
+                yield tracker.handle
     else:
-        yield stages.StageTracker(stages.PlainView(console)).handle
+        tracker = stages.StageTracker(stages.PlainView(console))
+        with _heartbeat(tracker):
+            yield tracker.handle
+
+
+@contextmanager
+def _heartbeat(tracker: stages.StageTracker) -> Iterator[None]:
+    """One thread for the run's lifetime that lets the tracker speak after a silence (``HEARTBEAT_SECONDS``)."""
+    import threading
+
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(stages.HEARTBEAT_SECONDS / 6):
+            tracker.heartbeat()
+
+    thread = threading.Thread(target=beat, name="progress-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 STOP_GRACE_SECONDS = 5.0
 """After Ctrl-C, how long calls in flight and the checkpoint writes of finished tasks get before the exit."""
 
 
-def _stopped(message: str) -> NoReturn:
+def _stopped(message: str, code: int = 130) -> NoReturn:
     console.print(message, soft_wrap=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # Exit now: a normal exit would wait for worker threads (an abandoned hung request among them).
     # Checkpoints, the call cache and the usage ledger are SQLite transactions or appended lines, safe to cut off.
-    os._exit(130)
+    os._exit(code)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Ctrl-C, and the polite stop of a process manager (``kill``, a container's stop): both stop the same way."""
 
 
 @contextmanager
 def cancel_on_ctrl_c(message: str) -> Iterator[None]:
-    """Ctrl-C cancels every LLM call not yet sent (``storyjudge.core.concurrency.cancel``), then exits 130.
+    """Ctrl-C or SIGTERM cancels every LLM call not yet sent, then exits 130 (143 after SIGTERM).
 
-    The first Ctrl-C raises ``KeyboardInterrupt`` in the main thread, as Python does, after setting the
-    cancellation event, so the graph's worker threads fail fast instead of making every remaining call; the
+    Cancelling is ``storyjudge.core.concurrency.cancel``.
+
+    The first signal raises ``KeyboardInterrupt`` in the main thread, as Python does on Ctrl-C, after setting
+    the cancellation event, so the graph's worker threads fail fast instead of making every remaining call; the
     caller's ``except KeyboardInterrupt`` prints ``message``. Should the threads not finish within
-    ``STOP_GRACE_SECONDS``, or on a second Ctrl-C, the process prints ``message`` and exits at once.
+    ``STOP_GRACE_SECONDS``, or on a second signal, the process prints ``message`` and exits at once.
     """
     import threading
 
     from storyjudge.core.concurrency import cancel
 
-    previous = signal.getsignal(signal.SIGINT)
+    received: list[int] = []
+
+    def code() -> int:
+        return 128 + (received[0] if received else signal.SIGINT)
 
     def handler(signum: int, frame: Any) -> None:
-        if cancelled_once.is_set():
-            _stopped(message)
-        cancelled_once.set()
+        if received:
+            _stopped(message, code())
+        received.append(signum)
         cancel()
-        threading.Timer(STOP_GRACE_SECONDS, _stopped, args=(message,)).start()
+        threading.Timer(STOP_GRACE_SECONDS, lambda: _stopped(message, code())).start()
         raise KeyboardInterrupt
 
-    cancelled_once = threading.Event()
     in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if in_main else {}
+    for sig in previous:
+        signal.signal(sig, handler)
     try:
         yield
     except KeyboardInterrupt:
-        _stopped(message)
+        _stopped(message, code())
     finally:
-        if in_main:
-            signal.signal(signal.SIGINT, previous)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
 
 
 class _ConsoleHandler(logging.Handler):
@@ -268,7 +327,9 @@ def stream_graph(
     """Run a compiled graph with progress bars; returns its final state. Ctrl-C stops with a resume hint."""
     final: Any = None
     hint = (
-        f" Resume with the same command plus --resume (run directory {ctx.run_dir})." if ctx.run_dir else ""
+        f" Resume with the same command plus --resume (run directory {escape(ctx.run_dir)})."
+        if ctx.run_dir
+        else ""
     )
     stopped = f"\n[yellow]Stopped.[/] Work done so far is checkpointed and cached.{hint}"
     with cancel_on_ctrl_c(stopped), progress_bars() as handle:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.cli.common import console, fail, out
@@ -72,13 +73,20 @@ def get_command(
     except ValueError as exc:
         fail(str(exc))
     for note in fetched.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     ref = f"{fetched.name}:{fetched.split}"
-    out.print(f"{ref}: {fetched.items} item(s) -> {fetched.path}", highlight=False, soft_wrap=True)
-    out.print(f"  sources: {', '.join(str(p) for p in fetched.sources)}", highlight=False, soft_wrap=True)
+    out.print(
+        f"{ref}: {fetched.items} item(s) -> {fetched.path}", markup=False, highlight=False, soft_wrap=True
+    )
+    out.print(
+        f"  sources: {', '.join(str(p) for p in fetched.sources)}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     name_works = folder is None
     use = USE[fetched.name].format(ref=ref if name_works else fetched.path, path=fetched.path)
-    out.print(f"  use it: {use}", highlight=False, soft_wrap=True)
+    out.print(f"  use it: {use}", markup=False, highlight=False, soft_wrap=True)
 
 
 @data_app.command("list")
@@ -98,6 +106,6 @@ def list_command(folder: DirOpt = None) -> None:
                 if fetched.is_file()
                 else f"not here: storyjudge data get {name} --split {split}"
             )
-            out.print(f"{name + ':' + split:<29} {where}", highlight=False, soft_wrap=True)
+            out.print(f"{name + ':' + split:<29} {where}", markup=False, highlight=False, soft_wrap=True)
     if not home.is_dir():
-        console.print(f"(data folder {home} does not exist yet)", highlight=False)
+        console.print(f"(data folder {home} does not exist yet)", markup=False, highlight=False)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from pydantic import BaseModel, Field
+from rich.markup import escape
 
 from prompts import load
 from storyjudge.apps.cli import app
@@ -64,7 +65,9 @@ def doctor(
             found = check_local_model(spec.partition(":")[2])
         except ConfigError as exc:
             fail(str(exc))
-        console.print(f"[green]ok[/] embedded model {spec} files: {found} (not loaded; --deep calls it)")
+        console.print(
+            f"[green]ok[/] embedded model {escape(spec)} files: {found} (not loaded; --deep calls it)"
+        )
     else:
         _structured_call(ctx, spec)
     if deep:
@@ -76,7 +79,9 @@ def doctor(
             found = check_embedder(ctx.embedder)
         except ConfigError as exc:
             fail(str(exc))
-        console.print(f"[green]ok[/] embedder {ctx.embedder} files: {found} (not loaded; --deep embeds)")
+        console.print(
+            f"[green]ok[/] embedder {escape(ctx.embedder)} files: {found} (not loaded; --deep embeds)"
+        )
     console.print("[bold green]doctor: all checks passed[/]")
 
 
@@ -96,10 +101,16 @@ def _structured_call(ctx: Context, spec: str) -> None:
     usage = totals(answer.usage)
     if not answer.ok:
         fail(f"{spec} gave no parseable structured answer after {answer.attempts} attempt(s): {answer.error}")
+    said = (
+        "supported, as expected"
+        if answer.value.supported  # type: ignore[union-attr]
+        else "not supported, though it follows: the call works, the model's judgement is weak"
+    )
     console.print(
-        f"[green]ok[/] structured call to {spec}: supported={answer.value.supported} "  # type: ignore[union-attr]
-        f"({llm_seconds:.2f}s, {usage['input_tokens']} in / {usage['output_tokens']} out tokens"
-        f"{', cached' if answer.cached else ''})"
+        f"[green]ok[/] structured call to {escape(spec)}: a readable answer in the judge's schema; on a test "
+        f"claim that follows from its passage it said {said} ({llm_seconds:.2f}s, {usage['input_tokens']} in / "
+        f"{usage['output_tokens']} out tokens{', cached' if answer.cached else ''})",
+        highlight=False,
     )
 
 
@@ -117,6 +128,6 @@ def _embed(embedder: str) -> None:
     vectors = emb.embed_documents(passages)
     embed_seconds = time.perf_counter() - started
     console.print(
-        f"[green]ok[/] embedder {emb.name}: {len(vectors[0])}-d vectors, window {emb.window_tokens} tokens, "
+        f"[green]ok[/] embedder {escape(emb.name)}: {len(vectors[0])}-d vectors, window {emb.window_tokens} tokens, "
         f"load {load_seconds:.1f}s, {len(passages) / embed_seconds:.0f} passages/s"
     )

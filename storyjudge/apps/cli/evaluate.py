@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -112,11 +113,13 @@ def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
 def _print_estimate(estimate: dict[str, Any]) -> None:
     table = Table(title="Dry run: estimated LLM work", header_style="bold")
     for column in ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD"):
-        table.add_column(column)
+        table.add_column(
+            column, overflow="fold"
+        )  # a cell's name whole, folded onto lines (never "squality-…")
     for row in estimate["cells"]:
         table.add_row(
-            row["cell"],
-            row["resolved_model"],
+            escape(row["cell"]),
+            escape(row["resolved_model"]),
             str(row["items"]),
             str(row["calls"]),
             str(row["input_tokens"]),
@@ -135,13 +138,14 @@ def _print_estimate(estimate: dict[str, Any]) -> None:
     )
     out.print(table)
     for line in estimate["assumptions"]:
-        out.print(f"  assumption: {line}")
+        out.print(f"  assumption: {line}", markup=False)
 
 
 # The columns that fit a terminal; summary.md and summary.csv hold every column.
 SUMMARY_COLUMNS = {
     "score": (
-        *("ok", "nfs", "nfs_coverage", "nfs_unreliable", "coherence", "coherence_unreliable"),
+        *("ok", "nfs", "nfs_coverage", "nfs_unreliable", "coherence", "coherence_coverage"),
+        "coherence_unreliable",
         *("balanced_accuracy", "cohens_kappa", "calls", "wall_seconds"),
     ),
     "refine": (
@@ -195,14 +199,31 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
             table.add_row(
                 a if a == b else f"{a} -> {b}",
-                diff["metric"],
-                diff["setting"],
-                f"{diff['from']} -> {diff['to']}",
+                escape(str(diff["metric"])),
+                escape(str(diff["setting"])),
+                escape(f"{diff['from']} -> {diff['to']}"),
                 str(diff["items"]),
                 signed_text(diff["difference"], diff["ci95"]),
                 "yes" if diff["excludes_zero"] else "no",
             )
         out.print(table)
+
+
+def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]:
+    """Why a cell shows no score for a metric it asked for: never a blank without a word."""
+    notes = []
+    for n, line in enumerate(table_rows, start=1):
+        for key, name in (("nfs", "factscore"), ("coherence", "coherence")):
+            if name not in metrics or key not in line or line.get(key) is not None or not line.get("ok"):
+                continue
+            coverage = line.get(f"{key}_coverage")
+            share = f" (mean coverage {coverage:.0%})" if isinstance(coverage, (int, float)) else ""
+            notes.append(
+                f"cell {n} ({line.get('cell')}): no {key} score: {line.get(f'{key}_unreliable', 0)} of "
+                f"{line['ok']} item(s) were not reliable{share}: too few units got a readable answer, or the "
+                "judge check failed; rows.jsonl has each item's errors."
+            )
+    return notes
 
 
 def _roles(config: Any) -> tuple[str, ...]:
@@ -248,10 +269,7 @@ def _run(
     executor: str = "local",
     scheduler: str = "",
 ) -> None:
-    from eval.estimate import estimate
     from eval.grid import cell_context, cells
-    from eval.runner import Experiment, finish
-    from eval.tables import usage_of
     from storyjudge.core.models import resolve_spec
     from storyjudge.core.servercheck import check_server
 
@@ -260,12 +278,15 @@ def _run(
     first_ctx = cell_context(config, cells(config)[0], config.out_dir)
     print_models(first_ctx)
     if dry_run:
+        from eval.estimate import estimate
+
         try:
             estimated = estimate(config)
         except (ConfigError, ValueError) as exc:  # a dataset file that does not read
             fail(str(exc))
         _print_estimate(estimated)
         return
+    # the servers first, before the runner's imports (the graphs, the metrics): a dead one is named at once
     looked_at: set[tuple[str, ...]] = set()
     for cell in cells(config):
         ctx = cell_context(config, cell, config.out_dir)
@@ -279,17 +300,23 @@ def _run(
                 check_server(ctx, specs)
         except ConfigError as exc:
             fail(str(exc))
+    from eval.runner import Experiment, finish
+    from eval.tables import usage_of
+
     experiment = Experiment(config)
     planned = len(experiment.plan())
     console.print(
-        f"Experiment {config.name}: {len(cells(config))} cell(s), {planned} item run(s) -> {config.out_dir}"
+        f"Experiment {config.name}: {len(cells(config))} cell(s), {planned} item run(s) -> {config.out_dir}",
+        markup=False,
     )
 
     def on_row(row: dict[str, Any], done: int, total: int) -> None:
-        status = row["status"] if row["status"] == "ok" else f"[red]{row.get('error', 'error')}[/]"
+        status = (
+            row["status"] if row["status"] == "ok" else f"[red]{escape(str(row.get('error', 'error')))}[/]"
+        )
         usage = row["usage_totals"]
         console.print(
-            f"[{done}/{total}] {row['cell']} {row['item']['id']}: {status} "
+            f"\\[{done}/{total}] {escape(row['cell'])} {escape(str(row['item']['id']))}: {status} "
             f"({usage['calls']} calls, {usage['cache_hits']} cached, {row['wall_seconds']:.1f}s)",
             highlight=False,
         )
@@ -302,9 +329,13 @@ def _run(
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     if outcome.stopped:
-        console.print(f"[yellow]Stopped early:[/] {outcome.stopped}. Rerun the same command to continue.")
+        console.print(
+            f"[yellow]Stopped early:[/] {escape(outcome.stopped)}. Rerun the same command to continue."
+        )
     result = finish(outcome, config)
     _print_summary(result["table"], result.get("differences"))
+    for note in _missing_scores(result["table"], config.metrics):
+        out.print(f"  note: {note}", markup=False)
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)
@@ -320,8 +351,8 @@ def _run(
         f"est. {cost_text(_usage_per_model(outcome.rows))}"
     )
     for note in result["plot_notes"]:
-        out.print(f"  plot not drawn: {note}")
-    out.print("Wrote: " + ", ".join(str(p) for p in result["files"]))
+        out.print(f"  plot not drawn: {note}", markup=False)
+    out.print("Wrote: " + ", ".join(str(p) for p in result["files"]), markup=False)
 
 
 def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
@@ -358,7 +389,7 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
         out.print(table)
         out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
     for note in report.get("notes", []):
-        out.print(f"  note: {note}")
+        out.print(f"  note: {note}", markup=False)
 
 
 @eval_app.command("run")
@@ -410,7 +441,7 @@ def _shortcut(
     except ValueError as exc:
         fail(str(exc))
     for note in dataset.notes:
-        console.print(f"[yellow]data note:[/] {note}", highlight=False)
+        console.print(f"[yellow]data note:[/] {escape(note)}", highlight=False)
     settings.context()  # a bad value fails here with one line
     context = settings.values()
     model, base_url = str(context.pop("model", "")), str(context.pop("base_url", ""))

@@ -69,7 +69,7 @@ def _write(run: Run) -> None:
     assert run.rd is not None
     index = final["index"]
     where = scenestore.where(index)[1] or "in memory"
-    console.print(f"CKG: {run.rd.ckg}\nIndex: {where}", soft_wrap=True, highlight=False)
+    console.print(f"CKG: {run.rd.ckg}\nIndex: {where}", soft_wrap=True, markup=False, highlight=False)
     if run.as_json:
         print_json(
             {

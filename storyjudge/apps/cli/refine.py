@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -16,11 +18,12 @@ import prompts
 from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
-from storyjudge.core.context import Context
+from storyjudge.core.context import ROLES, Context
 from storyjudge.core.coverage import describe, describe_card
-from storyjudge.core.keptruns import keep_run, new_run_id
+from storyjudge.core.keptruns import keep_run, new_run_id, runs_folder
+from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.resultjson import build_result, write_result
-from storyjudge.core.rundir import RunDir
+from storyjudge.core.rundir import RunDir, default_run_dir
 from storyjudge.core.usage import cost_text, run_usage, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
@@ -186,6 +189,7 @@ def _write_refine(run: Run) -> None:
     final = run.final
     if not rd.result.exists():
         fail(f"The run stopped before writing {rd.result}; run the same command with --resume to finish it.")
+    _restore_own_record(rd)
     summary = final.get("summary", "")
     rd.summary.write_text(summary + "\n", encoding="utf-8")
     report = _write_report(rd)
@@ -221,10 +225,66 @@ def _write_refine(run: Run) -> None:
         highlight=False,
     )
     _print_paths(rd, report)
+    for line in embedded_model_note(run.ctx, final, run.job.source):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if run.as_json:
         print_json(json.loads(rd.result.read_text(encoding="utf-8")))
     else:
         print_result(summary)
+
+
+def embedded_model_note(ctx: Context, final: dict[str, Any], source: Path | None) -> list[str]:
+    """In plain words, what the embedded demo model could not do in this run, and what shows it with a real one.
+
+    The one command that shows the same run (a refinement round included) with a real model. Nothing when no
+    role used the embedded model.
+    """
+    if not any(is_local(resolve_spec(ctx, role)) for role in ROLES):
+        return []
+    could_not = []
+    stats = final.get("ckg_stats") or {}
+    if not stats.get("characters"):
+        where = f"the {stats['scenes']} scenes" if stats.get("scenes") else "the story"
+        could_not.append(
+            f"it extracted no characters from {where} (its answers were unreadable or empty), so the judge read "
+            "the scenes without a character graph"
+        )
+    iterations = final.get("iterations") or []
+    checks = [(it.get("factscore") or {}).get("judge_check") or {} for it in iterations]
+    failed = [check for check in checks if check.get("passed") is False]
+    if failed:
+        note = failed[0].get("note", "")
+        could_not.append(
+            f"its judge failed the judge check ({note}): it accepts false facts, so no score it gave is reliable"
+        )
+    if len(iterations) <= 1:
+        could_not.append(f"no refinement round ran (stopped: {final.get('stop_reason') or '?'})")
+    if not could_not:
+        return []
+    story = shlex.quote(str(source)) if source else "STORY"
+    return [
+        "What the embedded demo model could not do here:",
+        *(f"  - {line};" for line in could_not),
+        "To see the same run with a refinement round, give it a real model: with OPENAI_API_KEY set,",
+        f"  storyjudge refine {story} --model openai:gpt-4o-mini --max-iterations 2",
+        "  or any OpenAI-compatible server (vLLM, llama.cpp, Ollama): add --base-url http://HOST:PORT/v1 "
+        "--model openai:NAME.",
+    ]
+
+
+def _restore_own_record(rd: RunDir) -> None:
+    """Put a finished refine run's own record back on top of the story's folder before it is shown again.
+
+    A run of another kind may have written the story's ``result.json`` since; the refine run's own record,
+    kept in ``runs/<thread>/``, goes back on top (never the other run's).
+    """
+    try:
+        on_top = json.loads(rd.result.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        on_top = None
+    own = RunDir(runs_folder(rd.root) / str(rd.read_meta().get("refine_thread") or "-")).result
+    if on_top != "refine" and own.is_file():
+        rd.write_json(rd.result, json.loads(own.read_text(encoding="utf-8")))
 
 
 def _keep(rd: RunDir, kind: str, record: dict[str, Any]) -> None:
@@ -232,15 +292,15 @@ def _keep(rd: RunDir, kind: str, record: dict[str, Any]) -> None:
     run_id = str(rd.read_meta().get(f"{kind}_thread") or new_run_id(kind))
     kept = keep_run(rd.root, run_id, record)
     _write_report(kept)
-    console.print(f"Kept as run {run_id}: {kept.root}", soft_wrap=True, highlight=False)
+    console.print(f"Kept as run {run_id}: {kept.root}", soft_wrap=True, markup=False, highlight=False)
 
 
 def _print_paths(rd: RunDir, report: bool) -> None:
     """Where the run's files are, on stderr."""
-    console.print(f"Run record: {rd.result}", soft_wrap=True, highlight=False)
+    console.print(f"Run record: {rd.result}", soft_wrap=True, markup=False, highlight=False)
     if report:
-        console.print(f"Report: {rd.report}", soft_wrap=True, highlight=False)
-    console.print(f"Summary: {rd.summary}", soft_wrap=True, highlight=False)
+        console.print(f"Report: {rd.report}", soft_wrap=True, markup=False, highlight=False)
+    console.print(f"Summary: {rd.summary}", soft_wrap=True, markup=False, highlight=False)
 
 
 def _write_score(run: Run) -> None:
@@ -269,8 +329,10 @@ def _write_score(run: Run) -> None:
     table.add_column("verdict")
     table.add_column("feedback")
     for verdict in card["verdicts"]:
-        table.add_row(
-            verdict["fact"]["text"], verdict["status"], verdict["feedback"] or verdict.get("error", "")
+        table.add_row(  # the model's words: text, never markup
+            escape(verdict["fact"]["text"]),
+            verdict["status"],
+            escape(verdict["feedback"] or verdict.get("error", "")),
         )
     console.print(table)
     _print_paths(rd, report)
@@ -284,7 +346,8 @@ def _estimate(job: Job, ctx: Context, task: str) -> dict[str, Any]:
     """--dry-run: the LLM calls, tokens and cost the run would take (as ``storyjudge eval --dry-run`` counts)."""
     from eval.estimate import estimate_run
 
-    return estimate_run(ctx, task, job.text, job.graph_input.get("summary", ""))
+    run_dir = ctx.run_dir or default_run_dir(job.title, job.doc_hash)  # where earlier runs measured latency
+    return estimate_run(ctx, task, job.text, job.graph_input.get("summary", ""), run_dir=run_dir)
 
 
 REFINING = (
@@ -328,6 +391,6 @@ def _write_report(rd: RunDir) -> bool:
     try:
         write_report(rd.root)
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run
-        console.print(f"[yellow]report.html not written: {exc}[/]")
+        console.print(f"[yellow]report.html not written: {escape(str(exc))}[/]")
         return False
     return True

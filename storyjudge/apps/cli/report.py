@@ -27,4 +27,4 @@ def report_command(
         fail(str(exc))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         fail(f"cannot read the run record in {run_dir}: {exc}")
-    out.print(f"Report: {path} (opens offline: {path.resolve().as_uri()})")
+    out.print(f"Report: {path} (opens offline: {path.resolve().as_uri()})", markup=False)

@@ -7,8 +7,10 @@ input is read (the reader's parameters are the command's arguments) and how its 
 1. read and check the input (the command's ``read``);
 2. build the Context and check every setting and model spec (``prepare`` may check input that depends on a
    setting), so that nothing is written when one is wrong;
-3. claim the run directory for the document (commands that have one);
-4. look at the model server once (``storyjudge.core.servercheck``) and print the models of the roles it uses;
+3. check the run directory for the document (commands that have one), reading only;
+4. look at the model server once (``storyjudge.core.servercheck``; a resume looks later, once it knows the run
+   is not finished), so that a dead server leaves nothing behind; then claim the run directory and print the
+   models of the roles it uses;
 5. stream the graph with progress bars, from its checkpoint when resuming (commands with ``checkpointed``);
 6. write the outputs (the command's ``write``).
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 import prompts
 from storyjudge.apps.cli import app
@@ -231,12 +234,14 @@ def run_graph(
     except ValueError as exc:
         fail(str(exc))
     rd: RunDir | None = None
-    if command.run_dir:
-        rd = _claim(command.name, job, ctx, roles, resume, allow_change)
-        ctx = ctx.replace(run_dir=str(rd.root))
+    if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
+        rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allow_change)
     servers_ok = partial(_check_server, ctx, roles)
     if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
-        servers_ok()
+        servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
+    if rd is not None:
+        _claim(rd, command.name, job, settings_, resume, allow_change)
+        ctx = ctx.replace(run_dir=str(rd.root))
     print_models(ctx, roles)
     try:
         with run_log(rd):
@@ -301,10 +306,10 @@ def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
     )
 
 
-def _claim(
+def _run_dir(
     kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
-) -> RunDir:
-    """The run directory, claimed and locked for this document and job kind (every setting is checked by now).
+) -> tuple[RunDir, dict[str, Any]]:
+    """The run directory and this run's settings, checked for this document and job kind (read only).
 
     A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
     """
@@ -313,6 +318,19 @@ def _claim(
         ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
     )
     _check_checkpoints(rd)
+    try:
+        rd.check(job.doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allow_change)
+    except RunDirMismatch as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
+    return rd, settings
+
+
+def _claim(
+    rd: RunDir, kind: str, job: Job, settings: dict[str, Any], resume: bool, allow_change: tuple[str, ...]
+) -> None:
+    """Claim and lock the run directory for this document, beside the runs of other kinds."""
     try:
         rd.claim(
             job.doc_hash,
@@ -326,14 +344,14 @@ def _claim(
         fail(str(exc))
     except OSError as exc:  # a path under a file, no permission, a read-only disk
         fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
-    return rd
 
 
 def _check_checkpoints(rd: RunDir) -> None:
     """Refuse, before anything is written, a checkpoints file that is not a sound checkpoint database.
 
     Not SQLite, corrupt pages (``quick_check`` reads them all, milliseconds for a run's checkpoints), or
-    tables of another schema.
+    tables of another layout (an older LangGraph's ``thread_ts``): the columns must be those the installed
+    checkpointer creates.
     """
     if not rd.checkpoints.exists():
         return
@@ -341,22 +359,38 @@ def _check_checkpoints(rd: RunDir) -> None:
     try:
         conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
         try:
-            found = conn.execute("PRAGMA quick_check").fetchone()
+            found = conn.execute("PRAGMA quick_check(1)").fetchone()
             if found and found[0] != "ok":
-                problem = f"it is corrupt: {found[0]}"
-            for table in ("checkpoints", "writes"):
-                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-                if columns and "thread_id" not in columns:
-                    problem = f"its {table} table is not LangGraph's"
+                problem = "it is corrupt: " + " ".join(str(found[0]).split())
+            else:
+                expected = _checkpoint_columns()
+                for table, columns in expected.items():
+                    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                    if have and not columns <= have:
+                        problem = f"its {table} table has another layout, from another LangGraph version"
+                        break
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        problem = str(exc)
+        problem = " ".join(str(exc).split())
     if problem:
         fail(
-            f"{rd.checkpoints} is not a checkpoint database ({problem}); remove it to start the run "
-            "anew, or choose another --run-dir."
+            f"{rd.checkpoints} is not a checkpoint database this version can read ({problem}); remove it to "
+            "start the run anew, or choose another --run-dir."
         )
+
+
+def _checkpoint_columns() -> dict[str, set[str]]:
+    """The tables and columns the installed SQLite checkpointer creates (set up in memory, asked)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    try:
+        SqliteSaver(conn).setup()
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
+    finally:
+        conn.close()
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
@@ -403,14 +437,18 @@ def _stream(
         if resuming:
             snapshot = graph.get_state(config)
             if snapshot.created_at is None:  # stopped before its first checkpoint: nothing to continue
-                console.print(f"Nothing was checkpointed in {thread}; starting it (cached answers count).")
+                console.print(
+                    f"Nothing was checkpointed in {thread}; starting it (cached answers count).", markup=False
+                )
             elif not snapshot.next and not snapshot.tasks:
-                console.print(f"[green]The run in {rd.root} already finished;[/] showing its result.")
+                console.print(
+                    f"[green]The run in {escape(str(rd.root))} already finished;[/] showing its result."
+                )
                 return dict(snapshot.values)
             else:
                 # tasks that finished before the stop have saved their writes; the stream applies them, goes on
                 pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
-                console.print(f"Resuming {thread} at {', '.join(pending)}")
+                console.print(f"Resuming {thread} at {', '.join(pending)}", markup=False)
                 servers_ok()
                 return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
         servers_ok()

@@ -11,6 +11,7 @@ most one every ``PLAIN_EVERY`` seconds per stage.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from rich.progress import (
 )
 
 PLAIN_EVERY = 5.0  # seconds between two plain progress lines of one stage
+HEARTBEAT_SECONDS = 30.0
+"""The longest silence: a run with no progress event for this long says what it is still working on (a slow
+model's single call, the embedder loading), so a person never waits minutes without a word."""
 
 
 @dataclass
@@ -72,6 +76,9 @@ class View(Protocol):
     def finished(self, stage: Stage, message: str) -> None:
         """A stage did all its items."""
 
+    def waiting(self, stage: Stage | None, seconds: float) -> None:
+        """Nothing happened for ``seconds``; ``stage`` is the one still working (None: none started yet)."""
+
 
 class StageTracker:
     """Turns progress events into stage rounds, and tells a view when a stage starts, advances, finishes."""
@@ -81,13 +88,38 @@ class StageTracker:
         self.clock = clock
         self.stages: dict[str, Stage] = {}
         self.round = 0  # the latest round an event named
+        self.last_step = clock()  # the last progress event
+        self.last_said = self.last_step  # the last thing the view said (an event, or a heartbeat line)
+        self._lock = threading.Lock()  # events come from the stream, heartbeats from their own thread
+
+    def heartbeat(self, every: float = HEARTBEAT_SECONDS) -> None:
+        """After ``every`` seconds of silence, the view says which stage is still working and for how long.
+
+        Called now and then by ``progress_bars``' heartbeat thread.
+        """
+        with self._lock:
+            self._beat(every)
+
+    def _beat(self, every: float) -> None:
+        now = self.clock()
+        if now - self.last_said < every:
+            return
+        working = [stage for stage in self.stages.values() if not stage.finished]
+        latest = max(working or self.stages.values(), key=lambda s: s.started, default=None)
+        self.view.waiting(latest, now - self.last_step)
+        self.last_said = now
 
     def handle(self, event: dict[str, Any], namespace: tuple[str, ...] = ()) -> None:
         """One ``{"stage", "advance", "total", "message"}`` event from the graph (or subgraph) ``namespace``."""
+        with self._lock:
+            self._handle(event, namespace)
+
+    def _handle(self, event: dict[str, Any], namespace: tuple[str, ...]) -> None:
         name = str(event.get("stage") or "work")
         total = event.get("total")
         message = str(event.get("message") or "")
         now = self.clock()
+        self.last_step = self.last_said = now
         if event.get("round") is not None:
             self.round = int(event["round"])
         stage = self.stages.get(name)
@@ -165,6 +197,20 @@ class PlainView:
         """Always a line, with the stage's time."""
         self._line(stage, f"done in {self.clock() - stage.started:.1f}s{self._round(stage)}", message)
 
+    def waiting(self, stage: Stage | None, seconds: float) -> None:
+        """A line saying what is still being worked on."""
+        if stage is None:
+            now = self.clock()
+            self.console.print(
+                f"[{now - self.begun:7.1f}s] starting: {seconds:.0f}s without a step (loading models, "
+                "checking the input)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            return
+        self._line(stage, f"still working: {seconds:.0f}s since the last step{self._round(stage)}", "")
+
 
 class BarsView:
     """One rich progress bar per stage, reset for each round of it."""
@@ -189,6 +235,14 @@ class BarsView:
     def finished(self, stage: Stage, message: str) -> None:
         """The bar full."""
         self.advanced(stage, message)
+
+    def waiting(self, stage: Stage | None, seconds: float) -> None:
+        """The working stage's bar says how long it has been since its last step."""
+        if stage is not None and stage.name in self.tasks:
+            note = f"still working: {seconds:.0f}s since the last step"
+            self.progress.update(self.tasks[stage.name], message=note)
+        else:
+            self.progress.console.print(f"starting: {seconds:.0f}s without a step", markup=False)
 
 
 def bars(console: Console) -> Progress:

@@ -118,7 +118,7 @@ def _write(run: Run) -> None:
     }
     rd.write_json(rd.summary_tree, record)
     console.print(_stats_table(stats, shape, usage, cost_text(final.get("usage")), seconds))
-    console.print(f"Intermediate summaries: {rd.summary_tree}", soft_wrap=True, highlight=False)
+    console.print(f"Intermediate summaries: {rd.summary_tree}", soft_wrap=True, markup=False, highlight=False)
     out_path: Path | None = run.job.extra.get("out")
     if out_path is not None:
         try:
@@ -126,7 +126,7 @@ def _write(run: Run) -> None:
             out_path.write_text(summary.rstrip("\n") + "\n", encoding="utf-8")
         except OSError as exc:
             fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
-        console.print(f"Summary: {out_path}", soft_wrap=True, highlight=False)
+        console.print(f"Summary: {out_path}", soft_wrap=True, markup=False, highlight=False)
     if run.as_json:
         print_json(record)
     else:

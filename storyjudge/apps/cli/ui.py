@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.cli.common import console, fail
@@ -52,8 +53,10 @@ def ui_command(
     except OSError as exc:
         fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port.")
     if not is_loopback(host):
-        console.print(f"[yellow]Listening on {host}: anyone who can reach this machine can use the UI.[/]")
-    console.print(f"storyjudge UI at {server.url} (runs in {runs_dir}/). Ctrl-C stops it.")
+        console.print(
+            f"[yellow]Listening on {escape(host)}: anyone who can reach this machine can use the UI.[/]"
+        )
+    console.print(f"storyjudge UI at {server.url} (runs in {runs_dir}/). Ctrl-C stops it.", markup=False)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -44,6 +44,7 @@ from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
 from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
+from storyjudge.core.corrections import MAX_REASON_CHARS
 from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.keptruns import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.models import LOCAL_NOTE, describe_models
@@ -68,6 +69,8 @@ DOWNLOAD_TYPES = {
     "report.html": "text/html; charset=utf-8",
 }
 SHUTDOWN_SECONDS = 2
+MAX_ROUND = 10_000
+"""The highest round number a request may name (a run has a handful)."""
 
 
 class ApiError(Exception):
@@ -329,10 +332,24 @@ def _html(body: str | bytes, csp: str) -> Response:
     return Response(body, media_type="text/html; charset=utf-8", headers={"Content-Security-Policy": csp})
 
 
+def _round_number(value: Any) -> int:
+    """A round's number as JSON gives it: a whole number in range (not 1.5, "1e999", true or 10**30)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ROUND:
+        raise ApiError(
+            HTTPStatus.BAD_REQUEST, f"Say which round: iteration is a whole number, 0 to {MAX_ROUND}."
+        )
+    return value
+
+
 async def _body(request: Request) -> dict[str, Any]:
     if not (request.headers.get("content-type") or "").startswith("application/json"):
         raise ApiError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "Send the request body as application/json.")
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # the client left mid-body: nobody to answer, nothing to log
+        raise ApiError(HTTPStatus.BAD_REQUEST, "The request body did not arrive whole.") from None
     try:
         value = json.loads(raw or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -398,17 +415,16 @@ def build_app(server: UIServer) -> Starlette:
 
     def _correction(name: str, body: dict[str, Any]) -> Response:
         session = _session(server, name)
-        try:
-            iteration = int(body.get("iteration"))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "Say which round: iteration is a whole number.") from None
+        iteration = _round_number(body.get("iteration"))
+        reason = str(body.get("reason") or "")
+        if len(reason) > MAX_REASON_CHARS:  # before the run is touched: the round may not even exist
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                f"The reason is too long; keep it under {MAX_REASON_CHARS:,} characters.",
+            )
         with server.runner.idle():
             correct_verdict(
-                session,
-                iteration,
-                str(body.get("fact_id") or ""),
-                str(body.get("verdict") or ""),
-                str(body.get("reason") or ""),
+                session, iteration, str(body.get("fact_id") or ""), str(body.get("verdict") or ""), reason
             )
         return _json(run_view(session, server.runner))
 
