@@ -207,8 +207,9 @@ def corrected_interval(
 ) -> list[float] | None:
     """95% interval of the Rogan–Gladen share: units, planted false and planted true items resampled together.
 
-    Each resample draws the units (a sentence's facts together) and each kind of planted item with
-    replacement and corrects its ratio by its own acceptance rates; a resample whose judge does not tell true
+    Each resample draws the units (a sentence's facts together) with replacement and each kind of planted
+    item's acceptance rate from its Jeffreys posterior (a smoothed resample of those items), and corrects its
+    ratio by those rates; a resample whose judge does not tell true
     from false (true acceptance <= false acceptance) has no correction and is left out. None with fewer than
     two units, no planted item of a kind, or fewer than half the resamples defined.
     """
@@ -223,8 +224,10 @@ def corrected_interval(
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, num.size, size=(resamples, num.size))
     observed = num[picks].sum(axis=1) / den[picks].sum(axis=1)
-    far = false[rng.integers(0, false.size, size=(resamples, false.size))].mean(axis=1)
-    tar = true[rng.integers(0, true.size, size=(resamples, true.size))].mean(axis=1)
+    # the acceptance rates are drawn from their Jeffreys posteriors, a smoothed resample of the planted items: a
+    # plain resample of 8 items all rejected never varies, and would claim the judge's rate is known exactly
+    far = rng.beta(false.sum() + 0.5, false.size - false.sum() + 0.5, size=resamples)
+    tar = rng.beta(true.sum() + 0.5, true.size - true.sum() + 0.5, size=resamples)
     gap = tar - far
     defined = gap > 0
     if defined.sum() < resamples // 2:
