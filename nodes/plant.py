@@ -23,7 +23,7 @@ from storyjudge.core import storyref
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.planted import MAX_FALSE, TRUE_SHARE, build_pool, decide, false_outcomes, judge_check, rule
 from storyjudge.core.records import Fact, PlantedVerdict
-from storyjudge.core.usage import Usage, merge_usage
+from storyjudge.core.usage import Usage, merge_usage, totals
 
 
 def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
             usage = merge_usage(usage, cost)
             verdicts.append(PlantedVerdict(**verdict, planted=made))
     check = judge_check(
-        verdicts, decision, max_false=most, built=len(false_pool), why=why or "planted_facts", usage=usage
+        verdicts, decision, max_false=most, built=len(false_pool), why=why, usage=totals(usage)
     )
     return {
         "planted_verdicts": verdicts,
