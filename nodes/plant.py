@@ -21,7 +21,15 @@ from nodes.retrieve import gather_evidence
 from state import PlantTask
 from storyjudge.core import storyref
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.planted import MAX_FALSE, TRUE_SHARE, build_pool, decide, false_outcomes, judge_check, rule
+from storyjudge.core.planted import (
+    MAX_FALSE,
+    TRUE_SHARE,
+    build_pool,
+    decide,
+    false_outcomes,
+    judge_check,
+    rule,
+)
 from storyjudge.core.records import Fact, PlantedVerdict
 from storyjudge.core.usage import Usage, merge_usage, totals
 
@@ -38,7 +46,9 @@ def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
     usage: Usage = {}
     verdicts: list[PlantedVerdict] = []
     planted_false = planted_true = 0
-    while (decision := decide(false_outcomes(verdicts), most, final=planted_false >= len(false_pool))) is None:
+    while (
+        decision := decide(false_outcomes(verdicts), most, final=planted_false >= len(false_pool))
+    ) is None:
         judged = len(false_outcomes(verdicts))
         look = next(n for n, _, _ in rule(most) if n > judged)
         batch = [

@@ -347,7 +347,9 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
         b = v["booookscore"]
         if b is None:
             return "not scored"
-        return interval_text(b["score"], b["ci95"]) + (f" over {b['over']}" if b["ci95"] and b.get("over") else "")
+        return interval_text(b["score"], b["ci95"]) + (
+            f" over {b['over']}" if b["ci95"] and b.get("over") else ""
+        )
 
     def judges(v: dict[str, Any]) -> str:
         own = v["nfs_without_corrections"]
@@ -376,7 +378,10 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
             "prompts (decompose/judge)",
             lambda v: "{decompose prompt}/{judge prompt}".format_map(v["judging"]),
         ),
-        row("model calls of this summary's run (all its rounds)", lambda v: str(v["calls"] if v["calls"] is not None else "-")),
+        row(
+            "model calls of this summary's run (all its rounds)",
+            lambda v: str(v["calls"] if v["calls"] is not None else "-"),
+        ),
         row("cost of this summary's run (all its rounds)", lambda v: v["cost"]),
     ]
     return rows

@@ -4,8 +4,8 @@ Equation 1 of the paper: the share of a summary's sentences that cause no confus
 once, however many questions it raised. Sentences whose annotation could not be parsed are left out of the
 denominator and reported, never counted as clean. The system score is the mean over summaries; appendix G's
 stability check resamples the summaries 1000 times with replacement (a system's interval: summaries vary
-independently, sentences of one summary do not); one summary's own interval resamples its sentences; appendix H's error distribution divides
-each type's count by the number of sentences.
+independently, sentences of one summary do not); one summary's own interval resamples its sentences;
+appendix H's error distribution divides each type's count by the number of sentences.
 
 Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
 not reliable and left out of the system score, which says how many summaries it excluded. So is a summary whose
@@ -201,7 +201,10 @@ def coherence_report(
         "system_score": system,
         "excluded_summaries": len(summaries) - len(kept),
         "summaries": summaries,
-        "bootstrap": {**bootstrap(kept, resamples, seed), "over": f"{len(kept)} summar{'y' if len(kept) == 1 else 'ies'}"},
+        "bootstrap": {
+            **bootstrap(kept, resamples, seed),
+            "over": f"{len(kept)} summar{'y' if len(kept) == 1 else 'ies'}",
+        },
         "per_type_rates": per_type_rates(summaries),
         "sentences": total,
         "scored": scored,

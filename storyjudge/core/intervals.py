@@ -135,7 +135,11 @@ def over(n: int, unit: str) -> str:
 
 
 def ratio_interval(
-    numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = RESAMPLES, seed: int = SEED
+    numerators: Sequence[float],
+    denominators: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
 ) -> list[float] | None:
     """95% interval of sum(numerators) / sum(denominators), resampling the units (index i) with replacement.
 

@@ -141,19 +141,19 @@ def score_card(
     card["score_ci95_over"] = over(len(rows), "sentence")
     if judge is not None:
         card["judge_check"] = judge
-        card.update(corrected_score(value, rows, judge))
+        add_corrected(card, rows, judge)
     return card
 
 
-def corrected_score(
-    observed: float | None, rows: list[tuple[float, float]], judge: JudgeCheck
-) -> dict[str, object]:
-    """The card's judge-corrected fields: ``score_corrected`` (None with the reason in the note), its interval."""
+def add_corrected(card: ScoreCard, rows: list[tuple[float, float]], judge: JudgeCheck) -> None:
+    """Put the judge-corrected fields on ``card``: ``score_corrected`` (None: the note says why), its interval."""
+    observed = card["score"]
     far, tar = judge.get("false_acceptance"), judge.get("true_acceptance")
     planted = [v for v in judge.get("verdicts") or [] if v["status"] != "unjudged"]
     false = [v["status"] == "supported" for v in planted if v["planted"]["expected"] == "unsupported"]
     true = [v["status"] == "supported" for v in planted if v["planted"]["expected"] == "supported"]
-    out: dict[str, object] = {"score_corrected": None, "score_corrected_ci95": None}
+    card["score_corrected"] = None
+    card["score_corrected_ci95"] = None
     if observed is None:
         reason = "no score to correct"
     elif far is None or tar is None:
@@ -164,14 +164,13 @@ def corrected_score(
             f"a gap below {MIN_SEPARATION:.0%}, so it does not tell true from false"
         )
     else:
-        out["score_corrected"] = round(rogan_gladen(observed, far, tar), 6)
-        out["score_corrected_ci95"] = corrected_interval(
+        card["score_corrected"] = round(rogan_gladen(observed, far, tar), 6)
+        card["score_corrected_ci95"] = corrected_interval(
             [r[0] for r in rows], [r[1] for r in rows], false, true
         )
-        out["score_corrected_ci95_over"] = (
+        card["score_corrected_ci95_over"] = (
             f"{over(len(rows), 'sentence')}, {over(len(false), 'planted false fact')} and "
             f"{over(len(true), 'planted true fact')}"
         )
         reason = CORRECTED_NOTE
-    out["score_corrected_note"] = reason
-    return out
+    card["score_corrected_note"] = reason

@@ -213,7 +213,10 @@ def build_pool(
     lines = _story_sentences(scenes, [form for forms in names.values() for form in forms], rng)
     hard = _swapped(ckg, _presence(names, scenes), rng)[: false // 2]
     easy = _invented(ckg, story, lines, names, rng)[: false - len(hard)]
-    mixed: list[tuple[str, str, str]] = [*((t, b, "invented") for t, b in easy), *((t, b, "swapped") for t, b in hard)]
+    mixed: list[tuple[str, str, str]] = [
+        *((t, b, "invented") for t, b in easy),
+        *((t, b, "swapped") for t, b in hard),
+    ]
     rng.shuffle(mixed)
     made_false = [
         PlantedFact(id=f"i{iteration}-p{n}", text=text, kind=kind, expected="unsupported", built=built)  # type: ignore[typeddict-item]
@@ -221,7 +224,11 @@ def build_pool(
     ]
     made_true = [
         PlantedFact(
-            id=f"i{iteration}-t{n}", text=text, kind="verbatim", expected="supported", built=f"sentence of scene {scene_id}, verbatim"
+            id=f"i{iteration}-t{n}",
+            text=text,
+            kind="verbatim",
+            expected="supported",
+            built=f"sentence of scene {scene_id}, verbatim",
         )
         for n, (scene_id, text) in enumerate(lines[:true])
     ]
@@ -233,7 +240,9 @@ def build_pool(
             "character who never meets its partner"
         )
     if len(made_true) < true:
-        why.append(f"{len(lines)} plain story sentence(s) of 6 to 30 words naming a character to plant as true")
+        why.append(
+            f"{len(lines)} plain story sentence(s) of 6 to 30 words naming a character to plant as true"
+        )
     return made_false, made_true, "; ".join(why)
 
 
@@ -290,8 +299,12 @@ def rule(max_false: int = MAX_FALSE) -> tuple[tuple[int, int, int], ...]:
     earlier = tuple(look for look in LOOKS if look[0] < n)
     spent_fail = _outcomes(earlier, GOOD_JUDGE)[0]
     spent_pass = _outcomes(earlier, BAD_JUDGE)[1]
-    fail_exact = next((x for x in range(n + 1) if binom.sf(x - 1, n, GOOD_JUDGE) <= LEVEL - spent_fail), n + 1)
-    pass_exact = max((x for x in range(n + 1) if binom.cdf(x, n, BAD_JUDGE) <= LEVEL - spent_pass), default=-1)
+    fail_exact = next(
+        (x for x in range(n + 1) if binom.sf(x - 1, n, GOOD_JUDGE) <= LEVEL - spent_fail), n + 1
+    )
+    pass_exact = max(
+        (x for x in range(n + 1) if binom.cdf(x, n, BAD_JUDGE) <= LEVEL - spent_pass), default=-1
+    )
     design = {look: (fail, keep) for look, fail, keep in LOOKS}
     fail, keep = design.get(n, (n + 1, -1))
     return (*earlier, (n, min(fail, fail_exact), max(keep, pass_exact)))
@@ -319,7 +332,9 @@ def _outcomes(looks: Sequence[tuple[int, int, int]], p: float) -> tuple[float, f
 
 
 def decide(outcomes: Sequence[bool], max_false: int = MAX_FALSE, *, final: bool = False) -> str | None:
-    """"failed", "passed" or "undecided" from planted false facts' verdicts (True: accepted), in planting order.
+    """The check's decision, "failed", "passed" or "undecided", from planted false facts' verdicts in order.
+
+    A verdict is True where the judge accepted the fact.
 
     None: plant more (the next look is not reached, and what it will say is not yet certain; deciding when it
     is certain changes no error rate). ``final``: no more can be planted, so the last look is where the
@@ -339,8 +354,10 @@ def decide(outcomes: Sequence[bool], max_false: int = MAX_FALSE, *, final: bool 
 
 @functools.lru_cache(maxsize=64)
 def error_rates(max_false: int = MAX_FALSE) -> dict[str, float]:
-    """Exact chances of the rule's outcomes: a ``GOOD_JUDGE`` flagged (failed or undecided), a ``BAD_JUDGE``
-    passed, and the false facts each needs on average."""
+    """Exact chances of the rule's outcomes, and the false facts each judge needs on average.
+
+    ``good_flagged``: a ``GOOD_JUDGE`` failed or undecided; ``bad_passed``: a ``BAD_JUDGE`` passed.
+    """
     out: dict[str, float] = {}
     for name, p in (("good", GOOD_JUDGE), ("bad", BAD_JUDGE)):
         failed, passed, items = _outcomes(rule(max_false), p)
@@ -356,7 +373,9 @@ def rule_record(max_false: int = MAX_FALSE) -> dict[str, Any]:
     rates = error_rates(max_false)
     return {
         "name": "group-sequential binomial test",
-        "looks": [{"judged": n, "failed_from": fail, "passed_up_to": keep} for n, fail, keep in rule(max_false)],
+        "looks": [
+            {"judged": n, "failed_from": fail, "passed_up_to": keep} for n, fail, keep in rule(max_false)
+        ],
         "good_judge": GOOD_JUDGE,
         "bad_judge": BAD_JUDGE,
         "chance_good_judge_flagged": rates["good_flagged"],

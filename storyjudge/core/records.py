@@ -276,7 +276,9 @@ class JudgeCheck(TypedDict):
     true_acceptance: float | None
     false_acceptance_ci95: NotRequired[list[float] | None]  # Clopper-Pearson; absent in records before it
     true_acceptance_ci95: NotRequired[list[float] | None]
-    decision: NotRequired[Literal["passed", "failed", "undecided"]]  # absent in older records: read ``passed``
+    decision: NotRequired[
+        Literal["passed", "failed", "undecided"]
+    ]  # absent in older records: read ``passed``
     rule: NotRequired[dict[str, Any]]  # the decision rule and its exact error rates (``planted.rule_record``)
     max_false_acceptance: NotRequired[float]  # older records' threshold, before the rule
     passed: bool  # decision == "passed": only then may the score count

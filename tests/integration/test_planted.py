@@ -132,7 +132,10 @@ def test_an_always_supported_judge_makes_no_reliable_score(
     assert card["score"] == 1.0 and card["coverage"] == 1.0, "coverage alone sees nothing wrong"
     check = card["judge_check"]
     assert card["reliable"] is False and check["passed"] is False and check["false_acceptance"] == 1.0
-    assert check["note"].startswith("the judge accepted 8 of 8 planted false facts") and check["decision"] == "failed"
+    assert (
+        check["note"].startswith("the judge accepted 8 of 8 planted false facts")
+        and check["decision"] == "failed"
+    )
     assert card["score_corrected"] is None and "does not tell true from false" in card["score_corrected_note"]
 
 

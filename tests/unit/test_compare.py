@@ -58,7 +58,18 @@ def _more_facts(record: dict, extra: int) -> dict:
     """The record with ``extra`` more judged facts in round 0, each worded differently, in its first sentence."""
     card = record["iterations"][0]["factscore"]
     seed = card["verdicts"][0]
-    words = ("heath", "cauldron", "dagger", "banquet", "forest", "castle", "crown", "ghost", "letter", "blood")
+    words = (
+        "heath",
+        "cauldron",
+        "dagger",
+        "banquet",
+        "forest",
+        "castle",
+        "crown",
+        "ghost",
+        "letter",
+        "blood",
+    )
     for n in range(extra):
         fact = {**seed["fact"], "id": f"extra-{n}", "text": f"The {words[n % 10]} scene number {n} is told."}
         card["verdicts"].append({**seed, "fact": fact, "status": "supported"})
@@ -66,8 +77,12 @@ def _more_facts(record: dict, extra: int) -> dict:
 
 
 def test_the_same_facts_judged_twice_are_paired_only_when_enough_align(run: Path, tmp_path: Path) -> None:
-    plenty = keep_run(tmp_path, "score-1", _more_facts(json.loads(FIXTURE.read_text(encoding="utf-8")), 6)).root
-    again = keep_run(tmp_path, "score-2", _more_facts(json.loads(FIXTURE.read_text(encoding="utf-8")), 6)).root
+    plenty = keep_run(
+        tmp_path, "score-1", _more_facts(json.loads(FIXTURE.read_text(encoding="utf-8")), 6)
+    ).root
+    again = keep_run(
+        tmp_path, "score-2", _more_facts(json.loads(FIXTURE.read_text(encoding="utf-8")), 6)
+    ).root
     pair = compare([RunRef(plenty, 0), RunRef(again, 0)])["pairs"][0]
     assert pair["nfs"]["paired"] and pair["nfs"]["pairs"] == 14 and pair["nfs"]["n"] == 14
     assert pair["nfs"]["over"] == "14 aligned facts paired, 0 without counterpart"
@@ -87,7 +102,9 @@ def test_a_pair_judged_differently_gets_no_difference_only_why(run: Path, tmp_pa
     assert pair["not_comparable_because"] == ["judge model: openai:gpt-4o-mini vs openai:gpt-4o"]
     line = pair_line(pair)
     assert "excludes 0" not in line and "NFS" not in line
-    assert line.endswith("no difference shown, because judged differently (judge model: openai:gpt-4o-mini vs openai:gpt-4o)")
+    assert line.endswith(
+        "no difference shown, because judged differently (judge model: openai:gpt-4o-mini vs openai:gpt-4o)"
+    )
 
 
 def test_runs_of_different_stories_are_refused(run: Path, tmp_path: Path) -> None:

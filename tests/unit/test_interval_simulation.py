@@ -65,7 +65,7 @@ def test_intervals_cover_the_truth(far: float, tar: float) -> None:
     for run in range(RUNS):
         _, false, true = plant(rng, far, tar)
         accepted, judged, supported, expected = summary(rng, far, tar)
-        ci = ratio_interval(accepted, judged, seed=run)
+        ci = ratio_interval(accepted.tolist(), judged.tolist(), seed=run)
         assert ci is not None
         nfs_hits += ci[0] <= expected <= ci[1]
         far_hat, tar_hat = float(np.mean(false)), float(np.mean(true))
@@ -73,7 +73,7 @@ def test_intervals_cover_the_truth(far: float, tar: float) -> None:
             continue  # the card has no correction, only the reason
         corrected_runs += 1
         point = rogan_gladen(float(accepted.sum() / judged.sum()), far_hat, tar_hat)
-        band = corrected_interval(accepted, judged, false, true, seed=run)
+        band = corrected_interval(accepted.tolist(), judged.tolist(), false, true, seed=run)
         assert band is not None and band[0] <= point + 1e-9 and point - 1e-9 <= band[1]
         corrected_hits += band[0] <= supported <= band[1]
     print(f"judge {far}/{tar}: NFS covered {nfs_hits / RUNS:.3f}", end="")

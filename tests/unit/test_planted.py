@@ -92,10 +92,15 @@ def test_the_judge_record_counts_unreadable_verdicts_apart_and_carries_its_decis
     low, high = check["false_acceptance_ci95"] or [0.0, 0.0]
     assert 0.0 < low < 0.5 < high < 1.0, "Clopper-Pearson over 2 judged false facts is wide"
     assert check["true_acceptance_ci95"] == [0.025, 1.0]
-    assert check["rule"]["chance_good_judge_flagged"] <= 0.05 and check["rule"]["chance_bad_judge_passed"] <= 0.05
+    assert (
+        check["rule"]["chance_good_judge_flagged"] <= 0.05
+        and check["rule"]["chance_bad_judge_passed"] <= 0.05
+    )
     few = judge_check(verdicts, "undecided", max_false=24, built=2, why="2 relations")
     assert few["passed"] is False
-    assert few["note"].startswith("judge not checked: only 2 false facts could be built from this story (2 relations)")
+    assert few["note"].startswith(
+        "judge not checked: only 2 false facts could be built from this story (2 relations)"
+    )
 
 
 def test_the_rule_decides_early_when_clear_and_keeps_its_error_rates() -> None:
@@ -106,7 +111,10 @@ def test_the_rule_decides_early_when_clear_and_keeps_its_error_rates() -> None:
     assert decide([True] + [False] * 15) == "passed"
     two = [True] + [False] * 7 + [True] + [False] * 7  # 2 of 16: neither yet
     assert decide(two) is None
-    assert decide([*two, *[True] * 3, *[False] * 5]) == "passed" and decide([*two, *[True] * 4, *[False] * 4]) == "failed"
+    assert (
+        decide([*two, *[True] * 3, *[False] * 5]) == "passed"
+        and decide([*two, *[True] * 4, *[False] * 4]) == "failed"
+    )
     assert decide([True] * 4, final=True) == "failed", "4 of 4 is decisive on its own"
     assert decide([False] * 4, final=True) == "undecided", "0 of 4 cannot show a rate below 40%"
     assert decide([], final=True) == "undecided"

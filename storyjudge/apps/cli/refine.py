@@ -177,7 +177,9 @@ def _corrected_text(card: dict[str, Any]) -> str:
     value, ci = card.get("score_corrected"), card.get("score_corrected_ci95")
     if value is None:
         return f"; judge-corrected NFS: none ({card['score_corrected_note']})"
-    interval = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_corrected_ci95_over')}]" if ci else ""
+    interval = (
+        f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_corrected_ci95_over')}]" if ci else ""
+    )
     return f"; judge-corrected NFS {value:.3f}{interval} ({card['score_corrected_note']})"
 
 
