@@ -163,3 +163,19 @@ def test_without_characters_in_the_graph_the_story_s_own_names_are_replaced() ->
     false = [f for f in facts if f["expected"] == "unsupported"]
     assert len(false) == 2 and all(f["kind"] == "invented" for f in false)
     assert all("replaced by" in f["built"] for f in false)
+
+
+def test_a_judge_check_recorded_before_the_rule_still_reads() -> None:
+    from storyjudge.apps.cli.refine import _judge_line
+    from storyjudge.core.coverage import reliability_text
+
+    tally = {"planted": 2, "judged": 2, "accepted": 1}
+    old = {
+        **{"planted": 6, "easy": tally, "hard": tally, "true": tally, "false_acceptance": 0.5},
+        **{"true_acceptance": 0.5, "max_false_acceptance": 0.34, "passed": False, "verdicts": []},
+        "note": "the judge accepted 2 of 4 planted false facts",
+    }
+    line = _judge_line(0, {"judge_check": old})
+    assert "at most 34% may be accepted" in line and line.endswith("the score is not reliable")
+    card = {"score": 0.5, "coverage": 1.0, "coverage_floor": 0.9, "reliable": False, "judge_check": old}
+    assert reliability_text(card) == "not reliable: the judge accepted 2 of 4 planted false facts"
