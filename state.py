@@ -242,6 +242,9 @@ class FactScoreState(IndexState, total=False):
     verdicts: Annotated[list[FactVerdict], operator.add]
     planted_verdicts: Annotated[list[PlantedVerdict], operator.add]  # never counted in the score
     planted_usage: Annotated[Usage, merge_usage]  # what the planted facts cost (also in ``usage``)
+    planted_checks: Annotated[
+        list[dict[str, Any]], operator.add
+    ]  # {iteration, check}: each round's JudgeCheck
     factscore: ScoreCard
 
 

@@ -68,7 +68,15 @@ def _estimate_factscore(
     judge_in = _prompt_tokens("judge") + evidence + CKG_EVIDENCE_TOKENS + 40
     tally.add(sentences * FACTS_PER_SENTENCE, judge_in, OUTPUT_TOKENS["judge"])
     for target in (tally, planted) if planted is not None else (tally,):
-        target.add(ctx.planted_facts, judge_in, OUTPUT_TOKENS["judge"])
+        target.add(_planted_calls(ctx), judge_in, OUTPUT_TOKENS["judge"])
+
+
+def _planted_calls(ctx: Context) -> int:
+    """The most planted facts a round judges: every false one the check may use and half as many true ones."""
+    from storyjudge.core.planted import MAX_FALSE, TRUE_SHARE
+
+    most = min(ctx.planted_facts, MAX_FALSE)
+    return most + math.ceil(most * TRUE_SHARE)
 
 
 def _estimate_coherence(
@@ -218,7 +226,7 @@ def _planted_items(
             else min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens))
         )
         rng.add(
-            end, "judge", ctx.planted_facts, _prompt_tokens("judge") + evidence, ANSWER_TOKENS["judge"][i]
+            end, "judge", _planted_calls(ctx), _prompt_tokens("judge") + evidence, ANSWER_TOKENS["judge"][i]
         )
         if coherence and ctx.coherence_guard:
             coherence_in = _prompt_tokens("coherence") + size[i] + CALL_OVERHEAD_TOKENS
@@ -401,7 +409,8 @@ def estimate_run(
         "planted": ranged["planted"],
         "wall_seconds": wall_time(ctx, ranged, run_dir),
         "assumptions": [
-            f"both ends count the planted control items once: {ctx.planted_facts} fact(s) judged, "
+            f"both ends count the planted control items once, all of them: {_planted_calls(ctx)} fact(s) judged "
+            "at most (the judge check stops after its first batch when the decision is clear), "
             f"{ctx.planted_sentences} sentence(s) per coherence score (later rounds answer them from the cache)",
             "low: the first round only, a summary of at least "
             f"{SUMMARY_SHARE_LOW:.0%} of max_summary_tokens ({ctx.max_summary_tokens}), one fact per "

@@ -572,6 +572,7 @@ def compact_card(card: Mapping[str, Any]) -> dict[str, Any]:
         # the judge's record on the planted facts (None: nothing planted); the planted facts are in the record
         "judge_false_acceptance": (card.get("judge_check") or {}).get("false_acceptance"),
         "judge_passed": (card.get("judge_check") or {}).get("passed"),
+        "judge_decision": (card.get("judge_check") or {}).get("decision"),
     }
 
 

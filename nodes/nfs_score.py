@@ -1,8 +1,8 @@
 """The factscore graph's last node: a round's facts and verdicts into its score card.
 
 The math (which facts count, the unjudged rule, coverage, the card) is in ``storyjudge.core.narrativefactscore``;
-this node picks the round's facts, verdicts and planted verdicts out of the graph state and asks the judge's
-record on the planted ones of ``storyjudge.core.planted``.
+this node picks the round's facts, verdicts and the judge check that ``nodes.plant`` recorded out of the graph
+state.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from langgraph.runtime import Runtime
 from state import FactScoreState
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.narrativefactscore import score_card, unique_facts
-from storyjudge.core.planted import judge_check
-from storyjudge.core.usage import totals
 
 
 def score_nfs(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -28,11 +26,8 @@ def score_nfs(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any
     # the LLM cache or single-flight answered once); like the facts, it counts once, for the first sentence
     verdicts = [v for v in state.get("verdicts") or [] if v["fact"]["id"] in kept]
     ctx = context_of(runtime)
-    planted = [v for v in state.get("planted_verdicts") or [] if v["fact"]["iteration"] == iteration]
-    judge = (
-        judge_check(planted, ctx.max_false_acceptance, totals(state.get("planted_usage")))
-        if ctx.planted_facts > 0
-        else None
+    judge = next(
+        (c["check"] for c in reversed(state.get("planted_checks") or []) if c["iteration"] == iteration), None
     )
     card = score_card(
         iteration,

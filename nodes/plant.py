@@ -2,12 +2,16 @@
 
 One branch per round, sent beside the sentence branches, so its verdicts are asked among theirs: the same
 judge prompt and the same evidence path (retrieval by the fact's text, the CKG lines of its characters), and
-nothing in a request tells a planted fact from a summary's. Its verdicts go to their own channel and never
-reach the score's counts.
+nothing in a request tells a planted fact from a summary's. The facts are judged in batches up to the check's
+next look (``planted.rule``), and planting stops as soon as the decision is clear: a clearly good or clearly
+bad judge costs one batch. Every round plants the same facts in the same order, so after the first round the
+verdicts come from the LLM cache. Its verdicts and check go to their own channels and never reach the score's
+counts.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -17,24 +21,53 @@ from nodes.retrieve import gather_evidence
 from state import PlantTask
 from storyjudge.core import storyref
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.planted import plant_facts
+from storyjudge.core.planted import (
+    MAX_FALSE,
+    TRUE_SHARE,
+    build_pool,
+    decide,
+    false_outcomes,
+    judge_check,
+    rule,
+)
 from storyjudge.core.records import Fact, PlantedVerdict
-from storyjudge.core.usage import Usage, merge_usage
+from storyjudge.core.usage import Usage, merge_usage, totals
 
 
 def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Build this round's planted facts from the story, retrieve their evidence and judge them."""
+    """Plant this round's control facts batch by batch until the judge check decides; record the check."""
     ctx = context_of(runtime)
+    iteration = task["iteration"]
     scenes, ckg = storyref.scenes_of(task["story"]), storyref.ckg_of(task["story"])
-    planted = plant_facts(scenes, ckg, count=ctx.planted_facts, seed=ctx.seed, iteration=task["iteration"])
-    facts = [
-        Fact(id=p["id"], iteration=task["iteration"], sentence_index=-1, text=p["text"]) for p in planted
-    ]
-    evidence = gather_evidence(ctx, facts, ckg, scenes, task["index"])
-    judged = judge_all(ctx, facts, evidence, scenes)
+    most = min(ctx.planted_facts, MAX_FALSE)
+    false_pool, true_pool, why = build_pool(
+        scenes, ckg, false=most, true=math.ceil(most * TRUE_SHARE), seed=ctx.seed, iteration=iteration
+    )
     usage: Usage = {}
     verdicts: list[PlantedVerdict] = []
-    for (verdict, cost), made in zip(judged, planted, strict=True):
-        usage = merge_usage(usage, cost)
-        verdicts.append(PlantedVerdict(**verdict, planted=made))
-    return {"planted_verdicts": verdicts, "planted_usage": usage, "usage": usage}
+    planted_false = planted_true = 0
+    while (
+        decision := decide(false_outcomes(verdicts), most, final=planted_false >= len(false_pool))
+    ) is None:
+        judged = len(false_outcomes(verdicts))
+        look = next(n for n, _, _ in rule(most) if n > judged)
+        batch = [
+            *false_pool[planted_false : planted_false + look - judged],
+            *true_pool[planted_true : math.ceil(look * TRUE_SHARE)],
+        ]
+        planted_false += sum(p["expected"] == "unsupported" for p in batch)
+        planted_true += sum(p["expected"] == "supported" for p in batch)
+        facts = [Fact(id=p["id"], iteration=iteration, sentence_index=-1, text=p["text"]) for p in batch]
+        evidence = gather_evidence(ctx, facts, ckg, scenes, task["index"])
+        for (verdict, cost), made in zip(judge_all(ctx, facts, evidence, scenes), batch, strict=True):
+            usage = merge_usage(usage, cost)
+            verdicts.append(PlantedVerdict(**verdict, planted=made))
+    check = judge_check(
+        verdicts, decision, max_false=most, built=len(false_pool), why=why, usage=totals(usage)
+    )
+    return {
+        "planted_verdicts": verdicts,
+        "planted_checks": [{"iteration": iteration, "check": check}],
+        "planted_usage": usage,
+        "usage": usage,
+    }

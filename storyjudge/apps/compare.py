@@ -1,14 +1,17 @@
 """Summaries of one story side by side: scores with intervals, the pairs' differences, and the facts that differ.
 
-Each summary is a round of a kept run (``storyjudge.core.keptruns``). Its NarrativeFactScore is the mean of its
-judged facts (supported 1, unsupported 0; unjudged ones are out, and counted in the coverage), so the interval
-resamples facts; BooookScore's resamples the scored sentences. Every summary after the first is set against the
-first. The two summaries' facts are aligned one to one (words in common, by a sequence match of their words, and
-evidence scenes in common, the scenes the judge was shown for each); the difference of the scores gets a paired
-bootstrap interval over the aligned units, a fact and its counterpart resampled together (what they share
-cancels out), a fact without one alone. The same alignment lists the facts supported in one summary and not in
-the other. Two runs whose judge (model or prompt version) differs are flagged not comparable: their difference
-is as much the judge's as the summaries'. Runs of different stories are refused.
+Each summary is a round of a kept run (``storyjudge.core.keptruns``). Its NarrativeFactScore is the share of its
+judged facts that are supported (unjudged ones are out, and counted in the coverage); its interval resamples
+summary sentences, a sentence's facts together, since they share the sentence, its evidence and the judge's
+habits. BooookScore's resamples the scored sentences. Every summary after the first is set against the first.
+The two summaries' facts are aligned one to one (words in common, by a sequence match of their words, and
+evidence scenes in common, the scenes the judge was shown for each). Only when at least ``MIN_PAIRS`` facts
+align, covering at least half of the smaller summary's facts, is the difference paired (a fact and its
+counterpart resampled together, what they share cancelling out); otherwise it is the unpaired difference over
+each summary's sentences, and says so. A pair whose judge (model or prompt version) differs, or with a side whose
+score is not reliable, gets no difference at all, only why: it would be as much the judge's as the summaries'.
+The same alignment lists the facts supported in one summary whose counterpart is absent or not supported. Runs
+of different stories are refused.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from storyjudge.core.intervals import (
     difference_interval,
     interval_text,
     mean_interval,
+    over,
+    ratio_difference_interval,
+    ratio_interval,
     signed_text,
 )
 from storyjudge.core.keptruns import RunRef, Summary, load_summary
@@ -38,7 +44,20 @@ SAME_FACT = 0.6
 """Alignment score from which a fact counts as the same fact as its counterpart (text 0.7, scenes 0.3)."""
 COUNTERPART = 0.3
 """Below this the nearest fact is no counterpart at all."""
+MIN_PAIRS = 10
+"""Fewest aligned facts for a paired difference (and they must cover half of the smaller summary's facts)."""
 _WORD = re.compile(r"[a-z0-9']+")
+
+
+def sentence_counts(card: Mapping[str, Any]) -> tuple[list[float], list[float]]:
+    """Supported and judged facts per summary sentence that has judged facts: the units NFS intervals resample."""
+    by_sentence: dict[int, list[float]] = {}
+    for v in card.get("verdicts") or []:
+        value = _verdict_value(v.get("status", ""))
+        if value is not None:
+            by_sentence.setdefault(int(v["fact"].get("sentence_index", 0)), []).append(value)
+    rows = [by_sentence[i] for i in sorted(by_sentence)]
+    return [sum(r) for r in rows], [float(len(r)) for r in rows]
 
 
 def _verdict_value(status: str) -> float | None:
@@ -70,7 +89,8 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     round_, record = summary.round, summary.record
     card = round_.get("factscore") or {}
     verdicts = card.get("verdicts") or []
-    nfs = mean_interval([_verdict_value(v.get("status", "")) for v in verdicts])
+    supported, judged = sentence_counts(card)
+    nfs_ci = card["score_ci95"] if "score_ci95" in card else ratio_interval(supported, judged)
     sentences = _sentence_values(round_)
     coherence = round_.get("coherence") or {}
     usage = record.get("usage") or {}
@@ -83,9 +103,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         own = uncorrected(card)
         judges = {
             "score": own.get("score"),
-            "ci95": mean_interval([_verdict_value(v.get("status", "")) for v in own.get("verdicts") or []])[
-                "ci95"
-            ],
+            "ci95": ratio_interval(*sentence_counts(own)),
             "reliable": card_reliable(own),
         }
     return {
@@ -98,7 +116,16 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         "summary_source": record.get("summary_source", ""),
         "summary": round_.get("summary", ""),
         "words": len(words(str(round_.get("summary") or ""))),
-        "nfs": {"score": card.get("score"), "ci95": nfs["ci95"], "judged": nfs["n"]},
+        "nfs": {
+            "score": card.get("score"),
+            "ci95": nfs_ci,
+            "over": over(len(judged), "sentence"),
+            "sentences": len(judged),
+            "judged": int(sum(judged)),
+            "corrected": card.get("score_corrected"),
+            "corrected_ci95": card.get("score_corrected_ci95"),
+            "corrected_note": card.get("score_corrected_note"),
+        },
         "corrections": corrections,
         "nfs_without_corrections": judges,
         "facts": card.get("facts", len(verdicts)),
@@ -115,6 +142,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "score": coherence.get("score"),
             "ci95": None if sentences is None else mean_interval(sentences)["ci95"],
             "scored": None if sentences is None else len(sentences),
+            "over": None if sentences is None else over(len(sentences), "sentence"),
             "coverage": coherence.get("coverage"),
             "reliable": coherence.get("reliable"),
         },
@@ -189,7 +217,7 @@ def supported_only(
     units: Sequence[Unit],
     passages: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The facts supported in one summary whose counterpart in the other is not the same fact, supported.
+    """The facts supported in one summary whose counterpart in the other is absent or not supported.
 
     Each with its verdict and evidence, and its counterpart (None when the other summary states nothing near).
     ``passages``: each run's evidence texts (its ``result.json``'s ``passages``), left's then right's.
@@ -203,8 +231,8 @@ def supported_only(
             other = None if theirs is None else (right, left)[side][theirs]
             if fact.get("status") != "supported":
                 continue
-            if other is not None and score >= SAME_FACT and other.get("status") == "supported":
-                continue
+            if other is not None and other.get("status") == "supported":
+                continue  # its counterpart is supported too: not a fact only this summary gets right
             only[side].append(
                 {
                     "fact": _fact_view(fact, passages[side]),
@@ -216,19 +244,40 @@ def supported_only(
 
 
 def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dict[str, Any]:
-    verdicts_a = (a.round.get("factscore") or {}).get("verdicts") or []
-    verdicts_b = (b.round.get("factscore") or {}).get("verdicts") or []
+    card_a, card_b = a.round.get("factscore") or {}, b.round.get("factscore") or {}
+    verdicts_a, verdicts_b = card_a.get("verdicts") or [], card_b.get("verdicts") or []
     units = align(verdicts_a, verdicts_b)
+    judge_differs = sorted(k for k in va["judging"] if va["judging"][k] != vb["judging"][k])
+    unreliable = [v["label"] for v in (va, vb) if not v["reliable"]]
+    why_not = [
+        *(f"judged differently ({k}: {va['judging'][k]} vs {vb['judging'][k]})" for k in judge_differs),
+        *(f"{label}'s score is not reliable" for label in unreliable),
+    ]
 
     def value(verdicts: Sequence[dict[str, Any]], n: int | None) -> float | None:
         return None if n is None else _verdict_value(verdicts[n].get("status", ""))
 
-    nfs = aligned_difference_interval([(value(verdicts_a, i), value(verdicts_b, j)) for i, j, _ in units])
+    values = [(value(verdicts_a, i), value(verdicts_b, j)) for i, j, _ in units]
+    pairs = sum(x is not None and y is not None for x, y in values)
+    smaller = min(sum(x is not None for x, _ in values), sum(y is not None for _, y in values))
+    nfs: dict[str, Any] | None = None
+    if not why_not:
+        if pairs >= MIN_PAIRS and pairs * 2 >= smaller:
+            nfs = aligned_difference_interval(values)
+            nfs["over"] = f"{over(pairs, 'aligned fact')} paired, {nfs['n'] - pairs} without counterpart"
+        else:
+            nfs = ratio_difference_interval(sentence_counts(card_a), sentence_counts(card_b))
+            nfs["pairs"] = pairs
+            nfs["over"] = (
+                f"{over(nfs['n'][0], 'sentence')} and {over(nfs['n'][1], 'sentence')}, unpaired: only "
+                f"{pairs} facts align (a paired difference needs {MIN_PAIRS}, covering half of the smaller "
+                "summary's facts)"
+            )
     sa, sb = _sentence_values(a.round), _sentence_values(b.round)
     coherence = None
-    if sa is not None and sb is not None:
+    if sa is not None and sb is not None and not why_not:
         coherence = difference_interval(sa, sb, paired=False)
-    judge_differs = sorted(k for k in va["judging"] if va["judging"][k] != vb["judging"][k])
+        coherence["over"] = f"{over(len(sa), 'sentence')} and {over(len(sb), 'sentence')}, unpaired"
     texts = (a.record.get("passages") or {}, b.record.get("passages") or {})
     only_a, only_b = supported_only(verdicts_a, verdicts_b, units, texts)
     return {
@@ -236,9 +285,11 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
         "b": vb["label"],
         "nfs": nfs,
         "booookscore": coherence,
+        "aligned_facts": pairs,
         "comparable": not judge_differs,
-        "unreliable": [v["label"] for v in (va, vb) if not v["reliable"]],
+        "unreliable": unreliable,
         "not_comparable_because": [f"{k}: {va['judging'][k]} vs {vb['judging'][k]}" for k in judge_differs],
+        "no_difference_because": why_not,
         "only_a": only_a,
         "only_b": only_b,
     }
@@ -265,10 +316,11 @@ def compare(refs: Sequence[RunRef]) -> dict[str, Any]:
         "pairs": pairs,
         "method": {
             "interval": "95% percentile bootstrap, 2000 resamples, seed 0",
-            "nfs_unit": "judged facts (supported 1, unsupported 0)",
+            "nfs_unit": "summary sentences (a sentence's judged facts together)",
             "booookscore_unit": "scored sentences (clean 1, confused 0)",
-            "difference": "later summary minus the first, resampling aligned facts (a fact and its "
-            "counterpart together)",
+            "difference": f"later summary minus the first: paired over aligned facts (a fact and its counterpart "
+            f"together) when at least {MIN_PAIRS} align, covering half of the smaller summary's facts; otherwise "
+            "unpaired over each summary's sentences; none for a pair judged differently or with an unreliable side",
         },
     }
 
@@ -278,6 +330,8 @@ def nfs_text(v: dict[str, Any]) -> str:
     if not v["reliable"]:
         return describe(v["nfs"]["score"], v["coverage"], False)
     shown = interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
+    if v["nfs"]["ci95"]:
+        shown += f" over {v['nfs']['over']}"
     n = v["corrections"]
     return f"{shown} with {n} correction{'s' if n != 1 else ''}" if n else shown
 
@@ -291,7 +345,11 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
 
     def booook(v: dict[str, Any]) -> str:
         b = v["booookscore"]
-        return "not scored" if b is None else interval_text(b["score"], b["ci95"])
+        if b is None:
+            return "not scored"
+        return interval_text(b["score"], b["ci95"]) + (
+            f" over {b['over']}" if b["ci95"] and b.get("over") else ""
+        )
 
     def judges(v: dict[str, Any]) -> str:
         own = v["nfs_without_corrections"]
@@ -305,6 +363,7 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
         row("round", lambda v: f"{v['round']} of {len(v['rounds'])}"),
         row("summary", lambda v: v["summary_source"] or "-"),
         row("NFS [95% CI]", nfs_text),
+        row("judge-corrected NFS (estimate) [95% CI]", corrected_text),
         *([row("NFS without corrections", judges)] if any(v["corrections"] for v in views) else []),
         row("facts (sup/unsup/unjudged)", lambda v: f"{v['supported']}/{v['unsupported']}/{v['unjudged']}"),
         row("coverage", lambda v: "-" if v["coverage"] is None else f"{v['coverage']:.0%}"),
@@ -319,14 +378,28 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
             "prompts (decompose/judge)",
             lambda v: "{decompose prompt}/{judge prompt}".format_map(v["judging"]),
         ),
-        row("calls (whole run)", lambda v: str(v["calls"] if v["calls"] is not None else "-")),
-        row("cost (whole run)", lambda v: v["cost"]),
+        row(
+            "model calls of this summary's run (all its rounds)",
+            lambda v: str(v["calls"] if v["calls"] is not None else "-"),
+        ),
+        row("cost of this summary's run (all its rounds)", lambda v: v["cost"]),
     ]
     return rows
 
 
+def corrected_text(v: dict[str, Any]) -> str:
+    """The judge-corrected NFS estimate, or why there is none."""
+    nfs = v["nfs"]
+    if nfs.get("corrected") is None:
+        return "-" if not nfs.get("corrected_note") else f"none: {nfs['corrected_note']}"
+    return interval_text(nfs["corrected"], nfs.get("corrected_ci95"))
+
+
 def pair_line(pair: dict[str, Any]) -> str:
-    """One line per pair: the difference, its interval and what it means."""
+    """One line per pair: the difference, its interval, over what, and what it means; or why there is none."""
+    head = f"{pair['b']} - {pair['a']}: "
+    if pair["nfs"] is None:
+        return head + "no difference shown, because " + "; ".join(pair["no_difference_because"])
     nfs = pair["nfs"]
     verdict = (
         "excludes 0"
@@ -335,15 +408,10 @@ def pair_line(pair: dict[str, Any]) -> str:
         if nfs["ci95"]
         else "no interval"
     )
-    how = f"paired over {nfs['pairs']} aligned facts, {nfs['n'] - nfs['pairs']} without counterpart"
-    line = f"{pair['b']} - {pair['a']}: NFS {signed_text(nfs['difference'], nfs['ci95'])}, {verdict} ({how})"
+    line = f"{head}NFS {signed_text(nfs['difference'], nfs['ci95'])}, {verdict} (95% CI over {nfs['over']})"
     if pair["booookscore"] is not None:
         b = pair["booookscore"]
-        line += f"; BooookScore {signed_text(b['difference'], b['ci95'])}"
-    if pair["unreliable"]:
-        line += f"; not reliable: {', '.join(pair['unreliable'])} (too few facts judged, or the judge failed its check)"
-    if not pair["comparable"]:
-        line += "; NOT COMPARABLE, judged differently: " + "; ".join(pair["not_comparable_because"])
+        line += f"; BooookScore {signed_text(b['difference'], b['ci95'])} (95% CI over {b['over']})"
     return line
 
 

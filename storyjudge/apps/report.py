@@ -471,6 +471,9 @@ class IterationView:
     judge_check: dict[str, Any] | None = None  # the judge's record on the round's planted facts
     annotator_checks: list[dict[str, Any]] = field(default_factory=list)  # on planted confusing sentences
     unreliable_why: str = ""  # what makes the score not count, in words
+    interval: str = ""  # "95% CI [0.200, 0.800] over 6 sentences"
+    corrected: str = ""  # the judge-corrected estimate with its interval, or why there is none
+    corrected_note: str = ""  # what the estimate assumes
 
     @property
     def flagged(self) -> int:
@@ -621,7 +624,22 @@ def iteration_view(
             if c.get("annotator_check")
         ],
         unreliable_why=judge_failure(card) or "too few facts were judged for this number to count",
+        interval=_interval_text(card.get("score_ci95"), card.get("score_ci95_over")),
+        corrected=(
+            ""
+            if "score_corrected_note" not in card
+            else "judge-corrected: none"
+            if card.get("score_corrected") is None
+            else f"judge-corrected estimate {card['score_corrected']:.3f} "
+            + _interval_text(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
+        ),
+        corrected_note=str(card.get("score_corrected_note") or ""),
     )
+
+
+def _interval_text(ci: Any, over: Any) -> str:
+    """``95% CI [0.200, 0.800] over 6 sentences`` ("" without an interval)."""
+    return f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}] over {over}" if ci and over else ""
 
 
 def open_rounds(iterations: list[dict[str, Any]], order: list[int]) -> set[int]:

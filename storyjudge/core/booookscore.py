@@ -3,8 +3,9 @@
 Equation 1 of the paper: the share of a summary's sentences that cause no confusion. Each sentence counts
 once, however many questions it raised. Sentences whose annotation could not be parsed are left out of the
 denominator and reported, never counted as clean. The system score is the mean over summaries; appendix G's
-stability check resamples the summaries 1000 times with replacement; appendix H's error distribution divides
-each type's count by the number of sentences.
+stability check resamples the summaries 1000 times with replacement (a system's interval: summaries vary
+independently, sentences of one summary do not); one summary's own interval resamples its sentences;
+appendix H's error distribution divides each type's count by the number of sentences.
 
 Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
 not reliable and left out of the system score, which says how many summaries it excluded. So is a summary whose
@@ -113,6 +114,14 @@ def bootstrap(
     return result
 
 
+def sentence_interval(card: Mapping[str, Any], seed: int = BOOTSTRAP_SEED) -> list[float] | None:
+    """95% interval of one summary's score, resampling its scored sentences (clean 1, confused 0)."""
+    from storyjudge.core.intervals import mean_interval
+
+    values = [1.0] * int(card.get("clean", 0)) + [0.0] * int(card.get("confused", 0))
+    return mean_interval(values, seed=seed)["ci95"]
+
+
 def per_type_rates(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """Appendix H: each type's count over all summaries divided by all scored sentences."""
     scored = sum(int(s["scored"]) for s in summaries)
@@ -171,6 +180,9 @@ def coherence_report(
             mine = [a for a in checked if str(a.get("summary_id")) == card["id"]]
             card["annotator_check"] = annotator_check(items, mine, max_false_acceptance)
             card["reliable"] = bool(card["reliable"] and card["annotator_check"]["passed"])
+    for card in summaries:  # one summary's interval resamples its sentences
+        card["ci95"] = sentence_interval(card, seed)
+        card["ci95_over"] = f"{card['scored']} sentence{'' if card['scored'] == 1 else 's'}"
     kept = [s["score"] for s in summaries if s["reliable"]]
     system = system_score(kept)
     total = sum(s["sentences"] for s in summaries)
@@ -189,7 +201,10 @@ def coherence_report(
         "system_score": system,
         "excluded_summaries": len(summaries) - len(kept),
         "summaries": summaries,
-        "bootstrap": bootstrap(kept, resamples, seed),
+        "bootstrap": {
+            **bootstrap(kept, resamples, seed),
+            "over": f"{len(kept)} summar{'y' if len(kept) == 1 else 'ies'}",
+        },
         "per_type_rates": per_type_rates(summaries),
         "sentences": total,
         "scored": scored,

@@ -251,13 +251,15 @@ class Context(BaseModel, frozen=True, extra="forbid"):
         ),
     )
     planted_facts: int = Field(
-        default=6,
+        default=24,
         ge=0,
         description=(
-            "Control facts planted among each scored round's facts, built from the story without a model: two in "
-            "three false by construction (a relation given to an invented name, or moved to a character who never"
-            " meets its partner), the rest sentences of the story. Judged like the others, never counted in the "
-            "score; they measure the judge. 0 plants none."
+            "Most planted false control facts judged in each scored round (with half as many true ones), built "
+            "from the story without a model: a relation given to an invented name, or moved to a character who "
+            "never meets its partner; true ones are sentences of the story. They are judged in batches of 8 "
+            "and planting stops once the judge check decides; 24 (the most used) gives its stated error rates "
+            "(a judge accepting 10% of false facts flagged in under 5% of runs, one accepting 40% passed in "
+            "under 5%); fewer may leave the check undecided. Never counted in the score. 0 plants none."
         ),
     )
     planted_sentences: int = Field(
@@ -272,9 +274,9 @@ class Context(BaseModel, frozen=True, extra="forbid"):
     max_false_acceptance: Share = Field(
         default=0.34,
         description=(
-            "Largest share of planted false facts the judge may accept, and of planted confusing sentences the "
-            "annotator may pass as clear, for its score to count (0..1; 0.34 allows 1 of 3): above it the score "
-            "is not reliable, as with too low a coverage."
+            "Largest share of planted confusing sentences the annotator may pass as clear for a summary's "
+            "BooookScore to count (0..1; 0.34 allows 1 of 3): above it the score is not reliable, as with too "
+            "low a coverage. The judge check of planted facts decides by its own rule, with stated error rates."
         ),
     )
     coherence_guard: bool = Field(

@@ -129,6 +129,117 @@ def aligned_difference_interval(
     return out
 
 
+def over(n: int, unit: str) -> str:
+    """What an interval resampled, as every surface prints it: "12 sentences" ("95% CI over 12 sentences")."""
+    return f"{n} {unit if n == 1 else unit + 's'}"
+
+
+def ratio_interval(
+    numerators: Sequence[float],
+    denominators: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> list[float] | None:
+    """95% interval of sum(numerators) / sum(denominators), resampling the units (index i) with replacement.
+
+    For a score whose units hold several items that vary together (a sentence's facts): the unit, not the
+    item, is drawn. None with fewer than two units that have a denominator.
+    """
+    import numpy as np
+
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    kept = den > 0
+    num, den = num[kept], den[kept]
+    if num.size < 2:
+        return None
+    picks = np.random.default_rng(seed).integers(0, num.size, size=(resamples, num.size))
+    return _percentiles(np, num[picks].sum(axis=1) / den[picks].sum(axis=1))
+
+
+def ratio_difference_interval(
+    a: tuple[Sequence[float], Sequence[float]],
+    b: tuple[Sequence[float], Sequence[float]],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """ratio(b) - ratio(a) of two ``ratio_interval`` scores, each side's units resampled on its own (unpaired).
+
+    Returns ``{difference, ci95, excludes_zero, paired: False, n: [units of a, units of b]}``.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    sides = []
+    for num_, den_ in (a, b):
+        num, den = np.asarray(num_, dtype=float), np.asarray(den_, dtype=float)
+        sides.append((num[den > 0], den[den > 0]))
+    out: dict[str, Any] = {
+        "difference": None,
+        "ci95": None,
+        "excludes_zero": False,
+        "paired": False,
+        "n": [int(sides[0][0].size), int(sides[1][0].size)],
+    }
+    if not all(num.size for num, _ in sides):
+        return out
+    (na, da), (nb, db) = sides
+    out["difference"] = float(nb.sum() / db.sum() - na.sum() / da.sum())
+    if na.size >= 2 and nb.size >= 2:
+        pa = rng.integers(0, na.size, size=(resamples, na.size))
+        pb = rng.integers(0, nb.size, size=(resamples, nb.size))
+        diffs = nb[pb].sum(axis=1) / db[pb].sum(axis=1) - na[pa].sum(axis=1) / da[pa].sum(axis=1)
+        out["ci95"] = _percentiles(np, diffs)
+        out["excludes_zero"] = out["ci95"][0] > 0 or out["ci95"][1] < 0
+    return out
+
+
+def rogan_gladen(observed: float, false_acceptance: float, true_acceptance: float) -> float:
+    """The share truly supported behind an observed share, under a judge with these acceptance rates, in [0, 1]."""
+    return min(1.0, max(0.0, (observed - false_acceptance) / (true_acceptance - false_acceptance)))
+
+
+def corrected_interval(
+    numerators: Sequence[float],
+    denominators: Sequence[float],
+    false_accepted: Sequence[bool],
+    true_accepted: Sequence[bool],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> list[float] | None:
+    """95% interval of the Rogan–Gladen share: units, planted false and planted true items resampled together.
+
+    Each resample draws the units (a sentence's facts together) with replacement and each kind of planted
+    item's acceptance rate from its Jeffreys posterior (a smoothed resample of those items), and corrects its
+    ratio by those rates; a resample whose judge does not tell true
+    from false (true acceptance <= false acceptance) has no correction and is left out. None with fewer than
+    two units, no planted item of a kind, or fewer than half the resamples defined.
+    """
+    import numpy as np
+
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    kept = den > 0
+    num, den = num[kept], den[kept]
+    false, true = np.asarray(false_accepted, dtype=float), np.asarray(true_accepted, dtype=float)
+    if num.size < 2 or not false.size or not true.size:
+        return None
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, num.size, size=(resamples, num.size))
+    observed = num[picks].sum(axis=1) / den[picks].sum(axis=1)
+    # the acceptance rates are drawn from their Jeffreys posteriors, a smoothed resample of the planted items: a
+    # plain resample of 8 items all rejected never varies, and would claim the judge's rate is known exactly
+    far = rng.beta(false.sum() + 0.5, false.size - false.sum() + 0.5, size=resamples)
+    tar = rng.beta(true.sum() + 0.5, true.size - true.sum() + 0.5, size=resamples)
+    gap = tar - far
+    defined = gap > 0
+    if defined.sum() < resamples // 2:
+        return None
+    values = np.clip((observed[defined] - far[defined]) / gap[defined], 0.0, 1.0)
+    return _percentiles(np, values)
+
+
 def _percentiles(np: Any, values: Any) -> list[float]:
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])

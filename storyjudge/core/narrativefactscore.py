@@ -7,8 +7,14 @@ the paper's indicator instead: every fact is in the denominator and one whose ve
 as not supported (the coverage is reported all the same). A fact counts once: blank facts and facts that an
 earlier sentence already stated are dropped (``unique_facts``). The round's planted facts
 (``storyjudge.core.planted``) are left out of every count; the judge's record on them goes on the card, and a
-judge that accepted more planted false facts than ``max_false_acceptance`` allows makes the score not reliable
-too. BooookScore's counterpart is ``storyjudge.core.booookscore``.
+judge check that did not pass (failed, or undecided) makes the score not reliable too.
+
+The score's interval resamples summary sentences, not facts: the facts of one sentence share the sentence, its
+evidence and the judge's habits, so they do not vary independently. Beside the paper's score the card carries a
+judge-corrected estimate (Rogan–Gladen): the share of facts that are supported once the judge's measured
+acceptance of planted false and true facts is taken out, with an interval that resamples sentences and planted
+items together. It assumes the planted errors are as hard to catch as the summary's own; the paper's score
+stays the headline. BooookScore's counterpart is ``storyjudge.core.booookscore``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,16 @@ import re
 from collections.abc import Collection, Iterable
 
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable
+from storyjudge.core.intervals import corrected_interval, over, ratio_interval, rogan_gladen
 from storyjudge.core.records import Fact, FactVerdict, JudgeCheck, ScoreCard, SentenceScore
+
+MIN_SEPARATION = 0.2
+"""Least true minus false acceptance for a correction: below it the judge barely tells true facts from false,
+and dividing by so small a gap turns noise into a score."""
+CORRECTED_NOTE = (
+    "an estimate of the share of facts truly supported, correcting for the judge's measured acceptance of "
+    "planted false and true facts; it assumes the planted errors are as hard to catch as the summary's own"
+)
 
 
 def fact_key(text: str) -> str:
@@ -121,6 +136,41 @@ def score_card(
         verdicts=mine,
         unjudged_rule=unjudged,
     )
+    rows = [(float(r["supported"]), float(r["judged"])) for r in per_sentence if r["judged"]]
+    card["score_ci95"] = ratio_interval([r[0] for r in rows], [r[1] for r in rows])
+    card["score_ci95_over"] = over(len(rows), "sentence")
     if judge is not None:
         card["judge_check"] = judge
+        add_corrected(card, rows, judge)
     return card
+
+
+def add_corrected(card: ScoreCard, rows: list[tuple[float, float]], judge: JudgeCheck) -> None:
+    """Put the judge-corrected fields on ``card``: ``score_corrected`` (None: the note says why), its interval."""
+    observed = card["score"]
+    far, tar = judge.get("false_acceptance"), judge.get("true_acceptance")
+    planted = [v for v in judge.get("verdicts") or [] if v["status"] != "unjudged"]
+    false = [v["status"] == "supported" for v in planted if v["planted"]["expected"] == "unsupported"]
+    true = [v["status"] == "supported" for v in planted if v["planted"]["expected"] == "supported"]
+    card["score_corrected"] = None
+    card["score_corrected_ci95"] = None
+    if observed is None:
+        reason = "no score to correct"
+    elif far is None or tar is None:
+        reason = "no correction: the judge has no readable verdict on planted false or true facts"
+    elif tar - far < MIN_SEPARATION:
+        reason = (
+            f"no correction: the judge accepted {tar:.0%} of planted true facts and {far:.0%} of false ones, "
+            f"a gap below {MIN_SEPARATION:.0%}, so it does not tell true from false"
+        )
+    else:
+        card["score_corrected"] = round(rogan_gladen(observed, far, tar), 6)
+        card["score_corrected_ci95"] = corrected_interval(
+            [r[0] for r in rows], [r[1] for r in rows], false, true
+        )
+        card["score_corrected_ci95_over"] = (
+            f"{over(len(rows), 'sentence')}, {over(len(false), 'planted false fact')} and "
+            f"{over(len(true), 'planted true fact')}"
+        )
+        reason = CORRECTED_NOTE
+    card["score_corrected_note"] = reason

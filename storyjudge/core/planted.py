@@ -19,6 +19,7 @@ The construction is seeded by the run's seed alone, so every round of a run plan
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections import Counter
@@ -195,35 +196,62 @@ def _swapped(
     return made
 
 
-def plant_facts(
-    scenes: Sequence[Scene], ckg: Mapping[str, Any], *, count: int, seed: int, iteration: int
-) -> list[PlantedFact]:
-    """``count`` control facts for one round: a third true (rounded down), the rest false, half of those hard.
+def build_pool(
+    scenes: Sequence[Scene], ckg: Mapping[str, Any], *, false: int, true: int, seed: int, iteration: int
+) -> tuple[list[PlantedFact], list[PlantedFact], str]:
+    """Up to ``false`` false and ``true`` true control facts, in the order the judge check plants them.
 
-    Fewer when the story does not allow them (no character who never meets another: no hard ones, which easy
-    ones replace); each records how it was built. The same seed gives the same facts in every round.
+    False ones are half hard (swapped roles) where the story allows, easy ones (invented names) filling in;
+    true ones are story sentences verbatim. Fewer when the story does not allow them; the third value then says
+    why ("" when all were built). The same seed gives the same facts, in the same order, in every round.
     """
-    if count <= 0:
-        return []
+    if false <= 0 and true <= 0:
+        return [], [], ""
     rng = random.Random(f"planted-facts:{seed}")
     story = "\n".join(scene["text"] for scene in scenes)
     names = _characters(ckg) or _proper_nouns(story)
     lines = _story_sentences(scenes, [form for forms in names.values() for form in forms], rng)
-    n_true = count // 3
-    n_false = count - n_true
-    hard = _swapped(ckg, _presence(names, scenes), rng)[: n_false // 2]
-    easy = _invented(ckg, story, lines, names, rng)[: n_false - len(hard)]
-    true = [(text, f"sentence of scene {scene_id}, verbatim") for scene_id, text in lines[:n_true]]
-    chosen: list[tuple[str, str, str, str]] = [
-        *((text, built, "invented", "unsupported") for text, built in easy),
-        *((text, built, "swapped", "unsupported") for text, built in hard),
-        *((text, built, "verbatim", "supported") for text, built in true),
+    hard = _swapped(ckg, _presence(names, scenes), rng)[: false // 2]
+    easy = _invented(ckg, story, lines, names, rng)[: false - len(hard)]
+    mixed: list[tuple[str, str, str]] = [
+        *((t, b, "invented") for t, b in easy),
+        *((t, b, "swapped") for t, b in hard),
     ]
-    rng.shuffle(chosen)
-    return [
-        PlantedFact(id=f"i{iteration}-p{n}", text=text, kind=kind, expected=expected, built=built)  # type: ignore[typeddict-item]
-        for n, (text, built, kind, expected) in enumerate(chosen)
+    rng.shuffle(mixed)
+    made_false = [
+        PlantedFact(id=f"i{iteration}-p{n}", text=text, kind=kind, expected="unsupported", built=built)  # type: ignore[typeddict-item]
+        for n, (text, built, kind) in enumerate(mixed)
     ]
+    made_true = [
+        PlantedFact(
+            id=f"i{iteration}-t{n}",
+            text=text,
+            kind="verbatim",
+            expected="supported",
+            built=f"sentence of scene {scene_id}, verbatim",
+        )
+        for n, (scene_id, text) in enumerate(lines[:true])
+    ]
+    why: list[str] = []
+    if len(made_false) < false:
+        why.append(
+            f"{len(_relations(ckg))} relation(s) between characters in the graph and {len(lines)} plain story "
+            f"sentence(s) naming a character to give an invented name, and {len(hard)} relation(s) movable to a "
+            "character who never meets its partner"
+        )
+    if len(made_true) < true:
+        why.append(
+            f"{len(lines)} plain story sentence(s) of 6 to 30 words naming a character to plant as true"
+        )
+    return made_false, made_true, "; ".join(why)
+
+
+def plant_facts(
+    scenes: Sequence[Scene], ckg: Mapping[str, Any], *, false: int, true: int, seed: int, iteration: int
+) -> list[PlantedFact]:
+    """``build_pool``'s false facts, then its true ones."""
+    made_false, made_true, _ = build_pool(scenes, ckg, false=false, true=true, seed=seed, iteration=iteration)
+    return [*made_false, *made_true]
 
 
 def _tally(verdicts: Sequence[PlantedVerdict], kinds: tuple[str, ...]) -> PlantedTally:
@@ -239,13 +267,161 @@ def _rate(tally: PlantedTally) -> float | None:
     return tally["accepted"] / tally["judged"] if tally["judged"] else None
 
 
+GOOD_JUDGE = 0.10
+"""A judge that accepts at most this share of false facts is flagged in at most ``LEVEL`` of runs."""
+BAD_JUDGE = 0.40
+"""A judge that accepts at least this share of false facts passes in at most ``LEVEL`` of runs."""
+LEVEL = 0.05
+LOOKS = ((8, 4, 0), (16, 5, 1), (24, 6, 5))
+"""The group-sequential design: (planted false facts judged, failed from this many accepted, passed up to this
+many accepted). Chosen over looks of 8 by exact binomial sums to need few items from a clearly good or clearly bad
+judge while keeping both error rates under ``LEVEL`` (``error_rates`` computes them); 24 items with "fail at 6 or
+more" is the fixed design it stops early from."""
+MAX_FALSE = LOOKS[-1][0]
+TRUE_SHARE = 0.5
+"""True facts planted per false one: they measure the judge's true acceptance (the corrected NFS needs it)."""
+
+
+@functools.lru_cache(maxsize=64)
+def rule(max_false: int = MAX_FALSE) -> tuple[tuple[int, int, int], ...]:
+    """The looks of the check when at most ``max_false`` false facts can be judged.
+
+    The design's looks below ``max_false``, then a last look at ``max_false`` (at most 24) that also decides by
+    exact one-sided binomial tests: failed when the accepted count shows a rate above ``GOOD_JUDGE``, passed
+    when it shows one below ``BAD_JUDGE``, each at ``LEVEL`` less what the earlier looks already spent, so that
+    neither error rate passes ``LEVEL``; neither, undecided.
+    """
+    from scipy.stats import binom
+
+    if max_false <= 0:
+        return ()
+    n = min(max_false, MAX_FALSE)
+    earlier = tuple(look for look in LOOKS if look[0] < n)
+    spent_fail = _outcomes(earlier, GOOD_JUDGE)[0]
+    spent_pass = _outcomes(earlier, BAD_JUDGE)[1]
+    fail_exact = next(
+        (x for x in range(n + 1) if binom.sf(x - 1, n, GOOD_JUDGE) <= LEVEL - spent_fail), n + 1
+    )
+    pass_exact = max(
+        (x for x in range(n + 1) if binom.cdf(x, n, BAD_JUDGE) <= LEVEL - spent_pass), default=-1
+    )
+    design = {look: (fail, keep) for look, fail, keep in LOOKS}
+    fail, keep = design.get(n, (n + 1, -1))
+    return (*earlier, (n, min(fail, fail_exact), max(keep, pass_exact)))
+
+
+def _outcomes(looks: Sequence[tuple[int, int, int]], p: float) -> tuple[float, float, float]:
+    """(chance failed, chance passed, expected false facts judged) of ``looks`` for a judge accepting ``p``."""
+    import numpy as np
+    from scipy.stats import binom
+
+    dist = np.zeros((looks[-1][0] if looks else 0) + 1)
+    dist[0] = 1.0
+    counts = np.arange(dist.size)
+    failed = passed = items = 0.0
+    before = 0
+    for n, fail, keep in looks:
+        step = n - before
+        dist = np.convolve(dist, binom.pmf(np.arange(step + 1), step, p))[: dist.size]
+        items += float(dist.sum()) * step
+        failed += float(dist[counts >= fail].sum())
+        passed += float(dist[counts <= keep].sum())
+        dist[(counts >= fail) | (counts <= keep)] = 0.0
+        before = n
+    return failed, passed, items
+
+
+def decide(outcomes: Sequence[bool], max_false: int = MAX_FALSE, *, final: bool = False) -> str | None:
+    """The check's decision, "failed", "passed" or "undecided", from planted false facts' verdicts in order.
+
+    A verdict is True where the judge accepted the fact.
+
+    None: plant more (the next look is not reached, and what it will say is not yet certain; deciding when it
+    is certain changes no error rate). ``final``: no more can be planted, so the last look is where the
+    verdicts end.
+    """
+    for n, fail, keep in rule(min(len(outcomes), max_false) if final else max_false):
+        accepted = sum(outcomes[:n])
+        if n > len(outcomes):  # the look is ahead; what it will say may already be certain
+            certain = accepted >= fail or accepted + n - len(outcomes) <= keep
+            return ("failed" if accepted >= fail else "passed") if certain else None
+        if accepted >= fail:
+            return "failed"
+        if accepted <= keep:
+            return "passed"
+    return "undecided"
+
+
+@functools.lru_cache(maxsize=64)
+def error_rates(max_false: int = MAX_FALSE) -> dict[str, float]:
+    """Exact chances of the rule's outcomes, and the false facts each judge needs on average.
+
+    ``good_flagged``: a ``GOOD_JUDGE`` failed or undecided; ``bad_passed``: a ``BAD_JUDGE`` passed.
+    """
+    out: dict[str, float] = {}
+    for name, p in (("good", GOOD_JUDGE), ("bad", BAD_JUDGE)):
+        failed, passed, items = _outcomes(rule(max_false), p)
+        out[f"{name}_flagged"] = round(1.0 - passed, 6)  # failed or undecided: the score does not count
+        out[f"{name}_failed"] = round(failed, 6)
+        out[f"{name}_passed"] = round(passed, 6)
+        out[f"{name}_expected_items"] = round(items, 3)
+    return out
+
+
+def rule_record(max_false: int = MAX_FALSE) -> dict[str, Any]:
+    """The rule a check used, as result.json records it."""
+    rates = error_rates(max_false)
+    return {
+        "name": "group-sequential binomial test",
+        "looks": [
+            {"judged": n, "failed_from": fail, "passed_up_to": keep} for n, fail, keep in rule(max_false)
+        ],
+        "good_judge": GOOD_JUDGE,
+        "bad_judge": BAD_JUDGE,
+        "chance_good_judge_flagged": rates["good_flagged"],
+        "chance_bad_judge_passed": rates["bad_passed"],
+        "text": (
+            f"planted false facts judged in batches up to {min(max_false, MAX_FALSE)}, stopping once the decision "
+            f"is clear; a judge accepting {GOOD_JUDGE:.0%} of false facts is flagged in "
+            f"{rates['good_flagged']:.1%} of runs, one accepting {BAD_JUDGE:.0%} passes in "
+            f"{rates['bad_passed']:.1%}"
+        ),
+    }
+
+
+def proportion_ci(accepted: int, judged: int) -> list[float] | None:
+    """Clopper–Pearson 95% interval of an acceptance rate (None when nothing was judged)."""
+    if judged <= 0:
+        return None
+    from scipy.stats import binomtest
+
+    ci = binomtest(accepted, judged).proportion_ci(confidence_level=1 - LEVEL, method="exact")
+    return [round(float(ci.low), 6), round(float(ci.high), 6)]
+
+
+def false_outcomes(verdicts: Sequence[PlantedVerdict]) -> list[bool]:
+    """Judged planted false facts in planting order: True where the judge accepted one."""
+    return [
+        v["status"] == "supported"
+        for v in verdicts
+        if v["planted"]["expected"] == "unsupported" and v["status"] != "unjudged"
+    ]
+
+
 def judge_check(
-    verdicts: Sequence[PlantedVerdict], max_false_acceptance: float, usage: Mapping[str, Any] | None = None
+    verdicts: Sequence[PlantedVerdict],
+    decision: str,
+    *,
+    max_false: int = MAX_FALSE,
+    built: int | None = None,
+    why: str = "",
+    usage: Mapping[str, Any] | None = None,
 ) -> JudgeCheck:
     """The judge's record on one round's planted facts, and whether its score may count.
 
-    Unreadable verdicts are counted (planted minus judged) and left out of the rates; a round where no planted
-    false fact was built or judged is not checked, which the note says, and does not fail.
+    ``decision`` is ``decide``'s; only "passed" lets the score count. Unreadable verdicts are counted (planted
+    minus judged) and left out of the rates. ``built``: false facts the story allowed (when fewer than
+    ``max_false``), ``why`` says what limited them; an undecided check says "judge not checked" with both.
     """
     easy, hard, true = (
         _tally(verdicts, ("invented",)),
@@ -258,15 +434,22 @@ def judge_check(
         accepted=easy["accepted"] + hard["accepted"],
     )
     rate = _rate(false)
-    passed = rate is None or rate <= max_false_acceptance + _EPSILON
-    if false["judged"]:
-        note = (
-            f"the judge accepted {false['accepted']} of {false['judged']} planted false facts (invented names "
-            f"{easy['accepted']}/{easy['judged']}, swapped roles {hard['accepted']}/{hard['judged']}) and "
-            f"{true['accepted']} of {true['judged']} planted true ones"
+    record = (
+        f"the judge accepted {false['accepted']} of {false['judged']} planted false facts (invented names "
+        f"{easy['accepted']}/{easy['judged']}, swapped roles {hard['accepted']}/{hard['judged']}) and "
+        f"{true['accepted']} of {true['judged']} planted true ones"
+    )
+    if decision == "undecided":
+        limit = (
+            f"only {built} false facts could be built from this story ({why})"
+            if built is not None and built < max_false
+            else f"only {false['judged']} of {false['planted']} planted false facts got a readable verdict"
+            if false["judged"] < false["planted"]
+            else f"at most {max_false} false facts may be planted (planted_facts)"
         )
+        note = f"judge not checked: {limit}; {record}, which decides neither way"
     else:
-        note = f"the judge was not checked: {false['planted']} planted false fact(s), none judged"
+        note = f"{record}: {decision}"
     return JudgeCheck(
         planted=len(verdicts),
         easy=easy,
@@ -274,8 +457,11 @@ def judge_check(
         true=true,
         false_acceptance=None if rate is None else round(rate, 6),
         true_acceptance=None if _rate(true) is None else round(_rate(true) or 0.0, 6),
-        max_false_acceptance=max_false_acceptance,
-        passed=passed,
+        false_acceptance_ci95=proportion_ci(false["accepted"], false["judged"]),
+        true_acceptance_ci95=proportion_ci(true["accepted"], true["judged"]),
+        decision=decision,  # type: ignore[typeddict-item]
+        rule=rule_record(max_false),
+        passed=decision == "passed",
         note=note,
         calls=int((usage or {}).get("calls", 0)),
         cache_hits=int((usage or {}).get("cache_hits", 0)),

@@ -274,8 +274,14 @@ class JudgeCheck(TypedDict):
     true: PlantedTally  # sentences of the story, verbatim
     false_acceptance: float | None  # accepted / judged over easy and hard; None when none was judged
     true_acceptance: float | None
-    max_false_acceptance: float
-    passed: bool  # False: the judge accepted more planted false facts than the floor allows
+    false_acceptance_ci95: NotRequired[list[float] | None]  # Clopper-Pearson; absent in records before it
+    true_acceptance_ci95: NotRequired[list[float] | None]
+    decision: NotRequired[
+        Literal["passed", "failed", "undecided"]
+    ]  # absent in older records: read ``passed``
+    rule: NotRequired[dict[str, Any]]  # the decision rule and its exact error rates (``planted.rule_record``)
+    max_false_acceptance: NotRequired[float]  # older records' threshold, before the rule
+    passed: bool  # decision == "passed": only then may the score count
     note: str  # "the judge accepted 3 of 3 planted false facts (...)"
     calls: int  # what planting cost this round: model calls, then those the LLM cache answered
     cache_hits: int
@@ -304,6 +310,12 @@ class ScoreCard(TypedDict):
     unjudged_rule: NotRequired[str]  # Context.nfs_unjudged: "exclude" (from the denominator) or "unsupported"
     corrections: NotRequired[int]  # verdicts a person corrected; the score counts them
     judge_check: NotRequired[JudgeCheck]  # absent when nothing was planted (planted_facts 0)
+    score_ci95: NotRequired[list[float] | None]  # resampling sentences (their facts together)
+    score_ci95_over: NotRequired[str]  # "12 sentences"
+    score_corrected: NotRequired[float | None]  # judge-corrected (Rogan-Gladen); None: see the note
+    score_corrected_ci95: NotRequired[list[float] | None]  # resampling sentences and planted items together
+    score_corrected_ci95_over: NotRequired[str]
+    score_corrected_note: NotRequired[str]  # what the estimate assumes, or why there is none
 
 
 class SummaryChunk(TypedDict):

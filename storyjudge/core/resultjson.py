@@ -86,6 +86,9 @@ def build_result(
             {
                 "iteration": it["iteration"],
                 "nfs": it["factscore"]["score"],
+                "nfs_ci95": it["factscore"].get("score_ci95"),
+                "nfs_ci95_over": it["factscore"].get("score_ci95_over"),
+                "nfs_corrected": it["factscore"].get("score_corrected"),
                 "nfs_coverage": it["factscore"].get("coverage"),
                 "nfs_reliable": it["factscore"].get("reliable"),
                 "accepted": it["accepted"],
@@ -117,7 +120,9 @@ def _checks(iteration: Mapping[str, Any]) -> dict[str, Any]:
     if check:
         out["judge_false_acceptance"] = check["false_acceptance"]
         out["judge_true_acceptance"] = check["true_acceptance"]
+        out["judge_false_acceptance_ci95"] = check.get("false_acceptance_ci95")
         out["judge_passed"] = check["passed"]
+        out["judge_decision"] = check.get("decision")
         out["judge_note"] = check["note"]
     coherence = iteration.get("coherence") or {}
     annotator = [s["annotator_check"] for s in coherence.get("summaries") or [] if s.get("annotator_check")]

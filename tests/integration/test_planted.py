@@ -99,7 +99,9 @@ def test_a_correct_judge_passes_and_keeps_the_score_of_an_unplanted_run(
     check = card["judge_check"]
     assert check["passed"] is True and card["reliable"] is True
     assert check["false_acceptance"] == 0.0 and check["true_acceptance"] == 1.0
-    assert (check["easy"]["planted"], check["hard"]["planted"], check["true"]["planted"]) == (4, 0, 2)
+    # 0 of the first 8 planted false facts accepted decides "passed": no second batch
+    assert (check["easy"]["planted"], check["hard"]["planted"], check["true"]["planted"]) == (8, 0, 4)
+    assert check["decision"] == "passed" and check["false_acceptance_ci95"] == pytest.approx([0.0, 0.369417])
     assert (card["score"], card["facts"], card["supported"]) == (
         plain["score"],
         plain["facts"],
@@ -108,7 +110,8 @@ def test_a_correct_judge_passes_and_keeps_the_score_of_an_unplanted_run(
     assert card["score"] == pytest.approx(2 / 3) and len(card["verdicts"]) == 3, (
         "planted verdicts never count"
     )
-    assert check["calls"] == 6 and check["input_tokens"] > 0
+    assert check["calls"] == 12 and check["input_tokens"] > 0
+    assert card["score_corrected"] == pytest.approx(2 / 3) and card["score_corrected_ci95"] is not None
     for verdict in check["verdicts"]:
         planted = verdict["planted"]
         assert planted["built"] and verdict["evidence"]["scenes"], "how it was built and what the judge saw"
@@ -129,7 +132,11 @@ def test_an_always_supported_judge_makes_no_reliable_score(
     assert card["score"] == 1.0 and card["coverage"] == 1.0, "coverage alone sees nothing wrong"
     check = card["judge_check"]
     assert card["reliable"] is False and check["passed"] is False and check["false_acceptance"] == 1.0
-    assert check["note"].startswith("the judge accepted 4 of 4 planted false facts")
+    assert (
+        check["note"].startswith("the judge accepted 8 of 8 planted false facts")
+        and check["decision"] == "failed"
+    )
+    assert card["score_corrected"] is None and "does not tell true from false" in card["score_corrected_note"]
 
 
 def test_swapped_roles_are_planted_only_where_the_story_keeps_the_characters_apart(
@@ -137,7 +144,7 @@ def test_swapped_roles_are_planted_only_where_the_story_keeps_the_characters_apa
 ) -> None:
     careful = _score(scripted_server(LonelyStory()), ctx_for, document=LONELY)
     hard = [v for v in careful["judge_check"]["verdicts"] if v["planted"]["kind"] == "swapped"]
-    assert len(hard) == 2 and careful["judge_check"]["hard"] == {"planted": 2, "judged": 2, "accepted": 0}
+    assert len(hard) == 4 and careful["judge_check"]["hard"] == {"planted": 4, "judged": 4, "accepted": 0}
     for verdict in hard:
         assert "Carol" in verdict["planted"]["text"] and "no scene names both" in verdict["planted"]["built"]
     assert careful["reliable"] is True
@@ -147,8 +154,8 @@ def test_swapped_roles_are_planted_only_where_the_story_keeps_the_characters_apa
     assert [v["planted"] for v in lenient["judge_check"]["verdicts"]] == [
         v["planted"] for v in careful["judge_check"]["verdicts"]
     ], "the same seed plants the same facts"
-    assert lenient["judge_check"]["hard"]["accepted"] == 2 and lenient["reliable"] is False
-    assert "swapped roles 2/2" in lenient["judge_check"]["note"]
+    assert lenient["judge_check"]["hard"]["accepted"] == 4 and lenient["reliable"] is False
+    assert "swapped roles 4/4" in lenient["judge_check"]["note"]
     reseeded = _score(
         scripted_server(LonelyStory()), ctx_for, document=LONELY, seed=7, cache_dir=str(tmp_path / "c3")
     )
@@ -168,13 +175,13 @@ def test_refine_with_a_lenient_judge_never_reports_a_target_reached(
     first = record["scores"][0]
     assert first["nfs"] == 1.0 and first["nfs_reliable"] is False and first["judge_passed"] is False
     assert first["judge_false_acceptance"] == 1.0
-    assert "the judge accepted 4 of 4 planted false facts" in first["note"]
+    assert "the judge accepted 8 of 8 planted false facts" in first["note"]
     assert not record["stop_reason"].startswith("target reached") and record["best_reliable"] is False
     assert "target reached" not in result.output
-    assert "the judge accepted 4 of 4 planted false facts" in result.output
+    assert "the judge accepted 8 of 8 planted false facts" in result.output
     assert "1.000" not in result.output.split("Stopped:")[0].split("round 0: NFS")[1].split("\n")[0]
     card = record["iterations"][0]["factscore"]
-    assert len(card["judge_check"]["verdicts"]) == 6, "the planted facts are recorded in the run"
+    assert len(card["judge_check"]["verdicts"]) == 12, "the planted facts are recorded in the run"
     report = (tmp_path / "run" / "report.html").read_text()
     assert "planted false facts" in report and card["judge_check"]["verdicts"][0]["planted"]["text"] in report
 
@@ -189,9 +196,9 @@ def test_refine_with_a_correct_judge_reaches_the_target_as_before(
     assert all(s["annotator_passed"] and s["coherence"] == 1.0 for s in record["scores"])
     assert "the annotator flagged 3 of 3 planted confusing sentences" in record["scores"][0]["annotator_note"]
     assert record["stop_reason"].startswith("target reached") and record["best_iteration"] == 1
-    assert "Judge check, round 0: the judge accepted 0 of 4" in result.output
+    assert "Judge check, round 0: the judge accepted 0 of 8" in result.output
     # the same facts are planted every round: the second round's are answered from the cache
-    assert responder.calls["judge"] == 3 + 1 + 6
+    assert responder.calls["judge"] == 3 + 1 + 12
 
 
 def test_dry_run_shows_what_planting_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,11 +209,11 @@ def test_dry_run_shows_what_planting_costs(tmp_path: Path, monkeypatch: pytest.M
     base += ["--run-dir", str(tmp_path / "run")]
     shown = CliRunner().invoke(app, base)
     assert shown.exit_code == 0, shown.output
-    assert "of these, planted control items 6 calls" in shown.stdout
+    assert "of these, planted control items 36 calls" in shown.stdout
     planted = json.loads(CliRunner().invoke(app, [*base, "--json"]).stdout)
     none = json.loads(CliRunner().invoke(app, [*base, "--json", "--planted-facts", "0"]).stdout)
-    assert planted["planted"]["calls"] == 6 and none["planted"]["calls"] == 0
-    assert planted["calls"] == none["calls"] + 6
+    assert planted["planted"]["calls"] == 36 and none["planted"]["calls"] == 0
+    assert planted["calls"] == none["calls"] + 36
     assert planted["input_tokens"] > none["input_tokens"]
 
 

@@ -339,7 +339,11 @@ def test_cli_scores_text_and_jsonl_and_writes_json(
     )
     result = runner.invoke(app, ["coherence", str(jsonl), *common, "--concurrency", "2"])
     assert result.exit_code == 0, result.output
-    assert "System score" in result.output and "95% interval" in result.output
+    assert (
+        "System score" in result.output
+        and "95% CI [" in result.output
+        and "over 2 summaries (" in result.output
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.compare import align, compare, render_html, supported_only
+from storyjudge.apps.compare import align, compare, pair_line, render_html, supported_only
 from storyjudge.core.keptruns import RunRef, keep_run
 from tests.referenced import referenced
 
@@ -31,7 +31,10 @@ def test_rounds_of_a_refinement_compare_as_runs(run: Path) -> None:
     assert low < 0.625 < high
     assert first["coverage"] is None  # the fixture's record has none: shown as missing, never made up
     pair = result["pairs"][0]
-    assert pair["comparable"] and pair["nfs"]["paired"] and pair["nfs"]["pairs"] == 8  # one side unjudged
+    # 8 aligned facts (one side unjudged) are too few to pair: the difference is over each round's sentences
+    assert pair["comparable"] and not pair["nfs"]["paired"] and pair["nfs"]["pairs"] == 8
+    assert pair["nfs"]["over"].startswith(f"{first['nfs']['sentences']} sentences and ")
+    assert "unpaired: only 8 facts align" in pair["nfs"]["over"]
     assert pair["nfs"]["difference"] == pytest.approx(8 / 9 - 0.625)
     assert pair["only_a"] == []  # all that round 0 supported, round 1 still supports
     gained = {item["fact"]["text"]: item for item in pair["only_b"]}
@@ -51,16 +54,57 @@ def test_evidence_named_by_span_compares_as_the_texts_it_names(run: Path, tmp_pa
     assert scenes and all(scene["text"] for scene in scenes)
 
 
-def test_the_same_facts_judged_twice_are_paired(run: Path, tmp_path: Path) -> None:
+def _more_facts(record: dict, extra: int) -> dict:
+    """The record with ``extra`` more judged facts in round 0, each worded differently, in its first sentence."""
+    card = record["iterations"][0]["factscore"]
+    seed = card["verdicts"][0]
+    words = (
+        "heath",
+        "cauldron",
+        "dagger",
+        "banquet",
+        "forest",
+        "castle",
+        "crown",
+        "ghost",
+        "letter",
+        "blood",
+    )
+    for n in range(extra):
+        fact = {**seed["fact"], "id": f"extra-{n}", "text": f"The {words[n % 10]} scene number {n} is told."}
+        card["verdicts"].append({**seed, "fact": fact, "status": "supported"})
+    return record
+
+
+def test_the_same_facts_judged_twice_are_paired_only_when_enough_align(run: Path, tmp_path: Path) -> None:
+    plenty = keep_run(
+        tmp_path, "score-1", _more_facts(json.loads(FIXTURE.read_text(encoding="utf-8")), 6)
+    ).root
+    again = keep_run(
+        tmp_path, "score-2", _more_facts(json.loads(FIXTURE.read_text(encoding="utf-8")), 6)
+    ).root
+    pair = compare([RunRef(plenty, 0), RunRef(again, 0)])["pairs"][0]
+    assert pair["nfs"]["paired"] and pair["nfs"]["pairs"] == 14 and pair["nfs"]["n"] == 14
+    assert pair["nfs"]["over"] == "14 aligned facts paired, 0 without counterpart"
+    few = compare([RunRef(run, 0), RunRef(again, 0)])["pairs"][0]
+    assert not few["nfs"]["paired"], "8 aligned facts are under half of neither, but under 10"
+
+
+def test_a_pair_judged_differently_gets_no_difference_only_why(run: Path, tmp_path: Path) -> None:
     other = json.loads(FIXTURE.read_text(encoding="utf-8"))
     for verdict in other["iterations"][0]["factscore"]["verdicts"]:
         verdict["status"] = "supported"
     other["context"]["resolved_models"]["judge"] = "openai:gpt-4o"
     again = keep_run(tmp_path, "score-2", other).root
     pair = compare([RunRef(run, 0), RunRef(again, 0)])["pairs"][0]
-    assert pair["nfs"]["pairs"] == 8 and pair["nfs"]["n"] == 9  # round 0 left one fact unjudged
+    assert pair["nfs"] is None and pair["booookscore"] is None and pair["aligned_facts"] == 8
     assert not pair["comparable"]
     assert pair["not_comparable_because"] == ["judge model: openai:gpt-4o-mini vs openai:gpt-4o"]
+    line = pair_line(pair)
+    assert "excludes 0" not in line and "NFS" not in line
+    assert line.endswith(
+        "no difference shown, because judged differently (judge model: openai:gpt-4o-mini vs openai:gpt-4o)"
+    )
 
 
 def test_runs_of_different_stories_are_refused(run: Path, tmp_path: Path) -> None:
@@ -89,6 +133,8 @@ def test_alignment_pairs_a_reworded_fact_and_leaves_a_new_one_alone() -> None:
     assert (0, 1) in [(i, j) for i, j, _ in units] and (1, None, 0.0) in units and (None, 0, 0.0) in units
     only_first, only_second = supported_only(first, second, units)
     assert only_first == []  # the reworded fact is supported in both
+    first[0]["fact"]["text"] = "Three witches greet Macbeth on the heath."  # no longer the same words
+    assert supported_only(first, second, align(first, second))[0] == [], "its counterpart is supported"
     assert [item["fact"]["text"] for item in only_second] == ["Duncan visits Inverness."]
     assert only_second[0]["counterpart"] is None
 

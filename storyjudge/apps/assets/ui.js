@@ -117,6 +117,7 @@
     }
     var parts = view.iterations.map(function (it) {
       var shown = it.reliable === false ? "not reliable" + (it.judge ? " (" + it.judge + ")" : "") : fmt(it.score);
+      if (it.reliable !== false && it.interval) { shown += " " + it.interval; }
       var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
       var corrected = it.corrections ? " with " + it.corrections + " correction" + (it.corrections === 1 ? "" : "s") : "";
       return "round " + it.iteration + ": " + shown + cover + corrected;

@@ -108,8 +108,8 @@ def _print(result: dict[str, Any]) -> None:
     if len(result["summaries"]) > 1:
         boot = result["bootstrap"]
         interval = (
-            f"bootstrap std {boot['std']:.4f}, 95% interval [{boot['ci95'][0]:.3f}, {boot['ci95'][1]:.3f}] "
-            f"({boot['resamples']} resamples, seed {boot['seed']})"
+            f"bootstrap std {boot['std']:.4f}, 95% CI [{boot['ci95'][0]:.3f}, {boot['ci95'][1]:.3f}] over "
+            f"{boot.get('over', str(boot['n']) + ' summaries')} ({boot['resamples']} resamples, seed {boot['seed']})"
             if boot["std"] is not None
             else f"no bootstrap: {boot.get('note', '')}"
         )
@@ -120,6 +120,12 @@ def _print(result: dict[str, Any]) -> None:
             f"System score {describe(result['system_score'], result.get('coverage'), result.get('reliable'))}"
             f"{left_out}; {interval}"
         )
+    else:
+        one = result["summaries"][0] if result["summaries"] else {}
+        if one.get("ci95") and one.get("reliable"):
+            console.print(
+                f"BooookScore 95% CI [{one['ci95'][0]:.3f}, {one['ci95'][1]:.3f}] over {one['ci95_over']}"
+            )
     checks = [(s["id"], s["annotator_check"]) for s in result["summaries"] if s.get("annotator_check")]
     for summary_id, check in checks:
         where = f"{summary_id}: " if len(result["summaries"]) > 1 else ""

@@ -191,7 +191,7 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             "setting",
             "from -> to",
             "items",
-            "difference [95% CI]",
+            "difference [95% CI over items]",
             "excludes 0",
         ):
             table.add_column(column, overflow="fold")

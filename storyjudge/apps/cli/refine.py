@@ -19,7 +19,7 @@ from storyjudge.apps.cli.common import console, fail, print_json, print_result, 
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import ROLES, Context
-from storyjudge.core.coverage import describe, describe_card
+from storyjudge.core.coverage import card_reliable, describe, describe_card
 from storyjudge.core.keptruns import keep_run, new_run_id, runs_folder
 from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.resultjson import build_result, write_result
@@ -155,16 +155,35 @@ def _round_notes(iterations: list[dict[str, Any]]) -> list[str]:
 
 
 def _nfs_line(card: dict[str, Any]) -> str:
-    """The score with its coverage, in words: what was judged and what was not."""
+    """The score with its interval and coverage, in words: what was judged and what was not."""
     missing = card.get("decompose_failures", 0)
     not_split = f", {missing} sentence(s) not decomposed" if missing else ""
     check = card.get("judge_check")
     judge = f"; {check['note']}" if check else ""
-    return (
-        f"NarrativeFactScore {describe_card(card)}: "
-        f"{card['supported']} supported, {card['unsupported']} unsupported, {card['unjudged']} unjudged of "
-        f"{card['facts']} facts{not_split}{judge}"
+    ci = card.get("score_ci95")
+    interval = (
+        f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_ci95_over')}]"
+        if ci and card_reliable(card)
+        else ""
     )
+    return (
+        f"NarrativeFactScore {describe_card(card)}{interval}: "
+        f"{card['supported']} supported, {card['unsupported']} unsupported, {card['unjudged']} unjudged of "
+        f"{card['facts']} facts{not_split}{judge}{_corrected_text(card)}"
+    )
+
+
+def _corrected_text(card: dict[str, Any]) -> str:
+    """The judge-corrected estimate beside the paper's score ("" on cards without a judge check)."""
+    if "score_corrected_note" not in card:
+        return ""
+    value, ci = card.get("score_corrected"), card.get("score_corrected_ci95")
+    if value is None:
+        return f"; judge-corrected NFS: none ({card['score_corrected_note']})"
+    interval = (
+        f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_corrected_ci95_over')}]" if ci else ""
+    )
+    return f"; judge-corrected NFS {value:.3f}{interval} ({card['score_corrected_note']})"
 
 
 def _judge_line(iteration: int, card: dict[str, Any]) -> str:
@@ -172,11 +191,19 @@ def _judge_line(iteration: int, card: dict[str, Any]) -> str:
     check = card.get("judge_check")
     if not check:
         return ""
-    verdict = "passed" if check["passed"] else "failed: the score is not reliable"
-    return (
-        f"Judge check, round {iteration}: {check['note']} (at most "
-        f"{check['max_false_acceptance']:.0%} may be accepted; {verdict})"
+    decision = check.get("decision") or ("passed" if check["passed"] else "failed")
+    consequence = "" if decision == "passed" else ": the score is not reliable"
+    ci = check.get("false_acceptance_ci95")
+    false = (
+        f"; false facts accepted {check['false_acceptance']:.0%} [95% CI {ci[0]:.0%}, {ci[1]:.0%} over "
+        f"{check['easy']['judged'] + check['hard']['judged']} planted false facts]"
+        if ci and check.get("false_acceptance") is not None
+        else ""
     )
+    rule = (check.get("rule") or {}).get("text") or (
+        f"at most {check.get('max_false_acceptance', 0):.0%} may be accepted"
+    )
+    return f"Judge check, round {iteration}: {check['note']}{false} ({rule}){consequence}"
 
 
 def _write_refine(run: Run) -> None:

@@ -220,6 +220,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                 "iteration": it["iteration"],
                 "score": score,
                 "coverage": card.get("coverage"),
+                "interval": _interval(card),
                 "reliable": card_reliable(card),
                 "judge": judge_failure(card),  # what the planted facts say when they make it not count
                 "delta": None if score is None or previous is None else score - previous,
@@ -285,6 +286,12 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "run_id": state.get("run_id"),
         "runs": story_runs(session.rd.root),
     }
+
+
+def _interval(card: dict[str, Any]) -> str:
+    """A score's interval and what it resampled ("[95% CI 0.200, 0.800 over 6 sentences]"; "" without one)."""
+    ci = card.get("score_ci95")
+    return f"[95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_ci95_over')}]" if ci else ""
 
 
 def compared(session: RunSession, query: str) -> dict[str, Any]:
