@@ -15,6 +15,7 @@ from storyjudge.core.keptruns import keep_run, story_runs
 from storyjudge.core.runrecord import SCHEMA_FILE, SCHEMA_VERSION, RunRecordError, json_schema, load_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"
+SCORED = Path(__file__).resolve().parents[1] / "fixtures" / "score_run" / "result.json"
 
 
 def test_the_shipped_schema_is_the_one_the_models_generate() -> None:
@@ -73,3 +74,18 @@ def test_commands_reading_a_wrong_record_say_so_in_one_line(tmp_path: Path) -> N
     (tmp_path / "runs" / "wrong").mkdir()
     (tmp_path / "runs" / "wrong" / "result.json").write_text(json.dumps(record))
     assert [r["id"] for r in story_runs(tmp_path)] == ["refine-1"]  # the run list leaves it out
+
+
+def test_a_scored_run_with_planted_facts_reads_typed() -> None:
+    """A record ``score examples/macbeth-witches.md --summary S`` wrote (scripted models, planting on)."""
+    written = json.loads(SCORED.read_text(encoding="utf-8"))
+    run = load_run(SCORED)
+    assert run.record() == written and written["schema_version"] == SCHEMA_VERSION
+    jsonschema.validate(written, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    card = run.iterations[0].factscore
+    check = card.judge_check
+    assert check is not None and check.decision == "passed" and check.true.planted == 4
+    assert check.false_acceptance_ci95 == pytest.approx([0.0, 0.409616]) and check.true_acceptance_ci95
+    assert card.score_ci95 == [0.0, 1.0] and card.score_corrected == 1.0 and card.score_corrected_ci95
+    assert run.iterations[0].factscore.verdicts[0].evidence is not None
+    assert run.usage.total.calls == 21 and run.scores[0].nfs == pytest.approx(2 / 3)
