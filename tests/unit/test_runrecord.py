@@ -89,3 +89,23 @@ def test_a_scored_run_with_planted_facts_reads_typed() -> None:
     assert card.score_ci95 == [0.0, 1.0] and card.score_corrected == 1.0 and card.score_corrected_ci95
     assert run.iterations[0].factscore.verdicts[0].evidence is not None
     assert run.usage.total.calls == 21 and run.scores[0].nfs == pytest.approx(2 / 3)
+
+
+def test_a_judge_check_recorded_before_the_decision_rule_still_loads(tmp_path: Path) -> None:
+    tally = {"planted": 2, "judged": 2, "accepted": 1}
+    old = {
+        **{"planted": 6, "easy": tally, "hard": tally, "true": tally, "false_acceptance": 0.5},
+        **{"true_acceptance": 0.5, "max_false_acceptance": 0.34, "passed": False, "verdicts": []},
+        "note": "the judge accepted 2 of 4 planted false facts",
+    }
+    record = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    record["iterations"][0]["factscore"]["judge_check"] = old
+    (tmp_path / "result.json").write_text(json.dumps(record))
+    run = load_run(tmp_path)
+    check = run.iterations[0].factscore.judge_check
+    assert (
+        check is not None and check.decision is None and check.passed is False
+    )  # readers fall back on passed
+    assert (
+        run.record()["iterations"][0]["factscore"]["judge_check"] == old
+    )  # its old threshold kept as it was
