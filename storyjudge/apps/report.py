@@ -33,6 +33,7 @@ from storyjudge.core.coverage import card_reliable, judge_failure, reliability_t
 from storyjudge.core.keptruns import RUNS_FOLDER
 from storyjudge.core.passages import span_text
 from storyjudge.core.rundir import RunDir
+from storyjudge.core.runrecord import load_run
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text, price_known
 
@@ -919,7 +920,7 @@ def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> P
             raise FileNotFoundError(
                 f"{rd.root} has no result.json; run 'storyjudge refine' or 'score' into it first."
             )
-        result = json.loads(rd.result.read_text(encoding="utf-8"))
+        result = load_run(rd.result).record()  # RunRecordError: one line naming the file and field
     ckg_file = rd.ckg if rd.ckg.is_file() else story_ckg(rd.root)
     ckg = json.loads(ckg_file.read_text(encoding="utf-8")) if ckg_file.is_file() else None
     html = render_report(result, ckg)

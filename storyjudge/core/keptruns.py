@@ -10,7 +10,6 @@ the rounds of a refinement can be compared like runs.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from storyjudge.core.rundir import RunDir
+from storyjudge.core.runrecord import RunRecordError, load_run, run_file
 from storyjudge.core.summary_stats import words
 
 RUNS_FOLDER = "runs"
@@ -95,11 +95,10 @@ def story_runs(story: str | Path) -> list[dict[str, Any]]:
             if not (RUN_ID.match(run.name) and result.is_file()):
                 continue
             try:
-                record = json.loads(result.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                record = load_run(result).record()
+            except RunRecordError:
                 continue
-            if isinstance(record, dict):
-                rows.append(run_row(record, run.name))
+            rows.append(run_row(record, run.name))
     return sorted(rows, key=lambda r: (str(r["created"]), r["id"]), reverse=True)
 
 
@@ -141,17 +140,9 @@ class Summary:
 
 def load_summary(ref: RunRef) -> Summary:
     """The round a reference names (the run's best when it names none); ValueError saying what is wrong."""
-    path = ref.path if ref.path.name == "result.json" else RunDir(ref.path).result
-    if not path.is_file():
-        raise ValueError(
-            f"{ref.path} has no result.json; name a run folder (a story's runs/<id>/) or a result.json."
-        )
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not a readable run record ({exc}).") from None
-    if not isinstance(record, dict) or not record.get("iterations"):
-        raise ValueError(f"{path} holds no scored summary.")
+    record = load_run(ref.path).record()  # RunRecordError (a ValueError): one line naming the file and field
+    if not record["iterations"]:
+        raise ValueError(f"{run_file(ref.path)} holds no scored summary.")
     chosen = _round_of(record, ref.round)
     if chosen is None:
         have = ", ".join(str(it.get("iteration")) for it in record["iterations"])

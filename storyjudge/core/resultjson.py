@@ -21,6 +21,7 @@ from storyjudge.core.coverage import card_reliable
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.passages import record_passages
 from storyjudge.core.rundir import RunDir
+from storyjudge.core.runrecord import SCHEMA_VERSION
 from storyjudge.core.usage import run_usage, totals
 
 _SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
@@ -65,6 +66,7 @@ def build_result(
     usage = run_usage(ctx.run_dir or str(state.get("run_dir") or ""), state.get("usage"))
     best = next((it for it in iterations if it["iteration"] == best_iteration), None)
     return {
+        "schema_version": SCHEMA_VERSION,  # the shape (``core.runrecord``), so readers can migrate old records
         "kind": kind,
         "storyjudge_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -6,12 +6,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.keptruns import story_runs
+from storyjudge.core.runrecord import SCHEMA_FILE, SCHEMA_VERSION, load_run
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 
@@ -36,6 +38,13 @@ def test_two_summaries_scored_are_kept_and_compared(
         assert done.exit_code == 0, done.output
         assert "Kept as run score-" in done.stderr
     runs = story_runs(run_dir)
+    for row in runs:  # a real record validates against the typed models and the shipped JSON Schema
+        written = json.loads((run_dir / "runs" / row["id"] / "result.json").read_text(encoding="utf-8"))
+        assert (
+            written["schema_version"] == SCHEMA_VERSION
+            and load_run(run_dir / "runs" / row["id"]).record() == written
+        )
+        jsonschema.validate(written, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
     assert len(runs) == 2 and {r["summary_source"] for r in runs} == {"given"}  # the second replaced nothing
     first, second = sorted(runs, key=lambda r: r["created"] + r["id"])
     kept = run_dir / "runs"

@@ -73,6 +73,14 @@ def test_a_story_keeps_every_run_and_compares_them(ui: UIServer, tmp_path: Path)
     status, headers, page = _raw_get(ui, f"/runs/{name}/runs/{generated}/report.html")
     assert status == 200 and b"great hall" in page and "script-src" in headers["content-security-policy"]
     assert _raw_get(ui, f"/runs/{name}/runs/nothing-here/report.html")[0] == 404
+    (kept / "wrong-shape").mkdir()
+    (kept / "wrong-shape" / "result.json").write_text(json.dumps({"iterations": "abc"}))
+    status, _, page = _raw_get(ui, f"/runs/{name}/runs/wrong-shape/report.html")
+    assert status == 422 and b"field 'iterations'" in page  # one line naming the file and the field
+    status, answer = _request(ui, "GET", f"/api/runs/{name}/compare?runs={generated}&runs=wrong-shape")
+    assert status == 400 and "field 'iterations'" in str(answer)
+    listed = {r["id"] for r in _request(ui, "GET", f"/api/runs/{name}")[1]["runs"]}
+    assert listed == {generated, own}  # the run list leaves the unreadable record out
 
     query = f"runs={generated}%230&runs={generated}&runs={own}"
     status, result = _request(ui, "GET", f"/api/runs/{name}/compare?{query}")

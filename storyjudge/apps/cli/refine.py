@@ -24,6 +24,7 @@ from storyjudge.core.keptruns import keep_run, new_run_id, runs_folder
 from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.resultjson import build_result, write_result
 from storyjudge.core.rundir import RunDir, default_run_dir
+from storyjudge.core.runrecord import load_run
 from storyjudge.core.usage import cost_text, run_usage, totals
 
 FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")]
@@ -220,7 +221,7 @@ def _write_refine(run: Run) -> None:
     summary = final.get("summary", "")
     rd.summary.write_text(summary + "\n", encoding="utf-8")
     report = _write_report(rd)
-    record = json.loads(rd.result.read_text(encoding="utf-8"))
+    record = load_run(rd.result).record()
     given = "summary" in run.job.graph_input
     _keep(rd, "refine", {**record, "summary_source": "given" if given else "generated"})
     iterations = final.get("iterations") or []

@@ -18,12 +18,13 @@ def report_command(
 ) -> None:
     """Write RUN_DIR/report.html: the character graph drawn, iterations with unsupported facts marked, evidence."""
     from storyjudge.apps.report import write_report
+    from storyjudge.core.runrecord import RunRecordError
 
     if not run_dir.is_dir():
         fail(f"{run_dir} is not a directory; give the run directory of a refine or score run.")
     try:
         path = write_report(run_dir)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, RunRecordError) as exc:
         fail(str(exc))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         fail(f"cannot read the run record in {run_dir}: {exc}")

@@ -49,7 +49,7 @@ from storyjudge.core.coverage import card_reliable, judge_failure
 from storyjudge.core.keptruns import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.passages import scene_texts
-from storyjudge.core.rundir import RunDirMismatch
+from storyjudge.core.rundir import RunDir, RunDirMismatch
 from storyjudge.core.usage import cost_text, totals
 
 __all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "Settings", "UIServer", "make_server"]
@@ -448,9 +448,12 @@ def build_app(server: UIServer) -> Starlette:
         kept = request.path_params["kept"]
         if not RUN_ID.match(kept):
             raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.")
+        folder = runs_folder(session.rd.root) / kept
         try:
-            found = load_summary(RunRef(runs_folder(session.rd.root) / kept))
-        except ValueError:
+            found = load_summary(RunRef(folder))
+        except ValueError as exc:
+            if RunDir(folder).result.is_file():  # there, but not a record of a run's shape: say which field
+                raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc)) from None
             raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.") from None
         return _html(render_report(found.record, session.ckg()), REPORT_PAGE_CSP)
 

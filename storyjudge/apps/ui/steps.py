@@ -34,7 +34,6 @@ events (``storyjudge.core.progress``, the custom stream) are passed to the calle
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 import uuid
@@ -50,6 +49,7 @@ from storyjudge.core.keptruns import keep_run, new_run_id
 from storyjudge.core.llm import require_models
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.resultjson import build_result
+from storyjudge.core.runrecord import load_run
 from storyjudge.core.servercheck import check_server
 
 Step = Literal["graph", "summary", "score", "refine"]
@@ -219,7 +219,7 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
         run_id, given = state.get("run_id"), bool(state.get("summary_given"))
         if finished and rd.result.is_file():
             write_report(rd.root)  # the finish node wrote result.json
-            record = json.loads(rd.result.read_text(encoding="utf-8"))
+            record = load_run(rd.result).record()
         else:
             rd.result.unlink(
                 missing_ok=True
