@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer, Responder
+from storyjudge.core.scripted_server import OpenAIServer, Responder
 from storyjudge.core.context import ENV_PREFIX, Context
 
 PLANTING_OFF = {f"{ENV_PREFIX}PLANTED_FACTS": "0", f"{ENV_PREFIX}PLANTED_SENTENCES": "0"}

@@ -16,7 +16,7 @@ from typing import Any
 from eval.bench import workload
 from eval.bench.critical_path import dependency_waves
 from eval.bench.workload import ServerProcess
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
 
 Runner = Callable[[Context], dict[str, Any]]

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, schema_name
+from storyjudge.core.scripted_server import OpenAIServer, schema_name
 from storyjudge.core.rundir import document_hash
 from tests.scripted_story import STORY, StoryResponder
 

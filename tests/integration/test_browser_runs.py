@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.apps.ui.server import UIServer
 from tests.integration.test_browser import (
     FIRST_SUMMARY,

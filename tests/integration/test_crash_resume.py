@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.context import ENV_PREFIX
 from tests.scripted_story import STORY, StoryResponder
 

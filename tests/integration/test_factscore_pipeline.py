@@ -13,7 +13,7 @@ import pytest
 
 from graphs.factscore import build_graph
 from prompts import Prompt
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core import llm
 from storyjudge.core.context import Context
 from tests.scripted_story import FIRST_SUMMARY, STORY, StoryResponder, schema_name

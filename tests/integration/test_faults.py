@@ -20,7 +20,7 @@ import pytest
 from graphs.coherence import build_graph as build_coherence
 from graphs.index import build_graph as build_index
 from graphs.refine import build_graph as build_refine
-from storyjudge.apps.scripted_server import (
+from storyjudge.core.scripted_server import (
     FAULT_KINDS,
     FaultPlan,
     OpenAIServer,

@@ -10,7 +10,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 from prompts import Prompt
-from storyjudge.apps.scripted_server import FaultPlan, OpenAIServer, last_user_text
+from storyjudge.core.scripted_server import FaultPlan, OpenAIServer, last_user_text
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ask_structured, ask_text
 from storyjudge.core.models import chat_model

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.refine import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer, all_text
+from storyjudge.core.scripted_server import OpenAIServer, all_text
 from storyjudge.apps.ui.session import RunStore
 from storyjudge.apps.ui.steps import RUNNERS, STEPS
 from storyjudge.core.context import Context

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from graphs.refine import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.apps.ui.session import RunSession, RunStore
 from storyjudge.apps.ui.steps import RUNNERS, STEPS, StepRefused, check_step
 from storyjudge.core.context import Context

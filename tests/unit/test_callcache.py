@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from prompts import Prompt
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.callcache import CallCache, cache_for, request_key, server_id
 from storyjudge.core.context import Context
 from storyjudge.core.llm import Message, ask_structured, ask_text

@@ -20,7 +20,7 @@ from graphs.index import build_graph
 from nodes.build_ckg import route_after_ckg
 from nodes.extract import route_extraction
 from state import IndexOutput
-from storyjudge.apps.scripted_server import last_user_text
+from storyjudge.core.scripted_server import last_user_text
 from storyjudge.core import embeddings, llm
 from storyjudge.core.charactergraph import linearize
 from storyjudge.core.chromastore import chroma_client

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from graphs.factscore import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core import embeddings, heavy_imports
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.sceneindex import build_index, search_scenes
