@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.keptruns import story_runs
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 

@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from graphs.coherence import build_graph as build_coherence
 from storyjudge.apps.cli import app
-from storyjudge.core.scripted_server import FaultPlan, OpenAIServer
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ModelError, ask_text
 from storyjudge.core.models import describe_models
+from storyjudge.core.scripted_server import FaultPlan, OpenAIServer
 from tests.integration.test_faults import coherence_responder, original_prompt
 from tests.scripted_story import STORY
 

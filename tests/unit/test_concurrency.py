@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from graphs import coherence, factscore, index, refine, summarize
-from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core import concurrency
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ask_text
+from storyjudge.core.scripted_server import OpenAIServer
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from graphs.index import build_graph
 from nodes.build_ckg import route_after_ckg
 from nodes.extract import route_extraction
 from state import IndexOutput
-from storyjudge.core.scripted_server import last_user_text
 from storyjudge.core import embeddings, llm
 from storyjudge.core.charactergraph import linearize
 from storyjudge.core.chromastore import chroma_client
@@ -29,6 +28,7 @@ from storyjudge.core.embeddings import WindowedEmbeddings
 from storyjudge.core.llm import ModelError
 from storyjudge.core.rundir import RunDirMismatch, document_hash
 from storyjudge.core.sceneindex import search_scenes
+from storyjudge.core.scripted_server import last_user_text
 from storyjudge.core.segmentation import join_scenes
 
 PLAY = """# The Harbour

@@ -32,9 +32,9 @@ from nodes.summary_writer import (
     trim_to_last_sentence,
 )
 from prompts import load
-from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.context import ENV_PREFIX, ConfigError, Context
 from storyjudge.core.records import Scene, add_timings
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage
 
