@@ -197,24 +197,6 @@ def close_group(
     return end, context, group, notes
 
 
-def take_group(
-    texts: list[str],
-    start: int,
-    prior: str,
-    budget: int,
-    context_window: int,
-    words: int,
-    where: dict[str, Any],
-    prompt_dir: str = "",
-) -> tuple[int, str, list[str], list[dict[str, Any]]]:
-    """The next merge group from ``start`` when every summary of the level is known (see ``close_group``)."""
-    room = MergeRoom(budget, context_window, words, prompt_dir)
-    context, notes = prior_context(prior, room, where)
-    end = grow_group(texts, start, start + 1, context, room)
-    end, context, group, more = close_group(texts, start, end, context, room, where)
-    return end, context, group, notes + more
-
-
 # ----------------------------------------------------------------------------------------------------------
 # the tree as a dataflow
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer, Responder
 from storyjudge.core.context import ENV_PREFIX, Context
+from storyjudge.core.scripted_server import OpenAIServer, Responder
 
 PLANTING_OFF = {f"{ENV_PREFIX}PLANTED_FACTS": "0", f"{ENV_PREFIX}PLANTED_SENTENCES": "0"}
 """Most scripted models approve every fact and find every sentence clear, which planted control items rightly

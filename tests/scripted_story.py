@@ -17,7 +17,7 @@ from typing import Any
 from typer.testing import CliRunner, Result
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import all_text, last_user_text
+from storyjudge.core.scripted_server import all_text, last_user_text
 
 STORY = """Chapter 1
 

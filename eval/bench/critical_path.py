@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval.bench.workload import block
-from storyjudge.apps.scripted_server import last_user_text, schema_name
+from storyjudge.core.scripted_server import last_user_text, schema_name
 
 DECOMPOSE = "AtomicFacts"
 VERDICT = "Verdict"

@@ -16,8 +16,8 @@ from typing import Any
 from eval.bench import workload
 from eval.bench.critical_path import dependency_waves
 from eval.bench.workload import ServerProcess
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
+from storyjudge.core.scripted_server import OpenAIServer
 
 Runner = Callable[[Context], dict[str, Any]]
 SHORT_RUN_REPEATS = 3

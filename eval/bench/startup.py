@@ -22,7 +22,7 @@ from typing import Any
 
 from eval.bench import ROOT, checkout_env
 from eval.bench.workload import ServerProcess
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 
 DOCUMENT = ROOT / "examples" / "macbeth-witches.md"
 PROGRESS_LINE = re.compile(rb"\d+/\d+\s+\d+:\d\d:\d\d")  # MofN then elapsed time: a progress bar

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.bench import ROOT, checkout_env
-from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
+from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
 
 CAST = ("Mara", "Oren", "Ilsa", "Tobin", "Vera", "Anselm", "Greta", "Piet")
 PLACES = ("harbour", "lighthouse", "market", "chapel", "mill", "bridge", "orchard", "quay", "tower", "inn")

@@ -40,8 +40,6 @@ from storyjudge.core.usage import cost_text
 
 JUDGE_ROLES = ("decomposer", "judge")
 JUDGE_PROMPTS = ("decompose", "judge")
-SAME_FACT = 0.6
-"""Alignment score from which a fact counts as the same fact as its counterpart (text 0.7, scenes 0.3)."""
 COUNTERPART = 0.3
 """Below this the nearest fact is no counterpart at all."""
 MIN_PAIRS = 10

@@ -107,12 +107,6 @@ class CallCache:
         for conn in idle:
             conn.close()
 
-    @property
-    def open_connections(self) -> int:
-        """Idle connections held now."""
-        with self._idle_lock:
-            return len(self._idle)
-
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored answer for a key, or None."""
         with self._connection() as conn:

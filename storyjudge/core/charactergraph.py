@@ -385,15 +385,6 @@ def to_json(ckg: nx.MultiDiGraph) -> dict[str, Any]:
     return dict(nx.node_link_data(ckg, edges="edges"))
 
 
-def from_json(data: Mapping[str, Any]) -> nx.MultiDiGraph:
-    """The networkx graph back from node-link JSON (either ``edges`` or the older ``links`` key)."""
-    import networkx as nx
-
-    key = "edges" if "edges" in data else "links"
-    graph: nx.MultiDiGraph = nx.node_link_graph(dict(data), directed=True, multigraph=True, edges=key)
-    return graph
-
-
 def _edges(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(ckg.get("edges", ckg.get("links", [])) or [])
 
@@ -419,15 +410,6 @@ def edge_line(edge: Mapping[str, Any]) -> str:
     if edge.get("source") == edge.get("target"):
         return f"{edge.get('source')} -[state: {predicate}]"
     return f"{edge.get('source')} -[{predicate}]-> {edge.get('target')}"
-
-
-def _ranked(edges: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted(edges, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
-
-
-def linearize(ckg: Mapping[str, Any]) -> list[str]:
-    """One line per edge, most supported first."""
-    return [edge_line(edge) for edge in _ranked(_edges(ckg))]
 
 
 def aliases(ckg: Mapping[str, Any]) -> dict[str, list[str]]:

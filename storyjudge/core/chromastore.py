@@ -27,7 +27,7 @@ from chromadb.utils.embedding_functions import register_embedding_function  # no
 
 from storyjudge.core.embeddings import get_embedder  # noqa: E402
 from storyjudge.core.queryvectors import prepared  # noqa: E402
-from storyjudge.core.scenestore import Passage  # noqa: E402
+from storyjudge.core.records import Passage  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -64,13 +64,6 @@ def cancel() -> None:
         _cancel.set_result(None)
 
 
-def reset_cancel() -> None:
-    """Allow LLM calls again (for a process that goes on after a cancelled run, e.g. tests)."""
-    global _cancel
-    if _cancel.done():
-        _cancel = Future()
-
-
 def check_cancelled() -> None:
     """Raise ``Cancelled`` when the process's work was cancelled."""
     if _cancel.done():

@@ -40,11 +40,6 @@ def _recount(card: Mapping[str, Any], verdicts: list[Any]) -> ScoreCard:
     return recomputed
 
 
-def corrections_of(card: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The corrections a card's verdicts carry, each with its fact."""
-    return [{"fact": v["fact"], **v["correction"]} for v in card.get("verdicts") or [] if v.get("correction")]
-
-
 def correct(
     card: Mapping[str, Any], fact_id: str, verdict: str, reason: str, *, who: str = WHO, when: str = ""
 ) -> ScoreCard:

@@ -246,14 +246,6 @@ def build_pool(
     return made_false, made_true, "; ".join(why)
 
 
-def plant_facts(
-    scenes: Sequence[Scene], ckg: Mapping[str, Any], *, false: int, true: int, seed: int, iteration: int
-) -> list[PlantedFact]:
-    """``build_pool``'s false facts, then its true ones."""
-    made_false, made_true, _ = build_pool(scenes, ckg, false=false, true=true, seed=seed, iteration=iteration)
-    return [*made_false, *made_true]
-
-
 def _tally(verdicts: Sequence[PlantedVerdict], kinds: tuple[str, ...]) -> PlantedTally:
     mine = [v for v in verdicts if v["planted"]["kind"] in kinds]
     return PlantedTally(

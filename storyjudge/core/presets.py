@@ -96,12 +96,6 @@ PRESETS: dict[str, dict[str, PresetValue]] = {
 SOURCES = ("seed 000", "seed 001", "official code", "ours")
 """How every source line begins."""
 
-NOT_SET = {
-    "booookscore-paper": "models (000 uses gpt-4 / claude-2 etc.: the model is the user's choice)",
-    "nfs-paper": "models (001 uses GPT-4o-mini), refinement rounds and temperatures (001 gives no numbers)",
-}
-"""What each seed fixes that its preset leaves to the user, for the README and ``describe``."""
-
 
 def names() -> tuple[str, ...]:
     """The known preset names."""

@@ -18,6 +18,10 @@ Event = dict[str, Any]
 """Something a stage wants on the record that is not a result: a regeneration, a compression, a fallback.
 Always has ``stage`` and ``kind`` (or ``event``), then the stage's own details."""
 
+Passage = dict[str, Any]
+"""A piece of a scene in a scene index (``scenestore``, ``chromastore``): ``{"id", "text", "metadata":
+{"scene_id", "scene_index", "title", "start", "end"}}``."""
+
 
 class CharacterRecord(TypedDict):
     """A character as one extraction named it (``prompts.schemas.CharacterMention``, dumped)."""

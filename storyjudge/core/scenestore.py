@@ -19,10 +19,8 @@ from typing import Any, Protocol
 from storyjudge.core.context import Context
 from storyjudge.core.embeddings import get_embedder
 from storyjudge.core.queryvectors import prepared
+from storyjudge.core.records import Passage
 from storyjudge.core.rundir import RunDir
-
-Passage = dict[str, Any]
-"""``{"id", "text", "metadata": {"scene_id", "scene_index", "title", "start", "end"}}``."""
 
 STORES = ("chroma", "memory")
 

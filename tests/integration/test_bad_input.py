@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, schema_name
 from storyjudge.core.rundir import document_hash
+from storyjudge.core.scripted_server import OpenAIServer, schema_name
 from tests.scripted_story import STORY, StoryResponder
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there

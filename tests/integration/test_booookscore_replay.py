@@ -35,7 +35,7 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.textsplit import sentences as split_sentences
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "booookscore"  # shipped: the check runs in a lone clone

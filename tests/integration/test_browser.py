@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from storyjudge.apps.report import write_report
-from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
 from storyjudge.apps.ui.server import UIServer, make_server
+from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

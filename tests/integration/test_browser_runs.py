@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.apps.ui.server import UIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.integration.test_browser import (
     FIRST_SUMMARY,
     FIXED_SUMMARY,

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 
 VERDICT = json.dumps({"rationale": "The passage says Macbeth murders Duncan.", "supported": True})
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import StoryResponder
 
 ROOT = Path(__file__).resolve().parents[2]

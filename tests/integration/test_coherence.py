@@ -10,9 +10,9 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 
 from graphs.coherence import build_graph, graph
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
 from storyjudge.core.models import local_model_path
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.textsplit import sentences
 from storyjudge.core.usage import Usage, merge_usage
 

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.keptruns import story_runs
 from storyjudge.core.runrecord import SCHEMA_FILE, SCHEMA_VERSION, load_run
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 

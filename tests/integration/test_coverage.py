@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer, all_text
+from storyjudge.core.scripted_server import OpenAIServer, all_text
 from tests.scripted_story import FIXED_SUMMARY, StoryResponder, cli_refine, schema_name
 
 INVENTED = " Bob sails home alone. Alice sells the treasure."

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import ENV_PREFIX
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import STORY, StoryResponder
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from eval.bench.workload import BenchResponder
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.usage import run_usage, totals
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import STORY, StoryResponder
 
 distributed = pytest.importorskip("distributed")

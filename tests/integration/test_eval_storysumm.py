@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eval.datasets import STORYSUMM_VAL
-from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
+from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text
 
 pytestmark = [
     pytest.mark.slow,

@@ -13,9 +13,9 @@ import pytest
 
 from graphs.factscore import build_graph
 from prompts import Prompt
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core import llm
 from storyjudge.core.context import Context
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from tests.scripted_story import FIRST_SUMMARY, STORY, StoryResponder, schema_name
 
 GATE_SECONDS = 30.0  # a deadlock guard only: with the pipeline the gate opens as soon as a verdict is asked

@@ -20,7 +20,10 @@ import pytest
 from graphs.coherence import build_graph as build_coherence
 from graphs.index import build_graph as build_index
 from graphs.refine import build_graph as build_refine
-from storyjudge.apps.scripted_server import (
+from storyjudge.core.context import Context
+from storyjudge.core.llm import ask_text
+from storyjudge.core.retry import EMPTY_RETRIES
+from storyjudge.core.scripted_server import (
     FAULT_KINDS,
     FaultPlan,
     OpenAIServer,
@@ -28,9 +31,6 @@ from storyjudge.apps.scripted_server import (
     mixed,
     schema_name,
 )
-from storyjudge.core.context import Context
-from storyjudge.core.llm import ask_text
-from storyjudge.core.retry import EMPTY_RETRIES
 from tests.scripted_story import STORY, StoryResponder
 
 pytestmark = pytest.mark.slow

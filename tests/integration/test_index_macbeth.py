@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from graphs.index import build_graph
-from storyjudge.apps.scripted_server import last_user_text
 from storyjudge.core.chromastore import chroma_client, open_collection
 from storyjudge.core.context import Context
 from storyjudge.core.sceneindex import search_scenes
+from storyjudge.core.scripted_server import last_user_text
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CHARACTERS = [

@@ -56,9 +56,9 @@ def build_runs(root: str) -> None:
     from typer.testing import CliRunner
 
     from storyjudge.apps.cli import app
-    from storyjudge.apps.scripted_server import OpenAIServer
     from storyjudge.core.records import Scene
     from storyjudge.core.sceneindex import build_index
+    from storyjudge.core.scripted_server import OpenAIServer
     from tests.scripted_story import STORY, StoryResponder
 
     story = Path(root) / "story.txt"

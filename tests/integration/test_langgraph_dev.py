@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import FIXED_SUMMARY, STORY, StoryResponder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, all_text
+from storyjudge.core.scripted_server import OpenAIServer, all_text
 from tests.scripted_story import STORY, StoryResponder, _block, schema_name
 
 

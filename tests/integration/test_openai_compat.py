@@ -10,10 +10,10 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 from prompts import Prompt
-from storyjudge.apps.scripted_server import FaultPlan, OpenAIServer, last_user_text
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ask_structured, ask_text
 from storyjudge.core.models import chat_model
+from storyjudge.core.scripted_server import FaultPlan, OpenAIServer, last_user_text
 from storyjudge.core.usage import totals
 
 PROMPT = Prompt(name="compat", version="1", text="Answer briefly.")

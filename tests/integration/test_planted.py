@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from graphs.coherence import build_graph as build_coherence_graph
 from graphs.factscore import build_graph as build_factscore_graph
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
 from storyjudge.core.context import Context
+from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text
 from tests.scripted_story import FIRST_SUMMARY, STORY, TRIPLES, StoryResponder, cli_refine, schema_name
 
 pytestmark = pytest.mark.usefixtures("planting")

@@ -16,9 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Send
 
 from graphs.refine import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core import storyref
 from storyjudge.core.passages import span_text
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from tests.scripted_story import STORY, StoryResponder, schema_name
 
 

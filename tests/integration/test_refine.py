@@ -13,9 +13,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graphs.refine import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ModelError
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, cli_refine, schema_name
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from graphs.refine import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer, all_text
 from storyjudge.apps.ui.session import RunStore
 from storyjudge.apps.ui.steps import RUNNERS, STEPS
 from storyjudge.core.context import Context
+from storyjudge.core.scripted_server import OpenAIServer, all_text
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, cli_refine
 
 DELETED = "Alice finds the treasure on Gull Island."  # the flagged sentence and a supported one gone

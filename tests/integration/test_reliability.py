@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from graphs.coherence import build_graph as build_coherence
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import FaultPlan, OpenAIServer
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ModelError, ask_text
 from storyjudge.core.models import describe_models
+from storyjudge.core.scripted_server import FaultPlan, OpenAIServer
 from tests.integration.test_faults import coherence_responder, original_prompt
 from tests.scripted_story import STORY
 
@@ -406,7 +406,7 @@ def test_a_summarizer_step_that_keeps_failing_stops_the_run_with_its_resume_comm
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Nothing goes on without the summary: the run stops, says how to continue, and the resume finishes."""
-    from storyjudge.apps.scripted_server import all_text
+    from storyjudge.core.scripted_server import all_text
     from tests.scripted_story import StoryResponder
 
     story_answers = StoryResponder()

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.scripted_story import FIXED_SUMMARY, STORY, StoryResponder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -28,9 +28,9 @@ from typer.testing import CliRunner
 
 from prompts import DATA_TAGS
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, all_text, schema_name
 from storyjudge.core.context import Context
 from storyjudge.core.models import NO_KEY, api_key, chat_model
+from storyjudge.core.scripted_server import OpenAIServer, all_text, schema_name
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder
 
 FAKE_KEY = "sk-storyjudge-fake-0123456789abcdefXYZ"

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from graphs.summarize import build_graph
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, all_text, last_user_text
 from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text
 from storyjudge.core.tokens import count_tokens
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data"

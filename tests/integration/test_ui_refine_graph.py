@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from graphs.refine import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.apps.ui.session import RunSession, RunStore
 from storyjudge.apps.ui.steps import RUNNERS, STEPS, StepRefused, check_step
 from storyjudge.core.context import Context
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.integration.test_refine_guards import DELETED, KEPT_WRONG, RefinerSays
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.apps.ui.server import UIServer
+from storyjudge.core.scripted_server import OpenAIServer
 from tests.integration.test_browser import FIRST_SUMMARY, MacbethResponder, _raw_get, _request
 
 OWN = FIRST_SUMMARY.replace("Macbeth and Banquo meet three witches", "Three witches greet Macbeth and Banquo")

@@ -11,10 +11,10 @@ import pytest
 from pydantic import BaseModel
 
 from prompts import Prompt
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.callcache import CallCache, cache_for, request_key, server_id
 from storyjudge.core.context import Context
 from storyjudge.core.llm import Message, ask_structured, ask_text
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.usage import totals
 
 PROMPT_V1 = Prompt(name="story", version="1", text="Tell a story.")

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from graphs.coherence import build_graph, graph
 from prompts import load
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 
 CLEAN = "Questions: no confusion\nTypes: no confusion"
 SUMMARY = (

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from graphs import coherence, factscore, index, refine, summarize
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core import concurrency
 from storyjudge.core.context import Context
 from storyjudge.core.llm import ask_text
+from storyjudge.core.scripted_server import OpenAIServer
 
 
 @dataclass(frozen=True)
@@ -126,12 +128,16 @@ def test_an_installed_budget_factory_gives_the_slots_and_none_falls_back(tmp_pat
     assert concurrency.llm_slots(ours) is concurrency.run_semaphore(ours)
 
 
+@pytest.fixture
+def uncancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancel future of the test's own: what it cancels, the next test does not inherit."""
+    monkeypatch.setattr(concurrency, "_cancel", Future())
+
+
 def test_cancel_stops_calls_not_yet_sent_and_waits_for_a_slot(
-    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context]
+    scripted_server: Callable[..., OpenAIServer], ctx_for: Callable[..., Context], uncancelled: None
 ) -> None:
     """After cancel(), no request reaches the server, and a call waiting for a slot gives up its wait."""
-    import pytest
-
     server = scripted_server(lambda body: "fine")
     ctx = ctx_for(server, concurrency=1)
     slots = concurrency.run_semaphore(ctx)
@@ -154,10 +160,8 @@ def test_cancel_stops_calls_not_yet_sent_and_waits_for_a_slot(
             ask_text(ctx, "judge", Plain(), [("user", "after cancel")])
     finally:
         slots.release()
-        concurrency.reset_cancel()
     assert len(outcome) == 1 and isinstance(outcome[0], concurrency.Cancelled)
     assert not server.completions, "a cancelled call reached the server"
-    assert ask_text(ctx, "judge", Plain(), [("user", "again")]).text == "fine"
 
 
 def test_parallel_calls_keep_their_order_and_reuse_worker_threads() -> None:
@@ -202,8 +206,6 @@ def test_parallel_calls_raise_the_first_error_once_every_call_has_ended() -> Non
 def test_a_worker_runs_in_the_callers_context() -> None:
     import contextvars
 
-    import pytest
-
     seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
     seen.set("branch")
     assert concurrency.in_worker(seen.get).result(5) == "branch"
@@ -211,9 +213,7 @@ def test_a_worker_runs_in_the_callers_context() -> None:
         concurrency.in_worker(lambda: 1 / 0).result(5)
 
 
-def test_a_call_past_its_deadline_is_given_up_and_a_cancelled_wait_ends_at_once() -> None:
-    import pytest
-
+def test_a_call_past_its_deadline_is_given_up_and_a_cancelled_wait_ends_at_once(uncancelled: None) -> None:
     release = threading.Event()
     try:
         with pytest.raises(TimeoutError):
@@ -224,7 +224,6 @@ def test_a_call_past_its_deadline_is_given_up_and_a_cancelled_wait_ends_at_once(
             concurrency.within(30, lambda: release.wait(30))
     finally:
         release.set()
-        concurrency.reset_cancel()
 
 
 def test_slots_go_to_the_highest_priority_waiter_then_in_arrival_order() -> None:
@@ -251,9 +250,7 @@ def test_slots_go_to_the_highest_priority_waiter_then_in_arrival_order() -> None
     assert slots._free == 1, "every slot came back"
 
 
-def test_a_cancelled_wait_for_a_slot_leaves_the_slots_whole() -> None:
-    import pytest
-
+def test_a_cancelled_wait_for_a_slot_leaves_the_slots_whole(uncancelled: None) -> None:
     slots = concurrency.Slots(1)
     slots.acquire()
     outcome: list[BaseException] = []
@@ -268,11 +265,8 @@ def test_a_cancelled_wait_for_a_slot_leaves_the_slots_whole() -> None:
     thread.start()
     while not slots._waiting:
         threading.Event().wait(0.001)
-    try:
-        concurrency.cancel()
-        thread.join(10)
-    finally:
-        concurrency.reset_cancel()
+    concurrency.cancel()
+    thread.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], concurrency.Cancelled)
     assert not slots._waiting, "the cancelled waiter is still queued"
     slots.release()

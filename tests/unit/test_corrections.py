@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from storyjudge.core.corrections import apply_corrections, correct, corrections_of, uncorrected
+from storyjudge.core.corrections import apply_corrections, correct, uncorrected
 from storyjudge.core.records import merge_rounds
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"
+
+
+def corrections_of(card: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The corrections a card's verdicts carry, each with its fact."""
+    return [{"fact": v["fact"], **v["correction"]} for v in card.get("verdicts") or [] if v.get("correction")]
 
 
 def _round() -> dict:

@@ -9,11 +9,11 @@ from typing import Any
 
 from graphs.coherence import graph as coherence_graph
 from prompts import load
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core import presets
 from storyjudge.core.context import Context
 from storyjudge.core.narrativefactscore import score_card
 from storyjudge.core.records import FactVerdict
+from storyjudge.core.scripted_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 FIDELITY = ROOT / "FIDELITY.md"

@@ -19,8 +19,8 @@ from nodes.guards import (
     word_budget,
 )
 from nodes.refiner import earlier_attempts, refine, refine_base, render_outline
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.tokens import count_tokens
 
 NARRATIVE = (

@@ -92,3 +92,17 @@ def test_the_check_sees_a_crossing() -> None:
     assert layer_of("storyjudge.apps.cli") == 3 and layer_of("tests.conftest") == 99
     tree = imports_of(ROOT / "storyjudge" / "core" / "llm.py")
     assert all((layer_of(module) or 0) <= 1 for _, module in tree)
+
+
+def test_no_import_circles() -> None:
+    """No product modules import each other, lazily or not (each of a circle would need the other first)."""
+    import networkx as nx
+
+    modules = {module_name(path): path for path in product_files()}
+    imports = nx.DiGraph()
+    for module, path in modules.items():
+        imports.add_edges_from(
+            (module, other) for _, other in imports_of(path) if other in modules and other != module
+        )
+    circles = list(nx.simple_cycles(imports))
+    assert not circles, f"import circles: {circles}"

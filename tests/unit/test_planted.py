@@ -7,14 +7,21 @@ from typing import Any
 
 from storyjudge.core.planted import (
     annotator_check,
+    build_pool,
     decide,
     error_rates,
     invented_name,
     judge_check,
-    plant_facts,
     plant_sentences,
 )
-from storyjudge.core.records import Scene
+from storyjudge.core.records import PlantedFact, Scene
+
+
+def plant_facts(scenes: list[Scene], ckg: dict[str, Any], **options: int) -> list[PlantedFact]:
+    """``build_pool``'s false facts, then its true ones: the pool the plant node draws from."""
+    made_false, made_true, _ = build_pool(scenes, ckg, **options)
+    return [*made_false, *made_true]
+
 
 SCENES = [
     Scene(id="S001", index=0, title="", text="Ann meets Ben at the mill by the river bank.", start=0, end=1),

@@ -16,10 +16,10 @@ from graphs.coherence import graph as coherence_graph
 from graphs.summarize import build_graph as summarize_graph
 from prompts import load
 from storyjudge.apps.cli import app
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core import presets
 from storyjudge.core.context import ConfigError, Context, as_context
 from storyjudge.core.resultjson import build_result
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 
 OFFICIAL = Path(__file__).parents[1] / "fixtures" / "official_prompts"
 CLEAN = "Questions: no confusion\nTypes: no confusion"

@@ -21,9 +21,9 @@ from eval.estimate import estimate, estimate_item
 from eval.grid import ExperimentConfig, cells, load_config
 from eval.runner import Experiment, RowLog, finish
 from prompts.schemas import AtomicFacts, SceneTriples, Verdict
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ask_structured
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.textsplit import sentences
 from storyjudge.core.usage import Usage, merge_usage
 

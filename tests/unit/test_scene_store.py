@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from graphs.factscore import build_graph
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core import embeddings, heavy_imports
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.sceneindex import build_index, search_scenes
 from storyjudge.core.scenestore import MemoryIndex, SceneIndex, scene_index, still_there
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.segmentation import scenes_from_list
 from tests.scripted_story import FIRST_SUMMARY, STORY, StoryResponder
 from tests.unit.test_index_graph import BagOfWords

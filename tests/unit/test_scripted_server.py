@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from storyjudge.apps.scripted_server import OpenAIServer
+from storyjudge.core.scripted_server import OpenAIServer
 
 
 def test_a_burst_of_new_connections_is_answered_not_reset() -> None:

@@ -11,10 +11,10 @@ from pydantic import BaseModel
 
 import storyjudge.core.llm as llm
 from prompts import Prompt
-from storyjudge.apps.scripted_server import OpenAIServer
 from storyjudge.core.context import Context
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
 from storyjudge.core.llm import Message, ModelError, ask_structured
+from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.usage import totals
 
 PROMPT = Prompt(name="check", version="1", text="Decide whether the claim holds.")

@@ -19,7 +19,14 @@ from langgraph.graph import END, START, StateGraph
 
 from graphs.summarize import build_graph
 from nodes.artifacts import edit_damage
-from nodes.hierarchical import level_budgets, merge_overhead, take_group
+from nodes.hierarchical import (
+    MergeRoom,
+    close_group,
+    grow_group,
+    level_budgets,
+    merge_overhead,
+    prior_context,
+)
 from nodes.incremental import keep_newest
 from nodes.summary_writer import (
     LEVEL_RATIO,
@@ -32,9 +39,9 @@ from nodes.summary_writer import (
     trim_to_last_sentence,
 )
 from prompts import load
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.context import ENV_PREFIX, ConfigError, Context
 from storyjudge.core.records import Scene, add_timings
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage
 
@@ -68,6 +75,24 @@ Reply = Callable[[Call], "str | tuple[str, str]"]
 
 SUMMARIZER = "openai:summarizer"
 """The summarizer's model spec in these tests: the scripted server sees the model name of every request."""
+
+
+def take_group(
+    texts: list[str],
+    start: int,
+    prior: str,
+    budget: int,
+    context_window: int,
+    words: int,
+    where: dict[str, Any],
+    prompt_dir: str = "",
+) -> tuple[int, str, list[str], list[dict[str, Any]]]:
+    """The next merge group from ``start`` when every summary of the level is known: the sequential method."""
+    room = MergeRoom(budget, context_window, words, prompt_dir)
+    context, notes = prior_context(prior, room, where)
+    end = grow_group(texts, start, start + 1, context, room)
+    end, context, group, more = close_group(texts, start, end, context, room, where)
+    return end, context, group, notes + more
 
 
 def prompt_of(text: str) -> str:

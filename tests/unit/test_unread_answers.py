@@ -19,9 +19,9 @@ import storyjudge.core.llm as llm
 from prompts import data_block, load
 from prompts.schemas import AtomicFacts, BatchedConfusions, SceneTriples, Verdict
 from storyjudge.apps.cli.doctor import DoctorAnswer
-from storyjudge.apps.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.context import Context
 from storyjudge.core.llm import Message, ask_structured
+from storyjudge.core.scripted_server import OpenAIServer, last_user_text
 from storyjudge.core.usage import totals
 
 SUMMARY = "Macbeth meets three witches on a heath. Macbeth murders King Duncan. Banquo suspects him."

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection
-from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
@@ -128,8 +127,3 @@ class RequestGuard:
             return message
 
         return limited
-
-
-def error_body(message: str) -> dict[str, Any]:
-    """The JSON every error answer carries."""
-    return {"error": message}

@@ -1,0 +1,68 @@
+"""Assets and templates: the shipped CSS, JS and Jinja templates, and the filters every view formats with."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from storyjudge.core.usage import cost_text, price_known
+
+ASSET_PACKAGE = "storyjudge.apps"
+ASSET_DIR = "assets"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+
+def asset_text(name: str) -> str:
+    """A file shipped in ``storyjudge/apps/assets`` (works from a wheel as well as from a checkout)."""
+    return resources.files(ASSET_PACKAGE).joinpath(ASSET_DIR, name).read_text(encoding="utf-8")
+
+
+def inline_asset(name: str) -> Markup:
+    """An asset (our own CSS or JS) to paste into a ``<style>``/``<script>`` element unescaped."""
+    text = asset_text(name)
+    lowered = text.lower()
+    if "</script" in lowered or "</style" in lowered:
+        raise ValueError(f"asset {name} contains a closing tag that would end its inline element early")
+    return Markup(text)
+
+
+@cache
+def environment() -> jinja2.Environment:
+    """Jinja environment over the shipped templates; autoescape on for every template."""
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(asset_text),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["score"] = format_score
+    env.filters["delta"] = format_delta
+    env.filters["thousands"] = lambda n: f"{int(n or 0):,}"
+    env.filters["usd"] = lambda x: f"${float(x or 0):.4f}"
+    env.filters["cost_of"] = lambda u, spec: format_usd(u.get("cost_usd"), price_known(spec))
+    env.filters["cost"] = lambda usage: cost_text(usage)
+    return env
+
+
+def format_usd(value: float | None, known: bool = True) -> str:
+    """``$0.0123``, or ``price unknown`` for a model without a list price."""
+    return f"${float(value or 0):.4f}" if known else "price unknown"
+
+
+def _macro(name: str) -> Any:
+    return getattr(environment().get_template("parts.html.j2").module, name)
+
+
+def format_score(value: float | None) -> str:
+    """A score as 0.625, or n/a when nothing could be judged."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def format_delta(value: float | None) -> str:
+    """A score change with its sign (+0.125), or an empty string when there is none to compare."""
+    return "" if value is None else f"{value:+.3f}"

@@ -1,0 +1,168 @@
+"""The run page: the headline (the chosen round in words), the whole report, and ``report.html`` written."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from storyjudge.apps.report.assets import CSP, _macro, environment, format_score, inline_asset
+from storyjudge.apps.report.ckg import graph_view
+from storyjudge.apps.report.curve import curve_view
+from storyjudge.apps.report.rounds import IterationView, iteration_view, open_rounds
+from storyjudge.core.coverage import card_reliable, reliability_text
+from storyjudge.core.keptruns import RUNS_FOLDER
+from storyjudge.core.rundir import RunDir
+from storyjudge.core.runrecord import load_run
+
+
+@dataclass
+class Headline:
+    """What a reader needs first, in words: the chosen round's score, its coverage, whether it counts, the stop."""
+
+    iteration: int
+    rounds: int
+    score: str  # "0.889", or "not reliable" / "n/a": an unreliable score is never shown as a number
+    coverage: str
+    reliable: bool
+    reliability: str  # "reliable", or "not reliable: <why>"
+    stop: str
+    chosen: str  # how the round was chosen
+
+
+FALLBACK = "the first round: no round was reliable and accepted"
+
+
+def headline(
+    iterations: list[dict[str, Any]], best_iteration: int | None, stop_reason: str
+) -> Headline | None:
+    """The headline of a run: its best round (else its first, as the loop falls back) in plain words."""
+    if not iterations:
+        return None
+    by_number = {int(it.get("iteration", 0)): it for it in iterations}
+    chosen = by_number.get(best_iteration) if best_iteration is not None else None
+    if chosen is None or not card_reliable(chosen.get("factscore") or {}) or not chosen.get("accepted", True):
+        how = FALLBACK  # the loop's fallback
+    else:
+        how = "the only round" if len(iterations) == 1 else f"the best of {len(iterations)} rounds"
+    it = chosen or by_number[min(by_number)]
+    card = it.get("factscore") or {}
+    reliable = card_reliable(card)
+    score = card.get("score")
+    coverage = card.get("coverage")
+    return Headline(
+        iteration=int(it.get("iteration", 0)),
+        rounds=len(iterations),
+        score=format_score(score) if reliable or score is None else "not reliable",
+        coverage="coverage n/a" if coverage is None else f"coverage {float(coverage):.0%}",
+        reliable=reliable,
+        reliability=reliability_text(card),
+        stop=stop_reason or ("not refined" if len(iterations) == 1 else "n/a"),
+        chosen=how,
+    )
+
+
+def headline_html(
+    iterations: list[dict[str, Any]], best_iteration: int | None, stop_reason: str, prefix: str = "it"
+) -> str:
+    """The headline as an HTML fragment ("" before anything was scored), linking to its round's panel."""
+    view = headline(iterations, best_iteration, stop_reason)
+    return "" if view is None else str(_macro("headline_view")(view, prefix))
+
+
+def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
+    """The whole report page for a run record and its CKG."""
+    iterations = sorted(result.get("iterations") or [], key=lambda it: int(it.get("iteration", 0)))
+    best = result.get("best_iteration")
+    top = headline(iterations, best, str(result.get("stop_reason") or ""))
+    counted = best if top is not None and top.chosen != FALLBACK else None  # the loop's fallback is no "best"
+    views: list[IterationView] = []
+    previous: float | None = None
+    numbers = [int(it.get("iteration", 0)) for it in iterations]
+    shown = open_rounds(iterations, sorted(numbers, key=lambda n: (n != best, n)))
+    for iteration in iterations:
+        view = iteration_view(
+            iteration,
+            passages=result.get("passages") or {},
+            previous_score=previous,
+            best=counted is not None and iteration.get("iteration") == counted,
+            open_summary=int(iteration.get("iteration", 0)) in shown,
+        )
+        views.append(view)
+        previous = view.score if view.score is not None else previous
+    usage = result.get("usage") or {}
+    context = result.get("context") or {}
+    template = environment().get_template("report.html.j2")
+    return template.render(
+        csp=CSP,
+        css=inline_asset("report.css"),
+        js=inline_asset("report.js"),
+        result=result,
+        document=result.get("document") or {},
+        context=context,
+        models=sorted((context.get("resolved_models") or {}).items()),
+        settings=[
+            (name, context[name])
+            for name in (
+                "preset",
+                "prompt_dir",
+                "base_url",
+                "ckg_samples",
+                "predicate_threshold",
+                "retrieval_k",
+                "strategy",
+                "chunk_size",
+                "max_summary_tokens",
+                "target_score",
+                "min_delta",
+                "patience",
+                "max_iterations",
+                "coherence_guard",
+            )
+            if name in context and context[name] not in ("", None)
+        ],
+        prompts=sorted((result.get("prompts") or {}).items()),
+        ckg=graph_view(ckg) if ckg else None,
+        ckg_stats=result.get("ckg_stats") or {},
+        iterations=views,
+        curve=curve_view(iterations, counted) if iterations else None,
+        headline=top,
+        by_model=sorted((usage.get("by_model") or {}).items()),
+        total=usage.get("total") or {},
+        timings=sorted((result.get("timings") or {}).items(), key=lambda kv: -float(kv[1] or 0)),
+        events=result.get("initial_summary_events") or [],
+    )
+
+
+def story_ckg(run_dir: Path) -> Path:
+    """The CKG of the story a kept run (``<story>/runs/<id>/``) belongs to (a missing path for another folder)."""
+    story = RunDir(run_dir.parent.parent)
+    return story.ckg if run_dir.parent.name == RUNS_FOLDER and story.meta.is_file() else RunDir(run_dir).ckg
+
+
+def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> Path:
+    """Render ``report.html`` from a run directory's ``result.json`` and CKG; returns its path.
+
+    ``result`` renders that record instead of ``result.json`` (the web UI's view of a run that is paused, and
+    so has no ``result.json`` yet).
+
+    Raises:
+        FileNotFoundError: no ``result`` given and the directory has no ``result.json`` (nothing has been
+            scored there yet).
+    """
+    rd = RunDir(Path(run_dir))
+    if result is None:
+        if not rd.result.is_file():
+            raise FileNotFoundError(
+                f"{rd.root} has no result.json; run 'storyjudge refine' or 'score' into it first."
+            )
+        result = load_run(rd.result).record()  # RunRecordError: one line naming the file and field
+    ckg_file = rd.ckg if rd.ckg.is_file() else story_ckg(rd.root)
+    ckg = json.loads(ckg_file.read_text(encoding="utf-8")) if ckg_file.is_file() else None
+    html = render_report(result, ckg)
+    tmp = rd.report.with_name(f".report.{uuid.uuid4().hex}.html.tmp")  # a file of its own per writer
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(rd.report)
+    return rd.report

@@ -1,0 +1,152 @@
+"""One round (iteration) as a panel: its score, interval and judge check, highlighted summary and fact table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from storyjudge.apps.report.assets import _macro
+from storyjudge.apps.report.verdicts import FactRow, Passage, Piece, _fact_rows, summary_pieces
+from storyjudge.core.coverage import card_reliable, judge_failure
+from storyjudge.core.summary_stats import words
+
+OPEN_WORDS = 600
+"""Words of summaries a page shows open, in all; the other rounds' summaries start folded (a click opens them)."""
+
+
+@dataclass
+class IterationView:
+    """Everything the iteration template draws."""
+
+    iteration: int
+    key: str
+    score: float | None
+    delta: float | None
+    best: bool
+    accepted: bool
+    note: str
+    coverage: float | None  # share of the summary's facts that were judged
+    reliable: bool  # False: below the run's coverage floor, the number is not shown as a score
+    coherence: float | None
+    coherence_coverage: float | None
+    coherence_reliable: bool
+    counts: dict[str, int]
+    pieces: list[Piece]
+    facts: list[FactRow]
+    passages: list[Passage]
+    words: int  # of the summary
+    open_summary: bool  # False: folded to one line, opened by a click
+    corrections: int = 0  # verdicts a person corrected; the score counts them
+    judge_check: dict[str, Any] | None = None  # the judge's record on the round's planted facts
+    annotator_checks: list[dict[str, Any]] = field(default_factory=list)  # on planted confusing sentences
+    unreliable_why: str = ""  # what makes the score not count, in words
+    interval: str = ""  # "95% CI [0.200, 0.800] over 6 sentences"
+    corrected: str = ""  # the judge-corrected estimate with its interval, or why there is none
+    corrected_note: str = ""  # what the estimate assumes
+
+    @property
+    def flagged(self) -> int:
+        """Summary sentences marked for an unsupported fact."""
+        return sum(1 for p in self.pieces if p.sentence is not None and p.sentence.status == "unsupported")
+
+
+def iteration_view(
+    iteration: dict[str, Any],
+    *,
+    passages: Mapping[str, str] | None = None,
+    previous_score: float | None = None,
+    best: bool = False,
+    open_summary: bool = True,
+    prefix: str = "it",
+) -> IterationView:
+    """Describe one iteration (summary, highlights, facts) for drawing.
+
+    ``passages``: the texts its evidence names (``result.json``'s ``passages``, or the run's scene texts).
+    """
+    card = iteration.get("factscore") or {}
+    number = int(iteration.get("iteration", 0))
+    key = f"{prefix}{number}"
+    rows, shown = _fact_rows(key, card, passages or {})
+    score = card.get("score")
+    return IterationView(
+        iteration=number,
+        key=key,
+        score=score,
+        delta=(score - previous_score) if score is not None and previous_score is not None else None,
+        best=best,
+        accepted=bool(iteration.get("accepted", True)),
+        note=str(iteration.get("note", "")),
+        coverage=card.get("coverage"),
+        reliable=card_reliable(card),
+        coherence=(iteration.get("coherence") or {}).get("score"),
+        coherence_coverage=(iteration.get("coherence") or {}).get("coverage"),
+        coherence_reliable=bool((iteration.get("coherence") or {}).get("reliable", True)),
+        counts={k: int(card.get(k) or 0) for k in ("facts", "supported", "unsupported", "unjudged")}
+        | {"decompose_failures": int(card.get("decompose_failures") or 0)},
+        pieces=summary_pieces(str(iteration.get("summary", "")), card),
+        facts=rows,
+        passages=shown,
+        words=len(words(str(iteration.get("summary", "")))),
+        open_summary=open_summary,
+        corrections=int(card.get("corrections") or 0),
+        judge_check=card.get("judge_check"),
+        annotator_checks=[
+            c["annotator_check"]
+            for c in (iteration.get("coherence") or {}).get("summaries") or []
+            if c.get("annotator_check")
+        ],
+        unreliable_why=judge_failure(card) or "too few facts were judged for this number to count",
+        interval=_interval_text(card.get("score_ci95"), card.get("score_ci95_over")),
+        corrected=(
+            ""
+            if "score_corrected_note" not in card
+            else "judge-corrected: none"
+            if card.get("score_corrected") is None
+            else f"judge-corrected estimate {card['score_corrected']:.3f} "
+            + _interval_text(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
+        ),
+        corrected_note=str(card.get("score_corrected_note") or ""),
+    )
+
+
+def _interval_text(ci: Any, over: Any) -> str:
+    """``95% CI [0.200, 0.800] over 6 sentences`` ("" without an interval)."""
+    return f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}] over {over}" if ci and over else ""
+
+
+def open_rounds(iterations: list[dict[str, Any]], order: list[int]) -> set[int]:
+    """The rounds whose summary starts open: taken in ``order`` while the words shown stay within ``OPEN_WORDS``.
+
+    A page of short summaries shows them all; one long summary (thousands of words) starts folded, so the page
+    stays a few screens long until a section is opened.
+    """
+    sizes = {int(it.get("iteration", 0)): len(words(str(it.get("summary", "")))) for it in iterations}
+    shown: set[int] = set()
+    total = 0
+    for number in order:
+        if number in sizes and total + sizes[number] <= OPEN_WORDS:
+            shown.add(number)
+            total += sizes[number]
+    return shown
+
+
+def iteration_html(
+    iteration: dict[str, Any],
+    *,
+    passages: Mapping[str, str] | None = None,
+    previous_score: float | None = None,
+    best: bool = False,
+    open_summary: bool = True,
+    prefix: str = "it",
+) -> str:
+    """One iteration (highlighted summary and fact table) as an HTML fragment."""
+    view = iteration_view(
+        iteration,
+        passages=passages,
+        previous_score=previous_score,
+        best=best,
+        open_summary=open_summary,
+        prefix=prefix,
+    )
+    return str(_macro("iteration_view")(view))
