@@ -186,7 +186,9 @@ def store_at(location: str) -> Iterator[OpenStore]:
     try:
         yield store
     finally:
-        with _open_lock:  # closed under the lock: a store opened again meanwhile would share a stopping system
+        with (
+            _open_lock
+        ):  # closed under the lock: a store opened again meanwhile would share a stopping system
             store.users -= 1
             idle = [name for name, held in _open.items() if not held.users]
             for name in idle[: max(0, len(idle) - OPEN_STORES)]:
