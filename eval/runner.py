@@ -35,6 +35,7 @@ from eval.storysumm import coherence_sentence_predictions, sentence_predictions,
 from storyjudge.core import heavy_imports
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.llm import ModelError
+from storyjudge.core.memory import release_freed
 from storyjudge.core.models import resolve_spec
 from storyjudge.core.passages import record_passages
 from storyjudge.core.rundir import slug
@@ -320,6 +321,8 @@ class Experiment:
             return ("row", self.run_item(cell, item, own_cache=own_cache))
         except (ModelError, ConfigError) as exc:
             return ("fatal", f"{type(exc).__name__}: {exc}")
+        finally:
+            release_freed()  # a process runs item after item (a Dask worker too): what this one freed goes back
 
     def _write_config(self) -> None:
         record = {

@@ -15,6 +15,9 @@ import pytest
 from storyjudge.core.context import ENV_PREFIX, Context
 from storyjudge.core.scripted_server import OpenAIServer, Responder
 
+MAX_THREADS = 150
+"""Threads the test process may hold after any test: runs release what they open (a suite once reached 942)."""
+
 PLANTING_OFF = {f"{ENV_PREFIX}PLANTED_FACTS": "0", f"{ENV_PREFIX}PLANTED_SENTENCES": "0"}
 """Most scripted models approve every fact and find every sentence clear, which planted control items rightly
 show to be unreliable judges; so tests plant nothing unless they ask (the ``planting`` fixture), and their call
@@ -87,3 +90,26 @@ def ui(tmp_path: Path) -> Iterator[Any]:
     yield server
     server.shutdown()
     server.server_close()
+
+
+_thread_peak: dict[str, Any] = {"threads": 0, "test": ""}
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Count the process's threads (native ones too) after each test; the session fails above ``MAX_THREADS``."""
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
+    if threads > _thread_peak["threads"]:
+        _thread_peak.update(threads=threads, test=item.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail a session whose process held more than ``MAX_THREADS`` threads after one of its tests."""
+    if _thread_peak["threads"] > MAX_THREADS:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"The test process held {_thread_peak['threads']} threads (more than {MAX_THREADS}) after "
+                f"{_thread_peak['test']}: something a run opened was not closed.",
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

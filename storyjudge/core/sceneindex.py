@@ -22,7 +22,7 @@ import json
 import math
 import re
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from importlib import metadata
@@ -323,7 +323,10 @@ class LexicalIndex:
         return {pid: scores[pid] for pid in sorted(scores, key=lambda pid: (-scores[pid], pid))[:n]}
 
 
-_lexical_indexes: dict[tuple[str, str, str], LexicalIndex] = {}
+LEXICAL_HELD = 16
+"""BM25 indexes a process keeps, the most recently used (a few stories at a time; an experiment has hundreds)."""
+
+_lexical_indexes: OrderedDict[tuple[str, str, str], LexicalIndex] = OrderedDict()
 _lexical_lock = threading.Lock()
 
 
@@ -331,7 +334,11 @@ def _lexical(index: Mapping[str, Any], store: SceneIndex) -> LexicalIndex:
     """The BM25 index of a scene index (complete indexes never change, so caching is safe)."""
     key = (*where(index), str(index["scenes_collection"]))
     with _lexical_lock:
-        if key not in _lexical_indexes:
+        if key in _lexical_indexes:
+            _lexical_indexes.move_to_end(key)
+        else:
+            while len(_lexical_indexes) >= LEXICAL_HELD:
+                _lexical_indexes.popitem(last=False)
             stored = store.get()
             if index.get("passages") and not stored:  # never an empty search in place of the evidence
                 raise ValueError(

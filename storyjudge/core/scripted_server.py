@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -122,6 +124,35 @@ class _BurstServer(ThreadingHTTPServer):
     request_queue_size = 128
     daemon_threads = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve a connection in a thread of its own, remembered until it closes."""
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def close_request(self, request: Any) -> None:
+        """Forget a closed connection."""
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().close_request(request)
+
+    def close_connections(self) -> None:
+        """End every open connection, so the threads serving clients' kept-alive connections end with the server.
+
+        A client keeps its connections alive in its pool (and a process keeps its clients), and each one holds
+        a thread here waiting for the next request: a test process that started a server per test held hundreds.
+        """
+        with self._connections_lock:
+            open_now = list(self._connections)
+        for connection in open_now:
+            with suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
 
 class OpenAIServer:
     """Start with ``with OpenAIServer(responder) as server: ChatOpenAI(base_url=server.base_url)``."""
@@ -173,8 +204,9 @@ class OpenAIServer:
         return self
 
     def stop(self) -> None:
-        """Shut down and free the port."""
+        """Shut down, end its open connections (and the threads serving them) and free the port."""
         self._server.shutdown()
+        self._server.close_connections()
         self._server.server_close()
 
     def __enter__(self) -> OpenAIServer:

@@ -22,6 +22,7 @@ from storyjudge.apps.ui.session import RunSession
 from storyjudge.apps.ui.steps import RUNNERS, check_step
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import ModelError
+from storyjudge.core.memory import release_freed
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - shown on the page, logged with its traceback
             log.error("step %s failed:\n%s", job.step, traceback.format_exc())
             status, error = "error", f"{type(exc).__name__}: {exc}"
+        release_freed()  # a server runs step after step: what this one freed goes back before the next
         with job.lock:
             job.status, job.error, job.finished = status, error, time.time()
         session.update(last_job=job.view())

@@ -1,0 +1,213 @@
+"""A long-lived process holds steady: threads and resident memory after each run of the web UI and of an eval.
+
+``python -m eval.bench.steady --ui 8 --eval 33`` runs, in this one process and against the scripted server:
+
+- the web UI (its server in a thread, driven over HTTP as the page does): ``--ui`` runs of the witches'
+  scenes of Macbeth, each a new document (the example with a line of its own, so a run directory and an index
+  of its own), each its three steps (knowledge graph, summary, score);
+- ``eval run`` over the first ``--eval`` items of STORYSUMM val (score only, ``--parallel`` items at once).
+
+After each run (each item) it prints the process's threads (``/proc/self/task``) and resident memory, and at
+the end the threads by name, so a pool that keeps what a finished run no longer uses shows where it is.
+Numbers, not a verdict: a steady process adds no threads and little memory per run once warm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from http.client import HTTPConnection
+from pathlib import Path
+from typing import Any
+
+from eval.bench import ROOT
+from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
+
+WITCHES = ROOT / "examples" / "macbeth-witches.md"
+SUMMARY = (
+    "Three witches meet on a heath and greet Macbeth as Thane of Cawdor and future king. "
+    "Macbeth writes to his wife, who resolves that he shall have the crown."
+)
+
+
+def threads() -> int:
+    """Threads of this process, native ones included."""
+    return len(list(Path("/proc/self/task").iterdir()))
+
+
+def rss_mb() -> float:
+    """Resident memory of this process in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def thread_names() -> Counter[str]:
+    """Threads by name, numbers dropped (``sqlx-sqlite-worker-3`` counts as ``sqlx-sqlite-worker-``)."""
+    names: Counter[str] = Counter()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            names[re.sub(r"\d+", "", (task / "comm").read_text().strip())] += 1
+        except OSError:
+            continue  # ended meanwhile
+    return names
+
+
+def sample() -> dict[str, Any]:
+    """Threads and resident memory now, as the process holds them (no collection or trim of its own)."""
+    return {"threads": threads(), "rss_mb": round(rss_mb(), 1)}
+
+
+def _block(text: str, tag: str) -> str:
+    found = re.findall(rf"<{tag}[^>]*>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return found[-1].strip() if found else ""
+
+
+def respond(body: dict[str, Any]) -> str:
+    """The scripted model for every role: a plausible answer of the right shape, everything supported."""
+    name, text = schema_name(body), last_user_text(body)
+    if name == "SceneTriples":
+        scene = _block(text, "scene")
+        cast = [person for person in ("Macbeth", "Banquo", "Duncan", "Lady Macbeth") if person in scene]
+        triples = [
+            {"subject": a, "predicate": "meets", "object": b} for a, b in zip(cast, cast[1:], strict=False)
+        ]
+        return json.dumps({"characters": [{"name": p, "aliases": []} for p in cast], "triples": triples})
+    if name == "AtomicFacts":
+        return json.dumps({"facts": [_block(text, "sentence")]})
+    if name == "Verdict":
+        return json.dumps({"rationale": "Stated.", "supported": True, "feedback": "", "evidence": []})
+    if name:
+        return "{}"
+    whole = all_text(body)
+    if "causes any confusion" in whole:
+        return "Questions: no confusion\nTypes: no confusion"
+    return SUMMARY
+
+
+def _request(address: tuple[str, int], method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    connection = HTTPConnection(*address, timeout=60)
+    data = None if body is None else json.dumps(body).encode()
+    connection.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+    response = connection.getresponse()
+    raw = response.read()
+    connection.close()
+    return response.status, json.loads(raw)
+
+
+def ui_runs(
+    count: int, root: Path, *, same_document: bool = False, on_run: Callable[[int, dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """``count`` runs of the web UI, each a new document (or the same one again); a sample after each."""
+    from storyjudge.apps.ui.server import make_server
+
+    ui = make_server("127.0.0.1", 0, runs_dir=root / "runs")
+    threading.Thread(target=ui.serve_forever, daemon=True, name="ui-serve").start()
+    address = (str(ui.server_address[0]), int(ui.server_address[1]))
+    samples = []
+    try:
+        with OpenAIServer(respond) as model:
+            settings = {"model": "openai:scripted", "base_url": model.base_url, "ckg_samples": 1}
+            story = WITCHES.read_text(encoding="utf-8")
+            for n in range(1, count + 1):
+                text = story if same_document else f"{story}\n\nCopy {n} of the witches' scenes.\n"
+                status, view = _request(
+                    address, "POST", "/api/runs", {"text": text, "title": "witches", "settings": settings}
+                )
+                if status != 201:
+                    raise RuntimeError(f"the UI refused a run: {view}")
+                for step in ("graph", "summary", "score"):
+                    _ui_step(address, view["name"], step, settings)
+                samples.append(sample())
+                on_run(n, samples[-1])
+    finally:
+        ui.shutdown()
+        ui.server_close()
+    return samples
+
+
+def _ui_step(address: tuple[str, int], name: str, step: str, settings: dict[str, Any]) -> None:
+    status, answer = _request(address, "POST", f"/api/runs/{name}/steps/{step}", {"settings": settings})
+    if status != 202:
+        raise RuntimeError(f"the UI refused the {step} step: {answer}")
+    while True:
+        _, job = _request(address, "GET", f"/api/runs/{name}/job")
+        if job["job"]["status"] == "done":
+            return
+        if job["job"]["status"] != "running":
+            raise RuntimeError(f"the {step} step failed: {job['job']}")
+        time.sleep(0.1)
+
+
+def eval_items(
+    count: int, root: Path, *, parallel: int = 2, on_item: Callable[[int, dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """``eval run`` (score, factscore) over the first ``count`` STORYSUMM val items, sampled as it goes.
+
+    A sample after each item (while others still run), and one after the run (``on_item`` gets 0 for it).
+    """
+    from eval.grid import ExperimentConfig
+    from eval.runner import Experiment
+
+    samples: list[dict[str, Any]] = []
+    with OpenAIServer(respond) as model:
+        config = ExperimentConfig.from_dict(
+            {
+                "name": "steady",
+                "out_dir": str(root / "eval"),
+                "task": "score",
+                "metrics": ["factscore"],
+                "datasets": [{"kind": "storysumm", "path": "storysumm:val", "limit": count}],
+                "models": ["openai:scripted"],
+                "base_url": model.base_url,
+                "context": {"ckg_samples": 1},
+                "concurrency": parallel,
+            }
+        )
+
+        def after(row: dict[str, Any], done: int, planned: int) -> None:
+            if row.get("status") != "ok":
+                raise RuntimeError(f"item {row['item']['id']} failed: {row.get('error')}")
+            samples.append(sample())
+            on_item(done, samples[-1])
+
+        Experiment(config).run(on_row=after)
+    samples.append(sample())  # the experiment over: nothing of it runs any more
+    on_item(0, samples[-1])
+    return samples
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print threads and resident memory after each run; threads by name at the end."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ui", type=int, default=8, help="web UI runs (0: none)")
+    parser.add_argument("--same-document", action="store_true", help="every UI run on the same document")
+    parser.add_argument("--eval", type=int, default=33, help="STORYSUMM val items of the eval run (0: none)")
+    parser.add_argument("--parallel", type=int, default=2, help="eval items at once")
+    args = parser.parse_args(argv)
+
+    def show(kind: str) -> Callable[[int, dict[str, Any]], None]:
+        def line(n: int, s: dict[str, Any]) -> None:
+            where = f"{kind} {n:3d}" if n else f"{kind} end"
+            print(f"{where}: {s['threads']:4d} threads, {s['rss_mb']:8.1f} MB", flush=True)
+
+        return line
+
+    print(f"start: {threads()} threads, {rss_mb():.1f} MB")
+    with tempfile.TemporaryDirectory(prefix="steady-") as tmp:
+        if args.ui:
+            ui_runs(args.ui, Path(tmp), same_document=args.same_document, on_run=show("ui run"))
+        if args.eval:
+            eval_items(args.eval, Path(tmp), parallel=args.parallel, on_item=show("eval item"))
+    print("threads by name at the end:", dict(thread_names().most_common()))
+
+
+if __name__ == "__main__":
+    main()
