@@ -103,7 +103,7 @@ def test_a_missing_dataset_is_one_line_from_a_lone_clone(clone: Path, tmp_path: 
     assert got.returncode == 1
     assert "Traceback" not in got.stderr
     said = [line for line in got.stderr.splitlines() if line.strip()]
-    assert len(said) == 1 and said[0].startswith("error: dataset squality:test is not here")
+    assert len(said) == 1 and said[0].startswith(f"error: {config}: dataset squality:test is not here")
     assert "storyjudge data get squality --split test" in said[0]
 
 
