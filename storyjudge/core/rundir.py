@@ -237,7 +237,8 @@ class RunDir:
                 "choose a different --run-dir or remove it."
             )
         by_kind = kind_settings(existing)
-        if resume and kind and kind not in by_kind:
+        # a process killed while starting may have kept its thread id before its settings: that is a run to resume
+        if resume and kind and kind not in by_kind and f"{kind}_thread" not in existing:
             raise RunDirMismatch(
                 f"Nothing to resume in {self.root}: no earlier {kind} run of this document there "
                 "(run it without --resume)."
