@@ -6,6 +6,7 @@ Kept small and topic-free on purpose; fixtures for one topic belong in that topi
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from storyjudge.core.context import ENV_PREFIX, Context
 from storyjudge.core.scripted_server import OpenAIServer, Responder
 
 MAX_THREADS = 150
-"""Threads the test process may hold after any test: runs release what they open (a suite once reached 942)."""
+"""Threads the test process may hold after any test, its two bounded pools aside: runs release what they open (a
+suite once reached 942)."""
 
 PLANTING_OFF = {f"{ENV_PREFIX}PLANTED_FACTS": "0", f"{ENV_PREFIX}PLANTED_SENTENCES": "0"}
 """Most scripted models approve every fact and find every sentence clear, which planted control items rightly
@@ -95,9 +97,15 @@ def ui(tmp_path: Path) -> Iterator[Any]:
 _thread_peak: dict[str, Any] = {"threads": 0, "test": ""}
 
 
+POOLED = ("storyjudge-branch", "storyjudge-call")
+"""The two process-wide pools (``storyjudge.core.concurrency``): bounded, reused by every run, never per run; an
+idle worker stays until the process ends, so they keep their peak and are not counted against the bound."""
+
+
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """Count the process's threads (native ones too) after each test; the session fails above ``MAX_THREADS``."""
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
+    threads -= sum(1 for thread in threading.enumerate() if thread.name.startswith(POOLED))
     if threads > _thread_peak["threads"]:
         _thread_peak.update(threads=threads, test=item.nodeid)
 
