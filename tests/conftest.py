@@ -17,7 +17,7 @@ from storyjudge.core.context import ENV_PREFIX, Context
 from storyjudge.core.scripted_server import OpenAIServer, Responder
 
 MAX_THREADS = 150
-"""Threads the test process may hold after any test, its two bounded pools aside: runs release what they open (a
+"""Threads the test process may hold after any test, its bounded pools aside: runs release what they open (a
 suite once reached 942)."""
 
 PLANTING_OFF = {f"{ENV_PREFIX}PLANTED_FACTS": "0", f"{ENV_PREFIX}PLANTED_SENTENCES": "0"}
@@ -97,9 +97,10 @@ def ui(tmp_path: Path) -> Iterator[Any]:
 _thread_peak: dict[str, Any] = {"threads": 0, "test": ""}
 
 
-POOLED = ("storyjudge-branch", "storyjudge-call")
-"""The two process-wide pools (``storyjudge.core.concurrency``): bounded, reused by every run, never per run; an
-idle worker stays until the process ends, so they keep their peak and are not counted against the bound."""
+POOLED = ("storyjudge-branch", "storyjudge-call", "AnyIO worker thread")
+"""Bounded pools that every run reuses, none opened per run: the two of ``storyjudge.core.concurrency`` (an idle
+worker stays until the process ends, so they keep their peak) and the web server's (anyio's, at most 40, idle ones
+ending after 10 s). They are not counted against the bound."""
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
