@@ -4,7 +4,8 @@ glibc's allocator keeps freed memory in its arenas for reuse, and a run allocate
 HTTP and JSON buffers, graph states) on threads that come and go. Measured in one web UI process over eight
 runs of new documents (``python -m eval.bench.steady``), with every Chroma client of a finished run closed:
 resident memory still grew about 20 MB a run from run 2 to 8 (166 MB), though what Python still referenced
-grew under 1 MB a run; with a collection and ``malloc_trim`` after each step, 11 MB in all.
+grew under 1 MB a run; with a collection and ``malloc_trim`` after each step, 11, 66 and 114 MB in three
+measurements: the climb run after run is gone, but a single reading still swings by tens of MB.
 Elsewhere (another C library) the trim does nothing.
 """
 
