@@ -22,7 +22,6 @@ import shlex
 import sqlite3
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,6 +37,7 @@ from storyjudge.apps.cli.common import console, fail, print_estimate, print_mode
 from storyjudge.apps.cli.options import Settings, assemble, parameter
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.keptruns import new_run_id
 from storyjudge.core.llm import ModelError, require_models
 from storyjudge.core.models import check_spec, resolve_spec
 from storyjudge.core.rundir import (
@@ -463,7 +463,7 @@ def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
     key = f"{kind}_thread"
     if resume and meta.get(key):
         return meta[key], True
-    thread = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    thread = new_run_id(kind)  # also the kept run's id: to the millisecond, so runs kept in one second keep order
     reset_ledger(str(rd.root))  # a new run: its usage ledger starts empty
     meta[key] = thread
     rd.write_json(rd.meta, meta)
