@@ -44,6 +44,9 @@ class IterationView:
     interval: str = ""  # "95% CI [0.200, 0.800] over 6 sentences"
     corrected: str = ""  # the judge-corrected estimate with its interval, or why there is none
     corrected_note: str = ""  # what the estimate assumes
+    metrics: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # added metrics' cards, with their headline
 
     @property
     def flagged(self) -> int:
@@ -107,6 +110,7 @@ def iteration_view(
             + _interval_text(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
         ),
         corrected_note=str(card.get("score_corrected_note") or ""),
+        metrics=dict(iteration.get("metrics") or {}),
     )
 
 
