@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
+from storyjudge.core import metrics
 from storyjudge.core.context import ConfigError, Context
-from storyjudge.core.metrics import RoundView, headline, round_cards
+from storyjudge.core.metrics import GROUP, RoundView, headline, round_cards
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,3 +63,23 @@ def test_a_failing_metric_gives_a_card_with_its_error_not_a_crash(tmp_path: Path
         "failed"
     )
     assert cards["entity_coverage"]["score"] == 0.5 and cards["entity_coverage"]["missed"] == ["Banquo"]
+
+
+class Words:
+    """A metric an installed package offers under the entry-point group (here: this module)."""
+
+    name = "own name"
+    needs = ("summary",)
+
+    def card(self, view: RoundView) -> dict[str, float]:
+        """Words of the summary, as a score."""
+        return {"score": float(len(view.summary.split()))}
+
+
+def test_an_installed_metric_is_named_by_its_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    offered = EntryPoint(name="words", value=f"{__name__}:Words", group=GROUP)
+    monkeypatch.setattr(metrics, "entry_points", lambda group: [offered] if group == GROUP else [])
+    assert Context(metrics=["words"]).metrics == ["words"]
+    assert round_cards(["words"], RoundView(summary="two words"))["words"]["score"] == 2.0
+    with pytest.raises(ConfigError, match="installed: words"):
+        Context(metrics=["sentences"])

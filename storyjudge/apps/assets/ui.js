@@ -44,7 +44,6 @@
     };
   }
 
-  function fmt(score) { return score === null || score === undefined ? "n/a" : score.toFixed(3); }
   function signed(delta) { return (delta >= 0 ? "+" : "") + delta.toFixed(3); }
 
   function renderScenes(view) {

@@ -73,7 +73,7 @@ def flag(name: str) -> str:
 def _default_text(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
-    return str(value)
+    return str(value) if value != [] else "none"
 
 
 def field_help(name: str) -> str:
@@ -95,15 +95,19 @@ def setting_option(name: str) -> Any:
     where click would print a usage box.
     """
     hint: Any = FIELDS[name].annotation
+    metavar = None
     if get_origin(hint) is Literal:
         hint = str
     elif get_origin(hint) is list:  # repeatable; each value is checked by the Context
-        hint = list[str]
+        hint, metavar = list[str], "SPEC"
     decls = [f"{flag(name)}/--no-{flag(name)[2:]}" if hint is bool else flag(name)]
     if name in SHORT:
         decls.append(SHORT[name])
     return Annotated[
-        hint | None, typer.Option(*decls, help=field_help(name), rich_help_panel=PANEL_OF.get(name, "Method"))
+        hint | None,
+        typer.Option(
+            *decls, metavar=metavar, help=field_help(name), rich_help_panel=PANEL_OF.get(name, "Method")
+        ),
     ]
 
 
