@@ -246,12 +246,16 @@ class FactScoreState(IndexState, total=False):
         list[dict[str, Any]], operator.add
     ]  # {iteration, check}: each round's JudgeCheck
     factscore: ScoreCard
+    metrics: dict[
+        str, dict[str, Any]
+    ]  # the round's cards of the added metrics (``Context.metrics``), by name
 
 
 class FactScoreOutput(IndexOutput, total=False):
-    """What the factscore graph returns (and hands back to the refine graph): its index, and the score card."""
+    """What the factscore graph returns (and hands back to the refine graph): its index, and the score cards."""
 
     factscore: ScoreCard
+    metrics: dict[str, dict[str, Any]]
 
 
 class CoherenceInput(TypedDict, total=False):

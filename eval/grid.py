@@ -19,17 +19,34 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eval.datasets import Dataset, load, resolve, split_name
 from storyjudge.core.context import ConfigError, Context, describe_errors
+from storyjudge.core.metrics import check_spec
 from storyjudge.core.rundir import slug
 
 Task = Literal["refine", "score"]
 Metric = Literal["factscore", "coherence", "rouge", "bertscore", "stats"]
+
+
+def _metric_name(value: str) -> str:
+    """A built-in metric's name, or an added metric's spec that loads (PATH.py:ClassName, an installed name)."""
+    if value in get_args(Metric) or ".py:" in value:
+        return value if value in get_args(Metric) else check_spec(value)
+    try:
+        return check_spec(value)  # an installed metric's name
+    except ValueError:
+        names = ", ".join(repr(m) for m in get_args(Metric))
+        raise ValueError(
+            f"must be {names}, PATH.py:ClassName or an installed metric's name, not {value!r}"
+        ) from None
+
+
+MetricName = Annotated[str, AfterValidator(_metric_name)]
 DEFAULT_METRICS: dict[str, list[Metric]] = {
     "refine": ["factscore", "coherence", "rouge", "stats"],
     "score": ["factscore", "stats"],
@@ -125,7 +142,7 @@ class ExperimentConfig(BaseModel):
     name: str = "experiment"
     out_dir: Path = Path()  # empty: runs/eval-<name>
     task: Task = "refine"
-    metrics: list[Metric] = []  # empty: the task's DEFAULT_METRICS
+    metrics: list[MetricName] = []  # empty: the task's DEFAULT_METRICS; added ones ride on factscore
     datasets: list[DatasetSpec] = Field(
         min_length=1, description="the datasets to run, e.g. datasets: [{kind: storysumm, limit: 3}]"
     )
@@ -156,11 +173,20 @@ class ExperimentConfig(BaseModel):
             self.out_dir = (
                 Path("runs") / f"eval-{slug(self.name if 'name' in self.model_fields_set else 'x')}"
             )
-        if not self.metrics:
-            self.metrics = list(DEFAULT_METRICS[self.task])
+        if not set(self.metrics) & set(get_args(Metric)):
+            self.metrics = [*DEFAULT_METRICS[self.task], *self.metrics]
+        if self.added_metrics and "factscore" not in self.metrics:
+            raise ValueError(
+                "added metrics are scored with factscore on each round: add factscore to metrics"
+            )
         if self.task == "score" and any(d.kind != "storysumm" for d in self.datasets):
             raise ValueError("task 'score' needs datasets that give summaries (kind: storysumm)")
         return self
+
+    @property
+    def added_metrics(self) -> list[str]:
+        """The metrics named by file or entry point (``core.metrics``): each cell's Context scores them."""
+        return [m for m in self.metrics if m not in get_args(Metric)]
 
     @property
     def cache_path(self) -> Path:
@@ -178,6 +204,8 @@ class ExperimentConfig(BaseModel):
         """
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: must be a mapping of settings (name: value), not {data!r}")
+        if base is not None and isinstance(data.get("metrics"), list):  # a metric's file: beside the config
+            data = {**data, "metrics": [_beside(m, base) for m in data["metrics"]]}
         try:
             config = cls.model_validate(data)
             config.datasets = [spec.located(base) for spec in config.datasets]
@@ -188,6 +216,14 @@ class ExperimentConfig(BaseModel):
         except ConfigError as exc:
             raise ConfigError(f"{source}: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
         return config
+
+
+def _beside(spec: Any, base: Path) -> Any:
+    """A ``PATH.py:ClassName`` spec with a relative path made relative to the config's folder."""
+    file, sep, name = str(spec).rpartition(":")
+    if not (sep and file.endswith(".py")) or Path(file).is_absolute():
+        return spec
+    return f"{base / file}:{name}"
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
@@ -235,6 +271,8 @@ def cell_context(config: ExperimentConfig, cell: Cell, run_dir: Path) -> Context
     values["cache_dir"] = str(config.cache_path)
     values["run_dir"] = str(run_dir)
     values.setdefault("concurrency", config.llm_concurrency)
+    if config.added_metrics:
+        values["metrics"] = [*(values.get("metrics") or []), *config.added_metrics]
     return Context(**values)
 
 

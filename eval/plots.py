@@ -101,7 +101,7 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
     if not points:
         if asked:
             return (
-                "NFS vs BooookScore: no summary has both scores (the BooookScores were not reliable: too few "
+                "NFS vs BooookScore: no summary has both scores (no BooookScore counted: too few "
                 "sentences got a readable answer; see coherence_coverage)"
             )
         return "NFS vs BooookScore: no summary has both scores (add 'coherence' to metrics)"

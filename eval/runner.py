@@ -447,6 +447,8 @@ class Experiment:
             record["factscore"] = card
             record["passages"] = record_passages([{"factscore": card}], out.get("scenes") or [])
             row["factscore"] = compact_card(card)
+            record["metrics"] = out.get("metrics") or {}
+            row["metrics"] = metric_scores(record["metrics"])
             row["factscore"]["predicted_unfaithful"] = summary_prediction(card)
             if item.sentences:
                 predictions = sentence_predictions(item.sentences, card.get("per_sentence") or [])
@@ -518,9 +520,11 @@ class Experiment:
                 "coherence": coherence_by_iteration.get(it["iteration"]),
                 "accepted": it.get("accepted", True),
                 "summary_tokens": count_tokens(it["summary"]),
+                "metrics": metric_scores(it.get("metrics")),
             }
             for it in iterations
         ]
+        row["metrics"] = metric_scores(best.get("metrics"))  # the best round's, as the table reports it
         row["best_iteration"] = best["iteration"]
         row["stop_reason"] = out.get("stop_reason", "")
         row["scores"] = {
@@ -577,6 +581,12 @@ def compact_card(card: Mapping[str, Any]) -> dict[str, Any]:
         "judge_passed": (card.get("judge_check") or {}).get("passed"),
         "judge_decision": (card.get("judge_check") or {}).get("decision"),
     }
+
+
+def metric_scores(cards: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Added metrics' cards (``core.metrics``) in brief: score, coverage, reliable, headline, error."""
+    keys = ("score", "coverage", "reliable", "headline", "error")
+    return {name: {k: card.get(k) for k in keys if k in card} for name, card in (cards or {}).items()}
 
 
 def _rouge_f1(item: Mapping[str, Any]) -> dict[str, float]:

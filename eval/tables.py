@@ -103,6 +103,11 @@ def summary_table(
                 summary_level = (report.get("summary_level") or {}).get("table") or {}
                 line["balanced_accuracy"] = (summary_level.get("balanced_accuracy") or {}).get("value")
                 line["cohens_kappa"] = (summary_level.get("cohens_kappa") or {}).get("value")
+        for name in sorted({name for r in ok for name in r.get("metrics") or {}}):  # added metrics
+            _with_interval(line, name + ("_best" if first.get("task") == "refine" else ""), per_item)
+            line[f"{name}_failed"] = sum(
+                bool(((r.get("metrics") or {}).get(name) or {}).get("error")) for r in ok
+            )
         line["calls"] = sum(int(u.get("calls", 0)) for u in usage)
         line["cache_hits"] = sum(int(u.get("cache_hits", 0)) for u in usage)
         line["failures"] = sum(int(u.get("failures", 0)) for u in usage)
@@ -139,6 +144,9 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
             card, coherence = row.get("factscore") or {}, row.get("coherence") or {}
             put("nfs", item, card.get("score"), card.get("reliable"))
             put("coherence", item, coherence.get("score"), coherence.get("reliable"))
+        suffix = "_best" if row.get("task") == "refine" else ""
+        for name, card in (row.get("metrics") or {}).items():
+            put(name + suffix, item, card.get("score"), card.get("reliable"))
     return out
 
 

@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 from nodes.guards import guard_round, narrative_text, revised_iteration
 from state import RefineState
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.coverage import card_reliable, judge_failure
+from storyjudge.core.coverage import UNRELIABLE, card_reliable, describe, judge_failure, reliability_text
 from storyjudge.core.records import Iteration
 
 
@@ -99,7 +99,7 @@ def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
 
 
 def what_round_did(iterations: list[Iteration], ctx: Context) -> str:
-    """The latest round's outcome in words: rejected by a guard (and why), not reliable, or no gain."""
+    """The latest round's outcome in words: rejected by a guard (and why), a score that does not count, or no gain."""
     latest = max(iterations, key=lambda i: i["iteration"])
     n = latest["iteration"]
     if not latest["accepted"]:
@@ -111,12 +111,8 @@ def what_round_did(iterations: list[Iteration], ctx: Context) -> str:
         ]
         by = " and by the ".join(rejections) or "guard"
         return f"the last refinement (round {n}) was rejected by the {by}"
-    card = latest["factscore"]
     if not is_reliable(latest):
-        why = judge_failure(card) or (
-            f"coverage {card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%}"
-        )
-        return f"the last refinement's score (round {n}) is not reliable: {why}"
+        return f"the last refinement's score (round {n}) is {reliability_text(latest['factscore'])}"
     best = best_of([it for it in iterations if it["iteration"] < n])
     if best is None:
         return f"the last refinement (round {n}) brought no gain"
@@ -132,6 +128,8 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     iteration = state.get("iteration", 0)
     card = state["factscore"]
     record = Iteration(iteration=iteration, summary=state["summary"], factscore=card, accepted=True, note="")
+    if state.get("metrics"):
+        record["metrics"] = state["metrics"]
     previous = [it for it in state.get("iterations") or [] if it["iteration"] != iteration]
     coherence = state.get("coherence") if ctx.coherence_guard else None
     if coherence is not None:
@@ -143,10 +141,8 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         if best_coh is not None and (this_coh is None or not coherence.get("reliable", True)):
             # the guard could not measure this round: not measured is not coherent
             record["accepted"] = False
-            record["note"] = (
-                f"coherence guard: this round's BooookScore is not reliable (coverage "
-                f"{coherence.get('coverage', 0.0):.0%}); not accepted as best"
-            )
+            shown = describe(this_coh, coherence.get("coverage", 0.0), False)
+            record["note"] = f"coherence guard: this round's BooookScore is {shown}; not accepted as best"
         elif best_coh is not None and this_coh is not None and this_coh < best_coh - ctx.coherence_margin:
             record["accepted"] = False
             record["note"] = (
@@ -169,7 +165,7 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"{card.get('decompose_failures', 0)} sentence(s) not decomposed (coverage "
                 f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%})",
             )
-        unreliable = f"score not reliable: {'; '.join(reasons)}; not eligible as best"
+        unreliable = f"score {UNRELIABLE}: {'; '.join(reasons)}; not eligible as best"
         record["note"] = f"{record['note']}; {unreliable}" if record["note"] else unreliable
     everything = [*previous, record]
     reason = stop_reason(everything, ctx)

@@ -1,4 +1,4 @@
-"""The factscore graph's last node: a round's facts and verdicts into its score card.
+"""The factscore graph's last node: a round's facts and verdicts into its score card, and the added metrics' cards.
 
 The math (which facts count, the unjudged rule, coverage, the card) is in ``storyjudge.core.narrativefactscore``;
 this node picks the round's facts, verdicts and the judge check that ``nodes.plant`` recorded out of the graph
@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from state import FactScoreState
 from storyjudge.core.context import Context, context_of
+from storyjudge.core.metrics import RoundView, round_cards
 from storyjudge.core.narrativefactscore import score_card, unique_facts
 
 
@@ -39,4 +40,13 @@ def score_nfs(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any
         unjudged=ctx.nfs_unjudged,
         judge=judge,
     )
-    return {"factscore": card, "facts": facts}
+    if not ctx.metrics:
+        return {"factscore": card, "facts": facts, "metrics": {}}
+    view = RoundView(
+        iteration=iteration,
+        summary=state.get("summary") or "",
+        scenes=[dict(scene) for scene in state.get("scenes") or []],
+        ckg=dict(state.get("ckg") or {}),
+        factscore=dict(card),
+    )
+    return {"factscore": card, "facts": facts, "metrics": round_cards(ctx.metrics, view)}

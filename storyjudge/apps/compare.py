@@ -9,7 +9,7 @@ evidence scenes in common, the scenes the judge was shown for each). Only when a
 align, covering at least half of the smaller summary's facts, is the difference paired (a fact and its
 counterpart resampled together, what they share cancelling out); otherwise it is the unpaired difference over
 each summary's sentences, and says so. A pair whose judge (model or prompt version) differs, or with a side whose
-score is not reliable, gets no difference at all, only why: it would be as much the judge's as the summaries'.
+score does not count, gets no difference at all, only why: it would be as much the judge's as the summaries'.
 The same alignment lists the facts supported in one summary whose counterpart is absent or not supported. Runs
 of different stories are refused.
 """
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from storyjudge.core.coverage import card_reliable, describe, reliability_text
+from storyjudge.core.coverage import card_reliable, describe, describe_card, reliability_text
 from storyjudge.core.intervals import (
     aligned_difference_interval,
     difference_interval,
@@ -133,6 +133,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         "coverage": card.get("coverage"),
         "reliable": card_reliable(card),
         "reliability": reliability_text(card),
+        "headline": describe_card(card),  # the card in words (``core.coverage``), as every surface shows it
         "stop_reason": str(record.get("stop_reason") or ""),
         "booookscore": None
         if not coherence
@@ -144,6 +145,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "coverage": coherence.get("coverage"),
             "reliable": coherence.get("reliable"),
         },
+        "metrics": dict(round_.get("metrics") or {}),  # added metrics' cards, each with its headline
         "models": {role: spec for role, spec in sorted(models.items())},
         "judging": _judging(record),
         "calls": (usage.get("total") or {}).get("calls"),
@@ -249,7 +251,7 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
     unreliable = [v["label"] for v in (va, vb) if not v["reliable"]]
     why_not = [
         *(f"judged differently ({k}: {va['judging'][k]} vs {vb['judging'][k]})" for k in judge_differs),
-        *(f"{label}'s score is not reliable" for label in unreliable),
+        *(f"{v['label']}'s score is {v['reliability']}" for v in (va, vb) if not v["reliable"]),
     ]
 
     def value(verdicts: Sequence[dict[str, Any]], n: int | None) -> float | None:
@@ -324,9 +326,9 @@ def compare(refs: Sequence[RunRef]) -> dict[str, Any]:
 
 
 def nfs_text(v: dict[str, Any]) -> str:
-    """A summary's NFS with its interval and corrections; "not reliable" (never a number) when it does not count."""
+    """A summary's NFS with its interval and corrections; the card's words (never a number) when it does not count."""
     if not v["reliable"]:
-        return describe(v["nfs"]["score"], v["coverage"], False)
+        return str(v["headline"])
     shown = interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
     if v["nfs"]["ci95"]:
         shown += f" over {v['nfs']['over']}"
@@ -369,6 +371,8 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
         row("BooookScore [95% CI]", booook),
         row("words", lambda v: str(v["words"])),
     ]
+    names = sorted({name for v in views for name in v["metrics"]})
+    rows += [row(name, lambda v, n=name: v["metrics"].get(n, {}).get("headline", "-")) for name in names]
     roles = sorted({role for v in views for role in v["models"]})
     rows += [row(f"{role} model", lambda v, r=role: v["models"].get(r, "-")) for role in roles]
     rows += [
@@ -425,7 +429,7 @@ def render_html(result: dict[str, Any]) -> str:
             css=inline_asset("report.css"),
             result=result,
             rows=table_rows(result),
-            headline=[(v, nfs_text(v) if v["reliable"] else "not reliable") for v in result["summaries"]],
+            headline=[(v, nfs_text(v)) for v in result["summaries"]],
             open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
             pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
         )

@@ -8,7 +8,7 @@ independently, sentences of one summary do not); one summary's own interval resa
 appendix H's error distribution divides each type's count by the number of sentences.
 
 Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
-not reliable and left out of the system score, which says how many summaries it excluded. So is a summary whose
+unreliable and left out of the system score, which says how many summaries it excluded. So is a summary whose
 annotator passed too many of the confusing sentences planted in it as clear (``storyjudge.core.planted``): their
 annotations never enter the score.
 """

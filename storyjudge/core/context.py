@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, Field, PrivateAttr, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
@@ -52,7 +52,18 @@ def _temperature_or_unset(value: float) -> float:
     return value
 
 
+def _metric(spec: str) -> str:
+    from storyjudge.core.metrics import check_spec  # imports the user's file: only when a metric is named
+
+    return check_spec(spec)
+
+
+def _specs(value: Any) -> Any:
+    return [part for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
 Share = Annotated[float, Field(ge=0, le=1)]
+MetricSpecs = Annotated[list[Annotated[str, AfterValidator(_metric)]], BeforeValidator(_specs)]
 Url = Annotated[str, AfterValidator(_url)]
 Folder = Annotated[str, AfterValidator(_folder)]
 TemperatureOrUnset = Annotated[float, AfterValidator(_temperature_or_unset)]
@@ -246,8 +257,17 @@ class Context(BaseModel, frozen=True, extra="forbid"):
         default=0.9,
         description=(
             "Least share of a score's units (facts for NarrativeFactScore, sentences for BooookScore) that must "
-            "have been judged for the score to count: below it the score is shown as not reliable, the loop never"
+            "have been judged for the score to count: below it the score is shown as unreliable, the loop never"
             " picks that round as best, and evaluations leave it out of agreement figures (0..1)."
+        ),
+    )
+    metrics: MetricSpecs = Field(
+        default=[],
+        description=(
+            "Metrics scored on every round besides NarrativeFactScore and BooookScore: PATH.py:ClassName (a "
+            "file with a metric class) or the name of one installed under the entry-point group "
+            "storyjudge.metrics (repeatable; comma-separated in STORYJUDGE_METRICS). See the README's 'Add a "
+            "metric'."
         ),
     )
     planted_facts: int = Field(
@@ -275,7 +295,7 @@ class Context(BaseModel, frozen=True, extra="forbid"):
         default=0.34,
         description=(
             "Largest share of planted confusing sentences the annotator may pass as clear for a summary's "
-            "BooookScore to count (0..1; 0.34 allows 1 of 3): above it the score is not reliable, as with too "
+            "BooookScore to count (0..1; 0.34 allows 1 of 3): above it the score does not count, as with too "
             "low a coverage. The judge check of planted facts decides by its own rule, with stated error rates."
         ),
     )

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 DEFAULT_FLOOR = 0.9
+UNRELIABLE = "not reliable"
+"""The words for a score that does not count. Every surface words a card through this module (``describe``,
+``describe_card``, ``reliability_text``, ``check_verdict``), so a reader meets one wording everywhere."""
 
 
 def share(judged: int, total: int) -> float:
@@ -41,7 +44,7 @@ def describe(score: float | None, coverage: float | None, reliable: bool | None,
     if score is None:
         return "n/a" + cover
     if reliable is False:
-        return "not reliable" + cover
+        return UNRELIABLE + cover
     return f"{score:.{digits}f}" + cover
 
 
@@ -63,7 +66,7 @@ def describe_card(card: Mapping[str, Any], digits: int = 3) -> str:
         and card.get("score") is not None
         and card.get("coverage", 0.0) + 1e-12 >= card.get("coverage_floor", 0.0)
     ):
-        return f"not reliable ({failed.split(' (')[0]})"  # the counts by kind are in the full note
+        return f"{UNRELIABLE} ({failed.split(' (')[0]})"  # the counts by kind are in the full note
     return text
 
 
@@ -73,9 +76,15 @@ def reliability_text(card: Mapping[str, Any]) -> str:
         return "reliable"
     failed = judge_failure(card)
     if failed:
-        return f"not reliable: {failed}"
+        return f"{UNRELIABLE}: {failed}"
     if card.get("score") is None:
-        return "not reliable: nothing could be judged"
+        return f"{UNRELIABLE}: nothing could be judged"
     floor = card.get("coverage_floor")
     below = f", below the floor of {float(floor):.0%}" if floor is not None else ""
-    return f"not reliable: only {float(card.get('coverage') or 0.0):.0%} of its facts were judged{below}"
+    return f"{UNRELIABLE}: only {float(card.get('coverage') or 0.0):.0%} of its facts were judged{below}"
+
+
+def check_verdict(check: Mapping[str, Any], what: str = "the score") -> str:
+    """A planted-item check's outcome: "passed", or e.g. "failed: the score is not reliable" (undecided too)."""
+    decision = check.get("decision") or ("passed" if check.get("passed", True) else "failed")
+    return "passed" if decision == "passed" else f"{decision}: {what} is {UNRELIABLE}"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from storyjudge.core.coverage import describe
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import RunRecordError, load_run, run_file
 from storyjudge.core.summary_stats import words
@@ -78,6 +79,9 @@ def run_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:
         "nfs": card.get("score"),
         "coverage": card.get("coverage"),
         "reliable": card.get("reliable"),
+        "nfs_text": describe(
+            card.get("score"), None, card.get("reliable")
+        ),  # the score, or why it does not count
         "words": len(words(str(best.get("summary") or ""))),
         "summarizer": models.get("summarizer", "") if record.get("summary_source") != "given" else "",
         "judge": models.get("judge", ""),

@@ -2,12 +2,12 @@
 
 The score is a precision over the facts that were judged, so it always travels with its coverage: facts whose
 verdict could not be read and sentences whose decomposition failed lower the coverage, and below the run's
-coverage floor the score is marked not reliable instead of quietly rising. ``nfs_unjudged="unsupported"`` is
+coverage floor the score is marked unreliable instead of quietly rising. ``nfs_unjudged="unsupported"`` is
 the paper's indicator instead: every fact is in the denominator and one whose verdict could not be read counts
 as not supported (the coverage is reported all the same). A fact counts once: blank facts and facts that an
 earlier sentence already stated are dropped (``unique_facts``). The round's planted facts
 (``storyjudge.core.planted``) are left out of every count; the judge's record on them goes on the card, and a
-judge check that did not pass (failed, or undecided) makes the score not reliable too.
+judge check that did not pass (failed, or undecided) makes the score unreliable too.
 
 The score's interval resamples summary sentences, not facts: the facts of one sentence share the sentence, its
 evidence and the judge's habits, so they do not vary independently. Beside the paper's score the card carries a
@@ -91,7 +91,7 @@ def score_card(
     ``unjudged="unsupported"`` counts them as not supported instead, every fact in the denominator.
     ``failed_sentences`` names the sentences whose decomposition failed, when known, so the per-sentence rows
     say which sentences nobody judged; the count alone is ``decompose_failures``. ``judge`` is the judge's
-    record on the round's planted facts, when some were planted: failed, the score is not reliable.
+    record on the round's planted facts, when some were planted: failed, the score does not count.
     """
     mine = sorted((v for v in verdicts if v["fact"]["iteration"] == iteration), key=lambda v: v["fact"]["id"])
     mine.sort(key=lambda v: v["fact"]["sentence_index"])

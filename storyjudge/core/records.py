@@ -403,5 +403,6 @@ class Iteration(TypedDict):
     factscore: ScoreCard
     coherence: NotRequired[CoherenceReport]
     guard: NotRequired[GuardRecord]
+    metrics: NotRequired[dict[str, dict[str, Any]]]  # added metrics' cards by name (``core.metrics``)
     accepted: bool  # False when a guard (refinement or coherence) rejected it as a new best
     note: str

@@ -133,6 +133,16 @@ class CoherenceCard(_Part):
     summaries: list[dict[str, Any]] = []
 
 
+class MetricCard(_Part):
+    """An added metric's card of one round (``core.metrics``): its score, its words, and whatever else it keeps."""
+
+    score: Number | None
+    coverage: Number | None = None
+    reliable: bool | None = None
+    headline: str = ""  # the card in words, as every surface shows it
+    error: str = ""  # the metric failed on this round: why (its score is None)
+
+
 class Round(_Part):
     """One round of a run: its summary and the metric cards scored on it."""
 
@@ -140,6 +150,7 @@ class Round(_Part):
     summary: str
     factscore: FactScoreCard
     coherence: CoherenceCard | None = None
+    metrics: dict[str, MetricCard] = {}  # added metrics' cards by name; the surfaces list them all
     accepted: bool | None = None
     note: str = ""
 

@@ -11,6 +11,7 @@ from nodes.assess import (
     stop_reason,
 )
 from storyjudge.core.context import Context
+from storyjudge.core.coverage import reliability_text
 
 
 def it(
@@ -105,7 +106,9 @@ def test_unreliable_target_does_not_stop_and_is_no_gain() -> None:
     rounds = [it(0, 0.5), it(1, 0.9, reliable=False)]
     assert stale_rounds(rounds, 0.01) == 1
     assert stop_reason(rounds, Context(patience=1)).startswith(
-        "the last refinement's score (round 1) is not reliable: coverage 0% < floor 90%; patience 1"
+        "the last refinement's score (round 1) is "
+        + reliability_text(rounds[1]["factscore"])  # the card's words (core.coverage), once
+        + "; patience 1"
     )
 
 

@@ -20,6 +20,6 @@ def test_a_cell_without_a_coherence_score_gets_a_note_with_its_coverage() -> Non
 def test_the_plot_note_says_the_scores_were_unreliable_when_coherence_was_asked(tmp_path: Path) -> None:
     asked = [{"status": "ok", "cell": "c", "factscore": {"score": 0.5}, "coherence": {"score": None}}]
     note = nfs_vs_coherence_plot(asked, tmp_path / "p.png")
-    assert note is not None and "add 'coherence'" not in note and "not reliable" in note
+    assert note is not None and "add 'coherence'" not in note and "no BooookScore counted" in note
     not_asked = [{"status": "ok", "cell": "c", "factscore": {"score": 0.5}}]
     assert "add 'coherence' to metrics" in (nfs_vs_coherence_plot(not_asked, tmp_path / "p.png") or "")

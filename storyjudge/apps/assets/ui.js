@@ -44,7 +44,6 @@
     };
   }
 
-  function fmt(score) { return score === null || score === undefined ? "n/a" : score.toFixed(3); }
   function signed(delta) { return (delta >= 0 ? "+" : "") + delta.toFixed(3); }
 
   function renderScenes(view) {
@@ -116,11 +115,10 @@
       return;
     }
     var parts = view.iterations.map(function (it) {
-      var shown = it.reliable === false ? "not reliable" + (it.judge ? " (" + it.judge + ")" : "") : fmt(it.score);
+      var shown = it.headline;  // worded by the server (score or why it does not count, coverage)
       if (it.reliable !== false && it.interval) { shown += " " + it.interval; }
-      var cover = typeof it.coverage === "number" ? " (coverage " + Math.round(it.coverage * 100) + "%)" : "";
       var corrected = it.corrections ? " with " + it.corrections + " correction" + (it.corrections === 1 ? "" : "s") : "";
-      return "round " + it.iteration + ": " + shown + cover + corrected;
+      return "round " + it.iteration + ": " + shown + corrected;
     });
     var last = view.iterations[view.iterations.length - 1];
     var text = "NarrativeFactScore \u2014 " + parts.join(", ");
@@ -307,7 +305,7 @@
       run.appendChild(id);
       cell(row, r.summary_source === "given" ? "your own" : (r.summary_source || "-"));
       cell(row, String(r.rounds));
-      cell(row, r.reliable === false ? "not reliable" : fmt(r.nfs));
+      cell(row, r.nfs_text);
       cell(row, r.coverage === null || r.coverage === undefined ? "-" : Math.round(r.coverage * 100) + "%");
       cell(row, String(r.words));
       cell(row, (r.summarizer || "-") + " / " + (r.judge || "-"));

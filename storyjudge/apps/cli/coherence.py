@@ -13,7 +13,7 @@ from rich.table import Table
 from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
-from storyjudge.core.coverage import describe, describe_card
+from storyjudge.core.coverage import check_verdict, describe, describe_card
 from storyjudge.core.usage import totals
 
 OutOpt = Annotated[
@@ -129,7 +129,7 @@ def _print(result: dict[str, Any]) -> None:
     checks = [(s["id"], s["annotator_check"]) for s in result["summaries"] if s.get("annotator_check")]
     for summary_id, check in checks:
         where = f"{summary_id}: " if len(result["summaries"]) > 1 else ""
-        verdict = "passed" if check["passed"] else "failed: the score is not reliable"
+        verdict = check_verdict(check)
         console.print(
             f"Annotator check, {where}{check['note']} (at most {check['max_false_acceptance']:.0%} may pass as "
             f"clear; {verdict})",

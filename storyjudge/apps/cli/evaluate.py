@@ -220,7 +220,7 @@ def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]
             share = f" (mean coverage {coverage:.0%})" if isinstance(coverage, (int, float)) else ""
             notes.append(
                 f"cell {n} ({line.get('cell')}): no {key} score: {line.get(f'{key}_unreliable', 0)} of "
-                f"{line['ok']} item(s) were not reliable{share}: too few units got a readable answer, or the "
+                f"{line['ok']} item(s) did not count{share}: too few units got a readable answer, or the "
                 "judge check failed; rows.jsonl has each item's errors."
             )
     return notes

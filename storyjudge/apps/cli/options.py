@@ -34,8 +34,8 @@ import typer
 from storyjudge.core.context import Context
 
 FIELDS = Context.model_fields
-# short aliases, only where a letter cannot be mistaken for another setting
-SHORT = {"model": "-m", "concurrency": "-j"}
+# other names of an option: a letter where it cannot be mistaken for another setting, a singular
+SHORT = {"model": "-m", "concurrency": "-j", "metrics": "--metric"}
 SET_PARAM = "set_values"
 
 PANELS: dict[str, tuple[str, ...]] = {
@@ -47,6 +47,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Method": (
         *("preset", "prompt_dir", "chunk_size", "ckg_samples", "predicate_threshold", "predicate_min_count"),
         *("embedder", "bge_m3_path", "retrieval_k", "evidence_tokens", "coverage_floor", "strategy"),
+        "metrics",
         *("max_summary_tokens", "artifact_removal", "batched_coherence", "sentence_splitter"),
     ),
     "Loop": (
@@ -72,7 +73,7 @@ def flag(name: str) -> str:
 def _default_text(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
-    return str(value)
+    return str(value) if value != [] else "none"
 
 
 def field_help(name: str) -> str:
@@ -94,13 +95,19 @@ def setting_option(name: str) -> Any:
     where click would print a usage box.
     """
     hint: Any = FIELDS[name].annotation
+    metavar = None
     if get_origin(hint) is Literal:
         hint = str
+    elif get_origin(hint) is list:  # repeatable; each value is checked by the Context
+        hint, metavar = list[str], "SPEC"
     decls = [f"{flag(name)}/--no-{flag(name)[2:]}" if hint is bool else flag(name)]
     if name in SHORT:
         decls.append(SHORT[name])
     return Annotated[
-        hint | None, typer.Option(*decls, help=field_help(name), rich_help_panel=PANEL_OF.get(name, "Method"))
+        hint | None,
+        typer.Option(
+            *decls, metavar=metavar, help=field_help(name), rich_help_panel=PANEL_OF.get(name, "Method")
+        ),
     ]
 
 
@@ -138,7 +145,7 @@ class Settings:
         """Field -> value of everything given; a bad --set pair or a field given twice fails in one line."""
         from storyjudge.apps.cli.common import fail
 
-        values = {name: value for name, value in self.options.items() if value is not None}
+        values = {name: value for name, value in self.options.items() if value not in (None, [])}
         from_set: set[str] = set()
         for pair in self.pairs:
             raw_name, sep, value = pair.partition("=")

@@ -19,7 +19,7 @@ from storyjudge.apps.cli.common import console, fail, print_json, print_result, 
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import ROLES, Context
-from storyjudge.core.coverage import card_reliable, describe, describe_card
+from storyjudge.core.coverage import UNRELIABLE, card_reliable, check_verdict, describe, describe_card
 from storyjudge.core.keptruns import keep_run, new_run_id, runs_folder
 from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.resultjson import build_result, write_result
@@ -38,6 +38,7 @@ JUDGING = (
         "nfs_unjudged",
         "planted_facts",
         "max_false_acceptance",
+        "metrics",
     ),
 )
 JUDGE_ROLES = ("extractor", "decomposer", "judge")
@@ -97,20 +98,20 @@ def _refine_roles(ctx: Context) -> tuple[str, ...]:
 
 
 def _outcome(it: dict[str, Any], best: int | None) -> str:
-    """A round's fate in a word or two: the best, accepted, rejected (by a guard), or not reliable."""
+    """A round's fate in a word or two: the best, accepted, rejected (by a guard), or that its score does not count."""
     if it["iteration"] == best:
         return "best"
     if not it.get("accepted", True):
         return "rejected"
-    return "accepted" if it["factscore"].get("reliable", True) is not False else "not reliable"
+    return "accepted" if it["factscore"].get("reliable", True) is not False else UNRELIABLE
 
 
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
     """One row per round (0: the first summary, n: the n-th refinement), within 80 columns.
 
     No cell is cut: every column is at least as wide as its longest word, and together they fit 80 columns, so
-    rich wraps a long cell ("not reliable") at its space. Facts in all are supported + unsupported + unjudged;
-    the notes (why a round was rejected or is not reliable) are lines under the table, not a column.
+    rich wraps a long cell (``coverage.UNRELIABLE``) at its space. Facts in all are supported + unsupported + unjudged;
+    the notes (why a round was rejected or does not count) are lines under the table, not a column.
     """
     table = Table(
         title="NarrativeFactScore per round",
@@ -147,7 +148,7 @@ def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
 
 
 def _round_notes(iterations: list[dict[str, Any]]) -> list[str]:
-    """Why rounds were rejected or not reliable, one line each."""
+    """Why rounds were rejected or do not count, one line each."""
     return [
         f"round {it['iteration']}: {it['note']}"
         for it in sorted(iterations, key=lambda i: i["iteration"])
@@ -192,8 +193,8 @@ def _judge_line(iteration: int, card: dict[str, Any]) -> str:
     check = card.get("judge_check")
     if not check:
         return ""
-    decision = check.get("decision") or ("passed" if check["passed"] else "failed")
-    consequence = "" if decision == "passed" else ": the score is not reliable"
+    verdict = check_verdict(check)
+    consequence = "" if verdict == "passed" else f"; {verdict}"
     ci = check.get("false_acceptance_ci95")
     false = (
         f"; false facts accepted {check['false_acceptance']:.0%} [95% CI {ci[0]:.0%}, {ci[1]:.0%} over "
@@ -246,6 +247,7 @@ def _write_refine(run: Run) -> None:
         card = best[0]["factscore"]
         nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
         console.print(f"Best: round {best[0]['iteration']}, NFS {nfs}.", markup=False, highlight=False)
+        _print_metrics(best[0])
     console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
         f"tokens {usage['input_tokens']} in / {usage['output_tokens']} out, est. {cost_text(final.get('usage'))}; "
@@ -323,6 +325,12 @@ def _keep(rd: RunDir, kind: str, record: dict[str, Any]) -> None:
     console.print(f"Kept as run {run_id}: {kept.root}", soft_wrap=True, markup=False, highlight=False)
 
 
+def _print_metrics(round_: dict[str, Any]) -> None:
+    """The round's added metrics, a line each in their own words, on stderr."""
+    for name, card in (round_.get("metrics") or {}).items():
+        console.print(f"{name}: {card.get('headline', '')}", markup=False, highlight=False)
+
+
 def _print_paths(rd: RunDir, report: bool) -> None:
     """Where the run's files are, on stderr."""
     console.print(f"Run record: {rd.result}", soft_wrap=True, markup=False, highlight=False)
@@ -341,6 +349,8 @@ def _write_score(run: Run) -> None:
     final, summary_text = run.final, run.job.graph_input["summary"]
     card = final["factscore"]
     iteration = {"iteration": 0, "summary": summary_text, "factscore": card, "accepted": True, "note": ""}
+    if final.get("metrics"):
+        iteration["metrics"] = final["metrics"]
     result = build_result(
         {**final, "iterations": [iteration], "best_iteration": 0},
         run.ctx,
@@ -363,6 +373,7 @@ def _write_score(run: Run) -> None:
             escape(verdict["feedback"] or verdict.get("error", "")),
         )
     console.print(table)
+    _print_metrics(iteration)
     _print_paths(rd, report)
     if run.as_json:
         print_json(result)

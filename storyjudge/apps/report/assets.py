@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from storyjudge.core.coverage import UNRELIABLE, check_verdict, describe
 from storyjudge.core.usage import cost_text, price_known
 
 ASSET_PACKAGE = "storyjudge.apps"
@@ -46,6 +47,10 @@ def environment() -> jinja2.Environment:
     env.filters["usd"] = lambda x: f"${float(x or 0):.4f}"
     env.filters["cost_of"] = lambda u, spec: format_usd(u.get("cost_usd"), price_known(spec))
     env.filters["cost"] = lambda usage: cost_text(usage)
+    # the words for a card come from core.coverage, never from a template
+    env.filters["verdict"] = lambda score: describe(score, None, False)  # a score that does not count
+    env.filters["check_verdict"] = check_verdict
+    env.globals["unreliable"] = UNRELIABLE
     return env
 
 

@@ -24,7 +24,7 @@ class Series:
 
 @dataclass
 class Mark:
-    """A round drawn apart on the chart: rejected by a guard, or not reliable; never the best, whatever its score."""
+    """A round drawn apart on the chart: rejected by a guard, or its score does not count; never the best."""
 
     x: float
     y: float

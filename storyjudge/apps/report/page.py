@@ -12,7 +12,7 @@ from storyjudge.apps.report.assets import CSP, _macro, environment, format_score
 from storyjudge.apps.report.ckg import graph_view
 from storyjudge.apps.report.curve import curve_view
 from storyjudge.apps.report.rounds import IterationView, iteration_view, open_rounds
-from storyjudge.core.coverage import card_reliable, reliability_text
+from storyjudge.core.coverage import card_reliable, describe, reliability_text
 from storyjudge.core.keptruns import RUNS_FOLDER
 from storyjudge.core.rundir import RunDir
 from storyjudge.core.runrecord import load_run
@@ -24,10 +24,10 @@ class Headline:
 
     iteration: int
     rounds: int
-    score: str  # "0.889", or "not reliable" / "n/a": an unreliable score is never shown as a number
+    score: str  # "0.889", or the words of ``core.coverage.describe``: an unreliable score is never a number
     coverage: str
     reliable: bool
-    reliability: str  # "reliable", or "not reliable: <why>"
+    reliability: str  # ``core.coverage.reliability_text``: "reliable", or why it does not count
     stop: str
     chosen: str  # how the round was chosen
 
@@ -55,7 +55,7 @@ def headline(
     return Headline(
         iteration=int(it.get("iteration", 0)),
         rounds=len(iterations),
-        score=format_score(score) if reliable or score is None else "not reliable",
+        score=format_score(score) if reliable or score is None else describe(score, None, False),
         coverage="coverage n/a" if coverage is None else f"coverage {float(coverage):.0%}",
         reliable=reliable,
         reliability=reliability_text(card),

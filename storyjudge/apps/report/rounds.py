@@ -8,7 +8,7 @@ from typing import Any
 
 from storyjudge.apps.report.assets import _macro
 from storyjudge.apps.report.verdicts import FactRow, Passage, Piece, _fact_rows, summary_pieces
-from storyjudge.core.coverage import card_reliable, judge_failure
+from storyjudge.core.coverage import card_reliable, reliability_text
 from storyjudge.core.summary_stats import words
 
 OPEN_WORDS = 600
@@ -44,6 +44,9 @@ class IterationView:
     interval: str = ""  # "95% CI [0.200, 0.800] over 6 sentences"
     corrected: str = ""  # the judge-corrected estimate with its interval, or why there is none
     corrected_note: str = ""  # what the estimate assumes
+    metrics: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # added metrics' cards, with their headline
 
     @property
     def flagged(self) -> int:
@@ -96,7 +99,7 @@ def iteration_view(
             for c in (iteration.get("coherence") or {}).get("summaries") or []
             if c.get("annotator_check")
         ],
-        unreliable_why=judge_failure(card) or "too few facts were judged for this number to count",
+        unreliable_why=reliability_text(card),
         interval=_interval_text(card.get("score_ci95"), card.get("score_ci95_over")),
         corrected=(
             ""
@@ -107,6 +110,7 @@ def iteration_view(
             + _interval_text(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
         ),
         corrected_note=str(card.get("score_corrected_note") or ""),
+        metrics=dict(iteration.get("metrics") or {}),
     )
 
 

@@ -45,7 +45,7 @@ from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_
 from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
 from storyjudge.core.corrections import MAX_REASON_CHARS
-from storyjudge.core.coverage import card_reliable, judge_failure
+from storyjudge.core.coverage import card_reliable, describe_card
 from storyjudge.core.keptruns import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.passages import scene_texts
@@ -222,7 +222,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
                 "coverage": card.get("coverage"),
                 "interval": _interval(card),
                 "reliable": card_reliable(card),
-                "judge": judge_failure(card),  # what the planted facts say when they make it not count
+                "headline": describe_card(card),  # the card in words (``core.coverage``)
                 "delta": None if score is None or previous is None else score - previous,
                 "facts": card.get("facts", 0),
                 "supported": card.get("supported", 0),
