@@ -463,7 +463,8 @@ def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
     key = f"{kind}_thread"
     if resume and meta.get(key):
         return meta[key], True
-    thread = new_run_id(kind)  # also the kept run's id: to the millisecond, so runs kept in one second keep order
+    # Also the kept run's id: to the millisecond, so runs kept within one second keep their order.
+    thread = new_run_id(kind)
     reset_ledger(str(rd.root))  # a new run: its usage ledger starts empty
     meta[key] = thread
     rd.write_json(rd.meta, meta)
