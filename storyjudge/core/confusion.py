@@ -23,43 +23,19 @@ from dataclasses import dataclass, field
 from storyjudge.core.jsonparse import strip_thinking
 from storyjudge.core.promptcopy import copied_span, words
 
-ERROR_TYPES: tuple[str, ...] = (
-    "entity omission",
-    "event omission",
-    "causal omission",
-    "salience",
-    "discontinuity",
-    "duplication",
-    "inconsistency",
-    "language",
-)
-"""The eight confusion types of the paper's taxonomy, in its order (appendix M.4)."""
-
-# Word stems that identify a type when a model paraphrases it ("causal", "repetition", "grammar").
-_TYPE_KEYWORDS: tuple[tuple[str, str], ...] = (
-    ("entit", "entity omission"),
-    ("character", "entity omission"),
-    ("event", "event omission"),
-    ("causal", "causal omission"),
-    ("cause", "causal omission"),
-    ("motivation", "causal omission"),
-    ("salien", "salience"),
-    ("trivial", "salience"),
-    ("irrelevan", "salience"),
-    ("discontinu", "discontinuity"),
-    ("transition", "discontinuity"),
-    ("flow", "discontinuity"),
-    ("duplicat", "duplication"),
-    ("repeti", "duplication"),
-    ("redundan", "duplication"),
-    ("inconsisten", "inconsistency"),
-    ("contradict", "inconsistency"),
-    ("language", "language"),
-    ("grammar", "language"),
-    ("grammatical", "language"),
-    ("wording", "language"),
-    ("phrasing", "language"),
-)
+_TYPE_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "entity omission": ("entit", "character"),
+    "event omission": ("event",),
+    "causal omission": ("causal", "cause", "motivation"),
+    "salience": ("salien", "trivial", "irrelevan"),
+    "discontinuity": ("discontinu", "transition", "flow"),
+    "duplication": ("duplicat", "repeti", "redundan"),
+    "inconsistency": ("inconsisten", "contradict"),
+    "language": ("language", "grammar", "grammatical", "wording", "phrasing"),
+}
+"""The eight confusion types of the paper's taxonomy, in its order (appendix M.4), each with the word stems that
+identify it when a model paraphrases it ("causal", "repetition", "grammar")."""
+ERROR_TYPES = tuple(_TYPE_KEYWORDS)
 
 # A label starts a line (after markdown bullets, quotes or numbering) or follows whitespace mid-line.
 _LABEL = r"(?:^[ \t>*#_\-]*(?:\d+[.)]\s*)?|(?<=\s))[*_]*\s*(?<![A-Za-z])"
@@ -156,16 +132,10 @@ def type_of(label: str) -> str | None:
     normal = _normalise(label)
     if not normal:
         return None
-    for name in ERROR_TYPES:
-        if normal == name or normal == name.replace(" ", ""):
+    for name in ERROR_TYPES:  # the name itself, spaced or not, then a stem
+        if name in normal or normal == name.replace(" ", ""):
             return name
-    for name in ERROR_TYPES:
-        if name in normal:
-            return name
-    for stem, name in _TYPE_KEYWORDS:
-        if stem in normal:
-            return name
-    return None
+    return next((name for name, stems in _TYPE_KEYWORDS.items() for stem in stems if stem in normal), None)
 
 
 def normalise_types(labels: Iterable[str]) -> tuple[list[str], list[str]]:
