@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -106,24 +107,25 @@ def _finite(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
-    """Spearman's rho with its two-sided p-value; both None when either side is constant or n < 3."""
+def _correlation(
+    test: Callable[..., Any], name: str, x: Sequence[float], y: Sequence[float]
+) -> dict[str, float | None]:
     if len(x) != len(y):
         raise ValueError(f"score lists differ in length ({len(x)} vs {len(y)})")
     if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return {"rho": None, "p": None}
-    result = stats.spearmanr(x, y)
-    return {"rho": _finite(result.statistic), "p": _finite(result.pvalue)}
+        return {name: None, "p": None}
+    result = test(x, y)
+    return {name: _finite(result.statistic), "p": _finite(result.pvalue)}
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
+    """Spearman's rho with its two-sided p-value; both None when either side is constant or n < 3."""
+    return _correlation(stats.spearmanr, "rho", x, y)
 
 
 def kendall(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
     """Kendall's tau-b (corrects for ties, which a binary label is full of) with its two-sided p-value."""
-    if len(x) != len(y):
-        raise ValueError(f"score lists differ in length ({len(x)} vs {len(y)})")
-    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return {"tau": None, "p": None}
-    result = stats.kendalltau(x, y, variant="b")
-    return {"tau": _finite(result.statistic), "p": _finite(result.pvalue)}
+    return _correlation(partial(stats.kendalltau, variant="b"), "tau", x, y)
 
 
 def bootstrap_ci(
