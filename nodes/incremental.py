@@ -12,7 +12,10 @@ One step per graph step, so a checkpointed run resumes at the chunk it stopped a
 
 from __future__ import annotations
 
+import bisect
 import time
+from collections.abc import Callable
+from functools import cache, partial
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -58,13 +61,10 @@ def keep_newest(text: str, limit: int) -> str:
     if count_tokens(text) <= limit:
         return text
     spans = sentence_spans(text)
-    lo, hi = 0, len(spans)  # smallest span index whose suffix fits (the suffix shrinks as the index grows)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if count_tokens(text[spans[mid][0] :].strip()) <= limit:
-            hi = mid
-        else:
-            lo = mid + 1
+    # the first sentence whose suffix fits, by bisection (the suffix shrinks as the index grows)
+    lo = bisect.bisect_left(
+        range(len(spans)), True, key=lambda i: count_tokens(text[spans[i][0] :].strip()) <= limit
+    )
     if lo < len(spans):
         return text[spans[lo][0] :].strip()
     tokens = encode(text)[-limit:]
@@ -119,23 +119,14 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     window, top = plan["context_window"], plan["max_summary_tokens"]
     words = step_words(step, len(state["chunks"]), top)
     running = state.get("draft", "") if step else ""
+    build: Callable[[int], str]
     if step == 0:
         prompt = load("incremental_init", ctx.prompt_dir)
-
-        def build(asked: int) -> str:
-            return render_init(chunk["text"], asked, ctx.prompt_dir)
+        build = partial(render_init, chunk["text"], prompt_dir=ctx.prompt_dir)
     else:
         prompt = load("incremental_update", ctx.prompt_dir)
-
-        def build(asked: int) -> str:
-            return render_update(chunk["text"], running, asked, ctx.prompt_dir)
-
-    rendered: dict[int, str] = {}
-
-    def render(asked: int) -> str:  # the allowance below and the first attempt use the same prompt
-        if asked not in rendered:
-            rendered[asked] = build(asked)
-        return rendered[asked]
+        build = partial(render_update, chunk["text"], running, prompt_dir=ctx.prompt_dir)
+    render = cache(build)  # the allowance below and the first attempt use the same prompt
 
     allowance = max(1, min(UPDATE_OUTPUT_FACTOR * top, window - prompt_cost(render(words))))
     written = write(
