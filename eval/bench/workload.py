@@ -104,18 +104,19 @@ class BenchResponder:
             return json.dumps({"facts": [f"{part.strip()}." for part in sentence.split(", and ")]})
         if name == "Verdict":
             fact = block(text, "fact")
+            verdict = {
+                "rationale": "The scenes state this.",
+                "supported": True,
+                "feedback": "",
+                "evidence": [],
+            }
             if WRONG in fact:
-                return json.dumps(
-                    {
-                        "rationale": "The scenes never show anyone stealing the lamp.",
-                        "supported": False,
-                        "feedback": f"Replace '{WRONG}' with '{RIGHT}'.",
-                        "evidence": [],
-                    }
+                rationale, feedback = (
+                    "The scenes never show anyone stealing the lamp.",
+                    f"Replace '{WRONG}' with '{RIGHT}'.",
                 )
-            return json.dumps(
-                {"rationale": "The scenes state this.", "supported": True, "feedback": "", "evidence": []}
-            )
+                verdict.update(rationale=rationale, supported=False, feedback=feedback)
+            return json.dumps(verdict)
         whole = all_text(body)
         if "causes any confusion" in whole:
             number = int(re.findall(r'<sentence number="(\d+)">', text)[-1])
@@ -135,15 +136,7 @@ class ServerProcess:
 
     def __init__(self, latency: float, slots: int, log: Path, sentences: int = 20) -> None:
         self.log = log
-        self.args = [
-            sys.executable,
-            "-m",
-            "eval.bench.workload",
-            str(latency),
-            str(slots),
-            str(log),
-            str(sentences),
-        ]
+        self.args = [sys.executable, "-m", "eval.bench.workload", *map(str, (latency, slots, log, sentences))]
         self.process: subprocess.Popen[str] | None = None
         self.base_url = ""
 
