@@ -185,13 +185,16 @@ def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
             units.append((paragraph, n))
             continue
         for start, end in sentence_spans(paragraph):
-            sentence = paragraph[start:end]
-            m = count(sentence)
-            if m <= max_tokens:
-                units.append((sentence, m))
-            else:
-                units.extend((piece, count(piece)) for piece in _hard_split(sentence, max_tokens, count))
+            units.extend(_fitted(paragraph[start:end], max_tokens, count))
     return units
+
+
+def _fitted(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
+    """``text`` with its count when it fits, else its pieces cut at words (or characters), each with its count."""
+    n = count(text)
+    if n <= max_tokens:
+        return [(text, n)]
+    return [(piece, count(piece)) for piece in _hard_split(text, max_tokens, count)]
 
 
 def split_by_tokens(text: str, max_tokens: int, count: Counter = count_tokens) -> list[str]:
@@ -230,14 +233,7 @@ def split_counted(text: str, max_tokens: int, count: Counter = count_tokens) -> 
     if current:
         chunks.append(current)
     # token counts are not exactly additive across a join; re-check and re-split the rare offender
-    fixed: list[tuple[str, int]] = []
-    for chunk in chunks:
-        n = count(chunk)
-        if n <= max_tokens:
-            fixed.append((chunk, n))
-        else:
-            fixed.extend((piece, count(piece)) for piece in _hard_split(chunk, max_tokens, count))
-    return fixed
+    return [piece for chunk in chunks for piece in _fitted(chunk, max_tokens, count)]
 
 
 def split_filled(
