@@ -176,9 +176,7 @@ def parse_listish(value: Any, what: str) -> list[Any]:
 
 
 def _binary(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)) and value in (0, 1):
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
         return int(value)
     if isinstance(value, str) and value.strip() in ("0", "1"):
         return int(value.strip())
@@ -343,10 +341,7 @@ def _coherence_labels(record: dict[str, Any], sentences: list[str], where: str) 
 
 
 def _title_of(document: str) -> str:
-    for line in document.splitlines():
-        if line.strip():
-            return line.strip()[:80]
-    return ""
+    return next((line.strip()[:80] for line in document.splitlines() if line.strip()), "")
 
 
 def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:
