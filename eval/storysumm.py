@@ -90,10 +90,8 @@ def sentence_predictions(
 ) -> dict[str, Any]:
     """Per labelled sentence: facts, judged, unsupported and the prediction (None when nothing was judged).
 
-    Args:
-        dataset_sentences: The dataset's sentences (the labels refer to these).
-        per_sentence: The score card's ``per_sentence`` records (``sentence``, ``facts``, ``supported``,
-            ``judged``) for the graph's own sentences.
+    ``per_sentence``: the score card's records (``sentence``, ``facts``, ``supported``, ``judged``) of the
+    graph's own sentences, mapped onto ``dataset_sentences`` (the ones the labels refer to).
     """
     graph_sentences = [str(p.get("sentence", "")) for p in per_sentence]
     alignment = align(dataset_sentences, graph_sentences)
@@ -133,11 +131,8 @@ def agreement_report(
 ) -> dict[str, Any]:
     """The agreement tables of one set of scored STORYSUMM rows (one runner cell).
 
-    Args:
-        rows: Runner rows with ``status`` "ok", ``labels`` (``summary``, ``sentences``, ``coherence``) and
-            ``factscore`` (``score``, ``predicted_unfaithful``, ``sentences``) and optionally ``coherence``.
-        resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+    ``rows``: runner rows with ``status`` "ok", ``labels`` (``summary``, ``sentences``, ``coherence``) and
+    ``factscore`` (``score``, ``predicted_unfaithful``, ``sentences``) and optionally ``coherence``.
     """
     ok = [r for r in rows if r.get("status") == "ok" and (r.get("labels") or {}).get("summary") is not None]
     report: dict[str, Any] = {

@@ -223,11 +223,8 @@ def _not_an_answer(body: str, prompt: Iterable[str], data: Iterable[str]) -> str
 def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str] = ()) -> ConfusionAnswer:
     """Read one per-sentence answer; never guesses "no confusion" for text it cannot read.
 
-    Args:
-        text: The model's answer.
-        prompt: The fixed texts the model was shown (the template, a format reminder): an answer that copies a
-            run of them is unparsed.
-        data: The summary and sentence the request carried; quoting those is no copy.
+    An answer that copies a run of the fixed texts it was shown (``prompt``: the template, a format reminder) is
+    unparsed; quoting the summary and sentence the request carried (``data``) is no copy.
     """
     body = _answer_body(text or "")
     if not body:

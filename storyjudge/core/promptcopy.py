@@ -44,11 +44,8 @@ def copied_span(
 ) -> str | None:
     """The first run of ``span`` words the answer shares with the fixed texts and not with the data, or None.
 
-    Args:
-        answer: The model's answer.
-        fixed: The prompt's fixed texts (instructions, format reminders); templates are split at placeholders.
-        data: The texts the request carried as data (scene, summary, sentence): quoting them is no copy.
-        span: How many consecutive words make a copy.
+    ``fixed``: the prompt's instructions and format reminders (templates are split at their placeholders);
+    ``data``: what the request carried as data (scene, summary, sentence), which an answer may quote.
     """
     source = _fixed_grams(tuple(part for text in fixed for part in fixed_parts(text)), span)
     tokens = words(answer)
