@@ -90,21 +90,14 @@ _TYPE_SEPARATORS = re.compile(r"[,;/&|\n]|\band\b|\bplus\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class ConfusionAnswer:
-    """One parsed annotation.
+    """One parsed annotation (``confused`` None: the answer could not be read, and ``error`` says why)."""
 
-    Attributes:
-        confused: True when the sentence causes confusion, False when the answer says "no confusion", None
-            when the answer could not be read (empty, garbage, or contradicting itself).
-        questions: The clarifying questions the model asked.
-        types: Confusion types among the eight, in taxonomy order, without repeats.
-        other_types: Type labels the model gave that are not among the eight (kept for inspection).
-        error: Why ``confused`` is None.
-    """
-
-    confused: bool | None
-    questions: list[str] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)
-    other_types: list[str] = field(default_factory=list)
+    confused: (
+        bool | None
+    )  # False: the answer says "no confusion"; None: empty, garbage or contradicting itself
+    questions: list[str] = field(default_factory=list)  # the clarifying questions the model asked
+    types: list[str] = field(default_factory=list)  # among the eight, in taxonomy order, without repeats
+    other_types: list[str] = field(default_factory=list)  # labels outside the eight, kept for inspection
     error: str | None = None
 
     @property
