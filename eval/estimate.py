@@ -114,13 +114,9 @@ def _planted_items(
 ) -> None:
     """The planted control items' calls: asked once, since every round plants the same ones (cache hits after)."""
     for i, end in enumerate(("low", "high")):
-        evidence = (
-            min(scene_tokens)
-            if end == "low"
-            else min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens))
-        )
         if "factscore" in metrics:
-            judge_in = _prompt_tokens("judge") + evidence
+            high = min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens))
+            judge_in = _prompt_tokens("judge") + (min(scene_tokens) if end == "low" else high)
             rng.add(end, "judge", _planted_calls(ctx), judge_in, ANSWER_TOKENS["judge"][i])
         if "coherence" in metrics:
             coherence_in = _prompt_tokens("coherence") + size[i] + CALL_OVERHEAD_TOKENS
@@ -139,31 +135,16 @@ def _summarize_range(rng: _Range, ctx: Context, scenes: list[Any]) -> None:
     if ctx.strategy == "hierarchical":
         budgets = level_budgets(len(chunks), top, window, merge_overhead(ctx.prompt_dir))
         merges = sum(merges_needed(len(chunks), budgets, window, merge_overhead(ctx.prompt_dir)))
-        leaf_prompt = _prompt_tokens("summarize_chunk")
-        rng.add(
-            "low",
-            "summarizer",
-            len(chunks),
-            leaf_prompt + chunk_in / len(chunks),
-            SUMMARY_SHARE_LOW * budgets[0],
-        )
-        rng.add(
-            "high", "summarizer", len(chunks) * tries, leaf_prompt + chunk_in / len(chunks) + 50, budgets[0]
-        )
-        rng.add(
-            "low",
-            "summarizer",
-            merges,
-            _prompt_tokens("merge") + 2 * SUMMARY_SHARE_LOW * budgets[0],
-            SUMMARY_SHARE_LOW * top,
-        )
+        leaf_in = _prompt_tokens("summarize_chunk") + chunk_in / len(chunks)
+        low_leaf = SUMMARY_SHARE_LOW * budgets[0]
+        rng.add("low", "summarizer", len(chunks), leaf_in, low_leaf)
+        rng.add("high", "summarizer", len(chunks) * tries, leaf_in + 50, budgets[0])
+        rng.add("low", "summarizer", merges, _prompt_tokens("merge") + 2 * low_leaf, SUMMARY_SHARE_LOW * top)
         rng.add("high", "summarizer", merges * tries, window, top)
     else:
         update_in = _prompt_tokens("incremental_update") + chunk_in / len(chunks)
         rng.add("low", "summarizer", len(chunks), update_in, SUMMARY_SHARE_LOW * top)
-        rng.add(
-            "high", "summarizer", 2 * len(chunks) * tries, update_in + top + 50, top
-        )  # updates, compressions
+        rng.add("high", "summarizer", 2 * len(chunks) * tries, update_in + top + 50, top)  # and compressions
     if ctx.artifact_removal:
         artifacts_in = _prompt_tokens("remove_artifacts")
         rng.add("low", "summarizer", 1, artifacts_in + SUMMARY_SHARE_LOW * top, SUMMARY_SHARE_LOW * top)
@@ -321,16 +302,12 @@ def estimate_run(
             f"{FACT_TOKENS_RANGE[0]} summary tokens, short answers"
             if task == "refine"
             else "low: one fact per 40 summary tokens, short answers",
-            *(
-                [
-                    f"high: every round up to max_iterations ({ctx.max_iterations}) with every verdict asked anew, "
-                    "the summary at its budget (each refinement up to a tenth longer, never past "
-                    f"max_summary_tokens), one fact per {FACT_TOKENS_RANGE[1]} summary tokens, every summary "
-                    "regenerated to the limit"
-                ]
-                if task == "refine"
-                else [f"high: one fact per {FACT_TOKENS_RANGE[1]} summary tokens, full evidence"]
-            ),
+            f"high: every round up to max_iterations ({ctx.max_iterations}) with every verdict asked anew, "
+            "the summary at its budget (each refinement up to a tenth longer, never past "
+            f"max_summary_tokens), one fact per {FACT_TOKENS_RANGE[1]} summary tokens, every summary "
+            "regenerated to the limit"
+            if task == "refine"
+            else f"high: one fact per {FACT_TOKENS_RANGE[1]} summary tokens, full evidence",
             "neither end counts retries of failed calls; the run shows them",
             "USD at each role's list price for OpenAI models with a known one (storyjudge.core.usage.PRICES_PER_MTOK)",
         ],
