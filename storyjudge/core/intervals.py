@@ -15,6 +15,7 @@ from typing import Any
 RESAMPLES = 2000
 SEED = 0
 LEVEL = 0.95
+_NO_DIFFERENCE = {"difference": None, "ci95": None, "excludes_zero": False}
 
 
 def _clean(values: Sequence[float | None]) -> list[float]:
@@ -57,7 +58,7 @@ def difference_interval(
     """
     import numpy as np
 
-    out: dict[str, Any] = {"difference": None, "ci95": None, "excludes_zero": False, "paired": paired}
+    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": paired}
     rng = np.random.default_rng(seed)
     if paired:
         if len(a) != len(b):
@@ -96,14 +97,8 @@ def aligned_difference_interval(
     second = np.array([np.nan if y is None else float(y) for _, y in units], dtype=float)
     kept = ~(np.isnan(first) & np.isnan(second))
     first, second = first[kept], second[kept]
-    out: dict[str, Any] = {
-        "difference": None,
-        "ci95": None,
-        "excludes_zero": False,
-        "paired": True,
-        "n": int(first.size),
-        "pairs": int((~np.isnan(first) & ~np.isnan(second)).sum()),
-    }
+    pairs = int((~np.isnan(first) & ~np.isnan(second)).sum())
+    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": True, "n": int(first.size), "pairs": pairs}
     if np.isnan(first).all() or np.isnan(second).all():
         return out
     out["difference"] = float(np.nanmean(second) - np.nanmean(first))
@@ -161,13 +156,7 @@ def ratio_difference_interval(
 
     rng = np.random.default_rng(seed)
     sides = [_units(np, *side) for side in (a, b)]
-    out: dict[str, Any] = {
-        "difference": None,
-        "ci95": None,
-        "excludes_zero": False,
-        "paired": False,
-        "n": [int(sides[0][0].size), int(sides[1][0].size)],
-    }
+    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": False, "n": [int(num.size) for num, _ in sides]}
     if not all(num.size for num, _ in sides):
         return out
     (na, da), (nb, db) = sides
