@@ -69,21 +69,10 @@ PROSE_WORDS = 100
 CLEAN_PROSE_WORDS = 40
 """A prose "no confusion" counts only in an answer this short (a statement, not an essay that mentions it)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-_EMPTY_SECTION = {
-    "no confusion",
-    "none",
-    "n a",
-    "na",
-    "no",
-    "nothing",
-    "no questions",
-    "no question",
-    "no types",
-    "no type",
-    "not applicable",
-    "no confusion types",
-    "none no confusion",
-}
+_EMPTY_SECTION = frozenset(
+    "no confusion|none|n a|na|no|nothing|no questions|no question|no types|no type|not applicable|"
+    "no confusion types|none no confusion".split("|")
+)
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)])\s*")
 _TYPE_SEPARATORS = re.compile(r"[,;/&|\n]|\band\b|\bplus\b", re.IGNORECASE)
 
