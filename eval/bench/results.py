@@ -202,13 +202,7 @@ def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
     if not checkpoint:
         return []
     ratio = float(checkpoint["ratio"])
-    header = [
-        "checkpoints",
-        "checkpoints.sqlite kB",
-        "checkpoint_blobs kB",
-        "final state kB",
-        "result.json kB",
-    ]
+    header = "checkpoints|checkpoints.sqlite kB|checkpoint_blobs kB|final state kB|result.json kB".split("|")
     row = [
         checkpoint["checkpoints"], f"{checkpoint['checkpoints_sqlite_bytes'] / 1e3:.0f}",
         f"{checkpoint['checkpoint_blobs_bytes'] / 1e3:.0f}", f"{checkpoint.get('final_state_bytes', 0) / 1e3:.0f}",

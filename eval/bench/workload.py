@@ -103,20 +103,14 @@ class BenchResponder:
             sentence = block(text, "sentence").rstrip(".")
             return json.dumps({"facts": [f"{part.strip()}." for part in sentence.split(", and ")]})
         if name == "Verdict":
-            fact = block(text, "fact")
-            verdict = {
-                "rationale": "The scenes state this.",
-                "supported": True,
-                "feedback": "",
-                "evidence": [],
-            }
-            if WRONG in fact:
-                rationale, feedback = (
-                    "The scenes never show anyone stealing the lamp.",
-                    f"Replace '{WRONG}' with '{RIGHT}'.",
-                )
-                verdict.update(rationale=rationale, supported=False, feedback=feedback)
-            return json.dumps(verdict)
+            wrong = WRONG in block(text, "fact")
+            rationale = (
+                "The scenes never show anyone stealing the lamp." if wrong else "The scenes state this."
+            )
+            feedback = f"Replace '{WRONG}' with '{RIGHT}'." if wrong else ""
+            return json.dumps(
+                {"rationale": rationale, "supported": not wrong, "feedback": feedback, "evidence": []}
+            )
         whole = all_text(body)
         if "causes any confusion" in whole:
             number = int(re.findall(r'<sentence number="(\d+)">', text)[-1])
