@@ -200,13 +200,8 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     problem = _unusable(revised, answer.finish_reason)
     if problem:
         revised = summary
-        events.append(
-            {
-                "stage": "refine",
-                "iteration": state.get("iteration", 0) + 1,
-                "event": f"{problem} refinement after {attempts} attempt(s); kept summary",
-            }
-        )
+        note = f"{problem} refinement after {attempts} attempt(s); kept summary"
+        events.append({"stage": "refine", "iteration": state.get("iteration", 0) + 1, "event": note})
     progress.emit("refine", advance=1)
     return {
         "summary": revised,
