@@ -34,7 +34,6 @@ from prompts import data_block, load
 from state import SummarizeWork
 from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.records import TreeSummary
 from storyjudge.core.textsplit import sentence_spans
 from storyjudge.core.tokens import count_tokens, decode, encode
 from storyjudge.core.usage import merge_usage, totals
@@ -162,19 +161,9 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
                     kept="newest",
                 )
             )
-    summary = TreeSummary(
-        level=step,
-        index=step,
-        sources=[chunk["index"]],
-        prior=step - 1 if step else None,
-        text=text,
-        tokens=tokens if not compressed else count_tokens(text),
-        budget=top,
-        word_limit=written.word_limit,
-        attempts=written.attempts,
-        calls=int(totals(usage)["calls"]),
-        valid=written.valid,
-    )
+    summary = written.as_summary(step, step, [chunk["index"]], step - 1 if step else None, top)
+    if compressed:  # the condensed text, and the compression's calls too
+        summary.update({"text": text, "tokens": count_tokens(text), "calls": int(totals(usage)["calls"])})
     record = {
         "step": step,
         "chunk": chunk_info(chunk),
