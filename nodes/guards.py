@@ -157,12 +157,7 @@ def rejection_note(record: GuardRecord) -> str:
 
 
 def guard_round(
-    summary: str,
-    card: ScoreCard,
-    narrative: str,
-    *,
-    revised: Iteration | None,
-    ctx: Context,
+    summary: str, card: ScoreCard, narrative: str, *, revised: Iteration | None, ctx: Context
 ) -> tuple[GuardRecord, str]:
     """Measure one round against the Iteration it revised (None for round 0): the record and the rejection note.
 
