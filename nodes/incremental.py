@@ -137,30 +137,15 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
         condensed = compress(ctx, text, words, top, step)
         events.extend(condensed.events)
         usage = merge_usage(usage, condensed.usage)
-        events.append(
-            event(
-                "compress",
-                step=step,
-                tokens_before=tokens,
-                tokens_after=condensed.tokens,
-                attempts=condensed.attempts,
-                ok=condensed.valid,
-            )
-        )
+        done = {"tokens_after": condensed.tokens, "attempts": condensed.attempts, "ok": condensed.valid}
+        events.append(event("compress", step=step, tokens_before=tokens, **done))
         text, compressed = condensed.text, True
         if count_tokens(text) > top:  # keeps every later prompt within W, and the final summary within G_n
             before = count_tokens(text)
             text = keep_newest(text, top)
-            events.append(
-                event(
-                    "clipped_for_budget",
-                    step=step,
-                    tokens=count_tokens(text),
-                    limit=top,
-                    tokens_dropped=before - count_tokens(text),
-                    kept="newest",
-                )
-            )
+            after = count_tokens(text)
+            clipped = {"tokens": after, "limit": top, "tokens_dropped": before - after, "kept": "newest"}
+            events.append(event("clipped_for_budget", step=step, **clipped))
     summary = written.as_summary(step, step, [chunk["index"]], step - 1 if step else None, top)
     if compressed:  # the condensed text, and the compression's calls too
         summary.update({"text": text, "tokens": count_tokens(text), "calls": int(totals(usage)["calls"])})

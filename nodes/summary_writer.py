@@ -218,16 +218,9 @@ def write(
         if problem is None:
             return Written(text, tokens, attempt + 1, True, asked, usage, events)
         if attempt < MAX_REGENERATIONS:
+            said = {"reason": problem, "tokens": tokens, "limit": token_limit}
             events.append(
-                event(
-                    "regenerate",
-                    **where,
-                    attempt=attempt + 1,
-                    reason=problem,
-                    tokens=tokens,
-                    limit=token_limit,
-                    finish_reason=answer.finish_reason,
-                )
+                event("regenerate", **where, attempt=attempt + 1, **said, finish_reason=answer.finish_reason)
             )
         reasons.append(problem)
         over = max(0, tokens - token_limit) if token_limit is not None else 0
@@ -239,17 +232,8 @@ def write(
         shorter = trim_to_last_sentence(text)
         trimmed = shorter != text
         text, tokens = shorter, count_tokens(shorter)
-    events.append(
-        event(
-            "kept_best",
-            **where,
-            attempts=len(attempts),
-            reasons=reasons,
-            tokens=tokens,
-            limit=token_limit,
-            trimmed=trimmed,
-        )
-    )
+    kept = {"reasons": reasons, "tokens": tokens, "limit": token_limit, "trimmed": trimmed}
+    events.append(event("kept_best", **where, attempts=len(attempts), **kept))
     return Written(text, tokens, len(attempts), False, asked, usage, events)
 
 
