@@ -84,23 +84,6 @@ class SceneExtraction(TypedDict):
     part: NotRequired[int]
 
 
-class IndexState(TypedDict, total=False):
-    """State of the index graph."""
-
-    document: str
-    title: str
-    doc_hash: str
-    run_dir: str
-    scenes: list[Scene]
-    segmentation: str  # which rule produced the scenes
-    extractions: Annotated[list[SceneExtraction], operator.add]
-    ckg: NodeLinkGraph
-    ckg_stats: CKGStats
-    index: IndexRef
-    usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], add_timings]
-
-
 class IndexOutput(TypedDict, total=False):
     """What the index graph returns (and hands back to the graphs that compose it)."""
 
@@ -108,12 +91,19 @@ class IndexOutput(TypedDict, total=False):
     title: str
     run_dir: str
     scenes: list[Scene]
-    segmentation: str
+    segmentation: str  # which rule produced the scenes
     ckg: NodeLinkGraph
     ckg_stats: CKGStats
     index: IndexRef
     usage: Annotated[Usage, merge_usage]
     timings: Annotated[dict[str, float], add_timings]
+
+
+class IndexState(IndexOutput, total=False):
+    """State of the index graph: its output, the document it reads and the extractions it merges."""
+
+    document: str
+    extractions: Annotated[list[SceneExtraction], operator.add]
 
 
 class SummaryPlan(TypedDict):
@@ -199,9 +189,8 @@ class FactScoreInput(TypedDict, total=False):
     ]
     iteration: SkipJsonSchema[int]  # set by the refine graph: the round whose facts these are
     run_dir: SkipJsonSchema[str]  # set by the refine graph: where the round keeps the scenes and CKG it reads
-    previous_summary: SkipJsonSchema[
-        str
-    ]  # a refinement round's: the summary it refined (unchanged sentences go later)
+    # a refinement round's: the summary it refined (unchanged sentences go later)
+    previous_summary: SkipJsonSchema[str]
 
 
 class SentenceTask(TypedDict):

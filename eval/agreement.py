@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -106,24 +107,25 @@ def _finite(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
-    """Spearman's rho with its two-sided p-value; both None when either side is constant or n < 3."""
+def _correlation(
+    test: Callable[..., Any], name: str, x: Sequence[float], y: Sequence[float]
+) -> dict[str, float | None]:
     if len(x) != len(y):
         raise ValueError(f"score lists differ in length ({len(x)} vs {len(y)})")
     if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return {"rho": None, "p": None}
-    result = stats.spearmanr(x, y)
-    return {"rho": _finite(result.statistic), "p": _finite(result.pvalue)}
+        return {name: None, "p": None}
+    result = test(x, y)
+    return {name: _finite(result.statistic), "p": _finite(result.pvalue)}
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
+    """Spearman's rho with its two-sided p-value; both None when either side is constant or n < 3."""
+    return _correlation(stats.spearmanr, "rho", x, y)
 
 
 def kendall(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
     """Kendall's tau-b (corrects for ties, which a binary label is full of) with its two-sided p-value."""
-    if len(x) != len(y):
-        raise ValueError(f"score lists differ in length ({len(x)} vs {len(y)})")
-    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return {"tau": None, "p": None}
-    result = stats.kendalltau(x, y, variant="b")
-    return {"tau": _finite(result.statistic), "p": _finite(result.pvalue)}
+    return _correlation(partial(stats.kendalltau, variant="b"), "tau", x, y)
 
 
 def bootstrap_ci(
@@ -135,17 +137,10 @@ def bootstrap_ci(
 ) -> dict[str, Any]:
     """Percentile 95% interval of ``statistic(*columns)`` over resampled items (or groups of items).
 
-    Args:
-        statistic: Takes the resampled columns (lists) and returns a number or None when undefined.
-        *columns: Parallel per-item sequences (e.g. predictions and labels).
-        groups: Optional cluster id per item; whole clusters are resampled when given.
-        resamples: Number of bootstrap resamples.
-        seed: Seed of the generator; the same seed and data give the same interval.
-
-    Returns:
-        ``{ci95: [low, high] | None, resamples, undefined, seed, unit}``; ``undefined`` counts resamples on
-        which the statistic was undefined (they are left out). ``ci95`` is None when fewer than half were
-        defined.
+    ``statistic`` takes the resampled ``columns`` (parallel per-item lists, e.g. predictions and labels) and
+    returns a number or None when undefined; with ``groups`` (a cluster id per item) whole clusters are
+    resampled. Returns ``{ci95: [low, high] | None, resamples, undefined, seed, unit}``: ``undefined`` counts
+    the resamples left out as undefined, and ``ci95`` is None when fewer than half were defined.
     """
     n = len(columns[0]) if columns else 0
     if any(len(c) != n for c in columns):
@@ -210,12 +205,8 @@ def classification_table(
 ) -> dict[str, Any]:
     """Balanced accuracy, kappa, precision/recall/F1 on the unfaithful class, each with a bootstrap 95% CI.
 
-    Args:
-        pred: Predicted unfaithful (True) per item.
-        gold: Human label unfaithful (True) per item.
-        groups: Cluster ids for a cluster bootstrap (e.g. the summary of each sentence).
-        resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+    ``pred`` and ``gold``: predicted and labelled unfaithful (True) per item; ``groups``: cluster ids for a
+    cluster bootstrap (e.g. the summary of each sentence).
     """
     pred_array, gold_array = _check_pair(pred, gold)
     p, g = [bool(v) for v in pred_array], [bool(v) for v in gold_array]
@@ -250,12 +241,7 @@ def correlation_table(
 ) -> dict[str, Any]:
     """Spearman's rho and Kendall's tau-b between a score and a label, p-values and bootstrap 95% CIs.
 
-    Args:
-        scores: Metric value per item (higher = judged more faithful).
-        labels: Human label per item on the same orientation (1 faithful, 0 unfaithful).
-        groups: Cluster ids for a cluster bootstrap.
-        resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+    ``scores`` (higher = judged more faithful) and ``labels`` (1 faithful, 0 unfaithful) share an orientation.
     """
     x, y = [float(s) for s in scores], [float(v) for v in labels]
     rho, tau = spearman(x, y), kendall(x, y)

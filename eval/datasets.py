@@ -106,37 +106,21 @@ def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None)
 
 @dataclass
 class EvalItem:
-    """One unit of evaluation: a narrative and what is known about it (summary to judge, labels, references).
+    """One unit of evaluation: a narrative and what is known about it (summary to judge, labels, references)."""
 
-    Attributes:
-        id: Stable id within its dataset.
-        dataset: Dataset name ("storysumm", "squality", "documents").
-        document: The narrative text.
-        title: A human-readable title.
-        group: Items that share one narrative share a group (their index is built once).
-        summary: A given summary to score, "" when the summary is to be generated.
-        sentences: The given summary's sentences as the dataset splits them (labels refer to these).
-        summary_label: Human label of the whole summary: 1 faithful, 0 unfaithful, None unknown.
-        sentence_labels: One 1/0 label per sentence of ``sentences``, or None when unusable (see ``notes``).
-        coherence_labels: One 1 (clear) / 0 (confusing) label per sentence, where a dataset has them.
-        references: Reference summaries (for ROUGE / BERTScore).
-        meta: Everything else the dataset says about the item (model, difficulty, explanations, ...).
-        notes: What the loader repaired or left out for this item.
-    """
-
-    id: str
-    dataset: str
+    id: str  # stable within its dataset
+    dataset: str  # "storysumm", "squality" or "documents"
     document: str
     title: str = ""
-    group: str = ""
-    summary: str = ""
-    sentences: list[str] = field(default_factory=list)
-    summary_label: int | None = None
-    sentence_labels: list[int] | None = None
-    coherence_labels: list[int] | None = None
-    references: list[str] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    group: str = ""  # items that share one narrative share a group (their index is built once)
+    summary: str = ""  # a given summary to score, "" when the summary is to be generated
+    sentences: list[str] = field(default_factory=list)  # the given summary's, as the dataset splits it
+    summary_label: int | None = None  # the whole summary's: 1 faithful, 0 unfaithful, None unknown
+    sentence_labels: list[int] | None = None  # 1/0 per sentence of ``sentences``; None when unusable (notes)
+    coherence_labels: list[int] | None = None  # 1 clear / 0 confusing per sentence, where a dataset has them
+    references: list[str] = field(default_factory=list)  # reference summaries (ROUGE, BERTScore)
+    meta: dict[str, Any] = field(default_factory=dict)  # all else the dataset says (model, difficulty, ...)
+    notes: list[str] = field(default_factory=list)  # what the loader repaired or left out for this item
 
 
 @dataclass
@@ -176,9 +160,7 @@ def parse_listish(value: Any, what: str) -> list[Any]:
 
 
 def _binary(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)) and value in (0, 1):
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
         return int(value)
     if isinstance(value, str) and value.strip() in ("0", "1"):
         return int(value.strip())
@@ -343,10 +325,7 @@ def _coherence_labels(record: dict[str, Any], sentences: list[str], where: str) 
 
 
 def _title_of(document: str) -> str:
-    for line in document.splitlines():
-        if line.strip():
-            return line.strip()[:80]
-    return ""
+    return next((line.strip()[:80] for line in document.splitlines() if line.strip()), "")
 
 
 def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:

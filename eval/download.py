@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.datasets import BUNDLED_DATA, PUBLISHED, data_home, load_squality, load_storysumm, split_file
+from eval.datasets import BUNDLED_DATA, LOADERS, PUBLISHED, data_home, split_file
 
 GITHUB_RAW = "https://raw.githubusercontent.com"
 BASE_URL_ENV = "STORYJUDGE_DATA_URL"
@@ -111,11 +111,8 @@ def base_url() -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _temp(folder: Path, suffix: str) -> Path:
@@ -178,10 +175,8 @@ def _convert_booookscore(split: str, files: dict[str, Path], out: Path) -> None:
 
 def _count(name: str, path: Path) -> int:
     """Items in a converted split, read by its loader (a file the loader cannot read fails here)."""
-    if name == "storysumm":
-        return len(load_storysumm(path).items)
-    if name == "squality":
-        return len(load_squality(path).items)
+    if name in LOADERS:
+        return len(LOADERS[name](path).items)
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 

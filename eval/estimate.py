@@ -1,14 +1,17 @@
-"""Dry run: how many LLM calls and tokens an experiment would take, and its price for known OpenAI models.
+"""Dry run: how many LLM calls and tokens a run or an experiment would take, and its price for known models.
 
-The estimate walks the same grid as the runner and counts, per item, the calls each graph makes: CKG
-extraction per scene and sample (once per story), decomposition per summary sentence, a judge call per atomic
-fact, a coherence call per sentence, the summarizer's chunk and merge calls, and one refine call plus a new
-scoring round per refinement iteration. The assumptions it rests on are returned with it and printed.
+One model of the work serves both: ``estimate_range`` counts, for one narrative, the calls each graph makes
+(CKG extraction per scene part and sample, decomposition per summary sentence, a judge call per atomic fact, a
+coherence call per sentence, the summarizer's chunk and merge calls, one refine call plus a new scoring round
+per refinement iteration) at a low and a high end; an experiment's estimate sums the high ends of its items. The
+assumptions it rests on are returned with it and printed.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,55 +23,12 @@ from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import price, price_known
 
-# Assumptions of the estimate, printed with it. Output lengths are typical answers of each call kind.
-FACTS_PER_SENTENCE = 2.5
-TOKENS_PER_SENTENCE = 25
-OUTPUT_TOKENS = {"extract": 250, "decompose": 60, "judge": 120, "coherence": 40}
-CKG_EVIDENCE_TOKENS = 150
-
 
 def _prompt_tokens(name: str) -> int:
     try:
         return count_tokens(prompts.load(name).text)
     except FileNotFoundError:
         return 400
-
-
-class _Tally:
-    def __init__(self) -> None:
-        self.calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-
-    def add(self, calls: float, input_each: float, output_each: float) -> None:
-        calls = math.ceil(calls)
-        self.calls += calls
-        self.input_tokens += int(calls * input_each)
-        self.output_tokens += int(calls * output_each)
-
-
-def _scenes_of(item: EvalItem, chunk_size: int) -> list[int]:
-    from storyjudge.core.segmentation import scenes_from_list, segment_document
-
-    if item.dataset == "storysumm":
-        scenes = scenes_from_list([item.document], chunk_size)
-    else:
-        scenes, _ = segment_document(item.document, chunk_size)
-    return [count_tokens(s["text"]) for s in scenes] or [count_tokens(item.document)]
-
-
-def _estimate_factscore(
-    tally: _Tally, summary_tokens: int, scene_tokens: list[int], ctx: Context, planted: _Tally | None = None
-) -> None:
-    """A scoring round's calls, its planted control facts' judge calls included (also added to ``planted``)."""
-    sentences = max(1, math.ceil(summary_tokens / TOKENS_PER_SENTENCE))
-    tally.add(sentences, _prompt_tokens("decompose") + summary_tokens * 1.1, OUTPUT_TOKENS["decompose"])
-    evidence = min(ctx.retrieval_k, len(scene_tokens)) * (sum(scene_tokens) / len(scene_tokens))
-    evidence = min(evidence, ctx.evidence_tokens)  # the judge's scene-text budget
-    judge_in = _prompt_tokens("judge") + evidence + CKG_EVIDENCE_TOKENS + 40
-    tally.add(sentences * FACTS_PER_SENTENCE, judge_in, OUTPUT_TOKENS["judge"])
-    for target in (tally, planted) if planted is not None else (tally,):
-        target.add(_planted_calls(ctx), judge_in, OUTPUT_TOKENS["judge"])
 
 
 def _planted_calls(ctx: Context) -> int:
@@ -79,81 +39,6 @@ def _planted_calls(ctx: Context) -> int:
     return most + math.ceil(most * TRUE_SHARE)
 
 
-def _estimate_coherence(
-    tally: _Tally, summary_tokens: int, ctx: Context | None = None, planted: _Tally | None = None
-) -> None:
-    """A summary's coherence calls, its planted confusing sentences' included (also added to ``planted``)."""
-    sentences = max(1, math.ceil(summary_tokens / TOKENS_PER_SENTENCE))
-    each = _prompt_tokens("coherence") + summary_tokens * 1.1
-    tally.add(sentences, each, OUTPUT_TOKENS["coherence"])
-    extra = ctx.planted_sentences if ctx is not None else 0
-    for target in (tally, planted) if planted is not None else (tally,):
-        target.add(extra, each + TOKENS_PER_SENTENCE, OUTPUT_TOKENS["coherence"])
-
-
-def estimate_item(config: ExperimentConfig, cell: Cell, item: EvalItem, *, indexed: bool = False) -> _Tally:
-    """Calls and tokens one item of one cell would take, before cache hits and parse retries.
-
-    ``indexed``: another item of the same story already built the index (it is reused, not rebuilt).
-    """
-    ctx = cell_context(config, cell, config.out_dir)
-    scene_tokens = _scenes_of(item, cell.chunk_size)
-    needs_index = cell.task == "refine" or "factscore" in config.metrics
-    summary_tokens = count_tokens(item.summary) if cell.task == "score" else 0
-    return _tally(
-        ctx, cell.task, scene_tokens, summary_tokens, config.metrics, index=needs_index and not indexed
-    )
-
-
-def _tally(
-    ctx: Context,
-    task: str,
-    scene_tokens: list[int],
-    summary_tokens: int,
-    metrics: Any,
-    *,
-    index: bool,
-    planted: _Tally | None = None,
-) -> _Tally:
-    """Calls and tokens of one narrative: its index when ``index``, then scoring its summary or refining one.
-
-    ``planted`` also gets the planted control items' share of them.
-    """
-    tally = _Tally()
-    if index:
-        for tokens in scene_tokens:
-            tally.add(ctx.ckg_samples, _prompt_tokens("extract_triples") + tokens, OUTPUT_TOKENS["extract"])
-    if task == "score":
-        if "factscore" in metrics:
-            _estimate_factscore(tally, summary_tokens, scene_tokens, ctx, planted)
-        if "coherence" in metrics:
-            _estimate_coherence(tally, summary_tokens, ctx, planted)
-        return tally
-    doc_tokens = sum(scene_tokens)
-    summary_tokens = min(ctx.max_summary_tokens, max(50, doc_tokens // 4))
-    chunks = max(1, math.ceil(doc_tokens / ctx.chunk_size))
-    if ctx.strategy == "hierarchical":
-        tally.add(
-            chunks, _prompt_tokens("summarize_chunk") + min(doc_tokens, ctx.chunk_size), summary_tokens / 2
-        )
-        tally.add(max(0, chunks - 1), _prompt_tokens("merge") + 2 * summary_tokens, summary_tokens)
-    else:
-        each = _prompt_tokens("incremental_update") + min(doc_tokens, ctx.chunk_size) + summary_tokens
-        tally.add(chunks, each, summary_tokens)
-    if ctx.artifact_removal:
-        tally.add(1, _prompt_tokens("remove_artifacts") + summary_tokens, summary_tokens)
-    rounds = 1 + ctx.max_iterations  # worst case: every refinement round runs
-    for round_number in range(rounds):
-        _estimate_factscore(tally, summary_tokens, scene_tokens, ctx, planted)
-        if "coherence" in metrics or ctx.coherence_guard:
-            _estimate_coherence(tally, summary_tokens, ctx, planted)
-        if round_number < rounds - 1:
-            evidence = min(ctx.context_window // 2, ctx.retrieval_k * (doc_tokens / len(scene_tokens)))
-            tally.add(1, _prompt_tokens("refine") + summary_tokens * 2 + evidence, summary_tokens)
-    return tally
-
-
-# --- one run's range (``storyjudge refine --dry-run``, ``score --dry-run``) ------------------------------------
 # Each bound rests on what the text and the settings fix (scenes, chunks, merges, the summary's length budget,
 # the evidence budget, the rounds) and on the assumptions below, printed with the range.
 SUMMARY_SHARE_LOW = 0.25
@@ -170,24 +55,25 @@ CALL_OVERHEAD_TOKENS = 10
 """High: chat-format tokens a server counts per call beyond the messages' text."""
 
 
+_COUNTS = ("calls", "input_tokens", "output_tokens")
+
+
+@dataclass
 class _Range:
     """Calls and tokens per role, at the low and the high end."""
 
-    def __init__(self) -> None:
-        self.ends: dict[str, dict[str, dict[str, int]]] = {"low": {}, "high": {}}
+    ends: dict[str, dict[str, dict[str, int]]] = field(default_factory=lambda: {"low": {}, "high": {}})
 
     def add(self, end: str, role: str, calls: float, input_each: float, output_each: float) -> None:
         calls = math.ceil(calls)
-        tally = self.ends[end].setdefault(role, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        tally = self.ends[end].setdefault(role, dict.fromkeys(_COUNTS, 0))
         tally["calls"] += calls
         tally["input_tokens"] += int(calls * input_each)
         tally["output_tokens"] += int(calls * output_each)
 
     def summed(self, end: str, ctx: Context) -> dict[str, Any]:
         tallies = self.ends[end]
-        total = {
-            key: sum(t[key] for t in tallies.values()) for key in ("calls", "input_tokens", "output_tokens")
-        }
+        total = {key: sum(t[key] for t in tallies.values()) for key in _COUNTS}
         specs = {role: resolve_spec(ctx, role) for role in tallies}
         known = all(price_known(spec) for spec in specs.values())
         usd = sum(price(specs[r], t["input_tokens"], t["output_tokens"]) for r, t in tallies.items())
@@ -195,40 +81,44 @@ class _Range:
 
 
 def _score_round(
-    rng: _Range, end: str, ctx: Context, summary_tokens: float, scene_tokens: list[int], times: int = 1
+    rng: _Range,
+    end: str,
+    ctx: Context,
+    summary_tokens: float,
+    scene_tokens: list[int],
+    times: int = 1,
+    *,
+    metrics: Collection[str],
 ) -> None:
-    """``times`` scoring rounds of a summary of ``summary_tokens`` at one end: decompose, judge, coherence guard."""
+    """``times`` scoring rounds of a summary of ``summary_tokens`` at one end: decompose, judge, coherence."""
     i = 0 if end == "low" else 1
     sentences = max(1, math.ceil(summary_tokens / SENTENCE_TOKENS_RANGE[i])) * times
     facts = max(1, math.ceil(summary_tokens / FACT_TOKENS_RANGE[i])) * times
     extra = 0 if end == "low" else summary_tokens + CALL_OVERHEAD_TOKENS  # the sentence, besides the summary
-    decompose_in = _prompt_tokens("decompose") + summary_tokens + extra
-    rng.add(end, "decomposer", sentences, decompose_in, ANSWER_TOKENS["decompose"][i])
-    if end == "low":
-        judge_in = _prompt_tokens("judge") + min(scene_tokens)
-    else:
-        evidence = min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens) + 200)
-        judge_in = _prompt_tokens("judge") + evidence + CKG_LINES_TOKENS + 100 + CALL_OVERHEAD_TOKENS
-    rng.add(end, "judge", facts, judge_in, ANSWER_TOKENS["judge"][i])
-    if ctx.coherence_guard:
+    if "factscore" in metrics:
+        decompose_in = _prompt_tokens("decompose") + summary_tokens + extra
+        rng.add(end, "decomposer", sentences, decompose_in, ANSWER_TOKENS["decompose"][i])
+        if end == "low":
+            judge_in = _prompt_tokens("judge") + min(scene_tokens)
+        else:
+            evidence = min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens) + 200)
+            judge_in = _prompt_tokens("judge") + evidence + CKG_LINES_TOKENS + 100 + CALL_OVERHEAD_TOKENS
+        rng.add(end, "judge", facts, judge_in, ANSWER_TOKENS["judge"][i])
+    if "coherence" in metrics:
         coherence_in = _prompt_tokens("coherence") + summary_tokens + extra
         rng.add(end, "coherence", sentences, coherence_in, ANSWER_TOKENS["coherence"][i])
 
 
 def _planted_items(
-    rng: _Range, ctx: Context, size: tuple[float, float], scene_tokens: list[int], *, coherence: bool
+    rng: _Range, ctx: Context, size: tuple[float, float], scene_tokens: list[int], metrics: Collection[str]
 ) -> None:
     """The planted control items' calls: asked once, since every round plants the same ones (cache hits after)."""
     for i, end in enumerate(("low", "high")):
-        evidence = (
-            min(scene_tokens)
-            if end == "low"
-            else min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens))
-        )
-        rng.add(
-            end, "judge", _planted_calls(ctx), _prompt_tokens("judge") + evidence, ANSWER_TOKENS["judge"][i]
-        )
-        if coherence and ctx.coherence_guard:
+        if "factscore" in metrics:
+            high = min(ctx.evidence_tokens, ctx.retrieval_k * max(scene_tokens))
+            judge_in = _prompt_tokens("judge") + (min(scene_tokens) if end == "low" else high)
+            rng.add(end, "judge", _planted_calls(ctx), judge_in, ANSWER_TOKENS["judge"][i])
+        if "coherence" in metrics:
             coherence_in = _prompt_tokens("coherence") + size[i] + CALL_OVERHEAD_TOKENS
             rng.add(end, "coherence", ctx.planted_sentences, coherence_in, ANSWER_TOKENS["coherence"][i])
 
@@ -245,54 +135,49 @@ def _summarize_range(rng: _Range, ctx: Context, scenes: list[Any]) -> None:
     if ctx.strategy == "hierarchical":
         budgets = level_budgets(len(chunks), top, window, merge_overhead(ctx.prompt_dir))
         merges = sum(merges_needed(len(chunks), budgets, window, merge_overhead(ctx.prompt_dir)))
-        leaf_prompt = _prompt_tokens("summarize_chunk")
-        rng.add(
-            "low",
-            "summarizer",
-            len(chunks),
-            leaf_prompt + chunk_in / len(chunks),
-            SUMMARY_SHARE_LOW * budgets[0],
-        )
-        rng.add(
-            "high", "summarizer", len(chunks) * tries, leaf_prompt + chunk_in / len(chunks) + 50, budgets[0]
-        )
-        rng.add(
-            "low",
-            "summarizer",
-            merges,
-            _prompt_tokens("merge") + 2 * SUMMARY_SHARE_LOW * budgets[0],
-            SUMMARY_SHARE_LOW * top,
-        )
+        leaf_in = _prompt_tokens("summarize_chunk") + chunk_in / len(chunks)
+        low_leaf = SUMMARY_SHARE_LOW * budgets[0]
+        rng.add("low", "summarizer", len(chunks), leaf_in, low_leaf)
+        rng.add("high", "summarizer", len(chunks) * tries, leaf_in + 50, budgets[0])
+        rng.add("low", "summarizer", merges, _prompt_tokens("merge") + 2 * low_leaf, SUMMARY_SHARE_LOW * top)
         rng.add("high", "summarizer", merges * tries, window, top)
     else:
         update_in = _prompt_tokens("incremental_update") + chunk_in / len(chunks)
         rng.add("low", "summarizer", len(chunks), update_in, SUMMARY_SHARE_LOW * top)
-        rng.add(
-            "high", "summarizer", 2 * len(chunks) * tries, update_in + top + 50, top
-        )  # updates, compressions
+        rng.add("high", "summarizer", 2 * len(chunks) * tries, update_in + top + 50, top)  # and compressions
     if ctx.artifact_removal:
         artifacts_in = _prompt_tokens("remove_artifacts")
         rng.add("low", "summarizer", 1, artifacts_in + SUMMARY_SHARE_LOW * top, SUMMARY_SHARE_LOW * top)
         rng.add("high", "summarizer", tries, artifacts_in + top + 50, top)
 
 
-def estimate_range(ctx: Context, task: str, document: str, summary: str = "") -> dict[str, Any]:
+def estimate_range(
+    ctx: Context, task: str, document: str, summary: str = "", *, metrics: Collection[str] = ()
+) -> dict[str, Any]:
     """The fewest and the most LLM calls and tokens one ``refine`` ("refine") or ``score`` ("score") run takes.
 
     Low: the first round only (the target reached or nothing to refine at once), a summary of a quarter of its
     budget, few facts, short answers. High: every round up to ``max_iterations``, each summary at its length
     budget (a refinement may add a tenth and 10 words, up to max_summary_tokens: linear in rounds), as many
     facts as that budget holds, every verdict asked anew, full evidence, every summary regenerated to the
-    limit. Neither end counts the retries of failed calls (the run shows each one).
+    limit. Neither end counts the retries of failed calls (the run shows each one). ``metrics``: what an
+    experiment scores besides; NarrativeFactScore always when ``metrics`` is empty or the task refines,
+    BooookScore when asked or ``coherence_guard`` is set.
     """
     from nodes.extract import extraction_tasks
     from storyjudge.core.segmentation import segment_document
 
+    asked = set(metrics)
+    if not asked or task == "refine":
+        asked.add("factscore")
+    if ctx.coherence_guard:
+        asked.add("coherence")
     scenes, _ = segment_document(document, ctx.chunk_size)
     scene_tokens = [count_tokens(scene["text"]) for scene in scenes] or [count_tokens(document)]
     rng = _Range()
     extract_in = _prompt_tokens("extract_triples")
-    for job in extraction_tasks(list(scenes), ctx):  # the extraction's own tasks: scene parts times samples
+    # the extraction's own tasks (scene parts times samples); the index serves factscore and refinement alone
+    for job in extraction_tasks(list(scenes), ctx) if "factscore" in asked else []:
         tokens = count_tokens(job["scene"]["text"])
         for i, end in enumerate(("low", "high")):
             rng.add(end, "extractor", 1, extract_in + tokens, ANSWER_TOKENS["extract"][i])
@@ -301,11 +186,11 @@ def estimate_range(ctx: Context, task: str, document: str, summary: str = "") ->
     if task == "refine" and not given:  # the summary is written first, at most at its length budget
         _summarize_range(rng, ctx, list(scenes))
         size = (SUMMARY_SHARE_LOW * ctx.max_summary_tokens, ctx.max_summary_tokens)
-    _score_round(rng, "low", ctx, size[0], scene_tokens)
-    _score_round(rng, "high", ctx, size[1], scene_tokens)
+    _score_round(rng, "low", ctx, size[0], scene_tokens, metrics=asked)
+    _score_round(rng, "high", ctx, size[1], scene_tokens, metrics=asked)
     planted = _Range()
     for target in (rng, planted):
-        _planted_items(target, ctx, size, scene_tokens, coherence=task == "refine")
+        _planted_items(target, ctx, size, scene_tokens, asked)
     if task == "refine":
         # a refinement grows by max_length_ratio's tenth and WORD_SLACK's words, but never past the summary's
         # budget (nodes.guards.word_budget): once there, every further round is the same, counted at once
@@ -317,7 +202,7 @@ def estimate_range(ctx: Context, task: str, document: str, summary: str = "") ->
             grown = min(length * ctx.max_length_ratio + 20, longest)
             times = left if grown == length else 1
             rng.add("high", "refiner", (1 + ctx.parse_retries) * times, ctx.context_window, min(cap, grown))
-            _score_round(rng, "high", ctx, grown, scene_tokens, times)
+            _score_round(rng, "high", ctx, grown, scene_tokens, times, metrics=asked)
             length, left = grown, left - times
     return {
         "scenes": len(scene_tokens),
@@ -417,70 +302,68 @@ def estimate_run(
             f"{FACT_TOKENS_RANGE[0]} summary tokens, short answers"
             if task == "refine"
             else "low: one fact per 40 summary tokens, short answers",
-            *(
-                [
-                    f"high: every round up to max_iterations ({ctx.max_iterations}) with every verdict asked anew, "
-                    "the summary at its budget (each refinement up to a tenth longer, never past "
-                    f"max_summary_tokens), one fact per {FACT_TOKENS_RANGE[1]} summary tokens, every summary "
-                    "regenerated to the limit"
-                ]
-                if task == "refine"
-                else [f"high: one fact per {FACT_TOKENS_RANGE[1]} summary tokens, full evidence"]
-            ),
+            f"high: every round up to max_iterations ({ctx.max_iterations}) with every verdict asked anew, "
+            "the summary at its budget (each refinement up to a tenth longer, never past "
+            f"max_summary_tokens), one fact per {FACT_TOKENS_RANGE[1]} summary tokens, every summary "
+            "regenerated to the limit"
+            if task == "refine"
+            else f"high: one fact per {FACT_TOKENS_RANGE[1]} summary tokens, full evidence",
             "neither end counts retries of failed calls; the run shows them",
             "USD at each role's list price for OpenAI models with a known one (storyjudge.core.usage.PRICES_PER_MTOK)",
         ],
     }
 
 
+def estimate_item(
+    config: ExperimentConfig, cell: Cell, item: EvalItem, *, indexed: bool = False
+) -> dict[str, Any]:
+    """The most calls and tokens one item of one cell takes (its range's high end), and their USD.
+
+    ``indexed``: another item of the same story already built the index (it is reused, not extracted again).
+    """
+    ctx = cell_context(config, cell, config.out_dir)
+    summary = item.summary if cell.task == "score" else ""
+    ranged = _Range(estimate_range(ctx, cell.task, item.document, summary, metrics=config.metrics)["roles"])
+    if indexed:
+        ranged.ends["high"].pop("extractor", None)
+    return ranged.summed("high", ctx)
+
+
 def estimate(config: ExperimentConfig, *, max_cells: int | None = None) -> dict[str, Any]:
-    """Per cell and in total: LLM calls, tokens, and USD for models with a known price (None otherwise)."""
+    """Per cell and in total: the most LLM calls and tokens, and USD for models with a known price (else None)."""
     loaded = {spec: spec.load() for spec in {cell.dataset for cell in cells(config)}}
     rows = []
     for cell in cells(config)[: max_cells if max_cells is not None else None]:
-        items = loaded[cell.dataset].items
-        tally = _Tally()
-        groups: set[str] = set()
+        items, groups, each = loaded[cell.dataset].items, set(), []
         for item in items:
-            one = estimate_item(config, cell, item, indexed=cell.task == "score" and item.group in groups)
+            each.append(
+                estimate_item(config, cell, item, indexed=cell.task == "score" and item.group in groups)
+            )
             groups.add(item.group)
-            tally.calls += one.calls
-            tally.input_tokens += one.input_tokens
-            tally.output_tokens += one.output_tokens
-        spec = resolve_spec(cell_context(config, cell, config.out_dir), "judge")
-        usd = price(spec, tally.input_tokens, tally.output_tokens)
-        known = spec.partition(":")[0] == "openai" and usd > 0
+        usd = [one["usd"] for one in each]
         rows.append(
             {
                 "cell": cell.id,
                 **cell.params,
-                "resolved_model": spec,
+                "resolved_model": resolve_spec(cell_context(config, cell, config.out_dir), "judge"),
                 "items": len(items),
-                "calls": tally.calls,
-                "input_tokens": tally.input_tokens,
-                "output_tokens": tally.output_tokens,
-                "usd": round(usd, 4) if known else None,
+                **{key: sum(one[key] for one in each) for key in _COUNTS},
+                "usd": round(sum(usd), 4) if usd and None not in usd else None,
             }
         )
     priced = [r["usd"] for r in rows if r["usd"] is not None]
     return {
         "cells": rows,
         "total": {
-            "calls": sum(r["calls"] for r in rows),
-            "input_tokens": sum(r["input_tokens"] for r in rows),
-            "output_tokens": sum(r["output_tokens"] for r in rows),
+            **{key: sum(r[key] for r in rows) for key in _COUNTS},
             "usd": round(sum(priced), 4) if priced else None,
             "usd_covers_cells": f"{len(priced)} of {len(rows)}",
         },
         "assumptions": [
-            "upper bound before cache hits (cells sharing a model reuse each other's cached calls) and "
-            "without parse retries",
-            f"{FACTS_PER_SENTENCE} atomic facts per summary sentence, "
-            f"{SENTENCE_TOKENS_RANGE} tokens per sentence",
-            "refine: every round up to max_iterations runs; "
-            "summary length min(max_summary_tokens, document/4)",
-            "typical answer lengths per call kind: "
-            + ", ".join(f"{k} {v}" for k, v in OUTPUT_TOKENS.items()),
-            "USD only for OpenAI models with a known price (storyjudge.core.usage.PRICES_PER_MTOK)",
+            "the high end of each item's range (`storyjudge refine --dry-run`), before cache hits (cells sharing "
+            "a model reuse each other's cached calls) and without parse retries; each story's index counted once",
+            f"one fact per {FACT_TOKENS_RANGE[1]} summary tokens, one sentence per {SENTENCE_TOKENS_RANGE[1]}",
+            "refine: every round up to max_iterations runs, every summary at max_summary_tokens",
+            "USD at each role's list price for OpenAI models with a known one (storyjudge.core.usage.PRICES_PER_MTOK)",
         ],
     }

@@ -193,13 +193,8 @@ def bertscore(
 ) -> dict[str, Any]:
     """BERTScore F1 (best reference per item) over a set, or ``{"available": False, "reason": ...}``.
 
-    Args:
-        predictions: Candidate summaries.
-        references: Reference summaries per candidate.
-        model_path: Local model directory; default ``$STORYJUDGE_BERTSCORE_MODEL``.
-        layer: Hidden layer to use (0 = embeddings); default ``$STORYJUDGE_BERTSCORE_LAYER`` or the last
-        layer.
-        seed: Bootstrap seed of the aggregate interval.
+    ``model_path``: a local model directory, by default ``$STORYJUDGE_BERTSCORE_MODEL``; ``layer``: the hidden
+    layer used (0 = embeddings), by default ``$STORYJUDGE_BERTSCORE_LAYER`` or the last one.
     """
     status = bertscore_status(model_path)
     if not status["available"]:

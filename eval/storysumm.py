@@ -90,10 +90,8 @@ def sentence_predictions(
 ) -> dict[str, Any]:
     """Per labelled sentence: facts, judged, unsupported and the prediction (None when nothing was judged).
 
-    Args:
-        dataset_sentences: The dataset's sentences (the labels refer to these).
-        per_sentence: The score card's ``per_sentence`` records (``sentence``, ``facts``, ``supported``,
-            ``judged``) for the graph's own sentences.
+    ``per_sentence``: the score card's records (``sentence``, ``facts``, ``supported``, ``judged``) of the
+    graph's own sentences, mapped onto ``dataset_sentences`` (the ones the labels refer to).
     """
     graph_sentences = [str(p.get("sentence", "")) for p in per_sentence]
     alignment = align(dataset_sentences, graph_sentences)
@@ -133,11 +131,8 @@ def agreement_report(
 ) -> dict[str, Any]:
     """The agreement tables of one set of scored STORYSUMM rows (one runner cell).
 
-    Args:
-        rows: Runner rows with ``status`` "ok", ``labels`` (``summary``, ``sentences``, ``coherence``) and
-            ``factscore`` (``score``, ``predicted_unfaithful``, ``sentences``) and optionally ``coherence``.
-        resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+    ``rows``: runner rows with ``status`` "ok", ``labels`` (``summary``, ``sentences``, ``coherence``) and
+    ``factscore`` (``score``, ``predicted_unfaithful``, ``sentences``) and optionally ``coherence``.
     """
     ok = [r for r in rows if r.get("status") == "ok" and (r.get("labels") or {}).get("summary") is not None]
     report: dict[str, Any] = {
@@ -201,55 +196,57 @@ def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int)
     return result
 
 
-def _sentence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
-    pred: list[bool] = []
-    gold: list[bool] = []
-    groups: list[str] = []
-    abstained = split = unlabelled = 0
-    for r in rows:
-        labels = r["labels"].get("sentences")
-        sentences = r["factscore"].get("sentences") or []
-        if labels is None or len(labels) != len(sentences):
-            unlabelled += 1
-            continue
-        split += int(r["factscore"].get("split_differently") or 0)
-        for label, sentence in zip(labels, sentences, strict=True):
-            if sentence["predicted_unfaithful"] is None:
-                abstained += 1
-                continue
-            pred.append(bool(sentence["predicted_unfaithful"]))
-            gold.append(label == 0)
-            groups.append(str(r["item"]["id"]))
-    return {
-        "rule": "a sentence is unfaithful if any of its atomic facts is unsupported",
-        "abstained_sentences": abstained,
-        "summaries_without_usable_sentence_labels": unlabelled,
-        "graph_sentences_split_differently": split,
-        "table": classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed),
-    }
+def _sentence_table(
+    rows: Sequence[Mapping[str, Any]], labels: str, scores: str, predicted: str, resamples: int, seed: int
+) -> tuple[dict[str, Any], int, list[Mapping[str, Any]]]:
+    """The classification table of the labelled sentences, how many were abstained on, and the rows used.
 
-
-def _coherence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    A row is used when its ``labels[labels]`` line up with its ``[scores]["sentences"]``; a sentence whose
+    ``predicted`` is None (nothing judged) is an abstention. Bootstrap groups are the rows' items.
+    """
     pred: list[bool] = []
     gold: list[bool] = []
     groups: list[str] = []
     abstained = 0
+    used = []
     for r in rows:
-        labels = r["labels"].get("coherence")
-        sentences = r["coherence"]["sentences"]
-        if not labels or len(labels) != len(sentences):
+        given, sentences = r["labels"].get(labels), r[scores].get("sentences") or []
+        if given is None or len(given) != len(sentences):
             continue
-        for label, sentence in zip(labels, sentences, strict=True):
-            if sentence.get("predicted_confusing") is None:
+        used.append(r)
+        for label, sentence in zip(given, sentences, strict=True):
+            if sentence.get(predicted) is None:
                 abstained += 1
                 continue
-            pred.append(bool(sentence["predicted_confusing"]))
+            pred.append(bool(sentence[predicted]))
             gold.append(label == 0)
             groups.append(str(r["item"]["id"]))
+    return classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed), abstained, used
+
+
+def _sentence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    table, abstained, used = _sentence_table(
+        rows, "sentences", "factscore", "predicted_unfaithful", resamples, seed
+    )
+    return {
+        "rule": "a sentence is unfaithful if any of its atomic facts is unsupported",
+        "abstained_sentences": abstained,
+        "summaries_without_usable_sentence_labels": len(rows) - len(used),
+        "graph_sentences_split_differently": sum(
+            int(r["factscore"].get("split_differently") or 0) for r in used
+        ),
+        "table": table,
+    }
+
+
+def _coherence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    table, abstained, _ = _sentence_table(
+        rows, "coherence", "coherence", "predicted_confusing", resamples, seed
+    )
     return {
         "rule": "a sentence is confusing if the annotator raised any confusion about it",
         "abstained_sentences": abstained,
-        "table": classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed),
+        "table": table,
     }
 
 
@@ -312,19 +309,8 @@ def table_lines(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         lines.append((level, "abstained (nothing judged)", str(abstained)))
         if key == "summary_level":
             corr = section["nfs_vs_label"]
-            lines.append(
-                (
-                    "summary",
-                    "NFS Spearman rho (p)",
-                    f"{_metric_cell(corr['spearman'])} (p={_fmt(corr['spearman']['p'])})",
-                )
-            )
-            lines.append(
-                (
-                    "summary",
-                    "NFS Kendall tau-b (p)",
-                    f"{_metric_cell(corr['kendall_tau_b'])} (p={_fmt(corr['kendall_tau_b']['p'])})",
-                )
-            )
+            for name, test in (("Spearman rho", "spearman"), ("Kendall tau-b", "kendall_tau_b")):
+                cell = f"{_metric_cell(corr[test])} (p={_fmt(corr[test]['p'])})"
+                lines.append(("summary", f"NFS {name} (p)", cell))
             lines.append(("summary", "NFS ROC AUC", _fmt(corr.get("roc_auc"))))
     return lines

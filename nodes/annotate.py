@@ -266,6 +266,16 @@ def annotate_one(
             parsed = read_answer(raw, answer.finish_reason, task["summary"], sentence, prompt.text)
     except CallFailed as exc:  # the server kept failing: this sentence is not scored, the run goes on
         parsed = ConfusionAnswer(None, error=f"no answer from the server: {exc}")
+    if parsed.error:
+        usage = merge_usage(usage, failure(resolve_spec(ctx, ROLE)))
+    progress.emit("coherence", advance=1)
+    return _annotation(task, index, sentence, parsed, raw, attempts), usage
+
+
+def _annotation(
+    task: CoherenceTask, index: int, sentence: str, parsed: ConfusionAnswer, raw: str, attempts: int
+) -> SentenceAnnotation:
+    """One sentence's annotation from its read answer (``other_types`` and ``error`` only when there are some)."""
     annotation = SentenceAnnotation(
         run=task["run"],
         summary_id=task["summary_id"],
@@ -281,9 +291,7 @@ def annotate_one(
         annotation["other_types"] = parsed.other_types
     if parsed.error:
         annotation["error"] = parsed.error
-        usage = merge_usage(usage, failure(resolve_spec(ctx, ROLE)))
-    progress.emit("coherence", advance=1)
-    return annotation, usage
+    return annotation
 
 
 def batch_messages(
@@ -316,28 +324,16 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
             slot["labels"].extend(entry.types)
     annotations: list[SentenceAnnotation] = []
     for index, sentence in zip(indices, targets, strict=True):
-        annotation = SentenceAnnotation(
-            run=task["run"],
-            summary_id=task["summary_id"],
-            index=index,
-            sentence=sentence,
-            confused=None,
-            types=[],
-            questions=[],
-            raw=answer.text,
-            attempts=answer.attempts,
-        )
         if answer.value is None:
-            annotation["error"] = answer.error or "unparseable answer"
+            parsed, raw = ConfusionAnswer(None, error=answer.error or "unparseable answer"), answer.text
         else:
             found = listed.get(index, {"questions": [], "labels": []})
             types, other = normalise_types(found["labels"])
-            annotation["confused"] = bool(found["questions"] or types or other)
-            annotation["types"], annotation["questions"] = types, found["questions"]
-            if other:
-                annotation["other_types"] = other
-            annotation["raw"] = json.dumps({"index": index + 1, **found}) if index in listed else ""
-        annotations.append(annotation)
+            parsed = ConfusionAnswer(
+                bool(found["questions"] or types or other), found["questions"], types, other
+            )
+            raw = json.dumps({"index": index + 1, **found}) if index in listed else ""
+        annotations.append(_annotation(task, index, sentence, parsed, raw, answer.attempts))
     progress.emit("coherence", advance=len(targets))
     return {_channel(task): annotations, "usage": answer.usage}
 

@@ -93,25 +93,18 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
                 event("artifact_removal_fallback", reason="the summary leaves no room for its edit")
             )
         else:
-            answer = llm.ask_text(
-                ctx, ROLE, load("remove_artifacts", ctx.prompt_dir), [("user", text)], max_tokens=max_tokens
-            )
+            prompt = load("remove_artifacts", ctx.prompt_dir)
+            answer = llm.ask_text(ctx, ROLE, prompt, [("user", text)], max_tokens=max_tokens)
             usage = answer.usage
             edited = clean_output(answer.text)
             problem = problem_of(edited, answer.finish_reason, None)
             reason = f"edit was {problem.replace('_', ' ')}" if problem else edit_damage(draft, edited)
             if reason:
                 events.append(event("artifact_removal_fallback", reason=reason))
-            else:
+            elif edited != draft:
                 summary = edited
-                if edited != draft:
-                    events.append(
-                        event(
-                            "artifact_removal",
-                            tokens_before=count_tokens(draft),
-                            tokens_after=count_tokens(edited),
-                        )
-                    )
+                before, after = count_tokens(draft), count_tokens(edited)
+                events.append(event("artifact_removal", tokens_before=before, tokens_after=after))
         progress.emit("summarize", advance=1)
     now = time.time()
     marks = state.get("summary_marks", {})

@@ -76,11 +76,7 @@ def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Se
     ]
     sends = [Send("check_sentence", task) for task in sorted(tasks, key=lambda task: not task["new"])]
     if context_of(runtime).planted_facts > 0:
-        plant = PlantTask(
-            iteration=state.get("iteration", 0),
-            story=state["story"],
-            index=state.get("index"),
-        )
+        plant = PlantTask(iteration=state.get("iteration", 0), story=state["story"], index=state.get("index"))
         sends.append(Send("check_planted", plant))
     return sends
 
@@ -102,15 +98,8 @@ def decompose(ctx: Context, task: SentenceTask) -> tuple[list[Fact], list[Failed
         )
         for n, fact in enumerate(answer.value.facts if answer.value else [])
     ]
-    failed = (
-        []
-        if answer.ok
-        else [
-            FailedSentence(
-                iteration=task["iteration"],
-                sentence_index=task["sentence_index"],
-                error=answer.error or "unparseable answer",
-            )
-        ]
-    )
-    return facts, failed, answer.usage
+    if answer.ok:
+        return facts, [], answer.usage
+    error = answer.error or "unparseable answer"
+    failed = FailedSentence(iteration=task["iteration"], sentence_index=task["sentence_index"], error=error)
+    return facts, [failed], answer.usage

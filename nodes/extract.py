@@ -135,18 +135,18 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
             temperature=ctx.extraction_temperature,
             sample=sample,
         )
+    found = answer.value
     record = SceneExtraction(
         scene_id=scene["id"],
         sample=sample,
         ok=answer.ok,
-        characters=[CharacterRecord(name=c.name, aliases=list(c.aliases)) for c in answer.value.characters]
-        if answer.value
+        characters=[CharacterRecord(name=c.name, aliases=list(c.aliases)) for c in found.characters]
+        if found
         else [],
         triples=[
-            TripleRecord(subject=t.subject, predicate=t.predicate, object=t.object)
-            for t in answer.value.triples
+            TripleRecord(subject=t.subject, predicate=t.predicate, object=t.object) for t in found.triples
         ]
-        if answer.value
+        if found
         else [],
     )
     if part:

@@ -96,6 +96,7 @@ def measure_round(
     before_words = len(words(revised_summary)) if revised_summary is not None else 0
     before_rate = copy_rate(revised_summary, known) if revised_summary is not None else None
     before_supported = revised_card["supported"] if revised_card is not None else None
+    most_words = budget_words(revised_summary or "", ctx.max_summary_tokens) if compared else None
     record = GuardRecord(
         words=n_words,
         copy_rate=_round(rate),
@@ -108,15 +109,7 @@ def measure_round(
         words_before=before_words if compared else None,
         length_ratio=round(n_words / before_words, 4) if compared and before_words else None,
         min_words=min_words(before_words, ctx.min_length_ratio) if compared else None,
-        max_words=(
-            word_budget(
-                before_words,
-                ctx.max_length_ratio,
-                budget_words(revised_summary or "", ctx.max_summary_tokens),
-            )
-            if compared
-            else None
-        ),
+        max_words=word_budget(before_words, ctx.max_length_ratio, most_words) if compared else None,
         copy_rate_before=_round(before_rate),
         copy_increase=_round(rate - before_rate) if rate is not None and before_rate is not None else None,
         reasons=[],
@@ -164,12 +157,7 @@ def rejection_note(record: GuardRecord) -> str:
 
 
 def guard_round(
-    summary: str,
-    card: ScoreCard,
-    narrative: str,
-    *,
-    revised: Iteration | None,
-    ctx: Context,
+    summary: str, card: ScoreCard, narrative: str, *, revised: Iteration | None, ctx: Context
 ) -> tuple[GuardRecord, str]:
     """Measure one round against the Iteration it revised (None for round 0): the record and the rejection note.
 

@@ -12,7 +12,10 @@ One step per graph step, so a checkpointed run resumes at the chunk it stopped a
 
 from __future__ import annotations
 
+import bisect
 import time
+from collections.abc import Callable
+from functools import cache, partial
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -31,7 +34,6 @@ from prompts import data_block, load
 from state import SummarizeWork
 from storyjudge.core import progress
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.records import TreeSummary
 from storyjudge.core.textsplit import sentence_spans
 from storyjudge.core.tokens import count_tokens, decode, encode
 from storyjudge.core.usage import merge_usage, totals
@@ -58,13 +60,10 @@ def keep_newest(text: str, limit: int) -> str:
     if count_tokens(text) <= limit:
         return text
     spans = sentence_spans(text)
-    lo, hi = 0, len(spans)  # smallest span index whose suffix fits (the suffix shrinks as the index grows)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if count_tokens(text[spans[mid][0] :].strip()) <= limit:
-            hi = mid
-        else:
-            lo = mid + 1
+    # the first sentence whose suffix fits, by bisection (the suffix shrinks as the index grows)
+    lo = bisect.bisect_left(
+        range(len(spans)), True, key=lambda i: count_tokens(text[spans[i][0] :].strip()) <= limit
+    )
     if lo < len(spans):
         return text[spans[lo][0] :].strip()
     tokens = encode(text)[-limit:]
@@ -119,23 +118,14 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     window, top = plan["context_window"], plan["max_summary_tokens"]
     words = step_words(step, len(state["chunks"]), top)
     running = state.get("draft", "") if step else ""
+    build: Callable[[int], str]
     if step == 0:
         prompt = load("incremental_init", ctx.prompt_dir)
-
-        def build(asked: int) -> str:
-            return render_init(chunk["text"], asked, ctx.prompt_dir)
+        build = partial(render_init, chunk["text"], prompt_dir=ctx.prompt_dir)
     else:
         prompt = load("incremental_update", ctx.prompt_dir)
-
-        def build(asked: int) -> str:
-            return render_update(chunk["text"], running, asked, ctx.prompt_dir)
-
-    rendered: dict[int, str] = {}
-
-    def render(asked: int) -> str:  # the allowance below and the first attempt use the same prompt
-        if asked not in rendered:
-            rendered[asked] = build(asked)
-        return rendered[asked]
+        build = partial(render_update, chunk["text"], running, prompt_dir=ctx.prompt_dir)
+    render = cache(build)  # the allowance below and the first attempt use the same prompt
 
     allowance = max(1, min(UPDATE_OUTPUT_FACTOR * top, window - prompt_cost(render(words))))
     written = write(
@@ -147,43 +137,18 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
         condensed = compress(ctx, text, words, top, step)
         events.extend(condensed.events)
         usage = merge_usage(usage, condensed.usage)
-        events.append(
-            event(
-                "compress",
-                step=step,
-                tokens_before=tokens,
-                tokens_after=condensed.tokens,
-                attempts=condensed.attempts,
-                ok=condensed.valid,
-            )
-        )
+        done = {"tokens_after": condensed.tokens, "attempts": condensed.attempts, "ok": condensed.valid}
+        events.append(event("compress", step=step, tokens_before=tokens, **done))
         text, compressed = condensed.text, True
         if count_tokens(text) > top:  # keeps every later prompt within W, and the final summary within G_n
             before = count_tokens(text)
             text = keep_newest(text, top)
-            events.append(
-                event(
-                    "clipped_for_budget",
-                    step=step,
-                    tokens=count_tokens(text),
-                    limit=top,
-                    tokens_dropped=before - count_tokens(text),
-                    kept="newest",
-                )
-            )
-    summary = TreeSummary(
-        level=step,
-        index=step,
-        sources=[chunk["index"]],
-        prior=step - 1 if step else None,
-        text=text,
-        tokens=tokens if not compressed else count_tokens(text),
-        budget=top,
-        word_limit=written.word_limit,
-        attempts=written.attempts,
-        calls=int(totals(usage)["calls"]),
-        valid=written.valid,
-    )
+            after = count_tokens(text)
+            clipped = {"tokens": after, "limit": top, "tokens_dropped": before - after, "kept": "newest"}
+            events.append(event("clipped_for_budget", step=step, **clipped))
+    summary = written.as_summary(step, step, [chunk["index"]], step - 1 if step else None, top)
+    if compressed:  # the condensed text, and the compression's calls too
+        summary.update({"text": text, "tokens": count_tokens(text), "calls": int(totals(usage)["calls"])})
     record = {
         "step": step,
         "chunk": chunk_info(chunk),

@@ -30,7 +30,7 @@ from storyjudge.core.records import FactVerdict, Iteration, Scene, ScoreCard
 from storyjudge.core.summary_stats import words
 from storyjudge.core.textsplit import sentences
 from storyjudge.core.tokens import count_tokens
-from storyjudge.core.usage import merge_usage
+from storyjudge.core.usage import Usage, merge_usage
 
 CHAT_OVERHEAD_TOKENS = 32
 """Tokens of the chat framing around the one user message, and slack for tokens merging where blocks join."""
@@ -77,11 +77,7 @@ def render_evidence(
     """
     blocks: list[str] = []
     used_ids: list[str] = []
-    lines: list[str] = []
-    for verdict in verdicts:
-        for line in verdict["evidence"]["ckg_lines"]:
-            if line not in lines:
-                lines.append(line)
+    lines = list(dict.fromkeys(line for verdict in verdicts for line in verdict["evidence"]["ckg_lines"]))
     graph_block = prompts.data_block("graph", "\n".join(lines[:60]) or "(no relations)")
     left = budget - count_tokens(graph_block)
     scenes = sorted(
@@ -189,30 +185,23 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     evidence, scene_ids = render_evidence(flagged, max(0, room - count_tokens(outline)), texts)
     text = prompt.render(**parts, outline=outline, evidence=evidence)
     first_sample = len(attempts_before) * (ctx.parse_retries + 1)
-    answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=first_sample)
-    usage = answer.usage
-    attempts = 1
+    usage: Usage = {}
     # An empty or cut-off revision would replace the summary with nothing or half of it: ask again (a new
     # sample, so neither the cache nor a deterministic server returns the same answer), then keep the summary.
     # A summary revised again after an earlier round starts from fresh samples too.
-    while _unusable(answer.text, answer.finish_reason) and attempts <= ctx.parse_retries:
-        answer = ask_text(
-            ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=first_sample + attempts
-        )
+    for attempts in range(1, ctx.parse_retries + 2):
+        sample = first_sample + attempts - 1
+        answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=sample)
         usage = merge_usage(usage, answer.usage)
-        attempts += 1
+        if not _unusable(answer.text, answer.finish_reason):
+            break
     revised = prompts.unwrap_data(answer.text)
     events: list[dict[str, Any]] = []
     problem = _unusable(revised, answer.finish_reason)
     if problem:
         revised = summary
-        events.append(
-            {
-                "stage": "refine",
-                "iteration": state.get("iteration", 0) + 1,
-                "event": f"{problem} refinement after {attempts} attempt(s); kept summary",
-            }
-        )
+        note = f"{problem} refinement after {attempts} attempt(s); kept summary"
+        events.append({"stage": "refine", "iteration": state.get("iteration", 0) + 1, "event": note})
     progress.emit("refine", advance=1)
     return {
         "summary": revised,

@@ -58,32 +58,21 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
         scene = scenes.get(hit["id"])
         if scene is None:
             continue
-        full = scene["text"]
-        title = hit.get("title") or scene["title"]
-        n_full = _tokens(full)
-        if n_full <= left:
-            chosen.append(
-                EvidenceScene(
-                    id=hit["id"], title=title, start=0, end=len(full), score=hit["score"], excerpt=False
-                )
-            )
-            left -= n_full
-            continue
-        passage = hit.get("passage", "")
+        full, passage = scene["text"], hit.get("passage", "")
         at = full.find(passage) if passage else -1
-        n_passage = _tokens(passage)
-        if at >= 0 and n_passage <= left:
-            chosen.append(
-                EvidenceScene(
-                    id=hit["id"],
-                    title=title,
-                    start=at,
-                    end=at + len(passage),
-                    score=hit["score"],
-                    excerpt=True,
-                )
+        if _tokens(full) <= left:
+            start, end, excerpt = 0, len(full), False
+        elif at >= 0 and _tokens(passage) <= left:
+            start, end, excerpt = at, at + len(passage), True
+        else:
+            continue
+        title = hit.get("title") or scene["title"]
+        chosen.append(
+            EvidenceScene(
+                id=hit["id"], title=title, start=start, end=end, score=hit["score"], excerpt=excerpt
             )
-            left -= n_passage
+        )
+        left -= _tokens(full[start:end])
     return chosen
 
 

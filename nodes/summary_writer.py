@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,16 +206,10 @@ def write(
     first_temperature = ctx.summarizer_temperature if temperature is None else temperature
     for attempt in range(MAX_REGENERATIONS + 1):
         asked = max(1, round(words * (1 - WORD_LIMIT_SHRINK * attempt)))
+        hotter = first_temperature if attempt == 0 else max(first_temperature, REGENERATION_TEMPERATURE)
+        messages: list[llm.Message] = [("user", render(asked))]
         answer = llm.ask_text(
-            ctx,
-            ROLE,
-            prompt,
-            [("user", render(asked))],
-            temperature=first_temperature
-            if attempt == 0
-            else max(first_temperature, REGENERATION_TEMPERATURE),
-            max_tokens=max_tokens,
-            sample=attempt,
+            ctx, ROLE, prompt, messages, temperature=hotter, max_tokens=max_tokens, sample=attempt
         )
         usage = merge_usage(usage, answer.usage)
         text = clean_output(answer.text)
@@ -223,16 +218,9 @@ def write(
         if problem is None:
             return Written(text, tokens, attempt + 1, True, asked, usage, events)
         if attempt < MAX_REGENERATIONS:
+            said = {"reason": problem, "tokens": tokens, "limit": token_limit}
             events.append(
-                event(
-                    "regenerate",
-                    **where,
-                    attempt=attempt + 1,
-                    reason=problem,
-                    tokens=tokens,
-                    limit=token_limit,
-                    finish_reason=answer.finish_reason,
-                )
+                event("regenerate", **where, attempt=attempt + 1, **said, finish_reason=answer.finish_reason)
             )
         reasons.append(problem)
         over = max(0, tokens - token_limit) if token_limit is not None else 0
@@ -244,17 +232,8 @@ def write(
         shorter = trim_to_last_sentence(text)
         trimmed = shorter != text
         text, tokens = shorter, count_tokens(shorter)
-    events.append(
-        event(
-            "kept_best",
-            **where,
-            attempts=len(attempts),
-            reasons=reasons,
-            tokens=tokens,
-            limit=token_limit,
-            trimmed=trimmed,
-        )
-    )
+    kept = {"reasons": reasons, "tokens": tokens, "limit": token_limit, "trimmed": trimmed}
+    events.append(event("kept_best", **where, attempts=len(attempts), **kept))
     return Written(text, tokens, len(attempts), False, asked, usage, events)
 
 
@@ -272,10 +251,7 @@ PROMPT_NAMES = (
 
 def tree_outline(tree: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The shape of a summarize run: chunks, levels or steps, and how often each event happened."""
-    counts: dict[str, int] = {}
-    for item in events or []:
-        if item.get("stage") == "summarize":
-            counts[item["kind"]] = counts.get(item["kind"], 0) + 1
+    counts = dict(Counter(item["kind"] for item in events or [] if item.get("stage") == "summarize"))
     if tree and "step" in tree[0]:
         return {
             "strategy": "incremental",

@@ -37,6 +37,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from eval.bench.workload import block
@@ -71,14 +72,7 @@ class Stage:
 
 
 def _runs(bodies: list[dict[str, Any]]) -> list[Stage]:
-    found: list[Stage] = []
-    for body in bodies:
-        kind = request_kind(body)
-        if found and found[-1].kind == kind:
-            found[-1] = Stage(kind, found[-1].calls + 1)
-        else:
-            found.append(Stage(kind, 1))
-    return found
+    return [Stage(kind, len(list(run))) for kind, run in groupby(bodies, key=request_kind)]
 
 
 def waves(found: list[Stage], concurrency: int) -> int:
@@ -105,17 +99,12 @@ def beside_waves(extraction: int, lead: list[Stage], concurrency: int) -> int:
 
 def segments(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The log cut into stages and pipelined segments (see the module docstring), in arrival order."""
-    found: list[list[dict[str, Any]]] = []
-    last = ""
-    for body in bodies:
+
+    def group(body: dict[str, Any]) -> str:
         kind = request_kind(body)
-        group = "pipelined" if kind in PIPELINED else kind
-        if found and group == last:
-            found[-1].append(body)
-        else:
-            found.append([body])
-        last = group
-    return found
+        return "pipelined" if kind in PIPELINED else kind
+
+    return [list(run) for _, run in groupby(bodies, key=group)]
 
 
 def _words(text: str) -> str:

@@ -104,7 +104,7 @@ def run(tokens: int = 128, passages: int = 256, repeat: int = 3) -> dict[str, An
     embedder = get_embedder("minilm")
     threads = torch.get_num_threads()  # what embed_documents runs long batches on
     config = json.loads((minilm_path() / "config.json").read_text(encoding="utf-8"))
-    texts = passages_of(embedder.model.tokenizer, tokens, passages)  # type: ignore[attr-defined]
+    texts = passages_of(embedder.model.tokenizer, tokens, passages)
     embedder.embed_documents(texts[:BATCH])  # warm-up
     best = float("inf")  # seconds per call of BATCH passages
     bound: dict[str, Any] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 import time
 from typing import Any
@@ -52,11 +53,7 @@ def _met(met: bool | None) -> str:
 
 
 def _median(values: list[float]) -> float | None:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if not ordered:
-        return None
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return statistics.median(values) if values else None
 
 
 def latency_goal(row: dict[str, Any]) -> float:
@@ -159,6 +156,13 @@ def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     latency, slots = settings["latency"], settings["slots"]
+    header = "workload|LLM calls|waves|bound s|measured s|client CPU s|ratio|met|result".split("|")
+    table = [
+        [r["workload"], r["calls"], r["waves"], f"{r['bound_s']:.2f}", f"{r['wall_s']:.2f}",
+         r.get("client_cpu_s", ""), f"{r['wall_s'] / r['bound_s']:.2f}",
+         _met(r["wall_s"] <= r["bound_s"] * latency_goal(r)), r["result"]]
+        for r in rows
+    ]  # fmt: skip
     return [
         f"## Latency against the critical-path bound (goal 1; L = {latency * 1000:.0f} ms, K = {slots})",
         "",
@@ -167,33 +171,7 @@ def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
         "dependencies allow (`eval/bench/critical_path.py`). Client CPU: the CPU seconds of the benchmark's",
         "process during the run. Short runs are the median of three.",
         "",
-        *_table(
-            [
-                "workload",
-                "LLM calls",
-                "waves",
-                "bound s",
-                "measured s",
-                "client CPU s",
-                "ratio",
-                "met",
-                "result",
-            ],
-            [
-                [
-                    r["workload"],
-                    r["calls"],
-                    r["waves"],
-                    f"{r['bound_s']:.2f}",
-                    f"{r['wall_s']:.2f}",
-                    r.get("client_cpu_s", ""),
-                    f"{r['wall_s'] / r['bound_s']:.2f}",
-                    _met(r["wall_s"] <= r["bound_s"] * latency_goal(r)),
-                    r["result"],
-                ]
-                for r in rows
-            ],
-        ),  # fmt: skip
+        *_table(header, table),
         "",
     ]
 
@@ -201,6 +179,11 @@ def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
 def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
     if not rows:
         return []
+    table = [
+        [r["workload"], r["calls"], f"{r['bound_s']:.2f}", f"{r['wall_s']:.2f}",
+         f"{r['ratio']:.2f}" if r["ratio"] else "", _met(r["ratio"] <= SEQUENTIAL_GOAL if r["ratio"] else None)]
+        for r in rows
+    ]  # fmt: skip
     return [
         f"## Summarizers against their critical-path bound (goal 2; L = {settings['latency'] * 1000:.0f} ms)",
         "",
@@ -210,20 +193,7 @@ def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str
         "times the graph in the benchmark's process; `process` times `python -m storyjudge summarize` from its",
         "start to its exit.",
         "",
-        *_table(
-            ["workload", "LLM calls", "bound s", "measured s", "ratio", "met"],
-            [
-                [
-                    r["workload"],
-                    r["calls"],
-                    f"{r['bound_s']:.2f}",
-                    f"{r['wall_s']:.2f}",
-                    f"{r['ratio']:.2f}" if r["ratio"] else "",
-                    _met(r["ratio"] <= SEQUENTIAL_GOAL if r["ratio"] else None),
-                ]
-                for r in rows
-            ],
-        ),  # fmt: skip
+        *_table(["workload", "LLM calls", "bound s", "measured s", "ratio", "met"], table),
         "",
     ]
 
@@ -232,6 +202,12 @@ def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
     if not checkpoint:
         return []
     ratio = float(checkpoint["ratio"])
+    header = "checkpoints|checkpoints.sqlite kB|checkpoint_blobs kB|final state kB|result.json kB".split("|")
+    row = [
+        checkpoint["checkpoints"], f"{checkpoint['checkpoints_sqlite_bytes'] / 1e3:.0f}",
+        f"{checkpoint['checkpoint_blobs_bytes'] / 1e3:.0f}", f"{checkpoint.get('final_state_bytes', 0) / 1e3:.0f}",
+        f"{checkpoint['result_json_bytes'] / 1e3:.0f}", f"{ratio:.2f}", _met(ratio <= CHECKPOINT_GOAL),
+    ]  # fmt: skip
     return [
         "## Checkpoints of a refine run (goal 3)",
         "",
@@ -239,28 +215,7 @@ def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
         "plus the values it refers to (`checkpoint_blobs/`), over the run's final state (every graph's last",
         "checkpoint, serialized plainly); `result.json` beside.",
         "",
-        *_table(
-            [
-                "checkpoints",
-                "checkpoints.sqlite kB",
-                "checkpoint_blobs kB",
-                "final state kB",
-                "result.json kB",
-                "ratio",
-                "met",
-            ],
-            [
-                [
-                    checkpoint["checkpoints"],
-                    f"{checkpoint['checkpoints_sqlite_bytes'] / 1e3:.0f}",
-                    f"{checkpoint['checkpoint_blobs_bytes'] / 1e3:.0f}",
-                    f"{checkpoint.get('final_state_bytes', 0) / 1e3:.0f}",
-                    f"{checkpoint['result_json_bytes'] / 1e3:.0f}",
-                    f"{ratio:.2f}",
-                    _met(ratio <= CHECKPOINT_GOAL),
-                ]
-            ],
-        ),  # fmt: skip
+        *_table([*header, "ratio", "met"], [row]),
         "",
     ]
 
@@ -292,6 +247,11 @@ def _embedding(embedding: dict[str, Any] | None) -> list[str]:
     if not embedding:
         return []
     shape, share = embedding["shape"], float(embedding["share"])
+    header = ["passages/s", "GFLOP per passage", "achieved GFLOP/s", "matmul GFLOP/s (bound)", "share", "met"]
+    row = [
+        embedding["passages_per_s"], embedding["gflop_per_passage"], embedding["achieved_gflops"],
+        embedding["matmul"]["bound_gflops"], f"{share:.0%}", _met(share >= EMBEDDING_GOAL),
+    ]  # fmt: skip
     return [
         "## Embedding against the machine's matmul bound (goal 5)",
         "",
@@ -301,18 +261,6 @@ def _embedding(embedding: dict[str, Any] | None) -> list[str]:
         f"(torch {embedding['torch']}); FLOPs from the model's shape. The bound: float32 `torch.mm` on the same",
         "threads, the best of a few sizes (`eval/bench/embedding_bound.py`).",
         "",
-        *_table(
-            ["passages/s", "GFLOP per passage", "achieved GFLOP/s", "matmul GFLOP/s (bound)", "share", "met"],
-            [
-                [
-                    embedding["passages_per_s"],
-                    embedding["gflop_per_passage"],
-                    embedding["achieved_gflops"],
-                    embedding["matmul"]["bound_gflops"],
-                    f"{share:.0%}",
-                    _met(share >= EMBEDDING_GOAL),
-                ]
-            ],
-        ),  # fmt: skip
+        *_table(header, [row]),
         "",
     ]

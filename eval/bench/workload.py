@@ -103,18 +103,13 @@ class BenchResponder:
             sentence = block(text, "sentence").rstrip(".")
             return json.dumps({"facts": [f"{part.strip()}." for part in sentence.split(", and ")]})
         if name == "Verdict":
-            fact = block(text, "fact")
-            if WRONG in fact:
-                return json.dumps(
-                    {
-                        "rationale": "The scenes never show anyone stealing the lamp.",
-                        "supported": False,
-                        "feedback": f"Replace '{WRONG}' with '{RIGHT}'.",
-                        "evidence": [],
-                    }
-                )
+            wrong = WRONG in block(text, "fact")
+            rationale = (
+                "The scenes never show anyone stealing the lamp." if wrong else "The scenes state this."
+            )
+            feedback = f"Replace '{WRONG}' with '{RIGHT}'." if wrong else ""
             return json.dumps(
-                {"rationale": "The scenes state this.", "supported": True, "feedback": "", "evidence": []}
+                {"rationale": rationale, "supported": not wrong, "feedback": feedback, "evidence": []}
             )
         whole = all_text(body)
         if "causes any confusion" in whole:
@@ -135,15 +130,7 @@ class ServerProcess:
 
     def __init__(self, latency: float, slots: int, log: Path, sentences: int = 20) -> None:
         self.log = log
-        self.args = [
-            sys.executable,
-            "-m",
-            "eval.bench.workload",
-            str(latency),
-            str(slots),
-            str(log),
-            str(sentences),
-        ]
+        self.args = [sys.executable, "-m", "eval.bench.workload", *map(str, (latency, slots, log, sentences))]
         self.process: subprocess.Popen[str] | None = None
         self.base_url = ""
 

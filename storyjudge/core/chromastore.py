@@ -13,7 +13,7 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -186,9 +186,8 @@ def store_at(location: str) -> Iterator[OpenStore]:
     try:
         yield store
     finally:
-        with (
-            _open_lock
-        ):  # closed under the lock: a store opened again meanwhile would share a stopping system
+        # closed under the lock: a store opened again meanwhile would share a stopping system
+        with _open_lock:
             store.users -= 1
             idle = [name for name, held in _open.items() if not held.users]
             for name in idle[: max(0, len(idle) - OPEN_STORES)]:
@@ -274,18 +273,14 @@ class ChromaIndex:
     def search(self, queries: Sequence[str], n: int) -> list[list[tuple[str, float]]]:
         """One query call for all the queries; Chroma's cosine distance turned back into similarity."""
         with store_at(self.location) as store:
-            if not self.store_dir or self.name in store.scrubbed:
+            first = bool(self.store_dir) and self.name not in store.scrubbed  # loads the segment: scrub after
+            with store.lock if first else nullcontext():
                 result = self._collection(store).query(
                     query_texts=list(queries), n_results=n, include=["distances"]
                 )
-            else:
-                with store.lock:
-                    result = self._collection(store).query(
-                        query_texts=list(queries), n_results=n, include=["distances"]
-                    )
-                    if self.name not in store.scrubbed:
-                        self._scrub()
-                        store.scrubbed.add(self.name)
+                if first and self.name not in store.scrubbed:
+                    self._scrub()
+                    store.scrubbed.add(self.name)
         distances = result["distances"] or []
         return [
             [(pid, 1.0 - float(d)) for pid, d in zip(ids, far, strict=True)]
@@ -357,7 +352,6 @@ def scrub_unused_capacity(store_dir: str | Path) -> int:
 
 def _zero_from(path: Path, offset: int) -> int:
     """Zero ``path`` from ``offset`` to its end, writing only where it is not zero already."""
-    nonzero = 0
     with path.open("r+b") as handle:
         handle.seek(offset)
         tail = handle.read()

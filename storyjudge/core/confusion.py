@@ -23,43 +23,19 @@ from dataclasses import dataclass, field
 from storyjudge.core.jsonparse import strip_thinking
 from storyjudge.core.promptcopy import copied_span, words
 
-ERROR_TYPES: tuple[str, ...] = (
-    "entity omission",
-    "event omission",
-    "causal omission",
-    "salience",
-    "discontinuity",
-    "duplication",
-    "inconsistency",
-    "language",
-)
-"""The eight confusion types of the paper's taxonomy, in its order (appendix M.4)."""
-
-# Word stems that identify a type when a model paraphrases it ("causal", "repetition", "grammar").
-_TYPE_KEYWORDS: tuple[tuple[str, str], ...] = (
-    ("entit", "entity omission"),
-    ("character", "entity omission"),
-    ("event", "event omission"),
-    ("causal", "causal omission"),
-    ("cause", "causal omission"),
-    ("motivation", "causal omission"),
-    ("salien", "salience"),
-    ("trivial", "salience"),
-    ("irrelevan", "salience"),
-    ("discontinu", "discontinuity"),
-    ("transition", "discontinuity"),
-    ("flow", "discontinuity"),
-    ("duplicat", "duplication"),
-    ("repeti", "duplication"),
-    ("redundan", "duplication"),
-    ("inconsisten", "inconsistency"),
-    ("contradict", "inconsistency"),
-    ("language", "language"),
-    ("grammar", "language"),
-    ("grammatical", "language"),
-    ("wording", "language"),
-    ("phrasing", "language"),
-)
+_TYPE_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "entity omission": ("entit", "character"),
+    "event omission": ("event",),
+    "causal omission": ("causal", "cause", "motivation"),
+    "salience": ("salien", "trivial", "irrelevan"),
+    "discontinuity": ("discontinu", "transition", "flow"),
+    "duplication": ("duplicat", "repeti", "redundan"),
+    "inconsistency": ("inconsisten", "contradict"),
+    "language": ("language", "grammar", "grammatical", "wording", "phrasing"),
+}
+"""The eight confusion types of the paper's taxonomy, in its order (appendix M.4), each with the word stems that
+identify it when a model paraphrases it ("causal", "repetition", "grammar")."""
+ERROR_TYPES = tuple(_TYPE_KEYWORDS)
 
 # A label starts a line (after markdown bullets, quotes or numbering) or follows whitespace mid-line.
 _LABEL = r"(?:^[ \t>*#_\-]*(?:\d+[.)]\s*)?|(?<=\s))[*_]*\s*(?<![A-Za-z])"
@@ -93,42 +69,24 @@ PROSE_WORDS = 100
 CLEAN_PROSE_WORDS = 40
 """A prose "no confusion" counts only in an answer this short (a statement, not an essay that mentions it)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-_EMPTY_SECTION = {
-    "no confusion",
-    "none",
-    "n a",
-    "na",
-    "no",
-    "nothing",
-    "no questions",
-    "no question",
-    "no types",
-    "no type",
-    "not applicable",
-    "no confusion types",
-    "none no confusion",
-}
+_EMPTY_SECTION = frozenset(
+    "no confusion|none|n a|na|no|nothing|no questions|no question|no types|no type|not applicable|"
+    "no confusion types|none no confusion".split("|")
+)
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)])\s*")
 _TYPE_SEPARATORS = re.compile(r"[,;/&|\n]|\band\b|\bplus\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class ConfusionAnswer:
-    """One parsed annotation.
+    """One parsed annotation (``confused`` None: the answer could not be read, and ``error`` says why)."""
 
-    Attributes:
-        confused: True when the sentence causes confusion, False when the answer says "no confusion", None
-            when the answer could not be read (empty, garbage, or contradicting itself).
-        questions: The clarifying questions the model asked.
-        types: Confusion types among the eight, in taxonomy order, without repeats.
-        other_types: Type labels the model gave that are not among the eight (kept for inspection).
-        error: Why ``confused`` is None.
-    """
-
-    confused: bool | None
-    questions: list[str] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)
-    other_types: list[str] = field(default_factory=list)
+    confused: (
+        bool | None
+    )  # False: the answer says "no confusion"; None: empty, garbage or contradicting itself
+    questions: list[str] = field(default_factory=list)  # the clarifying questions the model asked
+    types: list[str] = field(default_factory=list)  # among the eight, in taxonomy order, without repeats
+    other_types: list[str] = field(default_factory=list)  # labels outside the eight, kept for inspection
     error: str | None = None
 
     @property
@@ -156,16 +114,10 @@ def type_of(label: str) -> str | None:
     normal = _normalise(label)
     if not normal:
         return None
-    for name in ERROR_TYPES:
-        if normal == name or normal == name.replace(" ", ""):
+    for name in ERROR_TYPES:  # the name itself, spaced or not, then a stem
+        if name in normal or normal == name.replace(" ", ""):
             return name
-    for name in ERROR_TYPES:
-        if name in normal:
-            return name
-    for stem, name in _TYPE_KEYWORDS:
-        if stem in normal:
-            return name
-    return None
+    return next((name for name, stems in _TYPE_KEYWORDS.items() for stem in stems if stem in normal), None)
 
 
 def normalise_types(labels: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -253,11 +205,8 @@ def _not_an_answer(body: str, prompt: Iterable[str], data: Iterable[str]) -> str
 def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str] = ()) -> ConfusionAnswer:
     """Read one per-sentence answer; never guesses "no confusion" for text it cannot read.
 
-    Args:
-        text: The model's answer.
-        prompt: The fixed texts the model was shown (the template, a format reminder): an answer that copies a
-            run of them is unparsed.
-        data: The summary and sentence the request carried; quoting those is no copy.
+    An answer that copies a run of the fixed texts it was shown (``prompt``: the template, a format reminder) is
+    unparsed; quoting the summary and sentence the request carried (``data``) is no copy.
     """
     body = _answer_body(text or "")
     if not body:

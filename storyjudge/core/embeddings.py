@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import math
 import os
 import threading
 import warnings
@@ -50,10 +51,22 @@ class WindowedEmbeddings(Embeddings):
 
     name: str
     window_tokens: int
+    model: Any
+    _lock: threading.Lock
 
-    def count_tokens(self, text: str) -> int:  # pragma: no cover - overridden
-        """Tokens of ``text`` as this embedder's tokenizer counts them (special tokens excluded)."""
-        raise NotImplementedError
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as this embedder's tokenizer counts them, without special tokens.
+
+        ``verbose=False``: a count of a whole scene is longer than the window on purpose (the indexer cuts it
+        into passages by it), so the tokenizer's "sequence length is longer than the specified maximum" warning,
+        printed on every run, would alarm the user about something that never reaches the model.
+        """
+        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
+            return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query vector."""
+        return self.embed_documents([text])[0]
 
 
 SMALL_BATCH_CHARS = 20_000
@@ -152,16 +165,6 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         self._lock = threading.Lock()
         self._forward = traced_forward(self.model)
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens without the [CLS]/[SEP] pair.
-
-        ``verbose=False``: a count of a whole scene is longer than the window on purpose (the indexer cuts it
-        into passages by it), so the tokenizer's "sequence length is longer than the specified maximum" warning,
-        printed on every run, would alarm the user about something that never reaches the model.
-        """
-        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
-            return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
-
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-normalised vectors, so cosine and inner product agree."""
         if not texts:
@@ -220,10 +223,6 @@ class MiniLMEmbeddings(WindowedEmbeddings):
                     vectors[index] = row
         return vectors
 
-    def embed_query(self, text: str) -> list[float]:
-        """The query vector."""
-        return self.embed_documents([text])[0]
-
 
 class BGEM3Embeddings(WindowedEmbeddings):
     """BGE-M3 dense vectors (8192-token window) through FlagEmbedding, from weights the user already has."""
@@ -233,10 +232,8 @@ class BGEM3Embeddings(WindowedEmbeddings):
 
     def __init__(self, location: str) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            from FlagEmbedding import (
-                BGEM3FlagModel,
-            )  # imported lazily: heavy, and tied to transformers' version
+        try:  # imported lazily: heavy, and tied to transformers' version
+            from FlagEmbedding import BGEM3FlagModel
         except Exception as exc:  # noqa: BLE001 - any import failure means the backend is unusable
             raise ConfigError(f"BGE-M3 needs FlagEmbedding, which failed to import: {exc}") from None
         try:
@@ -248,11 +245,6 @@ class BGEM3Embeddings(WindowedEmbeddings):
             ) from None
         self._lock = threading.Lock()
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens without special tokens (no too-long warning: see ``MiniLMEmbeddings.count_tokens``)."""
-        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
-            return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
-
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Normalised dense vectors."""
         if not texts:
@@ -260,10 +252,6 @@ class BGEM3Embeddings(WindowedEmbeddings):
         with self._lock:
             out = self.model.encode(texts, batch_size=8, max_length=self.window_tokens)["dense_vecs"]
         return [v.tolist() for v in out]
-
-    def embed_query(self, text: str) -> list[float]:
-        """The query vector."""
-        return self.embed_documents([text])[0]
 
 
 def minilm_path() -> Path:
@@ -287,12 +275,7 @@ def safetensors_parameters(path: Path) -> int:
             header = json.loads(handle.read(length))
         tensors = [value for key, value in header.items() if key != "__metadata__"]
         end = max(int(t["data_offsets"][1]) for t in tensors)
-        parameters = 0
-        for tensor in tensors:
-            count = 1
-            for size in tensor["shape"]:
-                count *= int(size)
-            parameters += count
+        parameters = sum(math.prod(int(size) for size in tensor["shape"]) for tensor in tensors)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path} is not a readable safetensors file ({exc}); reinstall it.") from None
     if 8 + length + end != path.stat().st_size:
@@ -355,10 +338,10 @@ def get_embedder(spec: str = "minilm") -> WindowedEmbeddings:
     """The embedder for a spec: ``minilm`` or ``bge-m3:<path or name>`` (loaded once per process)."""
     with _lock:
         if spec not in _embedders:
-            if spec != "minilm" and not (spec.startswith("bge-m3:") and spec.partition(":")[2]):
-                raise ConfigError(f"Unknown embedder {spec!r}: use 'minilm' or 'bge-m3:<local path>'.")
             if spec == "minilm":
                 _embedders[spec] = MiniLMEmbeddings()
-            else:
+            elif spec.startswith("bge-m3:") and spec.partition(":")[2]:
                 _embedders[spec] = BGEM3Embeddings(spec.partition(":")[2])
+            else:
+                raise ConfigError(f"Unknown embedder {spec!r}: use 'minilm' or 'bge-m3:<local path>'.")
         return _embedders[spec]

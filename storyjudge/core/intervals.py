@@ -15,6 +15,7 @@ from typing import Any
 RESAMPLES = 2000
 SEED = 0
 LEVEL = 0.95
+_NO_DIFFERENCE = {"difference": None, "ci95": None, "excludes_zero": False}
 
 
 def _clean(values: Sequence[float | None]) -> list[float]:
@@ -37,9 +38,7 @@ def mean_interval(
         "n": int(kept.size),
     }
     if kept.size >= 2:
-        rng = np.random.default_rng(seed)
-        means = kept[rng.integers(0, kept.size, size=(resamples, kept.size))].mean(axis=1)
-        out["ci95"] = _percentiles(np, means)
+        out["ci95"] = _percentiles(np, _means(np.random.default_rng(seed), kept, resamples))
     return out
 
 
@@ -59,7 +58,7 @@ def difference_interval(
     """
     import numpy as np
 
-    out: dict[str, Any] = {"difference": None, "ci95": None, "excludes_zero": False, "paired": paired}
+    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": paired}
     rng = np.random.default_rng(seed)
     if paired:
         if len(a) != len(b):
@@ -70,20 +69,15 @@ def difference_interval(
         if diffs.size:
             out["difference"] = float(diffs.mean())
         if diffs.size >= 2:
-            means = diffs[rng.integers(0, diffs.size, size=(resamples, diffs.size))].mean(axis=1)
-            out["ci95"] = _percentiles(np, means)
+            _set_interval(out, _means(rng, diffs, resamples))
     else:
         left, right = np.array(_clean(a), dtype=float), np.array(_clean(b), dtype=float)
         out["n"] = [int(left.size), int(right.size)]
         if left.size and right.size:
             out["difference"] = float(right.mean() - left.mean())
         if left.size >= 2 and right.size >= 2:
-            lm = left[rng.integers(0, left.size, size=(resamples, left.size))].mean(axis=1)
-            rm = right[rng.integers(0, right.size, size=(resamples, right.size))].mean(axis=1)
-            out["ci95"] = _percentiles(np, rm - lm)
-    if out["ci95"] is not None:
-        low, high = out["ci95"]
-        out["excludes_zero"] = low > 0 or high < 0
+            left_means = _means(rng, left, resamples)  # drawn first: the same seed, the same interval
+            _set_interval(out, _means(rng, right, resamples) - left_means)
     return out
 
 
@@ -103,14 +97,8 @@ def aligned_difference_interval(
     second = np.array([np.nan if y is None else float(y) for _, y in units], dtype=float)
     kept = ~(np.isnan(first) & np.isnan(second))
     first, second = first[kept], second[kept]
-    out: dict[str, Any] = {
-        "difference": None,
-        "ci95": None,
-        "excludes_zero": False,
-        "paired": True,
-        "n": int(first.size),
-        "pairs": int((~np.isnan(first) & ~np.isnan(second)).sum()),
-    }
+    pairs = int((~np.isnan(first) & ~np.isnan(second)).sum())
+    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": True, "n": int(first.size), "pairs": pairs}
     if np.isnan(first).all() or np.isnan(second).all():
         return out
     out["difference"] = float(np.nanmean(second) - np.nanmean(first))
@@ -123,9 +111,7 @@ def aligned_difference_interval(
         diffs = means_b - means_a
         diffs = diffs[np.isfinite(diffs)]  # a resample that drew no value on one side has no difference
         if diffs.size >= resamples // 2:
-            out["ci95"] = _percentiles(np, diffs)
-            low, high = out["ci95"]
-            out["excludes_zero"] = low > 0 or high < 0
+            _set_interval(out, diffs)
     return out
 
 
@@ -148,9 +134,7 @@ def ratio_interval(
     """
     import numpy as np
 
-    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
-    kept = den > 0
-    num, den = num[kept], den[kept]
+    num, den = _units(np, numerators, denominators)
     if num.size < 2:
         return None
     picks = np.random.default_rng(seed).integers(0, num.size, size=(resamples, num.size))
@@ -171,17 +155,8 @@ def ratio_difference_interval(
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    sides = []
-    for num_, den_ in (a, b):
-        num, den = np.asarray(num_, dtype=float), np.asarray(den_, dtype=float)
-        sides.append((num[den > 0], den[den > 0]))
-    out: dict[str, Any] = {
-        "difference": None,
-        "ci95": None,
-        "excludes_zero": False,
-        "paired": False,
-        "n": [int(sides[0][0].size), int(sides[1][0].size)],
-    }
+    sides = [_units(np, *side) for side in (a, b)]
+    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": False, "n": [int(num.size) for num, _ in sides]}
     if not all(num.size for num, _ in sides):
         return out
     (na, da), (nb, db) = sides
@@ -189,9 +164,7 @@ def ratio_difference_interval(
     if na.size >= 2 and nb.size >= 2:
         pa = rng.integers(0, na.size, size=(resamples, na.size))
         pb = rng.integers(0, nb.size, size=(resamples, nb.size))
-        diffs = nb[pb].sum(axis=1) / db[pb].sum(axis=1) - na[pa].sum(axis=1) / da[pa].sum(axis=1)
-        out["ci95"] = _percentiles(np, diffs)
-        out["excludes_zero"] = out["ci95"][0] > 0 or out["ci95"][1] < 0
+        _set_interval(out, nb[pb].sum(axis=1) / db[pb].sum(axis=1) - na[pa].sum(axis=1) / da[pa].sum(axis=1))
     return out
 
 
@@ -219,9 +192,7 @@ def corrected_interval(
     """
     import numpy as np
 
-    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
-    kept = den > 0
-    num, den = num[kept], den[kept]
+    num, den = _units(np, numerators, denominators)
     false, true = np.asarray(false_accepted, dtype=float), np.asarray(true_accepted, dtype=float)
     if num.size < 2 or not false.size or not true.size:
         return None
@@ -246,21 +217,35 @@ def _percentiles(np: Any, values: Any) -> list[float]:
     return [float(low), float(high)]
 
 
-def interval_text(value: float | None, ci95: Sequence[float] | None, digits: int = 3) -> str:
+def _set_interval(out: dict[str, Any], differences: Any) -> None:
+    """A difference's interval, and whether it leaves out 0, from its resampled values."""
+    import numpy as np
+
+    out["ci95"] = low, high = _percentiles(np, differences)
+    out["excludes_zero"] = low > 0 or high < 0
+
+
+def _means(rng: Any, values: Any, resamples: int) -> Any:
+    """The means of ``resamples`` resamples of ``values`` (drawn with replacement)."""
+    return values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+
+
+def _units(np: Any, numerators: Sequence[float], denominators: Sequence[float]) -> tuple[Any, Any]:
+    """Numerators and denominators of the units that have a denominator."""
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    return num[den > 0], den[den > 0]
+
+
+def interval_text(value: float | None, ci95: Sequence[float] | None, digits: int = 3, sign: str = "") -> str:
     """``0.450 [0.300, 0.600]``: a value with its interval, as tables print it; ``-`` for no value."""
     if value is None:
         return "-"
-    text = f"{value:.{digits}f}"
+    text = f"{value:{sign}.{digits}f}"
     if ci95:
-        text += f" [{ci95[0]:.{digits}f}, {ci95[1]:.{digits}f}]"
+        text += f" [{ci95[0]:{sign}.{digits}f}, {ci95[1]:{sign}.{digits}f}]"
     return text
 
 
 def signed_text(value: float | None, ci95: Sequence[float] | None, digits: int = 3) -> str:
     """``+0.050 [-0.020, +0.120]``: a difference with its interval, signs shown."""
-    if value is None:
-        return "-"
-    text = f"{value:+.{digits}f}"
-    if ci95:
-        text += f" [{ci95[0]:+.{digits}f}, {ci95[1]:+.{digits}f}]"
-    return text
+    return interval_text(value, ci95, digits, sign="+")

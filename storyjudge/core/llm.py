@@ -105,12 +105,10 @@ class TextAnswer:
     usage: Usage
 
 
-_methods: dict[
-    tuple[str, str], Method
-] = {}  # per (spec, base_url): the structured-output strategy that worked
-_failures: dict[
-    str, tuple[float, BaseException]
-] = {}  # per run (its cache directory): when it failed, and why
+_methods: dict[tuple[str, str], Method] = {}
+"""Per (spec, base_url): the structured-output strategy that worked."""
+_failures: dict[str, tuple[float, BaseException]] = {}
+"""Per run (its cache directory): when it failed, and why."""
 
 
 def note_failure(run: str, error: BaseException) -> None:

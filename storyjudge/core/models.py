@@ -83,17 +83,9 @@ def is_local(spec: str) -> bool:
 
 def describe_models(ctx: Context) -> list[tuple[str, str, str]]:
     """(role, spec, note) for every role, for the CLI's banner."""
-    rows = []
-    for role in ROLES:
-        spec = resolve_spec(ctx, role)
-        if is_local(spec):
-            note = LOCAL_NOTE
-        elif ctx.base_url:
-            note = f"OpenAI-compatible server at {ctx.base_url}"
-        else:
-            note = "OpenAI API"
-        rows.append((role, spec, note))
-    return rows
+    served = f"OpenAI-compatible server at {ctx.base_url}" if ctx.base_url else "OpenAI API"
+    specs = {role: resolve_spec(ctx, role) for role in ROLES}
+    return [(role, spec, LOCAL_NOTE if is_local(spec) else served) for role, spec in specs.items()]
 
 
 def local_model_path(name: str) -> Path:

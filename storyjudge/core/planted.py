@@ -103,10 +103,6 @@ def _relations(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return sorted(edges, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
 
 
-def _relation_text(subject: str, predicate: str, obj: str) -> str:
-    return f"{subject} {predicate} {obj}."
-
-
 def _story_sentences(
     scenes: Sequence[Scene], names: Iterable[str], rng: random.Random
 ) -> list[tuple[str, str]]:
@@ -140,14 +136,9 @@ def _invented(
         name = invented_name(story, rng, taken)
         if not name:
             break
-        line = edge_line(edge)
-        made.append(
-            (
-                _relation_text(name, str(edge.get("predicate") or edge.get("key")), str(edge["target"])),
-                f'the relation "{line}" given to "{name}" instead of {edge["source"]}; no word of that name '
-                "occurs in the story",
-            )
-        )
+        text = f"{name} {edge.get('predicate') or edge.get('key')} {edge['target']}."
+        built = f'the relation "{edge_line(edge)}" given to "{name}" instead of {edge["source"]}'
+        made.append((text, f"{built}; no word of that name occurs in the story"))
     for scene_id, text in lines:
         character = next((c for c, forms in names.items() if any(occurs_in(n, text) for n in forms)), None)
         if character is None:
@@ -181,8 +172,8 @@ def _swapped(
             if other in (source, target) or not presence[other]:
                 continue
             for kept, moved, text in (
-                (target, source, _relation_text(other, predicate, target)),
-                (source, target, _relation_text(source, predicate, other)),
+                (target, source, f"{other} {predicate} {target}."),
+                (source, target, f"{source} {predicate} {other}."),
             ):
                 if presence.get(kept) and presence[other].isdisjoint(presence[kept]):
                     made.append(
@@ -415,17 +406,9 @@ def judge_check(
     minus judged) and left out of the rates. ``built``: false facts the story allowed (when fewer than
     ``max_false``), ``why`` says what limited them; an undecided check says "judge not checked" with both.
     """
-    easy, hard, true = (
-        _tally(verdicts, ("invented",)),
-        _tally(verdicts, ("swapped",)),
-        _tally(verdicts, ("verbatim",)),
-    )
-    false = PlantedTally(
-        planted=easy["planted"] + hard["planted"],
-        judged=easy["judged"] + hard["judged"],
-        accepted=easy["accepted"] + hard["accepted"],
-    )
-    rate = _rate(false)
+    easy, hard, true = (_tally(verdicts, (kind,)) for kind in ("invented", "swapped", "verbatim"))
+    false = _tally(verdicts, ("invented", "swapped"))
+    rate, true_rate = _rate(false), _rate(true)
     record = (
         f"the judge accepted {false['accepted']} of {false['judged']} planted false facts (invented names "
         f"{easy['accepted']}/{easy['judged']}, swapped roles {hard['accepted']}/{hard['judged']}) and "
@@ -448,7 +431,7 @@ def judge_check(
         hard=hard,
         true=true,
         false_acceptance=None if rate is None else round(rate, 6),
-        true_acceptance=None if _rate(true) is None else round(_rate(true) or 0.0, 6),
+        true_acceptance=None if true_rate is None else round(true_rate, 6),
         false_acceptance_ci95=proportion_ci(false["accepted"], false["judged"]),
         true_acceptance_ci95=proportion_ci(true["accepted"], true["judged"]),
         decision=decision,  # type: ignore[typeddict-item]

@@ -36,10 +36,7 @@ def fixed_parts(template: str) -> list[str]:
 
 @cache
 def _fixed_grams(fixed: tuple[str, ...], n: int) -> frozenset[tuple[str, ...]]:
-    grams: set[tuple[str, ...]] = set()
-    for part in fixed:
-        grams |= _grams(words(part), n)
-    return frozenset(grams)
+    return frozenset().union(*(_grams(words(part), n) for part in fixed))
 
 
 def copied_span(
@@ -47,23 +44,15 @@ def copied_span(
 ) -> str | None:
     """The first run of ``span`` words the answer shares with the fixed texts and not with the data, or None.
 
-    Args:
-        answer: The model's answer.
-        fixed: The prompt's fixed texts (instructions, format reminders); templates are split at placeholders.
-        data: The texts the request carried as data (scene, summary, sentence): quoting them is no copy.
-        span: How many consecutive words make a copy.
+    ``fixed``: the prompt's instructions and format reminders (templates are split at their placeholders);
+    ``data``: what the request carried as data (scene, summary, sentence), which an answer may quote.
     """
-    pieces: list[str] = []
-    for text in fixed:
-        pieces.extend(fixed_parts(text))
-    source = _fixed_grams(tuple(pieces), span)
+    source = _fixed_grams(tuple(part for text in fixed for part in fixed_parts(text)), span)
     tokens = words(answer)
     hits = [i for i in range(len(tokens) - span + 1) if tuple(tokens[i : i + span]) in source]
     if not hits:
         return None
-    quoted: set[tuple[str, ...]] = set()
-    for text in data:
-        quoted |= _grams(words(text), span)
+    quoted = set().union(*(_grams(words(text), span) for text in data))
     for i in hits:
         gram = tuple(tokens[i : i + span])
         if gram not in quoted:

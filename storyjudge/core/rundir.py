@@ -96,71 +96,34 @@ _held_locks: dict[str, int] = {}  # run directory -> open file descriptor of its
 _held_locks_lock = threading.Lock()
 
 
+class _Entry:
+    """A path inside a run directory: ``RunDir(root).result`` is ``root / "result.json"``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: RunDir, owner: type | None = None) -> Path:
+        return run.root / self.name
+
+
 @dataclass(frozen=True)
 class RunDir:
     """Paths inside one run directory."""
 
     root: Path
 
-    @property
-    def result(self) -> Path:
-        """The full run record."""
-        return self.root / "result.json"
-
-    @property
-    def ckg(self) -> Path:
-        """The character knowledge graph as node-link JSON."""
-        return self.root / "ckg.json"
-
-    @property
-    def chroma(self) -> Path:
-        """Embedded Chroma data."""
-        return self.root / "chroma"
-
-    @property
-    def cache(self) -> Path:
-        """LLM call cache."""
-        return self.root / "cache"
-
-    @property
-    def checkpoints(self) -> Path:
-        """LangGraph checkpoints (SQLite)."""
-        return self.root / "checkpoints.sqlite"
-
-    @property
-    def checkpoint_blobs(self) -> Path:
-        """Long texts the checkpoints refer to, one file per text, named by its SHA-256."""
-        return self.root / "checkpoint_blobs"
-
-    @property
-    def story(self) -> Path:
-        """The scenes and CKG the run judges against, a file per content (``core.storyref``)."""
-        return self.root / "story"
-
-    @property
-    def report(self) -> Path:
-        """The self-contained HTML report."""
-        return self.root / "report.html"
-
-    @property
-    def summary(self) -> Path:
-        """The best summary as plain text (of a refine run; the scored one of a score run)."""
-        return self.root / "summary.txt"
-
-    @property
-    def summary_tree(self) -> Path:
-        """Intermediate summaries of the book summarizer."""
-        return self.root / "summary_tree.json"
-
-    @property
-    def meta(self) -> Path:
-        """Which document this directory belongs to."""
-        return self.root / "meta.json"
-
-    @property
-    def lock_file(self) -> Path:
-        """Held (``flock``) by the process running in this directory; holds its pid."""
-        return self.root / "run.lock"
+    result = _Entry("result.json")  # the full run record
+    ckg = _Entry("ckg.json")  # the character knowledge graph as node-link JSON
+    chroma = _Entry("chroma")  # embedded Chroma data
+    cache = _Entry("cache")  # the LLM call cache
+    checkpoints = _Entry("checkpoints.sqlite")  # LangGraph checkpoints
+    checkpoint_blobs = _Entry("checkpoint_blobs")  # long texts the checkpoints refer to, one file per SHA-256
+    story = _Entry("story")  # the scenes and CKG the run judges against, a file per content (core.storyref)
+    report = _Entry("report.html")  # the self-contained HTML report
+    summary = _Entry("summary.txt")  # the best summary of a refine run, the scored one of a score run
+    summary_tree = _Entry("summary_tree.json")  # intermediate summaries of the book summarizer
+    meta = _Entry("meta.json")  # which document, job kinds and settings the directory belongs to
+    lock_file = _Entry("run.lock")  # held (flock) by the process running in this directory; holds its pid
 
     def lock(self) -> None:
         """Hold this directory's lock until the process exits; refuse when another process holds it."""

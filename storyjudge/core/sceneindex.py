@@ -199,22 +199,15 @@ def _opened(index: Mapping[str, Any]) -> SceneIndex:
     return scene_index(store, location, str(index["scenes_collection"]), str(index.get("embedder", "minilm")))
 
 
-def search_scenes(index: IndexRef, query: str, k: int) -> list[dict[str, Any]]:
-    """The ``k`` scenes whose best passage ranks highest for the query, best first.
+def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[list[dict[str, Any]]]:
+    """For each query, the ``k`` scenes whose best passage ranks highest for it, best first: one search for all.
 
     Each hit is ``{"id", "title", "passage", "score"}``: ``passage`` is the scene's best passage and ``score``
     its fused rank score (dense similarity rank and BM25 rank, see the module docstring; higher is better).
-    Scenes are distinct; fewer than ``k`` come back only when the document has fewer scenes.
-    """
-    return search_scenes_many(index, [query], k)[0]
-
-
-def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[list[dict[str, Any]]]:
-    """``search_scenes`` for each query, with one search of the store for all of them.
-
-    Why one call: Chroma's query lets go of the interpreter lock, and taking it back from the threads that
-    read LLM answers waits up to a switch interval (5 ms), longer than the query itself (about 1.3 ms for one
-    query, 1.6 ms for three). A sentence's facts are searched together.
+    Scenes are distinct; fewer than ``k`` come back only when the document has fewer scenes. Why one search:
+    Chroma's query lets go of the interpreter lock, and taking it back from the threads that read LLM answers
+    waits up to a switch interval (5 ms), longer than the query itself (about 1.3 ms for one query, 1.6 ms for
+    three). A sentence's facts are searched together.
     """
     out: list[list[dict[str, Any]]] = [[] for _ in queries]
     asked = [i for i, query in enumerate(queries) if query.strip()]

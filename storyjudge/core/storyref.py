@@ -42,14 +42,12 @@ def keep(scenes: Sequence[Scene], ckg: NodeLinkGraph | None, folder: str | Path 
 
 def scenes_of(ref: StoryRef) -> list[Scene]:
     """The scenes a reference names, in document order (shared by the branches: read only)."""
-    scenes: list[Scene] = _get(ref["folder"], "scenes", ref["scenes"])
-    return scenes
+    return _get(ref["folder"], "scenes", ref["scenes"])
 
 
 def ckg_of(ref: StoryRef) -> NodeLinkGraph:
     """The CKG a reference names, as node-link JSON (shared by the branches: read only)."""
-    ckg: NodeLinkGraph = _get(ref["folder"], "ckg", ref["ckg"])
-    return ckg
+    return _get(ref["folder"], "ckg", ref["ckg"])
 
 
 def _path(folder: str, kind: str, digest: str) -> Path:

@@ -15,6 +15,7 @@ summaries with (``nltk.sent_tokenize``), line breaks being plain spaces to it.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
@@ -160,18 +161,19 @@ def _hard_split(text: str, max_tokens: int, count: Counter) -> list[str]:
         if count(rest) <= max_tokens:
             out.append(rest)
             break
-        lo, hi = 1, len(rest)
-        while lo < hi:  # largest prefix length that fits
-            mid = (lo + hi + 1) // 2
-            if count(rest[:mid]) <= max_tokens:
-                lo = mid
-            else:
-                hi = mid - 1
+        lo = max(1, _longest_fit(rest, max_tokens, count))
         cut = rest.rfind(" ", 0, lo)
         cut = cut + 1 if cut > lo // 2 else lo
         out.append(rest[:cut])
         rest = rest[cut:]
     return out
+
+
+def _longest_fit(text: str, max_tokens: int, count: Counter, before: str = "") -> int:
+    """The length of the longest prefix of ``text`` that fits the budget after ``before`` (0: none), by bisection."""
+    return bisect.bisect_left(
+        range(1, len(text) + 1), True, key=lambda n: count(before + text[:n]) > max_tokens
+    )
 
 
 def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
@@ -183,13 +185,16 @@ def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
             units.append((paragraph, n))
             continue
         for start, end in sentence_spans(paragraph):
-            sentence = paragraph[start:end]
-            m = count(sentence)
-            if m <= max_tokens:
-                units.append((sentence, m))
-            else:
-                units.extend((piece, count(piece)) for piece in _hard_split(sentence, max_tokens, count))
+            units.extend(_fitted(paragraph[start:end], max_tokens, count))
     return units
+
+
+def _fitted(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
+    """``text`` with its count when it fits, else its pieces cut at words (or characters), each with its count."""
+    n = count(text)
+    if n <= max_tokens:
+        return [(text, n)]
+    return [(piece, count(piece)) for piece in _hard_split(text, max_tokens, count)]
 
 
 def split_by_tokens(text: str, max_tokens: int, count: Counter = count_tokens) -> list[str]:
@@ -228,14 +233,7 @@ def split_counted(text: str, max_tokens: int, count: Counter = count_tokens) -> 
     if current:
         chunks.append(current)
     # token counts are not exactly additive across a join; re-check and re-split the rare offender
-    fixed: list[tuple[str, int]] = []
-    for chunk in chunks:
-        n = count(chunk)
-        if n <= max_tokens:
-            fixed.append((chunk, n))
-        else:
-            fixed.extend((piece, count(piece)) for piece in _hard_split(chunk, max_tokens, count))
-    return fixed
+    return [piece for chunk in chunks for piece in _fitted(chunk, max_tokens, count)]
 
 
 def split_filled(
@@ -319,13 +317,7 @@ def _reach_into(current: str, unit: str, needed: int, max_tokens: int, count: Co
     last word bound, from ``needed`` to that prefix's end. When ``needed`` is out of reach (the other chunker
     counted a text without blank lines), the cut is the last word bound that fits: the next piece catches up.
     """
-    lo, hi = 0, len(unit)
-    while lo < hi:
-        middle = (lo + hi + 1) // 2
-        if count(current + unit[:middle]) <= max_tokens:
-            lo = middle
-        else:
-            hi = middle - 1
+    lo = _longest_fit(unit, max_tokens, count, current)
     if lo == len(unit):  # all of it fits after all (counts are not exactly additive)
         return lo
     words = [i for i in range(1, lo + 1) if unit[i - 1].isspace() and not unit[i].isspace()]

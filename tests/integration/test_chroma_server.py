@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from storyjudge.core.sceneindex import build_index, search_scenes
+from storyjudge.core.sceneindex import build_index, search_scenes_many
 from storyjudge.core.segmentation import scenes_from_list
 
 pytestmark = pytest.mark.slow
@@ -95,11 +95,11 @@ def test_a_chroma_server_ranks_scenes_as_the_embedded_store_does(
     assert served["location"] == chroma_server and embedded["location"] == str(tmp_path / "embedded")
     assert embedded["scenes_collection"] == served["scenes_collection"]  # content-addressed, shareable
     for query in QUERIES:
-        here = [hit["id"] for hit in search_scenes(embedded, query, 3)]
-        there = [hit["id"] for hit in search_scenes(served, query, 3)]
+        here = [hit["id"] for hit in search_scenes_many(embedded, [query], 3)[0]]
+        there = [hit["id"] for hit in search_scenes_many(served, [query], 3)[0]]
         assert here == there, query
         assert len(here) == 3
-    assert search_scenes(served, "Who stabs Duncan in his sleep?", 1)[0]["passage"] == SCENES[2]
+    assert search_scenes_many(served, ["Who stabs Duncan in his sleep?"], 1)[0][0]["passage"] == SCENES[2]
     _, built_again = build_index(scenes, location=chroma_server)
     assert not built_again  # a second worker finds the collection complete and embeds nothing
     log = (tmp_path / "chroma.log").read_text(errors="replace").lower()

@@ -18,7 +18,7 @@ import pytest
 from graphs.index import build_graph
 from storyjudge.core.chromastore import chroma_client, open_collection
 from storyjudge.core.context import Context
-from storyjudge.core.sceneindex import search_scenes
+from storyjudge.core.sceneindex import search_scenes_many
 from storyjudge.core.scripted_server import last_user_text
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -106,11 +106,11 @@ def test_full_play_files_collections_and_retrieval(scripted_server: Any, tmp_pat
     assert (scenes_collection.metadata or {}).get("complete") is True
 
     for line in LINES:
-        hits = search_scenes(index, line, 3)
+        hits = search_scenes_many(index, [line], 3)[0]
         assert hits[0]["id"] == scene_with(out["scenes"], line), line
         assert len({hit["id"] for hit in hits}) == 3
     sample = sampled_lines(out["scenes"])
-    first = sum(search_scenes(index, line, 1)[0]["id"] == scene_id for line, scene_id in sample)
+    first = sum(search_scenes_many(index, [line], 1)[0][0]["id"] == scene_id for line, scene_id in sample)
     assert first >= 0.75 * len(sample), f"{first} of {len(sample)} lines found their scene first"
 
     calls = len(server.completions)
@@ -139,4 +139,4 @@ def test_act_one_with_the_embedded_model(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "run" / "ckg.json").read_text()) == out["ckg"]
     # a line whose words occur in one scene only ("So foul and fair a day" also matches Scene I's "Fair is foul")
     line = "The thane of Cawdor lives: why do you dress me in borrow'd robes?"
-    assert search_scenes(out["index"], line, 2)[0]["id"] == scene_with(out["scenes"], line)
+    assert search_scenes_many(out["index"], [line], 2)[0][0]["id"] == scene_with(out["scenes"], line)

@@ -89,7 +89,7 @@ def search_runs(root: str) -> None:
     """Worker: a fresh process that holds the key opens every store again and searches it."""
     from storyjudge.core.chromastore import chroma_client
     from storyjudge.core.records import IndexRef
-    from storyjudge.core.sceneindex import search_scenes
+    from storyjudge.core.sceneindex import search_scenes_many
 
     for store in sorted(Path(root).glob("run*/**/chroma.sqlite3")):
         seed_heap()
@@ -102,7 +102,7 @@ def search_runs(root: str) -> None:
                 scenes_collection=collection.name,
                 passages=collection.count(),
             )
-            assert search_scenes(ref, "the harbour at night", 2)
+            assert search_scenes_many(ref, ["the harbour at night"], 2)[0]
 
 
 def _worker(function: str, root: Path) -> None:

@@ -27,7 +27,7 @@ from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.embeddings import WindowedEmbeddings
 from storyjudge.core.llm import ModelError
 from storyjudge.core.rundir import RunDirMismatch, document_hash
-from storyjudge.core.sceneindex import search_scenes
+from storyjudge.core.sceneindex import search_scenes_many
 from storyjudge.core.scripted_server import last_user_text
 from storyjudge.core.segmentation import join_scenes
 
@@ -143,7 +143,7 @@ def test_index_graph_end_to_end(scripted_server: Any, ctx_for: Any, bow: BagOfWo
 
     index = out["index"]
     assert index["location"] == str(tmp_path / "run" / "chroma") and index["passages"] > len(out["scenes"])
-    hits = search_scenes(index, "the storm is rising over the grey water", 3)
+    hits = search_scenes_many(index, ["the storm is rising over the grey water"], 3)[0]
     assert [hit["id"] for hit in hits][0] == "S002"
     assert len({hit["id"] for hit in hits}) == len(hits) == 3
     assert hits[0]["title"] == "ACT I, SCENE II. A boat" and "storm" in hits[0]["passage"]
@@ -162,7 +162,7 @@ def test_a_sentences_searches_are_one_chroma_call_with_the_hits_of_one_search_ea
     out = run(ctx_for(scripted_server(triples_responder), embedder="test-bow", ckg_samples=3))
     index = out["index"]
     queries = ["the storm is rising over the grey water", "Alice meets Bob", "", "Captain Reed sleeps"]
-    one_by_one = [search_scenes(index, query, k) for query in queries for k in (1, 3)]
+    one_by_one = [search_scenes_many(index, [query], k)[0] for query in queries for k in (1, 3)]
     calls: list[int] = []
     real = sceneindex._query
 
@@ -378,7 +378,7 @@ def test_the_index_stops_when_an_extraction_call_fails_and_a_resume_embeds_only_
         {"document": chapters, "title": "Rows"},
     )
     assert sum(batches) == out["index"]["passages"] - first > 0  # the stored batch is kept
-    hits = search_scenes(out["index"], "Alice rows past the quay", 3)
+    hits = search_scenes_many(out["index"], ["Alice rows past the quay"], 3)[0]
     assert hits and all(hit["id"] in {scene["id"] for scene in out["scenes"]} for hit in hits)
 
 

@@ -384,10 +384,10 @@ def test_dry_run_counts_each_story_index_once(tmp_path: Path, data_file: Path) -
     first = result["cells"][0]
     items = config.datasets[0].load().items
     expected = sum(
-        estimate_item(config, cells(config)[0], item, indexed=item.id == "s1b").calls for item in items
+        estimate_item(config, cells(config)[0], item, indexed=item.id == "s1b")["calls"] for item in items
     )
     assert first["calls"] == expected
-    unindexed = sum(estimate_item(config, cells(config)[0], item).calls for item in items)
+    unindexed = sum(estimate_item(config, cells(config)[0], item)["calls"] for item in items)
     assert unindexed - expected == 2  # story 1's extraction (2 samples of its one scene) is counted once
     assert first["usd"] is not None and first["usd"] > 0
     assert result["cells"][1]["usd"] is None  # no price for the embedded model

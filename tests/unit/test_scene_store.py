@@ -15,7 +15,7 @@ import pytest
 from graphs.factscore import build_graph
 from storyjudge.core import embeddings, heavy_imports
 from storyjudge.core.context import ConfigError, Context
-from storyjudge.core.sceneindex import build_index, search_scenes
+from storyjudge.core.sceneindex import build_index, search_scenes_many
 from storyjudge.core.scenestore import MemoryIndex, SceneIndex, scene_index, still_there
 from storyjudge.core.scripted_server import OpenAIServer
 from storyjudge.core.segmentation import scenes_from_list
@@ -74,7 +74,7 @@ def test_both_stores_rank_alike_and_a_reference_of_an_earlier_version_still_sear
     assert (memory["store"], chroma["store"]) == ("memory", "chroma")
     queries = ["Captain Reed in the storm", "gulls over the quay", "the ferry at Port Wren", "treasure"]
     for query in queries:
-        assert search_scenes(chroma, query, 3) == search_scenes(memory, query, 3), query
+        assert search_scenes_many(chroma, [query], 3)[0] == search_scenes_many(memory, [query], 3)[0], query
     old: Any = {
         "store_dir": str(tmp_path / "chroma"),
         "chroma_url": "",
@@ -82,7 +82,7 @@ def test_both_stores_rank_alike_and_a_reference_of_an_earlier_version_still_sear
         "scenes_collection": chroma["scenes_collection"],
         "passages": 4,
     }  # as result.json files written before the seam hold it
-    assert search_scenes(old, "treasure", 1) == search_scenes(chroma, "treasure", 1)
+    assert search_scenes_many(old, ["treasure"], 1)[0] == search_scenes_many(chroma, ["treasure"], 1)[0]
     assert still_there(old) and still_there(memory)
     assert not still_there({**old, "store_dir": str(tmp_path / "gone")})
     _, again = build_index(scenes, location="", store="memory", embedder="test-bow")
@@ -93,12 +93,12 @@ def test_an_index_that_is_gone_is_an_error_not_an_empty_search(tmp_path: Path) -
     gone: Any = {"store": "memory", "location": "", "embedder": "test-bow", "scenes_collection": "sj-gone"}
     gone["passages"] = 4
     with pytest.raises(ValueError, match="went with the process that built it"):
-        search_scenes(gone, "treasure", 1)
+        search_scenes_many(gone, ["treasure"], 1)[0]
     assert not still_there(gone)
     build_index(scenes_from_list(SCENES), location=tmp_path / "chroma", embedder="test-bow")
     moved: Any = {**gone, "store": "chroma", "location": str(tmp_path / "chroma")}
     with pytest.raises(ValueError, match="sj-gone .* is gone from its store"):  # the store is, the index not
-        search_scenes(moved, "treasure", 1)
+        search_scenes_many(moved, ["treasure"], 1)[0]
     with pytest.raises(ConfigError, match="scene_store must be"):
         Context(scene_store="qdrant")  # type: ignore[arg-type]
     assert isinstance(MemoryIndex("test-bow").search(["x"], 3), list)
