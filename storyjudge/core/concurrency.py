@@ -11,8 +11,8 @@
 - **Threads** live as long as their work: a branch's calls made at once (``in_parallel``) run on a pool that
   ends with them, and each HTTP call on a thread of its own (``within``), so a caller can give up on it at its
   deadline. No process-wide pool: its idle workers would never end, and a process that runs one run after
-  another (the UI, an experiment, the test suite) would keep its busiest moment's threads; a thread costs tens
-  of microseconds to start, an LLM call milliseconds at least. The LLM slots bound the calls in flight.
+  another (the UI, an experiment, the test suite) would keep its busiest moment's threads; a thread takes well
+  under a millisecond to start, an LLM call milliseconds at least. The LLM slots bound the calls in flight.
 - **Cancellation** is process-wide: ``cancel()`` (Ctrl-C) makes every call not yet sent raise ``Cancelled`` and
   ends every wait for a slot, an answer or a retry. A ``BaseException``, so no ``except Exception`` counts a
   cancelled call as failed: LangGraph keeps the completed tasks' writes and ``--resume`` redoes only the rest.
