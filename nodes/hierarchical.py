@@ -17,11 +17,12 @@ terminates.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,7 @@ from nodes.summary_writer import (
 from prompts import data_block, load
 from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
-from storyjudge.core.concurrency import branch_threads, in_worker, priority, wait_any
+from storyjudge.core.concurrency import branch_threads, priority, wait_any
 from storyjudge.core.context import Context, context_of
 from storyjudge.core.models import is_local, resolve_spec
 from storyjudge.core.records import SummaryChunk, TreeLevel, TreeStep, TreeSummary
@@ -334,9 +335,10 @@ Finished = tuple[MergeJob | None, TreeSummary | BaseException, Written | None]
 class TreeRun:
     """Runs the calls of one tree: chunk summaries up to the run's width at once, each merge when it is decided.
 
-    The calls run on worker threads; this thread alone decides what starts next, so every decision sees one
-    consistent tree. Results are collected here and the update is assembled in order (chunks, then levels), so
-    it does not depend on which call answered first.
+    The calls run on the tree's own workers (one per chunk in flight and one per level at most), which end with
+    it; this thread alone decides what starts next, so every decision sees one consistent tree. Results are
+    collected here and the update is assembled in order (chunks, then levels), so it does not depend on which
+    call answered first.
     """
 
     def __init__(self, ctx: Context, plan: SummaryPlan, chunks: list[SummaryChunk]) -> None:
@@ -348,11 +350,22 @@ class TreeRun:
         self.final: TreeSummary | None = None
         self.leaves_done_at: float | None = None
         self._running: dict[Future[tuple[TreeSummary, Written]], MergeJob | None] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     def run(self) -> None:
-        """Write the whole tree; the first failed call's error is raised as soon as it is read."""
-        waiting = deque(self.chunks)
+        """Write the whole tree; the first failed call's error is raised as soon as it is read.
+
+        The calls still in flight then end on their own (their answers are cached), and their workers with them.
+        """
         width = self._width()
+        self._pool = ThreadPoolExecutor(width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
+        try:
+            self._run(width)
+        finally:
+            self._pool.shutdown(wait=False)
+
+    def _run(self, width: int) -> None:
+        waiting = deque(self.chunks)
         budget = self.plan["budgets"][0]
         running = 0
         while self.final is None:
@@ -385,7 +398,8 @@ class TreeRun:
         return branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
 
     def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
-        self._running[in_worker(call)] = job
+        assert self._pool is not None
+        self._running[self._pool.submit(contextvars.copy_context().run, call)] = job
 
     def _wait(self) -> list[Finished]:
         finished: list[Finished] = []

@@ -17,8 +17,8 @@ from storyjudge.core.context import ENV_PREFIX, Context
 from storyjudge.core.scripted_server import OpenAIServer, Responder
 
 MAX_THREADS = 150
-"""Threads the test process may hold after any test, its bounded pools aside: runs release what they open (a
-suite once reached 942)."""
+"""Threads the test process may hold after any test, native ones and idle workers included: runs release what
+they open (a suite once reached 942), and no pool keeps the threads of its busiest moment."""
 
 PLANTING_OFF = {f"{ENV_PREFIX}PLANTED_FACTS": "0", f"{ENV_PREFIX}PLANTED_SENTENCES": "0"}
 """Most scripted models approve every fact and find every sentence clear, which planted control items rightly
@@ -83,8 +83,6 @@ def ctx_for(tmp_path: Path) -> Callable[..., Context]:
 @pytest.fixture
 def ui(tmp_path: Path) -> Iterator[Any]:
     """The web UI's server on a free port of 127.0.0.1, keeping its runs under ``tmp_path``; shut down after."""
-    import threading
-
     from storyjudge.apps.ui.server import make_server
 
     server = make_server("127.0.0.1", 0, runs_dir=tmp_path / "runs")
@@ -97,16 +95,9 @@ def ui(tmp_path: Path) -> Iterator[Any]:
 _thread_peak: dict[str, Any] = {"threads": 0, "test": ""}
 
 
-POOLED = ("storyjudge-branch", "storyjudge-call", "AnyIO worker thread")
-"""Bounded pools that every run reuses, none opened per run: the two of ``storyjudge.core.concurrency`` (an idle
-worker stays until the process ends, so they keep their peak) and the web server's (anyio's, at most 40, idle ones
-ending after 10 s). They are not counted against the bound."""
-
-
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """Count the process's threads (native ones too) after each test; the session fails above ``MAX_THREADS``."""
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
-    threads -= sum(1 for thread in threading.enumerate() if thread.name.startswith(POOLED))
     if threads > _thread_peak["threads"]:
         _thread_peak.update(threads=threads, test=item.nodeid)
 

@@ -8,9 +8,11 @@
   of one run does), waiters served by ``priority`` (a fact's decomposition before verdicts), then arrival.
   ``set_budget_factory`` puts another budget behind the same interface, a context manager held around each
   call: a Dask cluster's (``eval.cluster``).
-- **Threads**: two ``concurrent.futures`` pools. A branch's calls made at once (``in_parallel``, ``in_worker``)
-  run on one, HTTP calls on the other (``within``), so a caller can give up on a call at its deadline; two, as a
-  branch call waits for an HTTP call, and in one bounded pool the HTTP calls could queue behind their callers.
+- **Threads** live as long as their work: a branch's calls made at once (``in_parallel``) run on a pool that
+  ends with them, and each HTTP call on a thread of its own (``within``), so a caller can give up on it at its
+  deadline. No process-wide pool: its idle workers would never end, and a process that runs one run after
+  another (the UI, an experiment, the test suite) would keep its busiest moment's threads; a thread takes well
+  under a millisecond to start, an LLM call milliseconds at least. The LLM slots bound the calls in flight.
 - **Cancellation** is process-wide: ``cancel()`` (Ctrl-C) makes every call not yet sent raise ``Cancelled`` and
   ends every wait for a slot, an answer or a retry. A ``BaseException``, so no ``except Exception`` counts a
   cancelled call as failed: LangGraph keeps the completed tasks' writes and ``--resume`` redoes only the rest.
@@ -84,27 +86,17 @@ def wait_any(futures: Iterable[Future[Any]], timeout: float | None = None) -> se
     return done
 
 
-_branch_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="storyjudge-branch")
-_call_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="storyjudge-call")
-
-
-def in_worker(fn: Callable[[], T]) -> Future[T]:
-    """Start ``fn()`` on a pooled thread, in a copy of the caller's context (progress still reaches the stream)."""
-    return _branch_pool.submit(contextvars.copy_context().run, fn)
-
-
 def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
     """The calls' values in order, the calls run at once: the first in this thread, the rest on workers.
 
-    The first exception, in call order, is raised once all have ended.
+    Each call runs in a copy of the caller's context (progress still reaches the stream). The workers end with
+    the calls; the first exception, in call order, is raised once all have ended.
     """
     if len(calls) <= 1:
         return [call() for call in calls]
-    rest = [in_worker(call) for call in calls[1:]]
-    try:
+    with ThreadPoolExecutor(len(calls) - 1, thread_name_prefix="storyjudge-branch") as pool:
+        rest = [pool.submit(contextvars.copy_context().run, call) for call in calls[1:]]
         first = calls[0]()
-    finally:
-        wait_futures(rest)
     return [first, *(future.result() for future in rest)]
 
 
@@ -112,13 +104,22 @@ def within(seconds: float, call: Callable[[], T]) -> T:
     """``call()``'s value, or ``TimeoutError`` once ``seconds`` have passed in all, or ``Cancelled`` at once.
 
     An HTTP client's timeout bounds each read, not the request: a server that trickles bytes could hold a call
-    far longer. So the call runs on a pooled thread and is abandoned at its deadline (its own read timeout ends
-    it soon after).
+    far longer. So the call runs on a thread of its own, in a copy of the caller's context, and is abandoned at
+    its deadline (its own read timeout ends it soon after, and the thread with it).
     """
-    future = _call_pool.submit(contextvars.copy_context().run, call)
-    if not wait_any([future], seconds):
+    answer: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(call())
+        except BaseException as exc:  # noqa: BLE001 - the caller raises it
+            answer.set_exception(exc)
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name="storyjudge-call", daemon=True).start()
+    if not wait_any([answer], seconds):
         raise TimeoutError(f"no answer within the request timeout of {seconds:g}s")
-    return future.result()
+    return answer.result()
 
 
 call_priority: contextvars.ContextVar[int] = contextvars.ContextVar("call_priority", default=0)

@@ -164,8 +164,8 @@ def test_cancel_stops_calls_not_yet_sent_and_waits_for_a_slot(
     assert not server.completions, "a cancelled call reached the server"
 
 
-def test_parallel_calls_keep_their_order_and_reuse_worker_threads() -> None:
-    """Values come back in call order, and a thousand calls do not leave a thousand threads."""
+def test_parallel_calls_keep_their_order_and_leave_no_threads() -> None:
+    """Values come back in call order, and a thousand calls leave no thread behind."""
 
     def call(round_: int, i: int) -> Callable[[], tuple[int, int]]:
         return lambda: (round_, i)
@@ -174,8 +174,8 @@ def test_parallel_calls_keep_their_order_and_reuse_worker_threads() -> None:
     for round_ in range(100):
         values = concurrency.in_parallel([call(round_, i) for i in range(10)])
         assert values == [(round_, i) for i in range(10)]
-    # each round's nine worker calls end before the next round starts: the same few threads serve them all
-    assert threading.active_count() - before <= 9
+    # each round's nine workers end with its calls
+    assert threading.active_count() == before
 
 
 def test_parallel_calls_raise_the_first_error_once_every_call_has_ended() -> None:
@@ -208,9 +208,10 @@ def test_a_worker_runs_in_the_callers_context() -> None:
 
     seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
     seen.set("branch")
-    assert concurrency.in_worker(seen.get).result(5) == "branch"
+    assert concurrency.in_parallel([seen.get, seen.get]) == ["branch", "branch"]  # the second on a worker
+    assert concurrency.within(5, seen.get) == "branch"
     with pytest.raises(ZeroDivisionError):
-        concurrency.in_worker(lambda: 1 / 0).result(5)
+        concurrency.in_parallel([lambda: 0, lambda: 1 / 0])
 
 
 def test_a_call_past_its_deadline_is_given_up_and_a_cancelled_wait_ends_at_once(uncancelled: None) -> None:
