@@ -3,7 +3,8 @@
 ``DaskExecutor`` is an ``eval.runner.ItemExecutor``: the driver (``Experiment.run``) submits items and collects
 their rows as they finish (``distributed.as_completed``) and alone writes ``rows.jsonl``, so a stopped
 experiment resumes exactly as with local threads. Without a scheduler address it starts a small
-``LocalCluster`` on 127.0.0.1 (2 worker processes, 1 thread each).
+``LocalCluster`` on 127.0.0.1 (2 worker processes, 1 thread each), whose workers load what items need
+before they join (``eval.dask_preload``), so that one the nanny restarts after a kill is handed work warm.
 
 On the workers every LLM call holds a lease of one ``distributed.Semaphore`` named after the experiment, with
 ``max_leases`` the experiment's ``concurrency``: the total in flight across the cluster, not per worker. It is
@@ -27,7 +28,7 @@ from typing import Any
 from eval.datasets import EvalItem
 from eval.grid import Cell, ExperimentConfig
 from eval.runner import Experiment, ItemOutcome
-from storyjudge.core.context import ConfigError
+from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.rundir import slug
 
 LOCAL_WORKERS = 2
@@ -42,6 +43,15 @@ share of the budget for up to 40 s. The driver registers the budget with this ti
 their leases at a fifth of it; the validation interval applies where the scheduler is started here (a
 LocalCluster); an external scheduler uses its own
 (``DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VALIDATION_INTERVAL``)."""
+
+
+PRELOAD = "eval.dask_preload"
+"""The workers' preload module (``dask worker --preload eval.dask_preload --preload-argv EMBEDDER``)."""
+
+
+def embedder_of(config: ExperimentConfig) -> str:
+    """The embedder the experiment's items index their scenes with (every task indexes)."""
+    return str(config.context.get("embedder") or Context.model_fields["embedder"].default)
 
 
 def llm_total(config: ExperimentConfig) -> int:
@@ -89,6 +99,8 @@ class DaskExecutor:
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
+                    preload=[PRELOAD],  # a worker restarted after a kill joins warm
+                    preload_argv=[[embedder_of(config)]],
                 )
             self.client = distributed.Client(self.cluster, set_as_default=False)
         threads = sum(self.client.nthreads().values())

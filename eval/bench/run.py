@@ -1,9 +1,10 @@
 """One command for the benchmark's five goals, written to ``eval/bench/RESULTS.md`` and ``RESULTS.json``.
 
-    python -m eval.bench [--latency 0.3] [--slots 16] [--quick] [--skip PART,...] [--out PATH]
+    python -m eval.bench [--latency 0.3] [--slots 16] [--quick] [--skip PART,...] [--out PATH] [--baseline DIR]
 
 Parts, one per goal (each can be skipped): latency, summarize, checkpoint, startup, embedding. ``--quick`` runs a
-tenth of the coherence workload and repeats start-up and the embedding measurement fewer times.
+tenth of the coherence workload and repeats start-up and the embedding measurement fewer times. ``--baseline``
+names another checkout (e.g. ``git worktree add DIR main``) whose summarize start-up is timed beside this one's.
 """
 
 from __future__ import annotations
@@ -43,12 +44,15 @@ def run(
     quick: bool = False,
     skip: tuple[str, ...] = (),
     out: Path | None = None,
+    baseline: Path | None = None,
 ) -> Path:
     """Run the chosen parts and write the Markdown report and its raw numbers; returns the report's path."""
     from eval.bench import checkpoint_size, sequential, startup
     from eval.bench import latency as latency_bench
 
     raw: dict[str, Any] = {"settings": {"latency": latency, "slots": slots, "quick": quick}}
+    if baseline is not None:
+        raw["settings"]["baseline"] = str(baseline)
     started = results.load()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -56,7 +60,7 @@ def run(
             "latency": lambda: latency_bench.run_all(latency, slots, 0.1 if quick else 1.0, tmp / "latency"),
             "summarize": lambda: sequential.run_all(latency, slots, tmp / "summarize"),
             "checkpoint": checkpoint_size.run,
-            "startup": lambda: startup.run_all(latency, 1 if quick else 3),
+            "startup": lambda: startup.run_all(latency, 1 if quick else 3, baseline),
             "embedding": lambda: embedding(2 if quick else 3),
         }
         for name, measure in parts.items():
@@ -88,8 +92,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout whose start-up is timed beside this one's",
+    )
     args = parser.parse_args(argv)
     skip = tuple(part.strip() for part in args.skip.split(",") if part.strip())
     if unknown := sorted(set(skip) - set(PARTS)):
         parser.error(f"unknown part(s) {unknown} in --skip; choose from {', '.join(PARTS)}")
-    print(f"wrote {run(latency=args.latency, slots=args.slots, quick=args.quick, skip=skip, out=args.out)}")
+    path = run(
+        latency=args.latency,
+        slots=args.slots,
+        quick=args.quick,
+        skip=skip,
+        out=args.out,
+        baseline=args.baseline,
+    )
+    print(f"wrote {path}")

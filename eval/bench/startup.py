@@ -1,8 +1,14 @@
-"""Goal 4: how fast the CLI starts: ``doctor`` to its exit, and ``refine`` to its first progress line.
+"""Goal 4: how fast the CLI starts: ``doctor``, ``refine``, and a novel's ``summarize`` to its first request.
 
-Each command runs in a fresh process on a pseudo-terminal (so rich draws its progress bars as a user sees them);
-``doctor`` against a server that answers its one question, ``refine`` against the scripted server in a process
-of its own, stopped once its first progress bar line is on the terminal. Times are from the process start.
+``doctor`` runs against a server that answers its one question, timed to its exit; ``refine`` against the
+scripted server in a process of its own, stopped once its first progress bar line is on the terminal (both on
+a pseudo-terminal, so rich draws its progress bars as a user sees them). ``summarize --strategy incremental``
+of a novel (a chain of dependent calls: its start is part of every run's wall time) is timed to the arrival
+of its first chat request at a scripted server in this process, then stopped. Times are from the process
+start, each command in a fresh process.
+
+With a ``baseline`` checkout, ``summarize`` is also timed running that checkout's code, the two alternating, so
+that a change is measured side by side under the same load: ``python -m eval.bench.startup --baseline DIR``.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from eval.bench import ROOT, checkout_env
-from eval.bench.workload import ServerProcess
+from eval.bench.workload import BenchResponder, ServerProcess
 from storyjudge.core.scripted_server import OpenAIServer
 
 DOCUMENT = ROOT / "examples" / "macbeth-witches.md"
+NOVEL = Path("examples") / "frankenstein.txt"
+"""The book ``summarize`` reads (49 chunks of 2,048 tokens), relative to the checkout timed."""
 PROGRESS_LINE = re.compile(rb"\d+/\d+\s+\d+:\d\d:\d\d")  # MofN then elapsed time: a progress bar
 DOCTOR_ANSWER = json.dumps({"rationale": "The passage says so.", "supported": True})
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
@@ -86,17 +94,73 @@ def timed(
     return result
 
 
-def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
-    """Both measurements ``repeat`` times, interleaved so that load on a shared machine hits each alike."""
-    out: dict[str, list[dict[str, Any]]] = {"doctor": [], "refine": []}
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user and system, all threads) a running process has used; None where /proc has no answer.
+
+    Read while the command waits for its first answer, it is the work done before the first request, which
+    load from other processes on a shared machine does not inflate as it does the wall time.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def first_request(server: OpenAIServer, root: Path, run_dir: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``summarize NOVEL --strategy incremental`` of the checkout at ``root``: seconds to its first request.
+
+    The server's log stamps each request on arrival (``time.monotonic``, one clock for both processes); the
+    command is stopped once one has come (``cpu_s``: its CPU seconds by then), or when it ends without any
+    (``rc`` and its last words then).
+    """
+    before = len(server.log)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "storyjudge", "summarize", str(root / NOVEL), "--strategy", "incremental",
+         "--model", "openai:scripted", "--base-url", server.base_url, "--run-dir", str(run_dir)],
+        cwd=root, env={**env, "PYTHONPATH": str(root), "STORYJUDGE_CACHE_DIR": f"{run_dir}-cache"},
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    while len(server.log) == before and process.poll() is None:
+        time.sleep(0.005)
+    result: dict[str, Any] = {}
+    if len(server.log) > before:
+        result["first_request_s"] = round(server.log[before].arrived - started, 2)
+        if (cpu := cpu_seconds(process.pid)) is not None:
+            result["cpu_s"] = round(cpu, 2)
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    result["rc"] = process.returncode
+    if "first_request_s" not in result:
+        result["tail"] = err[-800:].decode("utf-8", "replace")
+    return result
+
+
+def run_all(latency: float, repeat: int, baseline: Path | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every measurement ``repeat`` times, interleaved so that load on a shared machine hits each alike.
+
+    With ``baseline`` (another checkout), ``summarize_baseline`` holds its summarize runs, each one right
+    before this checkout's.
+    """
+    out: dict[str, list[dict[str, Any]]] = {"doctor": [], "refine": [], "summarize": []}
+    if baseline is not None:
+        out["summarize_baseline"] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         env = checkout_env(STORYJUDGE_CACHE_DIR=str(tmp / "cache"), COLUMNS="120")
         with (
             ServerProcess(latency, 16, tmp / "requests.jsonl") as server,
             OpenAIServer(lambda body: DOCTOR_ANSWER, latency=latency) as doctor_server,
+            OpenAIServer(BenchResponder(), latency=latency, slots=16) as book_server,
         ):
             for i in range(repeat):
+                if baseline is not None:
+                    out["summarize_baseline"].append(
+                        first_request(book_server, baseline, tmp / f"summarize-baseline-{i}", env)
+                    )
+                out["summarize"].append(first_request(book_server, ROOT, tmp / f"summarize-{i}", env))
                 doctor = ["doctor", "--model", "openai:scripted", "--base-url", doctor_server.base_url]
                 out["doctor"].append(timed([*doctor, "--run-dir", str(tmp / f"doctor-{i}")], env, {}))
                 refine = [
@@ -112,3 +176,19 @@ def run_all(latency: float, repeat: int) -> dict[str, list[dict[str, Any]]]:
                           {"first_progress_s": PROGRESS_LINE}, stop_at="first_progress_s")
                 )  # fmt: skip
     return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m eval.bench.startup [--baseline DIR] [--repeat N]``: the start-up numbers as JSON."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds per call at the scripted servers")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout to time summarize with")
+    args = parser.parse_args(argv)
+    print(json.dumps(run_all(args.latency, args.repeat, args.baseline), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -172,6 +172,23 @@ def test_score_and_index_print_their_result_alone_and_json(
     assert plain.stdout.startswith("story: 2 scenes") and len(plain.stdout.splitlines()) == 1
 
 
+@pytest.mark.slow
+def test_score_shows_facts_that_look_like_rich_markup_as_they_are(
+    story_and_server: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """A fact is the model's words (here the summary's sentence itself): its brackets are text, never styles."""
+    story, options = story_and_server
+    summary = tmp_path / "marked.txt"
+    summary.write_text("Alice sings [bold]x[/bold] at [red] dawn. Bob waves [/] back.")
+    score = CliRunner().invoke(
+        app, ["score", str(story), "--summary", str(summary), "--run-dir", str(tmp_path / "run"), *options]
+    )
+    assert score.exit_code == 0, score.output
+    table = score.stderr.split("Atomic facts", 1)[1]
+    assert "Alice sings [bold]x[/bold] at [red] dawn." in table
+    assert "Bob waves [/] back." in table  # a bare closing tag would be a markup error
+
+
 def test_summarize_prints_the_summary_alone_writes_out_and_json(
     story_and_server: tuple[Path, list[str]], tmp_path: Path
 ) -> None:

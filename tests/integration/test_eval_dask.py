@@ -295,3 +295,51 @@ def test_without_a_scheduler_a_local_cluster_runs_the_grid(
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
     assert server.max_in_flight <= 2, server.max_in_flight
     assert len(list((tmp_path / "local-cluster" / "runs").glob("*/*/cache/*"))) == 4  # ran on the workers
+
+
+def _loaded() -> list[str]:
+    """On a worker: which of what an item needs is imported already."""
+    wanted = ("eval.runner", "graphs.refine", "chromadb", "torch")
+    return [name for name in wanted if name in sys.modules]
+
+
+def test_a_local_cluster_worker_killed_mid_run_is_restarted_warm_and_loses_no_item(
+    tmp_path: Path, scripted_server: Callable[..., OpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The LocalCluster's workers load what items need before they join (``eval.dask_preload``).
+
+    So the worker its nanny starts again after a kill is handed work warm, not seconds of imports and the
+    embedder away from its first call; killed with no call in flight, no item is lost or run twice.
+    """
+    from eval.cluster import DaskExecutor
+    from eval.grid import load_config
+    from eval.runner import Experiment, RunOutcome
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the worker processes import this checkout
+    server = scripted_server(StoryResponder(), latency=0.2)
+    config = load_config(write_config(tmp_path, server, "local-killed"))
+    executor = DaskExecutor(config)
+    warm = ["eval.runner", "graphs.refine", "chromadb", "torch"]
+    assert list(executor.client.run(_loaded).values()) == [warm, warm]  # before any item, each worker is warm
+    outcomes: list[RunOutcome] = []
+    driver = threading.Thread(target=lambda: outcomes.append(Experiment(config).run(executor=executor)))
+    driver.start()
+    victim, deadline = 0, time.monotonic() + WAIT
+    while not victim and driver.is_alive() and time.monotonic() < deadline:
+        busy = [address for address, keys in executor.client.processing().items() if keys]
+        idle = all(entry.answered for entry in list(server.log))  # no call in flight
+        if busy and len(server.completions) > 10 and idle:
+            victim = executor.client.run(os.getpid, workers=busy[:1])[busy[0]]
+        else:
+            time.sleep(0.02)
+    assert victim, "no worker was ever busy"
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    driver.join(timeout=600)
+    assert not driver.is_alive() and outcomes and outcomes[0].ran == 4
+    rows = rows_of(config.out_dir)
+    assert len({(r["cell"], r["item"]["id"]) for r in rows}) == len(rows) == 4
+    assert all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+    arrivals = [killed] + sorted(entry.arrived for entry in server.log if entry.arrived > killed)
+    pause = max(later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False))
+    print(f"longest pause between calls after the kill: {pause:.1f}s")

@@ -124,3 +124,20 @@ def test_storyjudge_bench_runs_from_the_checkout_and_writes_the_goals(tmp_path: 
     assert results.render(raw) == text  # the Markdown is rendered from the numbers it is written beside
     refused = CliRunner().invoke(app, ["bench", "--skip", "bogus"])
     assert refused.exit_code != 0 and "unknown part" in refused.output
+
+
+def test_summarize_start_is_timed_to_its_first_request_beside_a_baseline() -> None:
+    startup = {
+        **STARTUP,
+        "doctor": [{"exit_s": 2.2, "rc": 0}],
+        "refine": [{"first_progress_s": 2.0, "rc": -15}],
+        "summarize": [{"first_request_s": 1.4, "rc": -15}, {"first_request_s": 1.6, "rc": -15}, {"rc": 1}],
+        "summarize_baseline": [{"first_request_s": 2.7, "rc": -15}, {"first_request_s": 2.9, "rc": -15}],
+    }
+    text = _render(startup=startup)
+    assert "| summarize first request | 1.50 | yes |" in text
+    assert "| baseline: summarize first request | 2.80 |  |" in text  # a comparison, not a verdict
+    row = _goal_rows(text)[4]
+    assert row[3].endswith("summarize's first request 1.50 s (goal 2.5 s)") and row[5] == "yes"
+    slow = _goal_rows(_render(startup={**startup, "summarize": [{"first_request_s": 3.0, "rc": -15}]}))[4]
+    assert slow[4] == f"{3.0 / 2.5:.2f}" and slow[5] == "**no**"  # within doctor's 3 s, not the 2.5 s goal

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodes.chunk import SCENE_JOINER, chunk_document, chunk_scenes
-from storyjudge.core.officialchunks import split_official
+from storyjudge.core import officialchunks
+from storyjudge.core.officialchunks import official_starts, split_official
 from storyjudge.core.records import Scene
 from storyjudge.core.textsplit import paragraphs, sentence_spans, split_filled
 from storyjudge.core.tokens import count_tokens
@@ -167,3 +168,33 @@ def test_default_chunks_keep_up_with_the_official_chunker_where_sentences_alone_
     chunks = chunk_document(text, 512)
     assert len(chunks) <= official and "".join(c["text"] for c in chunks) == text
     assert all(c["tokens"] <= 512 for c in chunks)
+
+
+def exact_search_only(self: officialchunks._Lines, begin: int, lo: int, hi: int, limit: int) -> int:
+    """The official chunker's search with no guess: counts chunks line by line, galloping."""
+    return officialchunks._first_overflow(self.joined, begin, self.ends, lo, hi, limit, self.count)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXTS, budget=st.integers(min_value=8, max_value=120))
+def test_the_guessed_overflow_cuts_where_the_exact_search_alone_cuts(text: str, budget: int) -> None:
+    """Line sums only guess where a chunk overflows; checked by exact counts, the cuts are the exact search's."""
+    guessed = official_starts(text, budget)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(officialchunks._Lines, "first_overflow", exact_search_only)
+        assert official_starts(text, budget) == guessed
+
+
+def test_a_wrong_guess_falls_back_to_the_exact_search() -> None:
+    """A counter whose lone lines count a third more or less than in a chunk misleads every guess, both ways."""
+    text = FRANKENSTEIN.read_text(encoding="utf-8")[:40_000]
+
+    def skewed(piece: str) -> int:
+        n = count_tokens(piece)
+        return n if "\n" in piece else (n * 4 // 3 if len(piece) % 2 else n * 2 // 3)
+
+    guessed = official_starts(text, 300, count=skewed)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(officialchunks._Lines, "first_overflow", exact_search_only)
+        assert official_starts(text, 300, count=skewed) == guessed
+    assert len(guessed) > 10

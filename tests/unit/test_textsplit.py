@@ -6,7 +6,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storyjudge.core.textsplit import paragraphs, sentence_spans, sentences, split_by_tokens, split_counted
+from storyjudge.core.textsplit import (
+    _segmenter,
+    literal_spans,
+    paragraphs,
+    sentence_spans,
+    sentences,
+    split_by_tokens,
+    split_counted,
+)
 from storyjudge.core.tokens import count_tokens, fewest_tokens
 
 WORD = st.text(alphabet=st.characters(categories=["L", "N", "P", "S"]), min_size=1, max_size=12)
@@ -147,3 +155,27 @@ def test_custom_counter() -> None:
 )
 def test_sentences_on_tricky_text(text: str, expected: list[str]) -> None:
     assert sentences(text) == expected
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.one_of(
+        TEXT,
+        st.lists(
+            st.sampled_from(["He left.", "He left. ", "Dr. Who?", "\u2003", "No!", "\n"]), max_size=40
+        ).map("".join),
+    )
+)
+def test_sentences_are_placed_where_pysbd_itself_places_them(text: str) -> None:
+    """Found by ``str.find`` rather than one regex per sentence: the same spans, repeated sentences included."""
+    import pysbd
+
+    own = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    ours = _segmenter()
+    assert [(s.sent, s.start, s.end) for s in ours.segment(text)] == [  # type: ignore[attr-defined]
+        (s.sent, s.start, s.end) for s in own.segment(text)
+    ]
+    sentences_found = own.processor(text).process() if text else []
+    assert literal_spans(text, sentences_found) == [
+        (s.start, s.end) for s in own.sentences_with_char_spans(sentences_found)
+    ]
