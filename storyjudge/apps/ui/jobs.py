@@ -19,7 +19,7 @@ from typing import Any
 
 from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunSession
-from storyjudge.apps.ui.steps import RUNNERS, check_step
+from storyjudge.apps.ui.steps import check_step, run_step
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import ModelError
 from storyjudge.core.memory import release_freed
@@ -113,10 +113,7 @@ class JobRunner:
 
     def _work(self, session: RunSession, job: Job) -> None:
         try:
-            if job.given_summary:
-                RUNNERS[job.step](session, job.progress, given_summary=job.given_summary)
-            else:
-                RUNNERS[job.step](session, job.progress)
+            run_step(session, job.step, job.progress, job.given_summary)
             status, error = "done", ""
         except (ConfigError, ModelError, ValueError) as exc:
             status, error = "error", for_ui(str(exc))

@@ -29,14 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from storyjudge.apps.report import CSP as REPORT_CSP
-from storyjudge.apps.report import (
-    ckg_html,
-    environment,
-    headline_html,
-    inline_asset,
-    iteration_html,
-    open_rounds,
-)
+from storyjudge.apps.report import ckg_html, environment, headline_html, inline_asset, round_html, round_views
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.guards import API_CSP, HEADER_ONLY_CSP, RequestGuard, SecurityHeaders, TooLarge
 from storyjudge.apps.ui.jobs import Busy, JobRunner
@@ -45,7 +38,7 @@ from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_
 from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
 from storyjudge.core.corrections import MAX_REASON_CHARS
-from storyjudge.core.coverage import card_reliable, describe_card
+from storyjudge.core.coverage import describe_card
 from storyjudge.core.keptruns import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.passages import scene_texts
@@ -209,39 +202,30 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     iterations = sorted(state.get("iterations") or [], key=lambda it: it["iteration"])
     texts = scene_texts(state.get("scenes") or [])  # what the verdicts' evidence names
     best = best_of(iterations)
-    shown = []
-    previous: float | None = None
-    opened = open_rounds(iterations, [it["iteration"] for it in reversed(iterations)])  # the newest first
-    for it in iterations:
-        card = it["factscore"]
-        score = card.get("score")
-        shown.append(
-            {
-                "iteration": it["iteration"],
-                "score": score,
-                "coverage": card.get("coverage"),
-                "interval": _interval(card),
-                "reliable": card_reliable(card),
-                "headline": describe_card(card),  # the card in words (``core.coverage``)
-                "delta": None if score is None or previous is None else score - previous,
-                "facts": card.get("facts", 0),
-                "supported": card.get("supported", 0),
-                "unsupported": card.get("unsupported", 0),
-                "unjudged": card.get("unjudged", 0),
-                "accepted": bool(it.get("accepted", True)),
-                "corrections": int(card.get("corrections", 0)),
-                "note": str(it.get("note", "")),
-                "html": iteration_html(
-                    it,
-                    passages=texts,
-                    previous_score=previous,
-                    best=best is not None and best["iteration"] == it["iteration"],
-                    open_summary=it["iteration"] in opened,
-                    prefix="ui",
-                ),
-            }
-        )
-        previous = score if score is not None else previous
+    views = round_views(
+        iterations,
+        passages=texts,
+        best=best["iteration"] if best else None,
+        order=[it["iteration"] for it in reversed(iterations)],  # the newest first
+        prefix="ui",
+    )
+    shown = [
+        {
+            "iteration": view.iteration,
+            "score": view.score,
+            "coverage": view.coverage,
+            "interval": _interval(it["factscore"]),
+            "reliable": view.reliable,
+            "headline": describe_card(it["factscore"]),  # the card in words (``core.coverage``)
+            "delta": view.delta,
+            **{k: view.counts[k] for k in ("facts", "supported", "unsupported", "unjudged")},
+            "accepted": view.accepted,
+            "corrections": view.corrections,
+            "note": view.note,
+            "html": round_html(view),
+        }
+        for it, view in zip(iterations, views, strict=True)
+    ]
     job = runner.job_of(session.name)
     try:
         models = [{"role": r, "spec": s, "note": n} for r, s, n in describe_models(session.context())]

@@ -302,8 +302,11 @@ def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: 
         _mirror(session, graph, config, ctx)
 
 
-def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
-    """Run the thread on through one step, from where that step starts (see the module docstring)."""
+def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
+    """Run the thread on through one step, from where that step starts (see the module docstring).
+
+    ``given_summary``: the summary step's summary of the user's own, used instead of the summarizer's.
+    """
     ctx = session.context()
     given_summary = given_summary.strip()
     if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
@@ -340,34 +343,3 @@ def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_sum
             _mirror(session, graph, config, ctx)
     if step == "summary" and not (session.state.get("summary") or {}).get("text"):
         raise ValueError("The summarizer returned an empty summary; try again or choose another model.")
-
-
-def build_knowledge_graph(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 1: a new thread: segment, extract the CKG and index the scenes; paused before ``summarize``."""
-    _run_step(session, "graph", on_progress)
-
-
-def generate_summary(session: RunSession, on_progress: ProgressFn, given_summary: str = "") -> None:
-    """Step 2: the initial summary (again: from the checkpoint before ``summarize``, iterations afresh).
-
-    ``given_summary``: the user's own summary, used instead of the summarizer's.
-    """
-    _run_step(session, "summary", on_progress, given_summary)
-
-
-def compute_score(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 3: NarrativeFactScore of the initial summary, iteration 0, and the loop's first decision."""
-    _run_step(session, "score", on_progress)
-
-
-def refine_summary(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 4: one refinement round of the refine graph: refiner, score, guards, stop rules."""
-    _run_step(session, "refine", on_progress)
-
-
-RUNNERS: dict[str, Callable[..., None]] = {
-    "graph": build_knowledge_graph,
-    "summary": generate_summary,
-    "score": compute_score,
-    "refine": refine_summary,
-}
