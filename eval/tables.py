@@ -18,7 +18,6 @@ from typing import Any
 
 from eval.grid import ExperimentConfig, cells
 from storyjudge.core.intervals import difference_interval, mean_interval, signed_text
-from storyjudge.core.usage import Usage, merge_usage, totals
 
 SETTINGS = ("model", "strategy", "chunk_size", "loop")
 """The settings a pair of cells may differ in (one of them) to be compared."""
@@ -259,11 +258,3 @@ def write_tables(
         written.append(_write_csv(out_dir / "differences.csv", DIFFERENCE_COLUMNS, diffs))
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
     return written
-
-
-def usage_of(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Summed usage of rows."""
-    merged: Usage = {}
-    for row in rows:
-        merged = merge_usage(merged, row.get("usage"))
-    return totals(merged)

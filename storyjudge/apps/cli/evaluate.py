@@ -27,7 +27,7 @@ from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, out, pri
 from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings, parameter
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
-from storyjudge.core.usage import Usage, cost_text, merge_usage
+from storyjudge.core.usage import Usage, cost_text, merge_usage, totals
 
 
 class _ConfigFirstGroup(TyperGroup):
@@ -103,7 +103,7 @@ def _fmt(value: Any) -> str:
 
 
 def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
-    """The rows' usage summed per model spec (a cost is known or not per model)."""
+    """The rows' usage summed per model spec (a cost is known or not per model, so ``cost_text`` reads it)."""
     merged: Usage = {}
     for row in rows:
         merged = merge_usage(merged, row.get("usage"))
@@ -113,29 +113,14 @@ def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
 def _print_estimate(estimate: dict[str, Any]) -> None:
     table = Table(title="Dry run: estimated LLM work", header_style="bold")
     for column in ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD"):
-        table.add_column(
-            column, overflow="fold"
-        )  # a cell's name whole, folded onto lines (never "squality-…")
-    for row in estimate["cells"]:
+        table.add_column(column, overflow="fold")  # a cell's name whole, folded (never "squality-…")
+    total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
+    for row in [*estimate["cells"], total]:
         table.add_row(
-            escape(row["cell"]),
-            escape(row["resolved_model"]),
-            str(row["items"]),
-            str(row["calls"]),
-            str(row["input_tokens"]),
-            str(row["output_tokens"]),
+            *(escape(str(row[key])) for key in ("cell", "resolved_model", "items", "calls")),
+            *(str(row[key]) for key in ("input_tokens", "output_tokens")),
             _fmt(row["usd"]) if row["usd"] is not None else "unknown price",
         )
-    total = estimate["total"]
-    table.add_row(
-        "total",
-        "",
-        "",
-        str(total["calls"]),
-        str(total["input_tokens"]),
-        str(total["output_tokens"]),
-        _fmt(total["usd"]) if total["usd"] is not None else "unknown price",
-    )
     out.print(table)
     for line in estimate["assumptions"]:
         out.print(f"  assumption: {line}", markup=False)
@@ -186,13 +171,15 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             title="Paired differences over the same items (second minus first)", header_style="bold"
         )
         for column in (
-            "cells",
-            "metric",
-            "setting",
-            "from -> to",
-            "items",
-            "difference [95% CI over items]",
-            "excludes 0",
+            *(
+                "cells",
+                "metric",
+                "setting",
+                "from -> to",
+                "items",
+                "difference [95% CI over items]",
+                "excludes 0",
+            ),
         ):
             table.add_column(column, overflow="fold")
         for diff in diffs:
@@ -287,21 +274,18 @@ def _run(
         _print_estimate(estimated)
         return
     # the servers first, before the runner's imports (the graphs, the metrics): a dead one is named at once
-    looked_at: set[tuple[str, ...]] = set()
+    looked_at: set[tuple[str, ...]] = set()  # each server once, before any item
     for cell in cells(config):
         ctx = cell_context(config, cell, config.out_dir)
         specs = {resolve_spec(ctx, role) for role in _roles(config)}
         try:
             require_models(ctx, _roles(config))
-            if (
-                server := (ctx.base_url, *sorted(specs))
-            ) not in looked_at:  # each server once, before any item
-                looked_at.add(server)
+            if (ctx.base_url, *sorted(specs)) not in looked_at:
+                looked_at.add((ctx.base_url, *sorted(specs)))
                 check_server(ctx, specs)
         except ConfigError as exc:
             fail(str(exc))
     from eval.runner import Experiment, finish
-    from eval.tables import usage_of
 
     experiment = Experiment(config)
     planned = len(experiment.plan())
@@ -339,7 +323,8 @@ def _run(
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)
-    usage = usage_of(outcome.rows)
+    merged = _usage_per_model(outcome.rows)
+    usage = totals(merged)
     failed = sum(1 for r in outcome.rows if r.get("status") != "ok")
     out.print(
         f"Ran {outcome.ran} item(s), skipped {outcome.skipped} already done, {failed} failed; "
@@ -348,7 +333,7 @@ def _run(
     out.print(
         f"LLM usage over the whole experiment: {usage['calls']} calls (cache hits {usage['cache_hits']}, "
         f"failures {usage['failures']}), tokens {usage['input_tokens']} in / {usage['output_tokens']} out, "
-        f"est. {cost_text(_usage_per_model(outcome.rows))}"
+        f"est. {cost_text(merged)}"
     )
     for note in result["plot_notes"]:
         out.print(f"  plot not drawn: {note}", markup=False)
