@@ -14,6 +14,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -61,6 +62,12 @@ DOWNLOAD_TYPES = {
     "result.json": "application/json; charset=utf-8",
     "report.html": "text/html; charset=utf-8",
 }
+NOT_YET = {
+    "summary.txt": "No summary yet: generate or give the initial summary first.",
+    "result.json": "No result.json yet: it is written when the refinement loop stops.",
+    "report.html": "No report yet: compute the factuality score first.",
+}
+"""Why a download is not there yet, and what makes it."""
 SHUTDOWN_SECONDS = 2
 MAX_ROUND = 10_000
 """The highest round number a request may name (a run has a handful)."""
@@ -362,11 +369,16 @@ def build_app(server: UIServer) -> Starlette:
     def runs(request: Request) -> Response:
         return _json(server.store.list())
 
-    async def create_run(request: Request) -> Response:
-        body = await _body(request)
-        return await run_in_threadpool(_create_run, body)
+    def posted(work: Callable[..., Response]) -> Callable[[Request], Awaitable[Response]]:
+        """A POST route: the JSON body read here, then ``work(body, **path parameters)`` in the thread pool."""
 
-    def _create_run(body: dict[str, Any]) -> Response:
+        async def route(request: Request) -> Response:
+            body = await _body(request)
+            return await run_in_threadpool(work, body, **request.path_params)
+
+        return route
+
+    def create_run(body: dict[str, Any]) -> Response:
         settings = clean_settings(body.get("settings"), server.defaults.as_dict())
         if body.get("example"):
             example = server.examples.get(str(body["example"]))
@@ -388,24 +400,16 @@ def build_app(server: UIServer) -> Starlette:
         current = server.runner.job_of(session.name)
         return _json({"job": current.view() if current else session.state.get("last_job")})
 
-    async def step(request: Request) -> Response:
-        body = await _body(request)
-        return await run_in_threadpool(_step, request.path_params["run"], request.path_params["step"], body)
-
-    def _step(name: str, step_name: str, body: dict[str, Any]) -> Response:
-        session = _session(server, name)
+    def step(body: dict[str, Any], run: str, step: str) -> Response:
+        session = _session(server, run)
         if "settings" in body:
             settings = clean_settings(body.get("settings"), session.state.get("settings"))
             session.update(settings=settings)
-        started = server.runner.start(session, step_name, str(body.get("summary") or "").strip())
+        started = server.runner.start(session, step, str(body.get("summary") or "").strip())
         return _json({"job": started.view()}, HTTPStatus.ACCEPTED)
 
-    async def correction(request: Request) -> Response:
-        body = await _body(request)
-        return await run_in_threadpool(_correction, request.path_params["run"], body)
-
-    def _correction(name: str, body: dict[str, Any]) -> Response:
-        session = _session(server, name)
+    def correction(body: dict[str, Any], run: str) -> Response:
+        session = _session(server, run)
         iteration = _round_number(body.get("iteration"))
         reason = str(body.get("reason") or "")
         if len(reason) > MAX_REASON_CHARS:  # before the run is touched: the round may not even exist
@@ -422,7 +426,7 @@ def build_app(server: UIServer) -> Starlette:
     def report(request: Request) -> Response:
         file = _session(server, request.path_params["run"]).rd.report
         if not file.is_file():
-            raise ApiError(HTTPStatus.NOT_FOUND, "No report yet: compute the factuality score first.")
+            raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET["report.html"])
         return _html(file.read_bytes(), REPORT_PAGE_CSP)
 
     def kept_report(request: Request) -> Response:
@@ -459,66 +463,51 @@ def build_app(server: UIServer) -> Starlette:
         if name == "summary.txt":
             body = current_summary(session).encode("utf-8")
             if not body:
-                raise ApiError(
-                    HTTPStatus.NOT_FOUND, "No summary yet: generate or give the initial summary first."
-                )
+                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
         else:
             file = session.rd.result if name == "result.json" else session.rd.report
             if not file.is_file():
-                raise ApiError(
-                    HTTPStatus.NOT_FOUND,
-                    "No result.json yet: it is written when the refinement loop stops."
-                    if name == "result.json"
-                    else "No report yet: compute the factuality score first.",
-                )
+                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
             body = file.read_bytes()
         disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
         return Response(body, media_type=DOWNLOAD_TYPES[name], headers={"Content-Disposition": disposition})
 
-    def error(status: int, message: str) -> Response:
-        return _json({"error": message}, status)
+    def answer(status: int, words: Callable[[str], str] = str) -> Callable[..., Any]:
+        """An exception handler: ``{"error": message}`` with ``status`` (an ApiError's own, when it has one)."""
 
-    async def api_error(request: Request, exc: Exception) -> Response:
-        return error(getattr(exc, "status", HTTPStatus.BAD_REQUEST), str(exc))
+        async def handler(request: Request, exc: Exception) -> Response:
+            return _json({"error": words(str(exc))}, getattr(exc, "status", status))
 
-    async def bad_input(request: Request, exc: Exception) -> Response:
-        return error(HTTPStatus.BAD_REQUEST, for_ui(str(exc)))
-
-    async def busy(request: Request, exc: Exception) -> Response:
-        return error(HTTPStatus.CONFLICT, str(exc))
-
-    async def too_large(request: Request, exc: Exception) -> Response:
-        return error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc))
+        return handler
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", HTTPStatus.NOT_FOUND)
         message = f"Nothing at {request.url.path}." if status == HTTPStatus.NOT_FOUND else str(exc)
-        return error(status, message)
+        return _json({"error": message}, status)
 
     routes = [
         Route("/", page),
         Route("/index.html", page),
         Route("/api/examples", examples),
         Route("/api/runs", runs),
-        Route("/api/runs", create_run, methods=["POST"]),
+        Route("/api/runs", posted(create_run), methods=["POST"]),
         Route(f"/api/runs/{RUN}", run),
         Route(f"/api/runs/{RUN}/job", job),
-        Route(f"/api/runs/{RUN}/steps/{{step:str}}", step, methods=["POST"]),
+        Route(f"/api/runs/{RUN}/steps/{{step:str}}", posted(step), methods=["POST"]),
         Route(f"/api/runs/{RUN}/compare", compare_api),
-        Route(f"/api/runs/{RUN}/corrections", correction, methods=["POST"]),
+        Route(f"/api/runs/{RUN}/corrections", posted(correction), methods=["POST"]),
         Route(f"/runs/{RUN}/report.html", report),
         Route(f"/runs/{RUN}/runs/{{kept:str}}/report.html", kept_report),
         Route(f"/runs/{RUN}/compare.html", compare_page),
         Route(f"/runs/{RUN}/download/{{file:str}}", download),
     ]
     handlers: dict[Any, Any] = {
-        ApiError: api_error,
-        ConfigError: bad_input,
-        RunDirMismatch: bad_input,
-        StepRefused: bad_input,
-        ValueError: bad_input,
-        Busy: busy,
-        TooLarge: too_large,
+        ApiError: answer(HTTPStatus.BAD_REQUEST),
+        **dict.fromkeys(
+            (ConfigError, RunDirMismatch, StepRefused, ValueError), answer(HTTPStatus.BAD_REQUEST, for_ui)
+        ),
+        Busy: answer(HTTPStatus.CONFLICT),
+        TooLarge: answer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
         HTTPException: http_error,
     }
     return Starlette(
