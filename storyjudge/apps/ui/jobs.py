@@ -84,11 +84,7 @@ class JobRunner:
 
     def start(self, session: RunSession, step: str, given_summary: str = "") -> Job:
         """Check and start a step; raises Busy, or StepRefused/ConfigError with what to do."""
-        with self._lock:
-            if self.current is not None and self.current.status == "running":
-                raise Busy(
-                    f"'{self.current.step}' is still running on {self.current.run}; wait for it to finish."
-                )
+        with self.idle():
             check_step(session, step, given_summary)
             job = Job(id=uuid.uuid4().hex[:10], run=session.name, step=step, given_summary=given_summary)
             self.current = job
