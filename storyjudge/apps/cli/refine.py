@@ -31,15 +31,8 @@ FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON 
 # what the narrative's judging uses, in both commands
 JUDGING = (
     *("run_dir", "chunk_size", "ckg_samples", "predicate_threshold", "predicate_min_count", "embedder"),
-    *(
-        "retrieval_k",
-        "evidence_tokens",
-        "coverage_floor",
-        "nfs_unjudged",
-        "planted_facts",
-        "max_false_acceptance",
-        "metrics",
-    ),
+    *("retrieval_k", "evidence_tokens", "coverage_floor", "nfs_unjudged", "planted_facts"),
+    *("max_false_acceptance", "metrics"),
 )
 JUDGE_ROLES = ("extractor", "decomposer", "judge")
 REFINE_ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
