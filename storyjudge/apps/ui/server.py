@@ -15,7 +15,6 @@ import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ from storyjudge.core.passages import scene_texts
 from storyjudge.core.rundir import RunDir, RunDirMismatch
 from storyjudge.core.usage import cost_text, totals
 
-__all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "Settings", "UIServer", "make_server"]
+__all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "UIServer", "make_server"]
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 60 * 1024 * 1024
@@ -91,22 +90,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@dataclass
-class Settings:
-    """Server-wide defaults for new runs (from the command line)."""
-
-    model: str = ""
-    base_url: str = ""
-    ckg_samples: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The defaults in the settings' shape, leaving unset ones out."""
-        values: dict[str, Any] = {"model": self.model, "base_url": self.base_url}
-        if self.ckg_samples is not None:
-            values["ckg_samples"] = self.ckg_samples
-        return values
-
-
 class UIServer:
     """The server and everything its routes share: a bound socket, the Starlette app and its uvicorn server."""
 
@@ -115,12 +98,12 @@ class UIServer:
         address: tuple[str, int],
         *,
         runs_dir: Path,
-        defaults: Settings | None = None,
+        defaults: dict[str, Any] | None = None,
         squality: Path | None = None,
     ) -> None:
         self.store = RunStore(runs_dir)
         self.runner = JobRunner()
-        self.defaults = defaults or Settings()
+        self.defaults = defaults or {}  # the settings of new runs given on the command line (model, ...)
         self.examples: dict[str, Example] = {e.id: e for e in list_examples(squality)}
         self.page = render_page(self)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -185,7 +168,7 @@ def render_page(server: UIServer) -> str:
     groups: dict[str, list[Example]] = {}
     for example in server.examples.values():
         groups.setdefault(example.group, []).append(example)
-    settings = clean_settings(server.defaults.as_dict())
+    settings = clean_settings(server.defaults)
     return (
         environment()
         .get_template("ui.html.j2")
@@ -379,7 +362,7 @@ def build_app(server: UIServer) -> Starlette:
         return route
 
     def create_run(body: dict[str, Any]) -> Response:
-        settings = clean_settings(body.get("settings"), server.defaults.as_dict())
+        settings = clean_settings(body.get("settings"), server.defaults)
         if body.get("example"):
             example = server.examples.get(str(body["example"]))
             if example is None:
@@ -525,7 +508,7 @@ def make_server(
     port: int = 0,
     *,
     runs_dir: Path = Path("runs"),
-    defaults: Settings | None = None,
+    defaults: dict[str, Any] | None = None,
     squality: Path | None = None,
 ) -> UIServer:
     """A bound, not yet serving, UI server (port 0 picks a free port)."""
