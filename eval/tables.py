@@ -74,17 +74,13 @@ def summary_table(
             line["bertscore_best"] = _mean(b.get("best") for b in bert)
             if any(b.get("available") is False for b in bert):
                 line["bertscore_best"] = "unavailable"
-            line["summary_tokens_best"] = _mean(
-                next(
-                    (
-                        it["summary_tokens"]
-                        for it in r.get("iterations") or []
-                        if it["iteration"] == r.get("best_iteration")
-                    ),
-                    None,
-                )
+            best = [
+                it
                 for r in ok
-            )
+                for it in r.get("iterations") or []
+                if it["iteration"] == r.get("best_iteration")
+            ]
+            line["summary_tokens_best"] = _mean(it["summary_tokens"] for it in best)
         else:
             cards = [r.get("factscore") or {} for r in ok]
             coherence = [r.get("coherence") or {} for r in ok]
