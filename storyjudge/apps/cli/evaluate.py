@@ -67,9 +67,8 @@ ParallelItemsOpt = Annotated[
         help="Items evaluated at once (the LLM calls in flight are bounded by --concurrency).",
     ),
 ]
-ConcurrencyOpt = Annotated[
-    int | None, typer.Option("--concurrency", "-j", help=field_help("concurrency"))
-]  # as every command declares it; unset, the experiment config's value holds
+# as every command declares it; unset, the experiment config's value holds
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", "-j", help=field_help("concurrency"))]
 
 ExecutorOpt = Annotated[
     str,

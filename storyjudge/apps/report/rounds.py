@@ -44,9 +44,7 @@ class IterationView:
     interval: str = ""  # "95% CI [0.200, 0.800] over 6 sentences"
     corrected: str = ""  # the judge-corrected estimate with its interval, or why there is none
     corrected_note: str = ""  # what the estimate assumes
-    metrics: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # added metrics' cards, with their headline
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # added metrics' cards, with headlines
 
     @property
     def flagged(self) -> int:
