@@ -394,20 +394,13 @@ def _checkpoint_columns() -> dict[str, set[str]]:
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
+    """The command's compiled graph (``graphs.<name>``), imported now: seconds that only a run needs."""
+    import importlib
+
     graph = command.graph or command.name
-    if graph == "index":
-        from graphs.index import build_graph
-    elif graph == "summarize":
-        from graphs.summarize import build_graph
-    elif graph == "refine":
-        from graphs.refine import build_graph
-    elif graph == "factscore":
-        from graphs.factscore import build_graph
-    elif graph == "coherence":
-        from graphs.coherence import build_graph
-    else:
+    if graph not in ("index", "summarize", "refine", "factscore", "coherence"):
         raise ValueError(f"no graph named {graph!r}")
-    return build_graph(checkpointer=checkpointer)
+    return importlib.import_module(f"graphs.{graph}").build_graph(checkpointer=checkpointer)
 
 
 def _stream(
