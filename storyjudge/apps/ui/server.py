@@ -204,7 +204,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
             "iteration": view.iteration,
             "score": view.score,
             "coverage": view.coverage,
-            "interval": _interval(it["factscore"]),
+            "interval": view.interval,  # as the round's panel words it
             "reliable": view.reliable,
             "headline": describe_card(it["factscore"]),  # the card in words (``core.coverage``)
             "delta": view.delta,
@@ -260,12 +260,6 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "run_id": state.get("run_id"),
         "runs": story_runs(session.rd.root),
     }
-
-
-def _interval(card: dict[str, Any]) -> str:
-    """A score's interval and what it resampled ("[95% CI 0.200, 0.800 over 6 sentences]"; "" without one)."""
-    ci = card.get("score_ci95")
-    return f"[95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_ci95_over')}]" if ci else ""
 
 
 def compared(session: RunSession, query: str) -> dict[str, Any]:
