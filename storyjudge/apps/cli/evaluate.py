@@ -13,7 +13,7 @@ Every command resumes: finished items are skipped and LLM calls are cached in th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -101,6 +101,16 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
+    """A table of text cells; a long cell folds onto lines, whole (a cell's name never ends in "…")."""
+    table = Table(title=title, header_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
     """The rows' usage summed per model spec (a cost is known or not per model, so ``cost_text`` reads it)."""
     merged: Usage = {}
@@ -110,17 +120,17 @@ def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
 
 
 def _print_estimate(estimate: dict[str, Any]) -> None:
-    table = Table(title="Dry run: estimated LLM work", header_style="bold")
-    for column in ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD"):
-        table.add_column(column, overflow="fold")  # a cell's name whole, folded (never "squality-…")
     total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
-    for row in [*estimate["cells"], total]:
-        table.add_row(
+    rows = [
+        [
             *(escape(str(row[key])) for key in ("cell", "resolved_model", "items", "calls")),
             *(str(row[key]) for key in ("input_tokens", "output_tokens")),
             _fmt(row["usd"]) if row["usd"] is not None else "unknown price",
-        )
-    out.print(table)
+        ]
+        for row in [*estimate["cells"], total]
+    ]
+    columns = ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD")
+    out.print(_table("Dry run: estimated LLM work", columns, rows))
     for line in estimate["assumptions"]:
         out.print(f"  assumption: {line}", markup=False)
 
@@ -166,33 +176,22 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             table.add_row(key, *cells)
         out.print(table)
     if diffs:
-        table = Table(
-            title="Paired differences over the same items (second minus first)", header_style="bold"
-        )
-        for column in (
-            *(
-                "cells",
-                "metric",
-                "setting",
-                "from -> to",
-                "items",
-                "difference [95% CI over items]",
-                "excludes 0",
-            ),
-        ):
-            table.add_column(column, overflow="fold")
+        rows = []
         for diff in diffs:
             a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
-            table.add_row(
-                a if a == b else f"{a} -> {b}",
-                escape(str(diff["metric"])),
-                escape(str(diff["setting"])),
-                escape(f"{diff['from']} -> {diff['to']}"),
-                str(diff["items"]),
-                signed_text(diff["difference"], diff["ci95"]),
-                "yes" if diff["excludes_zero"] else "no",
+            rows.append(
+                [
+                    a if a == b else f"{a} -> {b}",
+                    *(escape(str(diff[key])) for key in ("metric", "setting")),
+                    escape(f"{diff['from']} -> {diff['to']}"),
+                    str(diff["items"]),
+                    signed_text(diff["difference"], diff["ci95"]),
+                    "yes" if diff["excludes_zero"] else "no",
+                ]
             )
-        out.print(table)
+        columns = ("cells", "metric", "setting", "from -> to", "items", "difference [95% CI over items]")
+        title = "Paired differences over the same items (second minus first)"
+        out.print(_table(title, (*columns, "excludes 0"), rows))
 
 
 def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]:
@@ -342,13 +341,8 @@ def _run(
 def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     from eval.storysumm import table_lines
 
-    table = Table(title=f"Agreement with human labels ({cell_id})", header_style="bold")
-    table.add_column("level")
-    table.add_column("metric")
-    table.add_column("value [95% bootstrap CI]")
-    for level, metric, value in table_lines(report):
-        table.add_row(level, metric, value)
-    out.print(table)
+    columns = ("level", "metric", "value [95% bootstrap CI]")
+    out.print(_table(f"Agreement with human labels ({cell_id})", columns, table_lines(report)))
     summary_level = report.get("summary_level") or {}
     boot = (summary_level.get("table") or {}).get("bootstrap") or {}
     out.print(
@@ -358,19 +352,17 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     )
     sweep = (summary_level.get("threshold_sweep") or {}).get("rows") or []
     if sweep:
-        table = Table(
-            title="Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)", header_style="bold"
-        )
-        for column in ("t", "predicted unfaithful", "balanced accuracy", "kappa"):
-            table.add_column(column)
-        for row in sweep:
-            table.add_row(
+        rows = [
+            [
                 f"{row['threshold']:.3f}",
                 str(row["predicted_unfaithful"]),
                 _fmt(row["balanced_accuracy"]),
                 _fmt(row["cohens_kappa"]),
-            )
-        out.print(table)
+            ]
+            for row in sweep
+        ]
+        title = "Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)"
+        out.print(_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
         out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
     for note in report.get("notes", []):
         out.print(f"  note: {note}", markup=False)
