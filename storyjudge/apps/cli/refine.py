@@ -128,9 +128,7 @@ def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
             str(it["iteration"]),
             describe(card["score"], None, card.get("reliable")),
             f"{card.get('coverage', 0.0):.0%}",
-            str(card["supported"]),
-            str(card["unsupported"]),
-            str(card["unjudged"]),
+            *(str(card[key]) for key in ("supported", "unsupported", "unjudged")),
         ]
         if with_coherence:
             row.append(
@@ -356,9 +354,8 @@ def _write_score(run: Run) -> None:
     report = _write_report(rd)
     _keep(rd, "score", {**result, "summary_source": "given"})
     table = Table(title="Atomic facts", header_style="bold", show_lines=False)
-    table.add_column("fact")
-    table.add_column("verdict")
-    table.add_column("feedback")
+    for column in ("fact", "verdict", "feedback"):
+        table.add_column(column)
     for verdict in card["verdicts"]:
         table.add_row(  # the model's words: text, never markup
             escape(verdict["fact"]["text"]),
