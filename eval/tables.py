@@ -112,11 +112,6 @@ def summary_table(
     return table
 
 
-def _item_id(row: Mapping[str, Any]) -> str:
-    item = row.get("item")
-    return str(item.get("id") if isinstance(item, Mapping) else item)
-
-
 def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Each score of each item (by item id) that a cell's mean counts: an unreliable score is None."""
     out: dict[str, dict[str, float | None]] = {}
@@ -125,7 +120,8 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
         out.setdefault(metric, {})[item] = float(value) if _number(value) and reliable is not False else None
 
     for row in rows:
-        item = _item_id(row)
+        item = row.get("item")
+        item = str(item.get("id") if isinstance(item, Mapping) else item)
         if row.get("task") == "refine":
             scores = row.get("scores") or {}
             put("nfs_initial", item, scores.get("nfs_initial"), scores.get("nfs_initial_reliable"))

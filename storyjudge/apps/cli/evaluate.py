@@ -111,14 +111,6 @@ def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) ->
     return table
 
 
-def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
-    """The rows' usage summed per model spec (a cost is known or not per model, so ``cost_text`` reads it)."""
-    merged: Usage = {}
-    for row in rows:
-        merged = merge_usage(merged, row.get("usage"))
-    return merged
-
-
 def _print_estimate(estimate: dict[str, Any]) -> None:
     total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
     rows = [
@@ -321,7 +313,9 @@ def _run(
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)
-    merged = _usage_per_model(outcome.rows)
+    merged: Usage = {}  # per model spec: a cost is known or not per model
+    for row in outcome.rows:
+        merged = merge_usage(merged, row.get("usage"))
     usage = totals(merged)
     failed = sum(1 for r in outcome.rows if r.get("status") != "ok")
     out.print(

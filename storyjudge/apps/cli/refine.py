@@ -86,10 +86,6 @@ def _read_score(
     )
 
 
-def _refine_roles(ctx: Context) -> tuple[str, ...]:
-    return REFINE_ROLES if ctx.coherence_guard else REFINE_ROLES[:-1]
-
-
 def _outcome(it: dict[str, Any], best: int | None) -> str:
     """A round's fate in a word or two: the best, accepted, rejected (by a guard), or that its score does not count."""
     if it["iteration"] == best:
@@ -388,7 +384,7 @@ REFINING = (
 add_graph_command(
     GraphCommand(
         "refine",
-        _refine_roles,
+        lambda ctx: REFINE_ROLES if ctx.coherence_guard else REFINE_ROLES[:-1],  # the last: coherence
         REFINING,
         _read_refine,
         _write_refine,

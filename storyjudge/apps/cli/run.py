@@ -81,11 +81,6 @@ class Run:
     as_json: bool = False  # --json: the result record alone on stdout, as JSON
 
 
-def _twice_the_concurrency(ctx: Context) -> int | None:
-    """Graph branches in flight, as ``storyjudge.core.concurrency`` sets them for every run."""
-    return branch_threads(ctx)
-
-
 @dataclass(frozen=True)
 class GraphCommand:
     """A command that runs one graph: its description, from which ``run_graph`` does the rest."""
@@ -99,7 +94,7 @@ class GraphCommand:
     prepare: Callable[[Job, Context], Job] | None = None  # input checks that depend on a setting
     run_dir: bool = True  # claims a run directory for the document
     checkpointed: bool = False  # checkpoints in the run directory; --resume continues them
-    max_concurrency: Callable[[Context], int | None] = _twice_the_concurrency
+    max_concurrency: Callable[[Context], int | None] = branch_threads  # graph branches in flight
     estimate: Callable[[Job, Context], dict[str, Any]] | None = None  # --dry-run: what a run would take
 
 

@@ -95,11 +95,6 @@ def ckg_graph(data: dict[str, Any] | None) -> nx.MultiDiGraph:
     return graph
 
 
-def _display_name(graph: nx.MultiDiGraph, node: str) -> str:
-    attrs = graph.nodes[node]
-    return str(attrs.get("name") or attrs.get("label") or node)
-
-
 def _state_text(predicate: str) -> str:
     text = predicate.strip()
     return text[len("state:") :].strip() if text.lower().startswith("state:") else text
@@ -191,7 +186,10 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     positions = _layout(graph, width, height, margin=70)
     colors = _colors(graph)
     keys = {node: f"n{i}" for i, node in enumerate(graph.nodes)}
-    names = {node: _display_name(graph, node) for node in graph.nodes}
+    names = {
+        node: str(graph.nodes[node].get("name") or graph.nodes[node].get("label") or node)
+        for node in graph.nodes
+    }
 
     pairs: dict[tuple[str, str], list[Relation]] = defaultdict(list)
     views: dict[str, NodeView] = {}
