@@ -75,17 +75,12 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
     labels: dict[str, str] = {}
     asked = False  # whether any summary was scored for coherence at all
     for row in rows:
-        asked = (
-            asked
-            or bool(row.get("coherence"))
-            or any("coherence" in it for it in row.get("iterations") or [])
-        )
+        rounds = row.get("iterations") or []
+        asked = asked or bool(row.get("coherence")) or any("coherence" in it for it in rounds)
         if row.get("status") != "ok":
             continue
-        pairs = []
-        for it in row.get("iterations") or []:
-            if it.get("nfs") is not None and it.get("coherence") is not None:
-                pairs.append((float(it["nfs"]), float(it["coherence"])))
+        both = [it for it in rounds if it.get("nfs") is not None and it.get("coherence") is not None]
+        pairs = [(float(it["nfs"]), float(it["coherence"])) for it in both]
         fact, coherence = (row.get("factscore") or {}).get("score"), (row.get("coherence") or {}).get("score")
         if fact is not None and coherence is not None:
             pairs.append((float(fact), float(coherence)))

@@ -208,9 +208,7 @@ class BarsView:
         """The bar at the stage's count."""
         self.progress.update(self.tasks[stage.name], total=stage.total, completed=stage.done, message=message)
 
-    def finished(self, stage: Stage, message: str) -> None:
-        """The bar full."""
-        self.advanced(stage, message)
+    finished = advanced  # the bar full
 
     def waiting(self, stage: Stage | None, seconds: float) -> None:
         """The working stage's bar says how long it has been since its last step."""
