@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -394,19 +395,23 @@ def run_command(
 
 def _shortcut(
     kind: str,
-    dataset_spec: str,
+    metrics: Callable[..., list[str]],
+    *,
     settings: Settings,
-    options: dict[str, Any],
-    metrics: list[str],
+    out_dir: Path | None,
+    limit: int | None,
+    parallel_items: int,
     dry_run: bool,
-    executor: str = "local",
-    scheduler: str = "",
+    executor: str,
+    scheduler: str,
+    **given: Any,
 ) -> None:
+    """``eval KIND``: its dataset's items through ``_run``; ``given``, the arguments of its metrics function."""
     from eval.datasets import load, resolve
     from eval.grid import shortcut_config
 
     try:
-        file = resolve(dataset_spec, kind)
+        file = resolve(given["file"], kind)
         dataset = load(kind, file)
     except ValueError as exc:
         fail(str(exc))
@@ -415,20 +420,15 @@ def _shortcut(
     settings.context()  # a bad value fails here with one line
     context = settings.values()
     model, base_url = str(context.pop("model", "")), str(context.pop("base_url", ""))
+    options: dict[str, Any] = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
     try:
         config = shortcut_config(
-            kind, file, model=model, base_url=base_url, metrics=metrics, context=context, **options
+            kind, file, model=model, base_url=base_url, metrics=metrics(**given), context=context, **options
         )
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     started = time.perf_counter()
-    _run(
-        config,
-        dry_run=dry_run,
-        print_agreement=kind == "storysumm",
-        executor=executor,
-        scheduler=scheduler,
-    )
+    _run(config, dry_run=dry_run, print_agreement=kind == "storysumm", executor=executor, scheduler=scheduler)
     if not dry_run:
         out.print(
             f"Total wall time {time.perf_counter() - started:.1f}s. Rows: {config.out_dir / 'rows.jsonl'}"
@@ -482,22 +482,9 @@ def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str
         parameter("executor", ExecutorOpt, "local"),
         parameter("scheduler", SchedulerOpt, ""),
     ]
-
-    def body(
-        *,
-        settings: Settings,
-        out_dir: Path | None,
-        limit: int | None,
-        parallel_items: int,
-        dry_run: bool,
-        executor: str,
-        scheduler: str,
-        **given: Any,
-    ) -> None:
-        options = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
-        _shortcut(kind, given["file"], settings, options, metrics(**given), dry_run, executor, scheduler)
-
-    eval_app.command(kind)(assemble(metrics, shared, names, body, f"{kind}_command"))
+    eval_app.command(kind)(
+        assemble(metrics, shared, names, partial(_shortcut, kind, metrics), f"{kind}_command")
+    )
 
 
 _add_shortcut(
