@@ -187,12 +187,8 @@ def _read(
 
 def _write(run: Run) -> None:
     result = record(run.final)
-    ctx = run.ctx
     result["settings"] = {
-        "preset": ctx.preset,
-        "preset_applied": ctx.preset_applied,
-        "prompt_dir": ctx.prompt_dir,
-        "temperature": ctx.temperature,
+        key: getattr(run.ctx, key) for key in ("preset", "preset_applied", "prompt_dir", "temperature")
     }
     _print(result)
     out_path: Path | None = run.job.extra["out"]

@@ -187,8 +187,7 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     colors = _colors(graph)
     keys = {node: f"n{i}" for i, node in enumerate(graph.nodes)}
     names = {
-        node: str(graph.nodes[node].get("name") or graph.nodes[node].get("label") or node)
-        for node in graph.nodes
+        node: str(attrs.get("name") or attrs.get("label") or node) for node, attrs in graph.nodes(data=True)
     }
 
     pairs: dict[tuple[str, str], list[Relation]] = defaultdict(list)
