@@ -259,10 +259,9 @@ def cell_context(config: ExperimentConfig, cell: Cell, run_dir: Path) -> Context
         values["base_url"] = config.base_url
     if cell.strategy != NOT_APPLICABLE:
         values["strategy"] = cell.strategy
-    values["chunk_size"] = cell.chunk_size
-    values.update(dict(cell.loop))
-    values["cache_dir"] = str(config.cache_path)
-    values["run_dir"] = str(run_dir)
+    values.update(
+        dict(cell.loop), chunk_size=cell.chunk_size, cache_dir=str(config.cache_path), run_dir=str(run_dir)
+    )
     values.setdefault("concurrency", config.llm_concurrency)
     if config.added_metrics:
         values["metrics"] = [*(values.get("metrics") or []), *config.added_metrics]
