@@ -15,6 +15,7 @@ Every setting is checked when the config is loaded, so a typo fails in a second,
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -245,16 +246,8 @@ def cells(config: ExperimentConfig) -> list[Cell]:
     """The grid, in a stable order; axes a task ignores collapse to one value."""
     strategies = config.strategies if config.task == "refine" else [NOT_APPLICABLE]
     loops = config.loops if config.task == "refine" else [{}]
-    grid = []
-    for dataset in config.datasets:
-        for model in config.models:
-            for strategy in strategies:
-                for chunk in config.chunk_sizes:
-                    for loop in loops:
-                        grid.append(
-                            Cell(dataset, model, strategy, chunk, tuple(sorted(loop.items())), config.task)
-                        )
-    return grid
+    axes = itertools.product(config.datasets, config.models, strategies, config.chunk_sizes, loops)
+    return [Cell(d, m, s, c, tuple(sorted(loop.items())), config.task) for d, m, s, c, loop in axes]
 
 
 def cell_context(config: ExperimentConfig, cell: Cell, run_dir: Path) -> Context:
@@ -266,10 +259,9 @@ def cell_context(config: ExperimentConfig, cell: Cell, run_dir: Path) -> Context
         values["base_url"] = config.base_url
     if cell.strategy != NOT_APPLICABLE:
         values["strategy"] = cell.strategy
-    values["chunk_size"] = cell.chunk_size
-    values.update(dict(cell.loop))
-    values["cache_dir"] = str(config.cache_path)
-    values["run_dir"] = str(run_dir)
+    values.update(
+        dict(cell.loop), chunk_size=cell.chunk_size, cache_dir=str(config.cache_path), run_dir=str(run_dir)
+    )
     values.setdefault("concurrency", config.llm_concurrency)
     if config.added_metrics:
         values["metrics"] = [*(values.get("metrics") or []), *config.added_metrics]

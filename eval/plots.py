@@ -31,6 +31,16 @@ def _label(row: Mapping[str, Any]) -> str:
     return " ".join(p for p in parts if p) + loop_text
 
 
+def _save(fig: Any, ax: Any, path: Path, title: str) -> None:
+    """Title, legend and the score axis's range (scores live in [0, 1]); written to ``path`` and closed."""
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def iteration_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str | None:
     """Mean NFS (and BooookScore, dashed) per refinement iteration, one line per cell; None when not drawn."""
     by_cell: dict[str, list[Mapping[str, Any]]] = {}
@@ -41,37 +51,21 @@ def iteration_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str | None:
         return "score per iteration: no refine rows"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for group in by_cell.values():
-        nfs: dict[int, list[float]] = {}
-        coherence: dict[int, list[float]] = {}
-        for row in group:
-            for it in row["iterations"]:
-                if it.get("nfs") is not None:
-                    nfs.setdefault(it["iteration"], []).append(float(it["nfs"]))
-                if it.get("coherence") is not None:
-                    coherence.setdefault(it["iteration"], []).append(float(it["coherence"]))
-        xs = sorted(nfs)
-        line = ax.plot(
-            xs, [sum(nfs[x]) / len(nfs[x]) for x in xs], marker="o", label=f"NFS {_label(group[0])}"
-        )
-        if coherence:
-            cx = sorted(coherence)
-            ax.plot(
-                cx,
-                [sum(coherence[x]) / len(coherence[x]) for x in cx],
-                marker="s",
-                linestyle="--",
-                color=line[0].get_color(),
-                label=f"BooookScore {_label(group[0])}",
-            )
+        color = None
+        for key, name, style in (("nfs", "NFS", "o-"), ("coherence", "BooookScore", "s--")):
+            by_round: dict[int, list[float]] = {}
+            for it in (it for row in group for it in row["iterations"]):
+                if it.get(key) is not None:
+                    by_round.setdefault(it["iteration"], []).append(float(it[key]))
+            if by_round:
+                xs = sorted(by_round)
+                ys = [sum(by_round[x]) / len(by_round[x]) for x in xs]
+                drawn = ax.plot(xs, ys, style, color=color, label=f"{name} {_label(group[0])}")
+                color = drawn[0].get_color()  # a cell's BooookScore in its NFS colour
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("refinement iteration")
     ax.set_ylabel("mean score over items")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("Score per refinement iteration (later rounds: items that reached them)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, ax, path, "Score per refinement iteration (later rounds: items that reached them)")
     return None
 
 
@@ -81,17 +75,12 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
     labels: dict[str, str] = {}
     asked = False  # whether any summary was scored for coherence at all
     for row in rows:
-        asked = (
-            asked
-            or bool(row.get("coherence"))
-            or any("coherence" in it for it in row.get("iterations") or [])
-        )
+        rounds = row.get("iterations") or []
+        asked = asked or bool(row.get("coherence")) or any("coherence" in it for it in rounds)
         if row.get("status") != "ok":
             continue
-        pairs = []
-        for it in row.get("iterations") or []:
-            if it.get("nfs") is not None and it.get("coherence") is not None:
-                pairs.append((float(it["nfs"]), float(it["coherence"])))
+        both = [it for it in rounds if it.get("nfs") is not None and it.get("coherence") is not None]
+        pairs = [(float(it["nfs"]), float(it["coherence"])) for it in both]
         fact, coherence = (row.get("factscore") or {}).get("score"), (row.get("coherence") or {}).get("score")
         if fact is not None and coherence is not None:
             pairs.append((float(fact), float(coherence)))
@@ -111,12 +100,7 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
     ax.set_xlabel("NarrativeFactScore")
     ax.set_ylabel("BooookScore")
     ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("Faithfulness vs coherence per summary")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, ax, path, "Faithfulness vs coherence per summary")
     return None
 
 
@@ -148,12 +132,7 @@ def cost_plot(table: Sequence[Mapping[str, Any]], path: Path) -> str | None:
         ax.errorbar([spend], [mean], yerr=yerr, fmt="o", capsize=4, label=_label(line))
     ax.set_xlabel("USD per item" if use_usd else "LLM calls per item (made + answered from the cache)")
     ax.set_ylabel("mean NFS (best iteration), 95% interval over items")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("Cost vs score per cell")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, ax, path, "Cost vs score per cell")
     return None
 
 

@@ -123,10 +123,7 @@ class RowLog:
 
 def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The last row of each (cell, item): a retried item replaces its earlier failure."""
-    last: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in rows:
-        last[(row["cell"], row["item"]["id"])] = dict(row)
-    return list(last.values())
+    return list({(row["cell"], row["item"]["id"]): dict(row) for row in rows}.values())
 
 
 ItemOutcome = tuple[str, Any]
@@ -268,6 +265,7 @@ class Experiment:
         finished = len(plan) - len(pending)
         queue = list(pending)
         busy: set[tuple[str, str]] = set()  # (cell, group) of items in flight, where groups are exclusive
+        exclusive = runner.exclusive_groups
 
         def start_more() -> None:
             nonlocal stopped
@@ -276,17 +274,10 @@ class Experiment:
                 if reason:
                     stopped = reason
                     return
-                index = next(
-                    (
-                        n
-                        for n, (c, i) in enumerate(queue)
-                        if not runner.exclusive_groups or group_key(c, i) not in busy
-                    ),
-                    None,
-                )
-                if index is None:
+                free = [n for n, (c, i) in enumerate(queue) if not (exclusive and group_key(c, i) in busy)]
+                if not free:
                     return
-                cell, item = queue.pop(index)
+                cell, item = queue.pop(free[0])
                 busy.add(group_key(cell, item))
                 busy_items.add((cell.id, item.id))
                 runner.submit(cell, item)
@@ -460,10 +451,7 @@ class Experiment:
             coherence = out.get("coherence") or {}
             record["coherence"] = {"coherence": coherence, "annotations": out.get("annotations") or []}
             row["coherence"] = {
-                "score": coherence.get("score"),
-                "coverage": coherence.get("coverage"),
-                "reliable": coherence.get("reliable"),
-                "mode": coherence.get("mode"),
+                **{key: coherence.get(key) for key in ("score", "coverage", "reliable", "mode")},
                 "annotator_passed": all(
                     s["annotator_check"]["passed"]
                     for s in coherence.get("summaries") or []
@@ -514,7 +502,7 @@ class Experiment:
         initial = iterations[0]
         row["iterations"] = [
             {
-                **{k: v for k, v in compact_card(it["factscore"]).items()},
+                **compact_card(it["factscore"]),
                 "iteration": it["iteration"],
                 "nfs": it["factscore"].get("score"),
                 "coherence": coherence_by_iteration.get(it["iteration"]),
@@ -527,13 +515,9 @@ class Experiment:
         row["metrics"] = metric_scores(best.get("metrics"))  # the best round's, as the table reports it
         row["best_iteration"] = best["iteration"]
         row["stop_reason"] = out.get("stop_reason", "")
-        row["scores"] = {
-            "nfs_initial": initial["factscore"].get("score"),
-            "nfs_initial_coverage": initial["factscore"].get("coverage"),
-            "nfs_initial_reliable": initial["factscore"].get("reliable"),
-            "nfs_best": best["factscore"].get("score"),
-            "nfs_best_coverage": best["factscore"].get("coverage"),
-            "nfs_best_reliable": best["factscore"].get("reliable"),
+        ends = (("initial", initial), ("best", best))
+        row["scores"] = {  # nfs_initial, nfs_initial_coverage, nfs_initial_reliable, nfs_best, ...
+            **{f"nfs_{end}{part}": it["factscore"].get(key) for end, it in ends for part, key in NFS_PARTS},
             "coherence_initial": coherence_by_iteration.get(initial["iteration"]),
             "coherence_best": coherence_by_iteration.get(best["iteration"]),
         }
@@ -565,21 +549,18 @@ class Experiment:
                 )
 
 
+NFS_PARTS = (("", "score"), ("_coverage", "coverage"), ("_reliable", "reliable"))
+"""The parts of a round's NFS card a refine row keeps for its first and best rounds (``scores``)."""
+
+
 def compact_card(card: Mapping[str, Any]) -> dict[str, Any]:
     """The counts of a score card, without its verdicts and evidence (those go to the item's record)."""
+    counts = ("supported", "unsupported", "unjudged", "facts", "decompose_failures")
+    check = card.get("judge_check") or {}  # the judge's record on the planted facts (empty: nothing planted)
     return {
-        "score": card.get("score"),
-        "coverage": card.get("coverage"),
-        "reliable": card.get("reliable"),
-        "supported": card.get("supported", 0),
-        "unsupported": card.get("unsupported", 0),
-        "unjudged": card.get("unjudged", 0),
-        "facts": card.get("facts", 0),
-        "decompose_failures": card.get("decompose_failures", 0),
-        # the judge's record on the planted facts (None: nothing planted); the planted facts are in the record
-        "judge_false_acceptance": (card.get("judge_check") or {}).get("false_acceptance"),
-        "judge_passed": (card.get("judge_check") or {}).get("passed"),
-        "judge_decision": (card.get("judge_check") or {}).get("decision"),
+        **{key: card.get(key) for key in ("score", "coverage", "reliable")},
+        **{key: card.get(key, 0) for key in counts},
+        **{f"judge_{key}": check.get(key) for key in ("false_acceptance", "passed", "decision")},
     }
 
 

@@ -18,18 +18,18 @@ from typing import Any
 
 from eval.grid import ExperimentConfig, cells
 from storyjudge.core.intervals import difference_interval, mean_interval, signed_text
-from storyjudge.core.usage import Usage, merge_usage, totals
 
 SETTINGS = ("model", "strategy", "chunk_size", "loop")
 """The settings a pair of cells may differ in (one of them) to be compared."""
 
 
+def _number(value: Any) -> bool:
+    """Whether a value is a finite number (not a bool, a word like "unavailable", NaN or None)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _mean(values: Iterable[Any]) -> float | None:
-    kept = [
-        float(v)
-        for v in values
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    ]
+    kept = [float(v) for v in values if _number(v)]
     return sum(kept) / len(kept) if kept else None
 
 
@@ -74,17 +74,13 @@ def summary_table(
             line["bertscore_best"] = _mean(b.get("best") for b in bert)
             if any(b.get("available") is False for b in bert):
                 line["bertscore_best"] = "unavailable"
-            line["summary_tokens_best"] = _mean(
-                next(
-                    (
-                        it["summary_tokens"]
-                        for it in r.get("iterations") or []
-                        if it["iteration"] == r.get("best_iteration")
-                    ),
-                    None,
-                )
+            best = [
+                it
                 for r in ok
-            )
+                for it in r.get("iterations") or []
+                if it["iteration"] == r.get("best_iteration")
+            ]
+            line["summary_tokens_best"] = _mean(it["summary_tokens"] for it in best)
         else:
             cards = [r.get("factscore") or {} for r in ok]
             coherence = [r.get("coherence") or {} for r in ok]
@@ -108,20 +104,12 @@ def summary_table(
             line[f"{name}_failed"] = sum(
                 bool(((r.get("metrics") or {}).get(name) or {}).get("error")) for r in ok
             )
-        line["calls"] = sum(int(u.get("calls", 0)) for u in usage)
-        line["cache_hits"] = sum(int(u.get("cache_hits", 0)) for u in usage)
-        line["failures"] = sum(int(u.get("failures", 0)) for u in usage)
-        line["input_tokens"] = sum(int(u.get("input_tokens", 0)) for u in usage)
-        line["output_tokens"] = sum(int(u.get("output_tokens", 0)) for u in usage)
+        for key in ("calls", "cache_hits", "failures", "input_tokens", "output_tokens"):
+            line[key] = sum(int(u.get(key, 0)) for u in usage)
         line["cost_usd"] = round(sum(float(u.get("cost_usd", 0.0)) for u in usage), 6)
         line["wall_seconds"] = round(sum(float(r.get("wall_seconds", 0.0)) for r in group), 2)
         table.append(line)
     return table
-
-
-def _item_id(row: Mapping[str, Any]) -> str:
-    item = row.get("item")
-    return str(item.get("id") if isinstance(item, Mapping) else item)
 
 
 def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float | None]]:
@@ -129,11 +117,11 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
     out: dict[str, dict[str, float | None]] = {}
 
     def put(metric: str, item: str, value: Any, reliable: Any = True) -> None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        out.setdefault(metric, {})[item] = float(value) if ok and reliable is not False else None
+        out.setdefault(metric, {})[item] = float(value) if _number(value) and reliable is not False else None
 
     for row in rows:
-        item = _item_id(row)
+        item = row.get("item")
+        item = str(item.get("id") if isinstance(item, Mapping) else item)
         if row.get("task") == "refine":
             scores = row.get("scores") or {}
             put("nfs_initial", item, scores.get("nfs_initial"), scores.get("nfs_initial_reliable"))
@@ -196,18 +184,9 @@ def differences(
         )
 
     lines = [line for line in table if line["cell"] in scores]
-    for line in lines:
-        if line.get("task") == "refine":
-            for metric in ("nfs", "coherence"):
-                add(
-                    line["cell"],
-                    line["cell"],
-                    f"{metric}_best",
-                    "refinement",
-                    "initial",
-                    "best",
-                    base=f"{metric}_initial",
-                )
+    for cell in (line["cell"] for line in lines if line.get("task") == "refine"):
+        for metric in ("nfs", "coherence"):
+            add(cell, cell, f"{metric}_best", "refinement", "initial", "best", f"{metric}_initial")
     for n, a in enumerate(lines):
         for b in lines[n + 1 :]:
             if (a.get("task"), a.get("dataset")) != (b.get("task"), b.get("dataset")):
@@ -229,6 +208,27 @@ def _cell_text(value: Any) -> str:
     return str(value)
 
 
+DIFFERENCE_COLUMNS = (
+    *("metric", "setting", "from", "to", "items", "difference", "ci95", "excludes_zero", "cell_a", "cell_b"),
+)
+
+
+def _markdown(columns: Sequence[str], lines: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A Markdown table ("|" in a cell written "/")."""
+    head = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return head + [
+        "| " + " | ".join(_cell_text(x.get(k)).replace("|", "/") for k in columns) + " |" for x in lines
+    ]
+
+
+def _write_csv(path: Path, columns: Sequence[str], lines: Iterable[Mapping[str, Any]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows({k: line.get(k, "") for k in columns} for line in lines)
+    return path
+
+
 def write_tables(
     table: Sequence[Mapping[str, Any]], out_dir: Path, diffs: Sequence[Mapping[str, Any]] = ()
 ) -> list[Path]:
@@ -240,52 +240,13 @@ def write_tables(
     for line in table:
         columns.extend(k for k in line if k not in columns)
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out_dir / "summary.csv", out_dir / "summary.md"
-    with csv_path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        for line in table:
-            writer.writerow({k: line.get(k, "") for k in columns})
-    md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for line in table:
-        md.append("| " + " | ".join(_cell_text(line.get(k)).replace("|", "/") for k in columns) + " |")
-    written = [md_path, csv_path]
+    md_path = out_dir / "summary.md"
+    written = [md_path, _write_csv(out_dir / "summary.csv", columns, table)]
+    md = _markdown(columns, table)
     if diffs:
-        names = (
-            "metric",
-            "setting",
-            "from",
-            "to",
-            "items",
-            "difference",
-            "ci95",
-            "excludes_zero",
-            "cell_a",
-            "cell_b",
-        )
         md += ["", "Paired differences over the same items (second minus first, 95% bootstrap interval):", ""]
-        md += ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-        for diff in diffs:
-            shown = {
-                **diff,
-                "difference": signed_text(diff["difference"], diff["ci95"]),
-                "ci95": diff["ci95"],
-            }
-            md.append("| " + " | ".join(_cell_text(shown.get(k)).replace("|", "/") for k in names) + " |")
-        diff_path = out_dir / "differences.csv"
-        with diff_path.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=names)
-            writer.writeheader()
-            for diff in diffs:
-                writer.writerow({k: diff.get(k, "") for k in names})
-        written.append(diff_path)
+        shown = [{**diff, "difference": signed_text(diff["difference"], diff["ci95"])} for diff in diffs]
+        md += _markdown(DIFFERENCE_COLUMNS, shown)
+        written.append(_write_csv(out_dir / "differences.csv", DIFFERENCE_COLUMNS, diffs))
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
     return written
-
-
-def usage_of(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Summed usage of rows."""
-    merged: Usage = {}
-    for row in rows:
-        merged = merge_usage(merged, row.get("usage"))
-    return totals(merged)

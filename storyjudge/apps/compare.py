@@ -329,11 +329,15 @@ def nfs_text(v: dict[str, Any]) -> str:
     """A summary's NFS with its interval and corrections; the card's words (never a number) when it does not count."""
     if not v["reliable"]:
         return str(v["headline"])
-    shown = interval_text(v["nfs"]["score"], v["nfs"]["ci95"])
-    if v["nfs"]["ci95"]:
-        shown += f" over {v['nfs']['over']}"
+    shown = _over(v["nfs"])
     n = v["corrections"]
     return f"{shown} with {n} correction{'s' if n != 1 else ''}" if n else shown
+
+
+def _over(figure: dict[str, Any]) -> str:
+    """A score with its interval and what the interval resampled: ``0.450 [0.300, 0.600] over 6 sentences``."""
+    over_what = f" over {figure['over']}" if figure["ci95"] and figure.get("over") else ""
+    return interval_text(figure["score"], figure["ci95"]) + over_what
 
 
 def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
@@ -344,12 +348,7 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
         return name, [cell(v) for v in views]
 
     def booook(v: dict[str, Any]) -> str:
-        b = v["booookscore"]
-        if b is None:
-            return "not scored"
-        return interval_text(b["score"], b["ci95"]) + (
-            f" over {b['over']}" if b["ci95"] and b.get("over") else ""
-        )
+        return "not scored" if v["booookscore"] is None else _over(v["booookscore"])
 
     def judges(v: dict[str, Any]) -> str:
         own = v["nfs_without_corrections"]
@@ -375,16 +374,14 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows += [row(name, lambda v, n=name: v["metrics"].get(n, {}).get("headline", "-")) for name in names]
     roles = sorted({role for v in views for role in v["models"]})
     rows += [row(f"{role} model", lambda v, r=role: v["models"].get(r, "-")) for role in roles]
+    whole_run = "this summary's run (all its rounds)"
     rows += [
         row(
             "prompts (decompose/judge)",
             lambda v: "{decompose prompt}/{judge prompt}".format_map(v["judging"]),
         ),
-        row(
-            "model calls of this summary's run (all its rounds)",
-            lambda v: str(v["calls"] if v["calls"] is not None else "-"),
-        ),
-        row("cost of this summary's run (all its rounds)", lambda v: v["cost"]),
+        row(f"model calls of {whole_run}", lambda v: "-" if v["calls"] is None else str(v["calls"])),
+        row(f"cost of {whole_run}", lambda v: v["cost"]),
     ]
     return rows
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from graphs.refine import build_graph
 from storyjudge.apps.ui.session import RunStore
-from storyjudge.apps.ui.steps import RUNNERS, STEPS
+from storyjudge.apps.ui.steps import STEPS, run_step
 from storyjudge.core.context import Context
 from storyjudge.core.scripted_server import OpenAIServer, all_text
 from tests.scripted_story import FIRST_SUMMARY, FIXED_SUMMARY, STORY, StoryResponder, cli_refine
@@ -151,7 +151,7 @@ def test_the_ui_refine_step_uses_the_same_guard(
     settings = {"model": "openai:scripted", "base_url": server.base_url, "ckg_samples": 1}
     session = store.create("story", STORY, "test", settings)
     for step in STEPS:
-        RUNNERS[step](session, lambda event: None)
+        run_step(session, step, lambda event: None)
     first, second = session.state["iterations"]
     assert second["accepted"] is False and second["note"].startswith("refinement guard: dropped supported")
     assert second["guard"]["revises"] == 0 and first["guard"]["revises"] is None

@@ -18,7 +18,7 @@ import pytest
 
 from graphs.refine import build_graph
 from storyjudge.apps.ui.session import RunSession, RunStore
-from storyjudge.apps.ui.steps import RUNNERS, STEPS, StepRefused, check_step
+from storyjudge.apps.ui.steps import STEPS, StepRefused, check_step, run_step
 from storyjudge.core.context import Context
 from storyjudge.core.scripted_server import OpenAIServer
 from tests.integration.test_refine_guards import DELETED, KEPT_WRONG, RefinerSays
@@ -66,14 +66,14 @@ def test_the_ui_refine_steps_are_the_refine_graphs_rounds(
     session = _session(scripted_server(RefinerSays(*answers)), tmp_path)
     events: list[dict[str, Any]] = []
     for step in STEPS[:3]:
-        RUNNERS[step](session, events.append)
+        run_step(session, step, events.append)
     assert session.state["next"] == ["refine"]  # paused before the first refinement
     result = session.rd.root / "result.json"
     assert not result.exists()  # nothing has stopped: no run record yet ...
     assert "paused in the web UI" in (session.rd.root / "report.html").read_text()  # ... but a report
     for _ in range(refinements):
         check_step(session, "refine")
-        RUNNERS["refine"](session, events.append)
+        run_step(session, "refine", events.append)
     stages = {event["stage"] for event in events}
     assert {"extract", "index", "summarize", "decompose", "retrieve", "judge", "refine"} <= stages
 
@@ -95,18 +95,18 @@ def test_scoring_again_forks_the_thread_and_drops_the_stale_record(
 ) -> None:
     session = _session(scripted_server(RefinerSays(FIXED_SUMMARY)), tmp_path)
     for step in STEPS:
-        RUNNERS[step](session, lambda event: None)
+        run_step(session, step, lambda event: None)
     result = session.rd.root / "result.json"
     assert json.loads(result.read_text())["stop_reason"].startswith("target reached")
     thread = session.state["thread"]
 
-    RUNNERS["score"](session, lambda event: None)  # from the checkpoint before the first factscore
+    run_step(session, "score", lambda event: None)  # from the checkpoint before the first factscore
     assert session.state["thread"] == thread and session.state["next"] == ["refine"]
     assert [it["iteration"] for it in session.state["iterations"]] == [0]
     assert session.state["summary"]["text"] == FIRST_SUMMARY
     assert not result.exists()  # the finished branch's record no longer describes the run
 
-    RUNNERS["refine"](session, lambda event: None)
+    run_step(session, "refine", lambda event: None)
     record = json.loads(result.read_text())
     assert [s["nfs"] for s in record["scores"]] == [pytest.approx(2 / 3, abs=1e-3), 1.0]
     assert record["kind"] == "refine" and record["best_summary"] == FIXED_SUMMARY

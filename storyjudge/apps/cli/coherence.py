@@ -89,23 +89,20 @@ def _prompt_line(result: dict[str, Any]) -> str:
 
 
 def _print(result: dict[str, Any]) -> None:
+    summaries = result["summaries"]
+    many = len(summaries) > 1
     given = result.get("sentences_given", 0)
     split = result.get("sentence_splitter", "?") if not given else f"sentences given for {given}"
     table = Table(title=f"BooookScore, split: {split}", caption=_prompt_line(result), header_style="bold")
     for column in ("summary", "score", "coverage", "sentences", "confused", "unparsed"):
         table.add_column(column)
-    for s in result["summaries"]:
-        table.add_row(
-            escape(s["id"]),
-            describe(s["score"], None, s.get("reliable")),
-            f"{s.get('coverage', 0.0):.0%}",
-            str(s["sentences"]),
-            str(s["confused"]),
-            str(s["unparsed"] + s.get("missing", 0)),
-        )
+    for s in summaries:
+        score = describe(s["score"], None, s.get("reliable"))
+        counts = (s["sentences"], s["confused"], s["unparsed"] + s.get("missing", 0))
+        table.add_row(escape(s["id"]), score, f"{s.get('coverage', 0.0):.0%}", *map(str, counts))
     console.print(table)
     floor = result.get("coverage_floor", 0.0)
-    if len(result["summaries"]) > 1:
+    if many:
         boot = result["bootstrap"]
         interval = (
             f"bootstrap std {boot['std']:.4f}, 95% CI [{boot['ci95'][0]:.3f}, {boot['ci95'][1]:.3f}] over "
@@ -120,19 +117,16 @@ def _print(result: dict[str, Any]) -> None:
             f"System score {describe(result['system_score'], result.get('coverage'), result.get('reliable'))}"
             f"{left_out}; {interval}"
         )
-    else:
-        one = result["summaries"][0] if result["summaries"] else {}
-        if one.get("ci95") and one.get("reliable"):
-            console.print(
-                f"BooookScore 95% CI [{one['ci95'][0]:.3f}, {one['ci95'][1]:.3f}] over {one['ci95_over']}"
-            )
-    checks = [(s["id"], s["annotator_check"]) for s in result["summaries"] if s.get("annotator_check")]
-    for summary_id, check in checks:
-        where = f"{summary_id}: " if len(result["summaries"]) > 1 else ""
-        verdict = check_verdict(check)
+    elif summaries and summaries[0].get("ci95") and summaries[0].get("reliable"):
+        one = summaries[0]
         console.print(
-            f"Annotator check, {where}{check['note']} (at most {check['max_false_acceptance']:.0%} may pass as "
-            f"clear; {verdict})",
+            f"BooookScore 95% CI [{one['ci95'][0]:.3f}, {one['ci95'][1]:.3f}] over {one['ci95_over']}"
+        )
+    for s in (s for s in summaries if s.get("annotator_check")):
+        check = s["annotator_check"]
+        console.print(
+            f"Annotator check, {s['id'] + ': ' if many else ''}{check['note']} (at most "
+            f"{check['max_false_acceptance']:.0%} may pass as clear; {check_verdict(check)})",
             markup=False,
             highlight=False,
             soft_wrap=True,
@@ -144,25 +138,27 @@ def _print(result: dict[str, Any]) -> None:
         )
     rates = [f"{name} {rate:.3f}" for name, rate in result["per_type_rates"].items() if rate]
     console.print("Errors per sentence by type: " + (", ".join(rates) if rates else "none"))
-    flagged = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"]]
+    annotated = [(s["id"], a) for s in summaries for a in s["annotations"]]
+    flagged = [(summary_id, a) for summary_id, a in annotated if a["confused"]]
     if flagged:
         console.print("\n[bold]Flagged sentences[/]")
     for summary_id, ann in flagged:
         number = f"#{ann['index'] + 1}"
-        where = f"{summary_id} {number}" if len(result["summaries"]) > 1 else number
-        console.print(f"[bold]{escape(where)}[/] {escape(ann['sentence'])}")
+        console.print(
+            f"[bold]{escape(f'{summary_id} {number}' if many else number)}[/] {escape(ann['sentence'])}"
+        )
         console.print(
             f"    types: {', '.join(ann['types'] + ann.get('other_types', [])) or '-'}", markup=False
         )
         for question in ann["questions"]:
             console.print(f"    ? {escape(question)}")
-    unparsed = [(s["id"], a) for s in result["summaries"] for a in s["annotations"] if a["confused"] is None]
+    unparsed = [(summary_id, a) for summary_id, a in annotated if a["confused"] is None]
     if unparsed:
         console.print(
             f"\n[yellow]{len(unparsed)} sentence(s) got no readable answer (left out of the score):[/]"
         )
-        for summary_id, ann in unparsed:
-            console.print(f"  {escape(summary_id)} #{ann['index'] + 1}: {escape(ann.get('error', ''))}")
+    for summary_id, ann in unparsed:
+        console.print(f"  {escape(summary_id)} #{ann['index'] + 1}: {escape(ann.get('error', ''))}")
     usage = result["usage_totals"]
     console.print(
         f"{usage['calls']} calls ({usage['cache_hits']} cached), {usage['input_tokens']} prompt / "
@@ -191,12 +187,8 @@ def _read(
 
 def _write(run: Run) -> None:
     result = record(run.final)
-    ctx = run.ctx
     result["settings"] = {
-        "preset": ctx.preset,
-        "preset_applied": ctx.preset_applied,
-        "prompt_dir": ctx.prompt_dir,
-        "temperature": ctx.temperature,
+        key: getattr(run.ctx, key) for key in ("preset", "preset_applied", "prompt_dir", "temperature")
     }
     _print(result)
     out_path: Path | None = run.job.extra["out"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -52,17 +53,13 @@ def compare_command(
     for name, cells in table_rows(result):
         table.add_row(name, *(escape(c) for c in cells))
     out.print(table)
+    say = partial(out.print, soft_wrap=True, highlight=False, markup=False)  # the runs' words, as they are
     for pair in result["pairs"]:
-        out.print(pair_line(pair), soft_wrap=True, highlight=False, markup=False)
+        say(pair_line(pair))
         for side, facts in ((pair["a"], pair["only_a"]), (pair["b"], pair["only_b"])):
-            out.print(f"  supported only in {side}: {len(facts)}", highlight=False, markup=False)
+            say(f"  supported only in {side}: {len(facts)}")
             for item in facts:
                 other = item["counterpart"]
                 there = f"{other['verdict']}: {other['text']}" if other else "no counterpart"
-                out.print(
-                    f"    - {item['fact']['text']}  [other: {there}]",
-                    soft_wrap=True,
-                    highlight=False,
-                    markup=False,
-                )
+                say(f"    - {item['fact']['text']}  [other: {there}]")
     out.print(f"Compare page: {page}", soft_wrap=True, highlight=False)

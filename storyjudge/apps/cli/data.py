@@ -75,18 +75,11 @@ def get_command(
     for note in fetched.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     ref = f"{fetched.name}:{fetched.split}"
-    out.print(
-        f"{ref}: {fetched.items} item(s) -> {fetched.path}", markup=False, highlight=False, soft_wrap=True
-    )
-    out.print(
-        f"  sources: {', '.join(str(p) for p in fetched.sources)}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    name_works = folder is None
-    use = USE[fetched.name].format(ref=ref if name_works else fetched.path, path=fetched.path)
-    out.print(f"  use it: {use}", markup=False, highlight=False, soft_wrap=True)
+    use = USE[fetched.name].format(ref=ref if folder is None else fetched.path, path=fetched.path)
+    sources = ", ".join(str(p) for p in fetched.sources)
+    said = (f"{ref}: {fetched.items} item(s) -> {fetched.path}", f"  sources: {sources}", f"  use it: {use}")
+    for line in said:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @data_app.command("list")

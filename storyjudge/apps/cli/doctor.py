@@ -50,9 +50,7 @@ def doctor(
     from storyjudge.core.servercheck import check_server
 
     ctx = settings.context(run_dir=".storyjudge/doctor")
-    ctx = ctx.replace(
-        retry_budget_s=min(ctx.retry_budget_s, 30.0)
-    )  # a smoke check waits seconds, not minutes
+    ctx = ctx.replace(retry_budget_s=min(ctx.retry_budget_s, 30.0))  # a smoke check waits seconds
     try:  # a spec or a server that cannot work fails here, before a table that would describe it as usable
         require_models(ctx, ROLES)
         check_server(ctx, {resolve_spec(ctx, role) for role in ROLES})

@@ -13,7 +13,8 @@ Every command resumes: finished items are skipped and LLM calls are cached in th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +28,7 @@ from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, out, pri
 from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings, parameter
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
-from storyjudge.core.usage import Usage, cost_text, merge_usage
+from storyjudge.core.usage import Usage, cost_text, merge_usage, totals
 
 
 class _ConfigFirstGroup(TyperGroup):
@@ -67,9 +68,8 @@ ParallelItemsOpt = Annotated[
         help="Items evaluated at once (the LLM calls in flight are bounded by --concurrency).",
     ),
 ]
-ConcurrencyOpt = Annotated[
-    int | None, typer.Option("--concurrency", "-j", help=field_help("concurrency"))
-]  # as every command declares it; unset, the experiment config's value holds
+# as every command declares it; unset, the experiment config's value holds
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", "-j", help=field_help("concurrency"))]
 
 ExecutorOpt = Annotated[
     str,
@@ -102,41 +102,28 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _usage_per_model(rows: list[dict[str, Any]]) -> Usage:
-    """The rows' usage summed per model spec (a cost is known or not per model)."""
-    merged: Usage = {}
+def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
+    """A table of text cells; a long cell folds onto lines, whole (a cell's name never ends in "…")."""
+    table = Table(title=title, header_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold")
     for row in rows:
-        merged = merge_usage(merged, row.get("usage"))
-    return merged
+        table.add_row(*row)
+    return table
 
 
 def _print_estimate(estimate: dict[str, Any]) -> None:
-    table = Table(title="Dry run: estimated LLM work", header_style="bold")
-    for column in ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD"):
-        table.add_column(
-            column, overflow="fold"
-        )  # a cell's name whole, folded onto lines (never "squality-…")
-    for row in estimate["cells"]:
-        table.add_row(
-            escape(row["cell"]),
-            escape(row["resolved_model"]),
-            str(row["items"]),
-            str(row["calls"]),
-            str(row["input_tokens"]),
-            str(row["output_tokens"]),
+    total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
+    rows = [
+        [
+            *(escape(str(row[key])) for key in ("cell", "resolved_model", "items", "calls")),
+            *(str(row[key]) for key in ("input_tokens", "output_tokens")),
             _fmt(row["usd"]) if row["usd"] is not None else "unknown price",
-        )
-    total = estimate["total"]
-    table.add_row(
-        "total",
-        "",
-        "",
-        str(total["calls"]),
-        str(total["input_tokens"]),
-        str(total["output_tokens"]),
-        _fmt(total["usd"]) if total["usd"] is not None else "unknown price",
-    )
-    out.print(table)
+        ]
+        for row in [*estimate["cells"], total]
+    ]
+    columns = ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD")
+    out.print(_table("Dry run: estimated LLM work", columns, rows))
     for line in estimate["assumptions"]:
         out.print(f"  assumption: {line}", markup=False)
 
@@ -182,31 +169,22 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             table.add_row(key, *cells)
         out.print(table)
     if diffs:
-        table = Table(
-            title="Paired differences over the same items (second minus first)", header_style="bold"
-        )
-        for column in (
-            "cells",
-            "metric",
-            "setting",
-            "from -> to",
-            "items",
-            "difference [95% CI over items]",
-            "excludes 0",
-        ):
-            table.add_column(column, overflow="fold")
+        rows = []
         for diff in diffs:
             a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
-            table.add_row(
-                a if a == b else f"{a} -> {b}",
-                escape(str(diff["metric"])),
-                escape(str(diff["setting"])),
-                escape(f"{diff['from']} -> {diff['to']}"),
-                str(diff["items"]),
-                signed_text(diff["difference"], diff["ci95"]),
-                "yes" if diff["excludes_zero"] else "no",
+            rows.append(
+                [
+                    a if a == b else f"{a} -> {b}",
+                    *(escape(str(diff[key])) for key in ("metric", "setting")),
+                    escape(f"{diff['from']} -> {diff['to']}"),
+                    str(diff["items"]),
+                    signed_text(diff["difference"], diff["ci95"]),
+                    "yes" if diff["excludes_zero"] else "no",
+                ]
             )
-        out.print(table)
+        columns = ("cells", "metric", "setting", "from -> to", "items", "difference [95% CI over items]")
+        title = "Paired differences over the same items (second minus first)"
+        out.print(_table(title, (*columns, "excludes 0"), rows))
 
 
 def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]:
@@ -287,21 +265,18 @@ def _run(
         _print_estimate(estimated)
         return
     # the servers first, before the runner's imports (the graphs, the metrics): a dead one is named at once
-    looked_at: set[tuple[str, ...]] = set()
+    looked_at: set[tuple[str, ...]] = set()  # each server once, before any item
     for cell in cells(config):
         ctx = cell_context(config, cell, config.out_dir)
         specs = {resolve_spec(ctx, role) for role in _roles(config)}
         try:
             require_models(ctx, _roles(config))
-            if (
-                server := (ctx.base_url, *sorted(specs))
-            ) not in looked_at:  # each server once, before any item
-                looked_at.add(server)
+            if (ctx.base_url, *sorted(specs)) not in looked_at:
+                looked_at.add((ctx.base_url, *sorted(specs)))
                 check_server(ctx, specs)
         except ConfigError as exc:
             fail(str(exc))
     from eval.runner import Experiment, finish
-    from eval.tables import usage_of
 
     experiment = Experiment(config)
     planned = len(experiment.plan())
@@ -339,7 +314,10 @@ def _run(
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)
-    usage = usage_of(outcome.rows)
+    merged: Usage = {}  # per model spec: a cost is known or not per model
+    for row in outcome.rows:
+        merged = merge_usage(merged, row.get("usage"))
+    usage = totals(merged)
     failed = sum(1 for r in outcome.rows if r.get("status") != "ok")
     out.print(
         f"Ran {outcome.ran} item(s), skipped {outcome.skipped} already done, {failed} failed; "
@@ -348,7 +326,7 @@ def _run(
     out.print(
         f"LLM usage over the whole experiment: {usage['calls']} calls (cache hits {usage['cache_hits']}, "
         f"failures {usage['failures']}), tokens {usage['input_tokens']} in / {usage['output_tokens']} out, "
-        f"est. {cost_text(_usage_per_model(outcome.rows))}"
+        f"est. {cost_text(merged)}"
     )
     for note in result["plot_notes"]:
         out.print(f"  plot not drawn: {note}", markup=False)
@@ -358,13 +336,8 @@ def _run(
 def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     from eval.storysumm import table_lines
 
-    table = Table(title=f"Agreement with human labels ({cell_id})", header_style="bold")
-    table.add_column("level")
-    table.add_column("metric")
-    table.add_column("value [95% bootstrap CI]")
-    for level, metric, value in table_lines(report):
-        table.add_row(level, metric, value)
-    out.print(table)
+    columns = ("level", "metric", "value [95% bootstrap CI]")
+    out.print(_table(f"Agreement with human labels ({cell_id})", columns, table_lines(report)))
     summary_level = report.get("summary_level") or {}
     boot = (summary_level.get("table") or {}).get("bootstrap") or {}
     out.print(
@@ -374,19 +347,17 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     )
     sweep = (summary_level.get("threshold_sweep") or {}).get("rows") or []
     if sweep:
-        table = Table(
-            title="Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)", header_style="bold"
-        )
-        for column in ("t", "predicted unfaithful", "balanced accuracy", "kappa"):
-            table.add_column(column)
-        for row in sweep:
-            table.add_row(
+        rows = [
+            [
                 f"{row['threshold']:.3f}",
                 str(row["predicted_unfaithful"]),
                 _fmt(row["balanced_accuracy"]),
                 _fmt(row["cohens_kappa"]),
-            )
-        out.print(table)
+            ]
+            for row in sweep
+        ]
+        title = "Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)"
+        out.print(_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
         out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
     for note in report.get("notes", []):
         out.print(f"  note: {note}", markup=False)
@@ -424,19 +395,23 @@ def run_command(
 
 def _shortcut(
     kind: str,
-    dataset_spec: str,
+    metrics: Callable[..., list[str]],
+    *,
     settings: Settings,
-    options: dict[str, Any],
-    metrics: list[str],
+    out_dir: Path | None,
+    limit: int | None,
+    parallel_items: int,
     dry_run: bool,
-    executor: str = "local",
-    scheduler: str = "",
+    executor: str,
+    scheduler: str,
+    **given: Any,
 ) -> None:
+    """``eval KIND``: its dataset's items through ``_run``; ``given``, the arguments of its metrics function."""
     from eval.datasets import load, resolve
     from eval.grid import shortcut_config
 
     try:
-        file = resolve(dataset_spec, kind)
+        file = resolve(given["file"], kind)
         dataset = load(kind, file)
     except ValueError as exc:
         fail(str(exc))
@@ -445,20 +420,15 @@ def _shortcut(
     settings.context()  # a bad value fails here with one line
     context = settings.values()
     model, base_url = str(context.pop("model", "")), str(context.pop("base_url", ""))
+    options: dict[str, Any] = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
     try:
         config = shortcut_config(
-            kind, file, model=model, base_url=base_url, metrics=metrics, context=context, **options
+            kind, file, model=model, base_url=base_url, metrics=metrics(**given), context=context, **options
         )
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     started = time.perf_counter()
-    _run(
-        config,
-        dry_run=dry_run,
-        print_agreement=kind == "storysumm",
-        executor=executor,
-        scheduler=scheduler,
-    )
+    _run(config, dry_run=dry_run, print_agreement=kind == "storysumm", executor=executor, scheduler=scheduler)
     if not dry_run:
         out.print(
             f"Total wall time {time.perf_counter() - started:.1f}s. Rows: {config.out_dir / 'rows.jsonl'}"
@@ -512,22 +482,9 @@ def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str
         parameter("executor", ExecutorOpt, "local"),
         parameter("scheduler", SchedulerOpt, ""),
     ]
-
-    def body(
-        *,
-        settings: Settings,
-        out_dir: Path | None,
-        limit: int | None,
-        parallel_items: int,
-        dry_run: bool,
-        executor: str,
-        scheduler: str,
-        **given: Any,
-    ) -> None:
-        options = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
-        _shortcut(kind, given["file"], settings, options, metrics(**given), dry_run, executor, scheduler)
-
-    eval_app.command(kind)(assemble(metrics, shared, names, body, f"{kind}_command"))
+    eval_app.command(kind)(
+        assemble(metrics, shared, names, partial(_shortcut, kind, metrics), f"{kind}_command")
+    )
 
 
 _add_shortcut(

@@ -31,15 +31,8 @@ FileArg = Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON 
 # what the narrative's judging uses, in both commands
 JUDGING = (
     *("run_dir", "chunk_size", "ckg_samples", "predicate_threshold", "predicate_min_count", "embedder"),
-    *(
-        "retrieval_k",
-        "evidence_tokens",
-        "coverage_floor",
-        "nfs_unjudged",
-        "planted_facts",
-        "max_false_acceptance",
-        "metrics",
-    ),
+    *("retrieval_k", "evidence_tokens", "coverage_floor", "nfs_unjudged", "planted_facts"),
+    *("max_false_acceptance", "metrics"),
 )
 JUDGE_ROLES = ("extractor", "decomposer", "judge")
 REFINE_ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
@@ -93,10 +86,6 @@ def _read_score(
     )
 
 
-def _refine_roles(ctx: Context) -> tuple[str, ...]:
-    return REFINE_ROLES if ctx.coherence_guard else REFINE_ROLES[:-1]
-
-
 def _outcome(it: dict[str, Any], best: int | None) -> str:
     """A round's fate in a word or two: the best, accepted, rejected (by a guard), or that its score does not count."""
     if it["iteration"] == best:
@@ -135,9 +124,7 @@ def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
             str(it["iteration"]),
             describe(card["score"], None, card.get("reliable")),
             f"{card.get('coverage', 0.0):.0%}",
-            str(card["supported"]),
-            str(card["unsupported"]),
-            str(card["unjudged"]),
+            *(str(card[key]) for key in ("supported", "unsupported", "unjudged")),
         ]
         if with_coherence:
             row.append(
@@ -363,9 +350,8 @@ def _write_score(run: Run) -> None:
     report = _write_report(rd)
     _keep(rd, "score", {**result, "summary_source": "given"})
     table = Table(title="Atomic facts", header_style="bold", show_lines=False)
-    table.add_column("fact")
-    table.add_column("verdict")
-    table.add_column("feedback")
+    for column in ("fact", "verdict", "feedback"):
+        table.add_column(column)
     for verdict in card["verdicts"]:
         table.add_row(  # the model's words: text, never markup
             escape(verdict["fact"]["text"]),
@@ -398,7 +384,7 @@ REFINING = (
 add_graph_command(
     GraphCommand(
         "refine",
-        _refine_roles,
+        lambda ctx: REFINE_ROLES if ctx.coherence_guard else REFINE_ROLES[:-1],  # the last: coherence
         REFINING,
         _read_refine,
         _write_refine,

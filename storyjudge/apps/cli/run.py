@@ -81,11 +81,6 @@ class Run:
     as_json: bool = False  # --json: the result record alone on stdout, as JSON
 
 
-def _twice_the_concurrency(ctx: Context) -> int | None:
-    """Graph branches in flight, as ``storyjudge.core.concurrency`` sets them for every run."""
-    return branch_threads(ctx)
-
-
 @dataclass(frozen=True)
 class GraphCommand:
     """A command that runs one graph: its description, from which ``run_graph`` does the rest."""
@@ -99,7 +94,7 @@ class GraphCommand:
     prepare: Callable[[Job, Context], Job] | None = None  # input checks that depend on a setting
     run_dir: bool = True  # claims a run directory for the document
     checkpointed: bool = False  # checkpoints in the run directory; --resume continues them
-    max_concurrency: Callable[[Context], int | None] = _twice_the_concurrency
+    max_concurrency: Callable[[Context], int | None] = branch_threads  # graph branches in flight
     estimate: Callable[[Job, Context], dict[str, Any]] | None = None  # --dry-run: what a run would take
 
 
@@ -165,34 +160,7 @@ def add_graph_command(command: GraphCommand) -> None:
     if command.estimate is not None:
         extra.append(parameter("dry_run", DryRunOpt, False))
 
-    def body(
-        *,
-        settings: Settings,
-        resume: bool = False,
-        allow_change: str = "",
-        as_json: bool = False,
-        dry_run: bool = False,
-        yes: bool = False,
-        **arguments: Any,
-    ) -> None:
-        allowed = tuple(name.strip().replace("-", "_") for name in allow_change.split(",") if name.strip())
-        unknown = sorted(set(allowed) - RESUMABLE_CHANGES)
-        if unknown:
-            fail(
-                f"--allow-change accepts {', '.join(sorted(RESUMABLE_CHANGES))}, not {', '.join(unknown)}: "
-                "other settings change what the run computed; start a new run for them."
-            )
-        run_graph(
-            command,
-            settings,
-            resume=resume,
-            allow_change=allowed,
-            as_json=as_json,
-            dry_run=dry_run,
-            yes=yes,
-            **arguments,
-        )
-
+    body = partial(run_graph, command)
     app.command(command.name)(
         assemble(command.read, extra, command.settings, body, f"{command.name}_command")
     )
@@ -205,12 +173,19 @@ def run_graph(
     resume: bool = False,
     as_json: bool = False,
     dry_run: bool = False,
-    allow_change: tuple[str, ...] = (),
+    allow_change: str = "",
     yes: bool = False,
     **arguments: Any,
 ) -> None:
     """Run a command's graph: read, check every setting, claim, print models, stream, write."""
     started = time.perf_counter()
+    allowed = tuple(name.strip().replace("-", "_") for name in allow_change.split(",") if name.strip())
+    unknown = sorted(set(allowed) - RESUMABLE_CHANGES)
+    if unknown:
+        fail(
+            f"--allow-change accepts {', '.join(sorted(RESUMABLE_CHANGES))}, not {', '.join(unknown)}: "
+            "other settings change what the run computed; start a new run for them."
+        )
     job = command.read(**arguments)
     ctx = settings.context()
     roles = command.roles(ctx) if callable(command.roles) else command.roles
@@ -235,12 +210,12 @@ def run_graph(
         fail(str(exc))
     rd: RunDir | None = None
     if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
-        rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allow_change)
+        rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allowed)
     servers_ok = partial(_check_server, ctx, roles)
     if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
         servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
     if rd is not None:
-        _claim(rd, command.name, job, settings_, resume, allow_change)
+        _claim(rd, command.name, job, settings_, resume, allowed)
         ctx = ctx.replace(run_dir=str(rd.root))
     print_models(ctx, roles)
     try:
@@ -394,20 +369,13 @@ def _checkpoint_columns() -> dict[str, set[str]]:
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
+    """The command's compiled graph (``graphs.<name>``), imported now: seconds that only a run needs."""
+    import importlib
+
     graph = command.graph or command.name
-    if graph == "index":
-        from graphs.index import build_graph
-    elif graph == "summarize":
-        from graphs.summarize import build_graph
-    elif graph == "refine":
-        from graphs.refine import build_graph
-    elif graph == "factscore":
-        from graphs.factscore import build_graph
-    elif graph == "coherence":
-        from graphs.coherence import build_graph
-    else:
+    if graph not in ("index", "summarize", "refine", "factscore", "coherence"):
         raise ValueError(f"no graph named {graph!r}")
-    return build_graph(checkpointer=checkpointer)
+    return importlib.import_module(f"graphs.{graph}").build_graph(checkpointer=checkpointer)
 
 
 def _stream(

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -64,26 +64,10 @@ class Stage:
         return (now - self.started) / self.done * (self.total - self.done)
 
 
-class View(Protocol):
-    """Where stage changes are shown."""
-
-    def started(self, stage: Stage, message: str) -> None:
-        """A stage (or a new round of it) began."""
-
-    def advanced(self, stage: Stage, message: str) -> None:
-        """A stage did more items, or said something."""
-
-    def finished(self, stage: Stage, message: str) -> None:
-        """A stage did all its items."""
-
-    def waiting(self, stage: Stage | None, seconds: float) -> None:
-        """Nothing happened for ``seconds``; ``stage`` is the one still working (None: none started yet)."""
-
-
 class StageTracker:
     """Turns progress events into stage rounds, and tells a view when a stage starts, advances, finishes."""
 
-    def __init__(self, view: View, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, view: PlainView | BarsView, clock: Callable[[], float] = time.monotonic) -> None:
         self.view = view
         self.clock = clock
         self.stages: dict[str, Stage] = {}
@@ -164,17 +148,16 @@ class PlainView:
         self.every = every
         self.begun = clock()
 
+    def _say(self, text: str) -> None:
+        self.console.print(
+            f"[{self.clock() - self.begun:7.1f}s] {text}", markup=False, highlight=False, soft_wrap=True
+        )
+
     def _line(self, stage: Stage, text: str, message: str) -> None:
-        now = self.clock()
-        stage.last_line = now
+        stage.last_line = self.clock()
         note = f" - {message}" if message else ""
         count = f" {stage.count}" if stage.total is not None or stage.done else ""
-        self.console.print(
-            f"[{now - self.begun:7.1f}s] {stage.name}{count} {text}{note}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+        self._say(f"{stage.name}{count} {text}{note}")
 
     @staticmethod
     def _round(stage: Stage) -> str:
@@ -200,16 +183,9 @@ class PlainView:
     def waiting(self, stage: Stage | None, seconds: float) -> None:
         """A line saying what is still being worked on."""
         if stage is None:
-            now = self.clock()
-            self.console.print(
-                f"[{now - self.begun:7.1f}s] starting: {seconds:.0f}s without a step (loading models, "
-                "checking the input)",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
-            return
-        self._line(stage, f"still working: {seconds:.0f}s since the last step{self._round(stage)}", "")
+            self._say(f"starting: {seconds:.0f}s without a step (loading models, checking the input)")
+        else:
+            self._line(stage, f"still working: {seconds:.0f}s since the last step{self._round(stage)}", "")
 
 
 class BarsView:
@@ -232,9 +208,7 @@ class BarsView:
         """The bar at the stage's count."""
         self.progress.update(self.tasks[stage.name], total=stage.total, completed=stage.done, message=message)
 
-    def finished(self, stage: Stage, message: str) -> None:
-        """The bar full."""
-        self.advanced(stage, message)
+    finished = advanced  # the bar full
 
     def waiting(self, stage: Stage | None, seconds: float) -> None:
         """The working stage's bar says how long it has been since its last step."""

@@ -37,15 +37,11 @@ def ui_command(
 
     The model and ckg-samples options set the defaults of new runs; the page can change them.
     """
-    from storyjudge.apps.ui.server import Settings as RunDefaults
     from storyjudge.apps.ui.server import is_loopback, make_server
 
     if squality is not None and not squality.is_file():
         fail(f"{squality} does not exist; give the path of SQuALITY's dev.jsonl or leave --squality out.")
-    given = settings.options
-    defaults = RunDefaults(
-        model=given["model"] or "", base_url=given["base_url"] or "", ckg_samples=given["ckg_samples"]
-    )
+    defaults = {name: value for name, value in settings.options.items() if value is not None}
     try:
         server = make_server(host, port, runs_dir=runs_dir, defaults=defaults, squality=squality)
     except ConfigError as exc:

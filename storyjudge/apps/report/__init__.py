@@ -17,7 +17,7 @@ functions (:func:`ckg_html`, :func:`iteration_html`), so the two never drift apa
 from storyjudge.apps.report.assets import CSP, asset_text, environment, inline_asset
 from storyjudge.apps.report.ckg import ckg_graph, ckg_html, graph_view
 from storyjudge.apps.report.page import headline, headline_html, render_report, write_report
-from storyjudge.apps.report.rounds import OPEN_WORDS, iteration_html, open_rounds
+from storyjudge.apps.report.rounds import OPEN_WORDS, iteration_html, open_rounds, round_html, round_views
 from storyjudge.apps.report.verdicts import summary_pieces
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "iteration_html",
     "open_rounds",
     "render_report",
+    "round_html",
+    "round_views",
     "summary_pieces",
     "write_report",
 ]

@@ -42,21 +42,17 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["score"] = format_score
-    env.filters["delta"] = format_delta
+    env.filters["delta"] = lambda value: "" if value is None else f"{value:+.3f}"  # a change, with its sign
     env.filters["thousands"] = lambda n: f"{int(n or 0):,}"
-    env.filters["usd"] = lambda x: f"${float(x or 0):.4f}"
-    env.filters["cost_of"] = lambda u, spec: format_usd(u.get("cost_usd"), price_known(spec))
-    env.filters["cost"] = lambda usage: cost_text(usage)
+    env.filters["cost_of"] = lambda u, spec: (
+        f"${u.get('cost_usd') or 0:.4f}" if price_known(spec) else "price unknown"
+    )
+    env.filters["cost"] = cost_text
     # the words for a card come from core.coverage, never from a template
     env.filters["verdict"] = lambda score: describe(score, None, False)  # a score that does not count
     env.filters["check_verdict"] = check_verdict
     env.globals["unreliable"] = UNRELIABLE
     return env
-
-
-def format_usd(value: float | None, known: bool = True) -> str:
-    """``$0.0123``, or ``price unknown`` for a model without a list price."""
-    return f"${float(value or 0):.4f}" if known else "price unknown"
 
 
 def _macro(name: str) -> Any:
@@ -66,8 +62,3 @@ def _macro(name: str) -> Any:
 def format_score(value: float | None) -> str:
     """A score as 0.625, or n/a when nothing could be judged."""
     return "n/a" if value is None else f"{value:.3f}"
-
-
-def format_delta(value: float | None) -> str:
-    """A score change with its sign (+0.125), or an empty string when there is none to compare."""
-    return "" if value is None else f"{value:+.3f}"

@@ -95,11 +95,6 @@ def ckg_graph(data: dict[str, Any] | None) -> nx.MultiDiGraph:
     return graph
 
 
-def _display_name(graph: nx.MultiDiGraph, node: str) -> str:
-    attrs = graph.nodes[node]
-    return str(attrs.get("name") or attrs.get("label") or node)
-
-
 def _state_text(predicate: str) -> str:
     text = predicate.strip()
     return text[len("state:") :].strip() if text.lower().startswith("state:") else text
@@ -115,13 +110,19 @@ def _relation(attrs: dict[str, Any], other: str) -> Relation:
     )
 
 
+def _simple(graph: nx.MultiDiGraph) -> nx.Graph:
+    """Who is related to whom, once per pair, without self-loops (a state is no relation)."""
+    simple = nx.Graph()
+    simple.add_nodes_from(graph.nodes)
+    simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
+    return simple
+
+
 def _layout(
     graph: nx.MultiDiGraph, width: float, height: float, margin: float
 ) -> dict[str, tuple[float, float]]:
     """Seeded spring layout of the characters (self-loops ignored), scaled into the drawing area."""
-    simple = nx.Graph()
-    simple.add_nodes_from(graph.nodes)
-    simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
+    simple = _simple(graph)
     count = simple.number_of_nodes()
     if count == 0:
         return {}
@@ -143,9 +144,7 @@ def _layout(
 
 def _colors(graph: nx.MultiDiGraph) -> dict[str, str]:
     """One colour per community of characters, so factions read at a glance."""
-    simple = nx.Graph()
-    simple.add_nodes_from(graph.nodes)
-    simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
+    simple = _simple(graph)
     if simple.number_of_edges() == 0:
         return {node: PALETTE[0] for node in simple.nodes}
     communities = nx.community.greedy_modularity_communities(simple)
@@ -187,16 +186,16 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     positions = _layout(graph, width, height, margin=70)
     colors = _colors(graph)
     keys = {node: f"n{i}" for i, node in enumerate(graph.nodes)}
-    names = {node: _display_name(graph, node) for node in graph.nodes}
+    names = {
+        node: str(attrs.get("name") or attrs.get("label") or node) for node, attrs in graph.nodes(data=True)
+    }
 
     pairs: dict[tuple[str, str], list[Relation]] = defaultdict(list)
     views: dict[str, NodeView] = {}
     for node in graph.nodes:
         attrs = graph.nodes[node]
         aliases = [str(a) for a in attrs.get("aliases") or [] if str(a) != names[node]]
-        degree = sum(1 for u, v in graph.in_edges(node) if u != v) + sum(
-            1 for u, v in graph.out_edges(node) if u != v
-        )
+        degree = sum(1 for u, v in (*graph.in_edges(node), *graph.out_edges(node)) if u != v)
         x, y = positions[node]
         scenes = attrs.get("scenes") or []
         views[node] = NodeView(

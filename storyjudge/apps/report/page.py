@@ -11,7 +11,7 @@ from typing import Any
 from storyjudge.apps.report.assets import CSP, _macro, environment, format_score, inline_asset
 from storyjudge.apps.report.ckg import graph_view
 from storyjudge.apps.report.curve import curve_view
-from storyjudge.apps.report.rounds import IterationView, iteration_view, open_rounds
+from storyjudge.apps.report.rounds import round_views
 from storyjudge.core.coverage import card_reliable, describe, reliability_text
 from storyjudge.core.keptruns import RUNS_FOLDER
 from storyjudge.core.rundir import RunDir
@@ -33,6 +33,12 @@ class Headline:
 
 
 FALLBACK = "the first round: no round was reliable and accepted"
+SHOWN_SETTINGS = (
+    *("preset", "prompt_dir", "base_url", "ckg_samples", "predicate_threshold", "retrieval_k", "strategy"),
+    *("chunk_size", "max_summary_tokens", "target_score", "min_delta", "patience", "max_iterations"),
+    "coherence_guard",
+)
+"""The settings the report lists (those the run set)."""
 
 
 def headline(
@@ -78,20 +84,13 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     best = result.get("best_iteration")
     top = headline(iterations, best, str(result.get("stop_reason") or ""))
     counted = best if top is not None and top.chosen != FALLBACK else None  # the loop's fallback is no "best"
-    views: list[IterationView] = []
-    previous: float | None = None
     numbers = [int(it.get("iteration", 0)) for it in iterations]
-    shown = open_rounds(iterations, sorted(numbers, key=lambda n: (n != best, n)))
-    for iteration in iterations:
-        view = iteration_view(
-            iteration,
-            passages=result.get("passages") or {},
-            previous_score=previous,
-            best=counted is not None and iteration.get("iteration") == counted,
-            open_summary=int(iteration.get("iteration", 0)) in shown,
-        )
-        views.append(view)
-        previous = view.score if view.score is not None else previous
+    views = round_views(
+        iterations,
+        passages=result.get("passages") or {},
+        best=counted,
+        order=sorted(numbers, key=lambda n: (n != best, n)),
+    )
     usage = result.get("usage") or {}
     context = result.get("context") or {}
     template = environment().get_template("report.html.j2")
@@ -103,26 +102,7 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
         document=result.get("document") or {},
         context=context,
         models=sorted((context.get("resolved_models") or {}).items()),
-        settings=[
-            (name, context[name])
-            for name in (
-                "preset",
-                "prompt_dir",
-                "base_url",
-                "ckg_samples",
-                "predicate_threshold",
-                "retrieval_k",
-                "strategy",
-                "chunk_size",
-                "max_summary_tokens",
-                "target_score",
-                "min_delta",
-                "patience",
-                "max_iterations",
-                "coherence_guard",
-            )
-            if name in context and context[name] not in ("", None)
-        ],
+        settings=[(name, context[name]) for name in SHOWN_SETTINGS if context.get(name) not in ("", None)],
         prompts=sorted((result.get("prompts") or {}).items()),
         ckg=graph_view(ckg) if ckg else None,
         ckg_stats=result.get("ckg_stats") or {},

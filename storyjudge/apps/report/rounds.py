@@ -44,9 +44,7 @@ class IterationView:
     interval: str = ""  # "95% CI [0.200, 0.800] over 6 sentences"
     corrected: str = ""  # the judge-corrected estimate with its interval, or why there is none
     corrected_note: str = ""  # what the estimate assumes
-    metrics: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # added metrics' cards, with their headline
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # added metrics' cards, with headlines
 
     @property
     def flagged(self) -> int:
@@ -135,22 +133,42 @@ def open_rounds(iterations: list[dict[str, Any]], order: list[int]) -> set[int]:
     return shown
 
 
-def iteration_html(
-    iteration: dict[str, Any],
+def round_views(
+    iterations: list[dict[str, Any]],
     *,
-    passages: Mapping[str, str] | None = None,
-    previous_score: float | None = None,
-    best: bool = False,
-    open_summary: bool = True,
+    passages: Mapping[str, str],
+    best: int | None,
+    order: list[int],
     prefix: str = "it",
-) -> str:
-    """One iteration (highlighted summary and fact table) as an HTML fragment."""
-    view = iteration_view(
-        iteration,
-        passages=passages,
-        previous_score=previous_score,
-        best=best,
-        open_summary=open_summary,
-        prefix=prefix,
-    )
+) -> list[IterationView]:
+    """Every round's view, each with its change from the last scored round before it.
+
+    ``best``: the round marked best (None: none); ``order``: the rounds whose summaries start open, first
+    first, while they fit ``OPEN_WORDS`` (``open_rounds``).
+    """
+    shown = open_rounds(iterations, order)
+    views: list[IterationView] = []
+    previous: float | None = None
+    for iteration in iterations:
+        number = int(iteration.get("iteration", 0))
+        view = iteration_view(
+            iteration,
+            passages=passages,
+            previous_score=previous,
+            best=number == best,
+            open_summary=number in shown,
+            prefix=prefix,
+        )
+        views.append(view)
+        previous = view.score if view.score is not None else previous
+    return views
+
+
+def round_html(view: IterationView) -> str:
+    """A round's view as an HTML fragment: its highlighted summary and fact table."""
     return str(_macro("iteration_view")(view))
+
+
+def iteration_html(iteration: dict[str, Any], **options: Any) -> str:
+    """One iteration as an HTML fragment; ``options`` are ``iteration_view``'s."""
+    return round_html(iteration_view(iteration, **options))

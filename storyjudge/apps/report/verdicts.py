@@ -33,17 +33,6 @@ class Piece:
 
 
 @dataclass
-class EvidenceLink:
-    """A fact row's pointer to one evidence passage."""
-
-    anchor: str
-    scene_id: str
-    title: str
-    score: float
-    excerpt: bool
-
-
-@dataclass
 class FactRow:
     """One row of the per-fact table."""
 
@@ -56,7 +45,7 @@ class FactRow:
     feedback: str
     error: str
     query: str
-    evidence: list[EvidenceLink]
+    evidence: list[tuple[Passage, float]]  # each passage the judge saw, with its retrieval score
     ckg_lines: list[str]
     correction: dict[str, str] | None = None  # a person's correction of the judge's verdict
 
@@ -129,7 +118,7 @@ def _fact_rows(
     rows: list[FactRow] = []
     for n, verdict in enumerate(card.get("verdicts") or []):
         evidence = verdict.get("evidence") or {}
-        links: list[EvidenceLink] = []
+        links: list[tuple[Passage, float]] = []
         for scene in evidence.get("scenes") or []:
             ident = (str(scene.get("id", "")), span_text(scene, texts))
             if ident not in passages:
@@ -140,15 +129,7 @@ def _fact_rows(
                     text=ident[1],
                     excerpt=bool(scene.get("excerpt")),
                 )
-            links.append(
-                EvidenceLink(
-                    anchor=passages[ident].anchor,
-                    scene_id=ident[0],
-                    title=str(scene.get("title", "")),
-                    score=float(scene.get("score") or 0.0),
-                    excerpt=bool(scene.get("excerpt")),
-                )
-            )
+            links.append((passages[ident], float(scene.get("score") or 0.0)))
         fact = verdict.get("fact") or {}
         rows.append(
             FactRow(

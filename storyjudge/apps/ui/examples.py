@@ -55,13 +55,6 @@ def example_dirs() -> list[Path]:
     return [REPO_ROOT / "examples", Path(__file__).resolve().parents[2] / "examples"]
 
 
-def default_squality() -> Path | None:
-    """SQuALITY's dev split as bundled with the evaluation data, if this installation has it."""
-    from eval.datasets import SQUALITY_DEV
-
-    return SQUALITY_DEV if SQUALITY_DEV.is_file() else None
-
-
 BOILERPLATE = ("produced by", "distributed proofreading", "***", "[transcriber")
 
 
@@ -107,7 +100,9 @@ def squality_examples(path: Path) -> list[Example]:
 
 
 def list_examples(squality: Path | None = None) -> list[Example]:
-    """Every example available here, bundled ones first."""
+    """Every example here, bundled ones first, then SQuALITY's (``squality``, else the bundled dev split)."""
+    from eval.datasets import SQUALITY_DEV
+
     found: list[Example] = []
     for ident, filename, label in BUNDLED:
         for folder in example_dirs():
@@ -116,7 +111,7 @@ def list_examples(squality: Path | None = None) -> list[Example]:
                     Example(ident, Path(filename).stem, label, "Bundled (public domain)", folder / filename)
                 )
                 break
-    source = squality or default_squality()
-    if source is not None and source.is_file():
+    source = squality or SQUALITY_DEV
+    if source.is_file():
         found.extend(squality_examples(source))
     return found

@@ -19,7 +19,7 @@ from typing import Any
 
 from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunSession
-from storyjudge.apps.ui.steps import RUNNERS, check_step
+from storyjudge.apps.ui.steps import check_step, run_step
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import ModelError
 from storyjudge.core.memory import release_freed
@@ -84,11 +84,7 @@ class JobRunner:
 
     def start(self, session: RunSession, step: str, given_summary: str = "") -> Job:
         """Check and start a step; raises Busy, or StepRefused/ConfigError with what to do."""
-        with self._lock:
-            if self.current is not None and self.current.status == "running":
-                raise Busy(
-                    f"'{self.current.step}' is still running on {self.current.run}; wait for it to finish."
-                )
+        with self.idle():
             check_step(session, step, given_summary)
             job = Job(id=uuid.uuid4().hex[:10], run=session.name, step=step, given_summary=given_summary)
             self.current = job
@@ -113,10 +109,7 @@ class JobRunner:
 
     def _work(self, session: RunSession, job: Job) -> None:
         try:
-            if job.given_summary:
-                RUNNERS[job.step](session, job.progress, given_summary=job.given_summary)
-            else:
-                RUNNERS[job.step](session, job.progress)
+            run_step(session, job.step, job.progress, job.given_summary)
             status, error = "done", ""
         except (ConfigError, ModelError, ValueError) as exc:
             status, error = "error", for_ui(str(exc))

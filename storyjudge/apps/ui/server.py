@@ -14,7 +14,7 @@ import json
 import logging
 import socket
 import threading
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -29,14 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from storyjudge.apps.report import CSP as REPORT_CSP
-from storyjudge.apps.report import (
-    ckg_html,
-    environment,
-    headline_html,
-    inline_asset,
-    iteration_html,
-    open_rounds,
-)
+from storyjudge.apps.report import ckg_html, environment, headline_html, inline_asset, round_html, round_views
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.guards import API_CSP, HEADER_ONLY_CSP, RequestGuard, SecurityHeaders, TooLarge
 from storyjudge.apps.ui.jobs import Busy, JobRunner
@@ -45,14 +38,14 @@ from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_
 from storyjudge.apps.ui.steps import StepRefused, correct_verdict, refinable
 from storyjudge.core.context import ConfigError
 from storyjudge.core.corrections import MAX_REASON_CHARS
-from storyjudge.core.coverage import card_reliable, describe_card
+from storyjudge.core.coverage import describe_card
 from storyjudge.core.keptruns import RUN_ID, RunRef, load_summary, runs_folder, story_runs
 from storyjudge.core.models import LOCAL_NOTE, describe_models
 from storyjudge.core.passages import scene_texts
 from storyjudge.core.rundir import RunDir, RunDirMismatch
 from storyjudge.core.usage import cost_text, totals
 
-__all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "Settings", "UIServer", "make_server"]
+__all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "UIServer", "make_server"]
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 60 * 1024 * 1024
@@ -68,6 +61,12 @@ DOWNLOAD_TYPES = {
     "result.json": "application/json; charset=utf-8",
     "report.html": "text/html; charset=utf-8",
 }
+NOT_YET = {
+    "summary.txt": "No summary yet: generate or give the initial summary first.",
+    "result.json": "No result.json yet: it is written when the refinement loop stops.",
+    "report.html": "No report yet: compute the factuality score first.",
+}
+"""Why a download is not there yet, and what makes it."""
 SHUTDOWN_SECONDS = 2
 MAX_ROUND = 10_000
 """The highest round number a request may name (a run has a handful)."""
@@ -91,22 +90,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@dataclass
-class Settings:
-    """Server-wide defaults for new runs (from the command line)."""
-
-    model: str = ""
-    base_url: str = ""
-    ckg_samples: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The defaults in the settings' shape, leaving unset ones out."""
-        values: dict[str, Any] = {"model": self.model, "base_url": self.base_url}
-        if self.ckg_samples is not None:
-            values["ckg_samples"] = self.ckg_samples
-        return values
-
-
 class UIServer:
     """The server and everything its routes share: a bound socket, the Starlette app and its uvicorn server."""
 
@@ -115,12 +98,12 @@ class UIServer:
         address: tuple[str, int],
         *,
         runs_dir: Path,
-        defaults: Settings | None = None,
+        defaults: dict[str, Any] | None = None,
         squality: Path | None = None,
     ) -> None:
         self.store = RunStore(runs_dir)
         self.runner = JobRunner()
-        self.defaults = defaults or Settings()
+        self.defaults = defaults or {}  # the settings of new runs given on the command line (model, ...)
         self.examples: dict[str, Example] = {e.id: e for e in list_examples(squality)}
         self.page = render_page(self)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -185,7 +168,7 @@ def render_page(server: UIServer) -> str:
     groups: dict[str, list[Example]] = {}
     for example in server.examples.values():
         groups.setdefault(example.group, []).append(example)
-    settings = clean_settings(server.defaults.as_dict())
+    settings = clean_settings(server.defaults)
     return (
         environment()
         .get_template("ui.html.j2")
@@ -209,39 +192,30 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     iterations = sorted(state.get("iterations") or [], key=lambda it: it["iteration"])
     texts = scene_texts(state.get("scenes") or [])  # what the verdicts' evidence names
     best = best_of(iterations)
-    shown = []
-    previous: float | None = None
-    opened = open_rounds(iterations, [it["iteration"] for it in reversed(iterations)])  # the newest first
-    for it in iterations:
-        card = it["factscore"]
-        score = card.get("score")
-        shown.append(
-            {
-                "iteration": it["iteration"],
-                "score": score,
-                "coverage": card.get("coverage"),
-                "interval": _interval(card),
-                "reliable": card_reliable(card),
-                "headline": describe_card(card),  # the card in words (``core.coverage``)
-                "delta": None if score is None or previous is None else score - previous,
-                "facts": card.get("facts", 0),
-                "supported": card.get("supported", 0),
-                "unsupported": card.get("unsupported", 0),
-                "unjudged": card.get("unjudged", 0),
-                "accepted": bool(it.get("accepted", True)),
-                "corrections": int(card.get("corrections", 0)),
-                "note": str(it.get("note", "")),
-                "html": iteration_html(
-                    it,
-                    passages=texts,
-                    previous_score=previous,
-                    best=best is not None and best["iteration"] == it["iteration"],
-                    open_summary=it["iteration"] in opened,
-                    prefix="ui",
-                ),
-            }
-        )
-        previous = score if score is not None else previous
+    views = round_views(
+        iterations,
+        passages=texts,
+        best=best["iteration"] if best else None,
+        order=[it["iteration"] for it in reversed(iterations)],  # the newest first
+        prefix="ui",
+    )
+    shown = [
+        {
+            "iteration": view.iteration,
+            "score": view.score,
+            "coverage": view.coverage,
+            "interval": view.interval,  # as the round's panel words it
+            "reliable": view.reliable,
+            "headline": describe_card(it["factscore"]),  # the card in words (``core.coverage``)
+            "delta": view.delta,
+            **{k: view.counts[k] for k in ("facts", "supported", "unsupported", "unjudged")},
+            "accepted": view.accepted,
+            "corrections": view.corrections,
+            "note": view.note,
+            "html": round_html(view),
+        }
+        for it, view in zip(iterations, views, strict=True)
+    ]
     job = runner.job_of(session.name)
     try:
         models = [{"role": r, "spec": s, "note": n} for r, s, n in describe_models(session.context())]
@@ -286,12 +260,6 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "run_id": state.get("run_id"),
         "runs": story_runs(session.rd.root),
     }
-
-
-def _interval(card: dict[str, Any]) -> str:
-    """A score's interval and what it resampled ("[95% CI 0.200, 0.800 over 6 sentences]"; "" without one)."""
-    ci = card.get("score_ci95")
-    return f"[95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_ci95_over')}]" if ci else ""
 
 
 def compared(session: RunSession, query: str) -> dict[str, Any]:
@@ -378,12 +346,17 @@ def build_app(server: UIServer) -> Starlette:
     def runs(request: Request) -> Response:
         return _json(server.store.list())
 
-    async def create_run(request: Request) -> Response:
-        body = await _body(request)
-        return await run_in_threadpool(_create_run, body)
+    def posted(work: Callable[..., Response]) -> Callable[[Request], Awaitable[Response]]:
+        """A POST route: the JSON body read here, then ``work(body, **path parameters)`` in the thread pool."""
 
-    def _create_run(body: dict[str, Any]) -> Response:
-        settings = clean_settings(body.get("settings"), server.defaults.as_dict())
+        async def route(request: Request) -> Response:
+            body = await _body(request)
+            return await run_in_threadpool(work, body, **request.path_params)
+
+        return route
+
+    def create_run(body: dict[str, Any]) -> Response:
+        settings = clean_settings(body.get("settings"), server.defaults)
         if body.get("example"):
             example = server.examples.get(str(body["example"]))
             if example is None:
@@ -404,24 +377,16 @@ def build_app(server: UIServer) -> Starlette:
         current = server.runner.job_of(session.name)
         return _json({"job": current.view() if current else session.state.get("last_job")})
 
-    async def step(request: Request) -> Response:
-        body = await _body(request)
-        return await run_in_threadpool(_step, request.path_params["run"], request.path_params["step"], body)
-
-    def _step(name: str, step_name: str, body: dict[str, Any]) -> Response:
-        session = _session(server, name)
+    def step(body: dict[str, Any], run: str, step: str) -> Response:
+        session = _session(server, run)
         if "settings" in body:
             settings = clean_settings(body.get("settings"), session.state.get("settings"))
             session.update(settings=settings)
-        started = server.runner.start(session, step_name, str(body.get("summary") or "").strip())
+        started = server.runner.start(session, step, str(body.get("summary") or "").strip())
         return _json({"job": started.view()}, HTTPStatus.ACCEPTED)
 
-    async def correction(request: Request) -> Response:
-        body = await _body(request)
-        return await run_in_threadpool(_correction, request.path_params["run"], body)
-
-    def _correction(name: str, body: dict[str, Any]) -> Response:
-        session = _session(server, name)
+    def correction(body: dict[str, Any], run: str) -> Response:
+        session = _session(server, run)
         iteration = _round_number(body.get("iteration"))
         reason = str(body.get("reason") or "")
         if len(reason) > MAX_REASON_CHARS:  # before the run is touched: the round may not even exist
@@ -438,7 +403,7 @@ def build_app(server: UIServer) -> Starlette:
     def report(request: Request) -> Response:
         file = _session(server, request.path_params["run"]).rd.report
         if not file.is_file():
-            raise ApiError(HTTPStatus.NOT_FOUND, "No report yet: compute the factuality score first.")
+            raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET["report.html"])
         return _html(file.read_bytes(), REPORT_PAGE_CSP)
 
     def kept_report(request: Request) -> Response:
@@ -475,66 +440,51 @@ def build_app(server: UIServer) -> Starlette:
         if name == "summary.txt":
             body = current_summary(session).encode("utf-8")
             if not body:
-                raise ApiError(
-                    HTTPStatus.NOT_FOUND, "No summary yet: generate or give the initial summary first."
-                )
+                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
         else:
             file = session.rd.result if name == "result.json" else session.rd.report
             if not file.is_file():
-                raise ApiError(
-                    HTTPStatus.NOT_FOUND,
-                    "No result.json yet: it is written when the refinement loop stops."
-                    if name == "result.json"
-                    else "No report yet: compute the factuality score first.",
-                )
+                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
             body = file.read_bytes()
         disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
         return Response(body, media_type=DOWNLOAD_TYPES[name], headers={"Content-Disposition": disposition})
 
-    def error(status: int, message: str) -> Response:
-        return _json({"error": message}, status)
+    def answer(status: int, words: Callable[[str], str] = str) -> Callable[..., Any]:
+        """An exception handler: ``{"error": message}`` with ``status`` (an ApiError's own, when it has one)."""
 
-    async def api_error(request: Request, exc: Exception) -> Response:
-        return error(getattr(exc, "status", HTTPStatus.BAD_REQUEST), str(exc))
+        async def handler(request: Request, exc: Exception) -> Response:
+            return _json({"error": words(str(exc))}, getattr(exc, "status", status))
 
-    async def bad_input(request: Request, exc: Exception) -> Response:
-        return error(HTTPStatus.BAD_REQUEST, for_ui(str(exc)))
-
-    async def busy(request: Request, exc: Exception) -> Response:
-        return error(HTTPStatus.CONFLICT, str(exc))
-
-    async def too_large(request: Request, exc: Exception) -> Response:
-        return error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc))
+        return handler
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", HTTPStatus.NOT_FOUND)
         message = f"Nothing at {request.url.path}." if status == HTTPStatus.NOT_FOUND else str(exc)
-        return error(status, message)
+        return _json({"error": message}, status)
 
     routes = [
         Route("/", page),
         Route("/index.html", page),
         Route("/api/examples", examples),
         Route("/api/runs", runs),
-        Route("/api/runs", create_run, methods=["POST"]),
+        Route("/api/runs", posted(create_run), methods=["POST"]),
         Route(f"/api/runs/{RUN}", run),
         Route(f"/api/runs/{RUN}/job", job),
-        Route(f"/api/runs/{RUN}/steps/{{step:str}}", step, methods=["POST"]),
+        Route(f"/api/runs/{RUN}/steps/{{step:str}}", posted(step), methods=["POST"]),
         Route(f"/api/runs/{RUN}/compare", compare_api),
-        Route(f"/api/runs/{RUN}/corrections", correction, methods=["POST"]),
+        Route(f"/api/runs/{RUN}/corrections", posted(correction), methods=["POST"]),
         Route(f"/runs/{RUN}/report.html", report),
         Route(f"/runs/{RUN}/runs/{{kept:str}}/report.html", kept_report),
         Route(f"/runs/{RUN}/compare.html", compare_page),
         Route(f"/runs/{RUN}/download/{{file:str}}", download),
     ]
     handlers: dict[Any, Any] = {
-        ApiError: api_error,
-        ConfigError: bad_input,
-        RunDirMismatch: bad_input,
-        StepRefused: bad_input,
-        ValueError: bad_input,
-        Busy: busy,
-        TooLarge: too_large,
+        ApiError: answer(HTTPStatus.BAD_REQUEST),
+        **dict.fromkeys(
+            (ConfigError, RunDirMismatch, StepRefused, ValueError), answer(HTTPStatus.BAD_REQUEST, for_ui)
+        ),
+        Busy: answer(HTTPStatus.CONFLICT),
+        TooLarge: answer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
         HTTPException: http_error,
     }
     return Starlette(
@@ -552,7 +502,7 @@ def make_server(
     port: int = 0,
     *,
     runs_dir: Path = Path("runs"),
-    defaults: Settings | None = None,
+    defaults: dict[str, Any] | None = None,
     squality: Path | None = None,
 ) -> UIServer:
     """A bound, not yet serving, UI server (port 0 picks a free port)."""

@@ -216,26 +216,32 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
         state["usage"] = values.get("usage") or {}
         state["timings"] = values.get("timings") or {}
         session.save()
-        run_id, given = state.get("run_id"), bool(state.get("summary_given"))
         if finished and rd.result.is_file():
             write_report(rd.root)  # the finish node wrote result.json
             record = load_run(rd.result).record()
         else:
-            rd.result.unlink(
-                missing_ok=True
-            )  # an earlier thread's or branch's record: this one has not stopped
+            rd.result.unlink(missing_ok=True)  # an earlier thread's or branch's: this one has not stopped
             if not iterations:
                 rd.report.unlink(missing_ok=True)
                 return
-            record = build_result(
-                {**values, "iterations": iterations, "stop_reason": PAUSED},
-                ctx,
-                prompt_versions=prompts.versions(ctx.prompt_dir),
-            )
+            record = _record({**values, "iterations": iterations}, ctx, PAUSED)
             write_report(rd.root, record)
-        if run_id and iterations:
-            record = {**record, "iterations": iterations, "corrections": corrections}
-            keep_run(rd.root, str(run_id), {**record, "summary_source": "given" if given else "generated"})
+        if state.get("run_id") and iterations:
+            record.update(iterations=iterations, corrections=corrections)
+            _keep(session, str(state["run_id"]), record)
+
+
+def _record(values: dict[str, Any], ctx: Context, stop_reason: str) -> dict[str, Any]:
+    """The run record of a thread that has not stopped (``build_result``; the finish node writes the others)."""
+    return build_result(
+        {**values, "stop_reason": stop_reason}, ctx, prompt_versions=prompts.versions(ctx.prompt_dir)
+    )
+
+
+def _keep(session: RunSession, run_id: str, record: dict[str, Any]) -> None:
+    """Keep a run's record beside the story's others, saying whose its summary is."""
+    source = "given" if session.state.get("summary_given") else "generated"
+    keep_run(session.rd.root, run_id, {**record, "summary_source": source})
 
 
 def _keep_unkept(session: RunSession, ctx: Context) -> None:
@@ -243,17 +249,8 @@ def _keep_unkept(session: RunSession, ctx: Context) -> None:
     state = session.state
     if state.get("run_id") or not state.get("iterations"):
         return
-    record = build_result(
-        {
-            **state,
-            "summary": (state.get("summary") or {}).get("text", ""),
-            "stop_reason": state.get("stop_reason") or PAUSED,
-        },
-        ctx,
-        prompt_versions=prompts.versions(ctx.prompt_dir),
-    )
-    source = "given" if state.get("summary_given") else "generated"
-    keep_run(session.rd.root, new_run_id("ui"), {**record, "summary_source": source})
+    values = {**state, "summary": (state.get("summary") or {}).get("text", "")}
+    _keep(session, new_run_id("ui"), _record(values, ctx, state.get("stop_reason") or PAUSED))
 
 
 def run_corrections(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -302,8 +299,11 @@ def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: 
         _mirror(session, graph, config, ctx)
 
 
-def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
-    """Run the thread on through one step, from where that step starts (see the module docstring)."""
+def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
+    """Run the thread on through one step, from where that step starts (see the module docstring).
+
+    ``given_summary``: the summary step's summary of the user's own, used instead of the summarizer's.
+    """
     ctx = session.context()
     given_summary = given_summary.strip()
     if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
@@ -340,34 +340,3 @@ def _run_step(session: RunSession, step: str, on_progress: ProgressFn, given_sum
             _mirror(session, graph, config, ctx)
     if step == "summary" and not (session.state.get("summary") or {}).get("text"):
         raise ValueError("The summarizer returned an empty summary; try again or choose another model.")
-
-
-def build_knowledge_graph(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 1: a new thread: segment, extract the CKG and index the scenes; paused before ``summarize``."""
-    _run_step(session, "graph", on_progress)
-
-
-def generate_summary(session: RunSession, on_progress: ProgressFn, given_summary: str = "") -> None:
-    """Step 2: the initial summary (again: from the checkpoint before ``summarize``, iterations afresh).
-
-    ``given_summary``: the user's own summary, used instead of the summarizer's.
-    """
-    _run_step(session, "summary", on_progress, given_summary)
-
-
-def compute_score(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 3: NarrativeFactScore of the initial summary, iteration 0, and the loop's first decision."""
-    _run_step(session, "score", on_progress)
-
-
-def refine_summary(session: RunSession, on_progress: ProgressFn) -> None:
-    """Step 4: one refinement round of the refine graph: refiner, score, guards, stop rules."""
-    _run_step(session, "refine", on_progress)
-
-
-RUNNERS: dict[str, Callable[..., None]] = {
-    "graph": build_knowledge_graph,
-    "summary": generate_summary,
-    "score": compute_score,
-    "refine": refine_summary,
-}
