@@ -1,8 +1,6 @@
-"""SQLite cache of LLM answers keyed by model spec, prompt version and the full request.
+"""SQLite cache of LLM answers keyed by model spec, prompt version, server and the full request.
 
-A rerun, or a run resumed after a crash, reads every answer it already paid for from here. Only answers that
-came back from the model whole and usable are stored: transport errors, empty and cut-off answers and structured
-answers that do not parse as their schema are never cached. Keys name the server (its base URL) too.
+Only whole, usable answers are stored, so a rerun or a resumed run reads every answer it already paid for.
 """
 
 from __future__ import annotations
@@ -20,11 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 def server_id(base_url: str) -> str:
-    """A base URL as the cache tells servers apart.
-
-    Scheme and host lower-cased, a default port and a trailing slash dropped; "" for no base URL and for OpenAI's
-    own API (where no base URL goes too), so those keys are the same as before servers were part of them.
-    """
+    """A base URL as the cache tells servers apart, normalised; "" for none and for OpenAI's own API."""
     parts = urlsplit(base_url.strip())
     host = (parts.hostname or "").rstrip(".")
     if not base_url.strip() or host == "api.openai.com":
@@ -37,11 +31,7 @@ def server_id(base_url: str) -> str:
 
 
 def request_key(spec: str, prompt_version: str, request: dict[str, Any], server: str = "") -> str:
-    """Stable hash of everything that determines an answer.
-
-    ``server`` (a ``server_id``) names who answers, so two servers serving a model of the same name never share
-    answers; "" (embedded models, OpenAI's API) leaves it out of the key.
-    """
+    """Stable hash of everything that determines an answer, the server (a ``server_id``) included."""
     content: dict[str, Any] = {"spec": spec, "prompt": prompt_version, "request": request}
     if server:
         content["server"] = server
@@ -49,19 +39,14 @@ def request_key(spec: str, prompt_version: str, request: dict[str, Any], server:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-IDLE_CONNECTIONS = 4
-"""Connections a cache keeps open between calls (more are opened while more threads use it at once)."""
-OPEN_CACHES = 8
-"""Caches of the process that keep idle connections; the least recently used beyond these close theirs."""
+IDLE_CONNECTIONS = 4  # connections a cache keeps open between calls
+OPEN_CACHES = 8  # caches keeping idle connections; the least recently used beyond these close theirs
 
 
 class CallCache:
     """A process-safe key/value store in ``<cache_dir>/llm_calls.sqlite`` (WAL).
 
-    Connections are borrowed per operation from a small pool, not kept one per thread: a run starts threads
-    for its calls and branches, and an experiment makes a cache per item, so per-thread connections of
-    long-lived caches added up to hundreds of open files in one process (``select()`` and the open-file limit
-    then fail). Each operation runs on one connection in one thread at a time.
+    Connections are borrowed per operation from a small pool: per-thread ones added up to hundreds of open files.
     """
 
     def __init__(self, directory: str | Path) -> None:
@@ -78,8 +63,7 @@ class CallCache:
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        # With WAL, NORMAL still survives a killed process (only a power cut may lose the last answers,
-        # which a rerun asks again); FULL would sync the disk on every answer stored (~6 ms per call).
+        # with WAL, NORMAL survives a killed process; FULL would sync the disk on every answer stored
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 

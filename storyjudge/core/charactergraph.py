@@ -1,21 +1,9 @@
-"""The Character Knowledge Graph: name graph with alias merging, edge selection, linearization, lookup.
+"""The Character Knowledge Graph (NarrativeFactScore stage 1): alias merging, edge selection, lookup.
 
-Built from per-scene extractions (k samples each) in two steps, as NarrativeFactScore stage 1 describes:
-
-1. *Name graph*: every name variant is a node; undirected edges join variants of one character (the
-   extractor's alias lists, plus one conservative string rule: a given name that prefixes exactly one
-   fuller name, "Frodo" and "Frodo Baggins"; titles are never stripped, so "Lady Macbeth" stays apart from
-   "Macbeth"). Connected components are characters. A component that would join two names used as distinct
-   subject and object of one triple is cut (minimum weighted cut), so one bad alias cannot fuse two people.
-2. *Edges*: triples whose subject and object both resolve to characters; a triple with no object is a
-   self-loop recording a state. A predicate is kept when the number of (scene, sample) extractions that
-   state it, over every sample of every scene, reaches the minimum count: ``min_support`` when it is set
-   (the seed's threshold, a frequency that still selects with one sample), else ``threshold x samples``
-   (with one sample that keeps every predicate). The name graph never depends on the threshold, so a higher
-   threshold always gives a subgraph of a lower one's.
-
-Names are kept only when the scene text contains them (whole word, any case), which drops invented names and
-pronouns; the graph is stored as networkx node-link JSON, and the lookup functions read that JSON directly.
+Name variants found in the scene text are joined into characters by the extractor's aliases and one rule (a
+given name prefixing exactly one fuller name; titles never stripped); a component joining a triple's subject and
+object is cut (minimum cut). A predicate is kept when the (scene, sample) extractions stating it reach
+``min_count``. The graph is stored as networkx node-link JSON, which the lookups read directly.
 """
 
 from __future__ import annotations
@@ -40,10 +28,9 @@ PRONOUNS = frozenset(
     "everyone everybody nobody none null unknown all both each other others man woman men women "
     "people".split()
 )
-SCHEMA_WORDS = frozenset(
+SCHEMA_WORDS = frozenset(  # echoed as names by weak models
     "name names character characters scene triple triples subject object predicate".split()
 )
-"""Words of the extraction schema that a weak model echoes as names; no character is called that."""
 TITLES = frozenset(
     "lady lord sir dame king queen prince princess duke duchess earl count countess baron mr mrs ms miss "
     "master mistress dr doctor captain general colonel major sergeant father mother brother sister uncle "
@@ -58,10 +45,6 @@ _IDENTITY = re.compile(
 )
 _MAX_NAME_WORDS = 6
 _EPSILON = 1e-9
-
-
-# ------------------------------------------------------------------------------------------------------------
-# names
 
 
 def clean_name(raw: object) -> str:
@@ -153,7 +136,7 @@ def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
 
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:
-    """Merge name variants into characters (see the module docstring for the rules)."""
+    """Merge name variants into characters (see the module docstring)."""
     import networkx as nx
 
     graph = nx.Graph()
@@ -260,10 +243,6 @@ def _assign_characters(names: NameGraph, narrative: str) -> None:
             names.character_of[key] = canonical
 
 
-# ------------------------------------------------------------------------------------------------------------
-# edges
-
-
 def normalize_predicate(raw: object) -> str:
     """A predicate in one canonical spelling: lower case, single spaces, no ``state:`` prefix."""
     if not isinstance(raw, str):
@@ -307,11 +286,7 @@ def count_triples(
 
 
 def min_count(samples: int, threshold: float, min_support: int = 0) -> int:
-    """Smallest support a predicate needs: ``min_support`` when set, else ``ceil(threshold x samples)``, >= 1.
-
-    Support counts (scene, sample) extractions, so ``min_support=2`` with one sample keeps the predicates
-    stated in at least two scenes, and with three samples those stated at least twice anywhere.
-    """
+    """Smallest (scene, sample) support a predicate needs: ``min_support``, else ``ceil(threshold x samples)``."""
     if min_support > 0:
         return min_support
     return max(1, math.ceil(threshold * samples - _EPSILON))
@@ -374,10 +349,6 @@ def _latest_per_sample(extractions: Iterable[Mapping[str, Any]]) -> list[Mapping
     return list(latest.values())
 
 
-# ------------------------------------------------------------------------------------------------------------
-# node-link JSON and lookups
-
-
 def to_json(ckg: nx.MultiDiGraph) -> dict[str, Any]:
     """Node-link JSON (``edges`` key) for state, files and the report."""
     import networkx as nx
@@ -385,22 +356,19 @@ def to_json(ckg: nx.MultiDiGraph) -> dict[str, Any]:
     return dict(nx.node_link_data(ckg, edges="edges"))
 
 
-def _edges(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def edges(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A CKG's edges (``links`` in older node-link JSON)."""
     return list(ckg.get("edges", ckg.get("links", [])) or [])
-
-
-def _nodes(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list(ckg.get("nodes", []) or [])
 
 
 def stats(ckg: Mapping[str, Any]) -> CKGStats:
     """Scenes, characters, edges and self-loops of a CKG."""
-    edges = _edges(ckg)
+    found = edges(ckg)
     return CKGStats(
         scenes=int((ckg.get("graph") or {}).get("scenes", 0)),
-        characters=len(_nodes(ckg)),
-        edges=len(edges),
-        self_loops=sum(1 for e in edges if e.get("source") == e.get("target")),
+        characters=len(ckg.get("nodes") or []),
+        edges=len(found),
+        self_loops=sum(1 for e in found if e.get("source") == e.get("target")),
     )
 
 
@@ -414,14 +382,11 @@ def edge_line(edge: Mapping[str, Any]) -> str:
 
 def aliases(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
     """Canonical character name -> the other names the narrative uses for it."""
-    return {str(node["id"]): list(node.get("aliases") or []) for node in _nodes(ckg)}
+    return {str(node["id"]): list(node.get("aliases") or []) for node in ckg.get("nodes") or []}
 
 
 def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
-    """Characters a text mentions through any of their names (whole words, any case), in order of mention.
-
-    Longer names win where names overlap, so "Lady Macbeth" does not also mention "Macbeth".
-    """
+    """Characters a text mentions by any name, in order; longer names win ("Lady Macbeth" is not "Macbeth")."""
     if not text:
         return []
     names = tuple((canonical, tuple(others)) for canonical, others in aliases(ckg).items())
@@ -440,13 +405,7 @@ def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
 def _name_finder(
     names: tuple[tuple[str, tuple[str, ...]], ...],
 ) -> tuple[dict[str, str], re.Pattern[str] | None]:
-    """(name key -> canonical name, one pattern for all names) of a CKG's characters, built once per CKG.
-
-    Every fact of a run is matched against the same names (its query, then its CKG lines), and building the
-    lookup cleans every alias of every character: on a novel's CKG that is most of the matching's time. The
-    pattern puts longer names first, so the longest name wins where names overlap. Callers must not change
-    the lookup.
-    """
+    """(name key -> canonical name, one pattern for all names, longest first), built once per CKG."""
     lookup: dict[str, str] = {}
     for canonical, others in names:
         for name in (canonical, *others):
@@ -460,14 +419,11 @@ def _name_finder(
 
 
 def subgraph_lines(ckg: Mapping[str, Any], text: str, limit: int | None = None) -> list[str]:
-    """Lines of the edges touching the characters a text mentions, most supported first.
-
-    Among equally supported edges, those joining two mentioned characters come first.
-    """
+    """Lines of the edges touching the characters a text mentions, most supported first."""
     mentioned = set(characters_in(ckg, text))
     if not mentioned:
         return []
-    touching = [e for e in _edges(ckg) if e.get("source") in mentioned or e.get("target") in mentioned]
+    touching = [e for e in edges(ckg) if e.get("source") in mentioned or e.get("target") in mentioned]
     touching.sort(
         key=lambda e: (
             -int(e.get("count", 0)),

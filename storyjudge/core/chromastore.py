@@ -1,8 +1,7 @@
 """Chroma behind the scene index: an embedded store in the run directory, or a Chroma server by URL.
 
-Everything Chroma-specific lives here: clients, collections, the marks that say an index is complete and the
-scrub of the HNSW files. Collections always carry storyjudge's own embedding function (registered with Chroma,
-rebuilt from its config), so Chroma never falls back to its default function, which would download a model.
+Collections always carry storyjudge's own embedding function (registered with Chroma), so Chroma never falls
+back to its default one, which would download a model.
 """
 
 from __future__ import annotations
@@ -86,11 +85,7 @@ class StoryjudgeEmbeddingFunction(EmbeddingFunction[Documents]):
 
 
 def _settings() -> Settings:
-    """Fresh client settings for every client.
-
-    Chroma's client constructors write the server address and API into the settings object they are given, so one
-    shared object would send a later embedded store to an earlier server.
-    """
+    """Fresh settings per client: Chroma writes the server address into the object it is given."""
     return Settings(anonymized_telemetry=False, allow_reset=False)
 
 
@@ -130,14 +125,7 @@ def _is_url(location: str) -> bool:
 
 
 OPEN_STORES = 2
-"""Stores whose clients stay open while no run uses them, the most recently used; the others are closed.
-
-An embedded client holds native threads (a Tokio runtime, a SQLite pool: about six) and its loaded segments; a
-process that indexes one story after another (the web UI, an experiment, a Dask worker) would keep them all. A
-store in use is never closed, however many are; two idle ones kept cover an experiment's two items at a time
-between their calls (more items at once reopen a store now and then: measured, 30-50 ms more on the next
-search of a small store, which closing does not slow, under 1 ms).
-"""
+"""Idle stores whose clients (each holding native threads and loaded segments) stay open; the rest are closed."""
 
 
 class OpenStore:
@@ -149,8 +137,7 @@ class OpenStore:
         self.users = 0
         self.collections: dict[str, Collection] = {}
         self.lock = threading.Lock()
-        self.scrubbed: set[str] = set()
-        """Collections whose segment this client has loaded and scrubbed (a reopened client loads it again)."""
+        self.scrubbed: set[str] = set()  # collections whose loaded segment this client scrubbed
 
     def close(self) -> None:
         """Forget the collections and close the client (Chroma stops a system once none of its clients is left)."""
@@ -170,11 +157,9 @@ def _key(location: str) -> str:
 
 @contextmanager
 def store_at(location: str) -> Iterator[OpenStore]:
-    """The store's open client, one per store directory or server URL in this process, held inside the block.
+    """The store's open client, one per directory or URL in this process, held inside the block.
 
-    On leaving, the least recently used stores that no one holds beyond ``OPEN_STORES`` are closed
-    (``Client.close``: Chroma stops a system when its last client closes, so a client opened elsewhere on the
-    same directory keeps its own).
+    On leaving, the least recently used idle stores beyond ``OPEN_STORES`` are closed.
     """
     key = _key(location)
     with _open_lock:
@@ -194,28 +179,11 @@ def store_at(location: str) -> Iterator[OpenStore]:
                 _open.pop(name).close()
 
 
-def open_stores() -> int:
-    """Stores whose clients are open in this process now."""
-    with _open_lock:
-        return len(_open)
-
-
-def close_stores() -> None:
-    """Close every store no one holds (a process done with its runs, or a test that reopens a store)."""
-    with _open_lock:
-        for name in [name for name, held in _open.items() if not held.users]:
-            _open.pop(name).close()
-
-
 class ChromaIndex:
     """A ``SceneIndex`` in a Chroma collection, of an embedded store (a directory) or a server (a URL).
 
-    Complete is a mark in the collection's metadata, set with the number of passages after the last batch, so
-    a collection a stopped run half filled is filled up rather than trusted. In an embedded store every write,
-    and the first query of a collection (which loads its segment and may write it), is followed by a scrub
-    (see ``scrub_unused_capacity``) under the store's lock, so a scrub never races a write of this process (a
-    run directory is held by one process at a time). Each call holds the store's client (``store_at``), so the
-    index keeps nothing open between calls.
+    Complete is a metadata mark set after the last batch, so a half-filled collection is filled up, not trusted.
+    In an embedded store every write and a collection's first query are followed by a scrub under the store's lock.
     """
 
     def __init__(self, location: str, name: str, embedder: str) -> None:
@@ -223,10 +191,7 @@ class ChromaIndex:
         self.store_dir = "" if _is_url(location) else location
 
     def _collection(self, store: OpenStore, create: bool = False) -> Collection:
-        """The collection, opened once per open client (a search costs about 3 ms; opening 0.6).
-
-        Created only to be filled: a search of a collection that is gone fails rather than find nothing.
-        """
+        """The collection, opened once per client; created only to be filled (a gone one fails a search)."""
         opened = store.collections.get(self.name)
         if opened is None:
             meta = {"complete": False, "embedder": self.embedder}
@@ -305,25 +270,17 @@ class ChromaIndex:
             scrub_unused_capacity(self.store_dir)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# HNSW files hold only what the index set
-
-_HNSW_HEADER = struct.Struct("<iQQQQQQiIQQQdQ")
-"""``header.bin`` of Chroma's HNSW segment: version, offsetLevel0, max_elements, cur_element_count,
-size_data_per_element, label_offset, offsetData, maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction."""
-_LEVEL_BYTES = 4
-"""``length.bin`` holds one int32 level per reserved element."""
+_HNSW_HEADER = struct.Struct(
+    "<iQQQQQQiIQQQdQ"
+)  # header.bin: fields 2-4 are max_elements, count, element size
+_LEVEL_BYTES = 4  # length.bin: one int32 level per reserved element
 
 
 def scrub_unused_capacity(store_dir: str | Path) -> int:
     """Zero what Chroma's HNSW files hold beyond the index's elements; returns the bytes that were not zero.
 
-    The index reserves room for more elements than it holds and writes the whole reservation:
-    ``data_level0.bin`` (max_elements x element size) and ``length.bin`` (an int32 per reserved element) from
-    memory that was allocated but never set. That memory is whatever the process freed before, which in a run
-    is HTTP buffers of LLM calls: an API key was once found in such a file. Elements the index holds are set
-    when added, so everything past ``cur_element_count`` is zeroed; Chroma reads only the elements it holds.
-    Files of a layout this code does not recognise are left alone, with a warning.
+    The index writes its whole reservation from memory never set, which may hold freed HTTP buffers (API keys).
+    Files of an unknown layout are left alone, with a warning.
     """
     nonzero = 0
     for header_path in Path(store_dir).glob("*/header.bin"):

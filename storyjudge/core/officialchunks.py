@@ -1,16 +1,8 @@
-"""Where the official BooookScore chunker cuts a document, so that the paper's preset reads the same chunks.
+"""Where the official BooookScore chunker (``booookscore.chunk``, 0.1.3) cuts a document, for the paper's preset.
 
-The official chunker (``booookscore.chunk``, 0.1.3) works on lines, not on paragraphs: it splits the text at
-every line break, drops empty lines, and packs the lines greedily, rejoined with one line break, while the
-chunk stays within the budget (cl100k_base tokens of the rejoined text). A single line over the budget is cut
-back, with whatever the chunk already holds, to its second-to-last sentence end (``.``, ``?``, ``!``, or a
-straight quote right after one), else to its second-to-last such mark or comma, until it fits; the rest opens
-the next chunk. On a hard-wrapped novel its chunks therefore end at line ends, often mid-sentence.
-
-This module reproduces those decisions on the rejoined text and maps each chunk's start back into the original
-text, so the chunks are slices of the document (they keep its blank lines; the boundaries are the official
-ones). Where the official code would drop text (a line over the budget with fewer than two marks left to cut
-at), the rest is kept as the next chunk instead.
+It packs non-empty lines greedily, rejoined with one line break, within the budget; a line over the budget is cut
+back to its second-to-last sentence end (else mark or comma) until it fits. This reproduces those cuts and maps
+them back into the original text, so chunks are slices of it; text the official code would drop is kept.
 """
 
 from __future__ import annotations
@@ -55,9 +47,7 @@ def _first_overflow(
 ) -> int:
     """The first line ``j`` in ``[lo, hi)`` whose end takes the chunk from ``begin`` over ``limit`` (``hi``: none).
 
-    The official chunker counts the chunk again at every line; a line only ever adds tokens, so a galloping
-    then binary search over the lines finds the same line with a handful of counts per chunk instead of one
-    count per line (seconds on a novel).
+    Lines only add tokens, so a galloping then binary search finds it with a handful of counts.
     """
 
     def over(j: int) -> bool:
@@ -77,13 +67,9 @@ def _first_overflow(
 
 
 class _Lines:
-    """The rejoined lines' counts, summed: where a chunk would overflow, guessed without tokenizing it.
+    """The rejoined lines' counts, summed: where a chunk would overflow, guessed, then checked with two counts.
 
-    A chunk's count is about the sum of its lines' counts, each line counted with the line break after it
-    (a break after punctuation is often the same token); the guess is then checked with two exact counts
-    (the line it names overflows, the one before it does not), and where it is off the exact search runs from
-    it, so the chunks are exactly those of ``_first_overflow`` alone. A novel's chunks cost about two counts
-    each instead of fifteen (most of the time before the first call of a summary).
+    Where the guess is off the exact search runs from it, so the chunks are exactly ``_first_overflow``'s.
     """
 
     def __init__(self, joined: str, line_at: list[int], ends: list[int], count: Counter) -> None:

@@ -1,10 +1,4 @@
-"""Evidence by reference: a verdict names the scene and the span the judge saw; the texts are kept once per run.
-
-A refine run shows the judge the same few scenes for many facts, in every round. A verdict's evidence scenes
-are ``{id, title, start, end, score, excerpt}`` (``records.EvidenceScene``): while the run works their texts are
-its scenes, and its record (``result.json``) holds ``passages``, the text of each scene some verdict cites,
-once. ``span_text`` reads a cited text back from either.
-"""
+"""Evidence by reference: a verdict names a scene and span; the texts are kept once per run (``passages``)."""
 
 from __future__ import annotations
 
@@ -20,10 +14,7 @@ def scene_texts(scenes: Iterable[Scene] | Iterable[Mapping[str, Any]]) -> dict[s
 
 
 def span_text(scene: EvidenceScene | Mapping[str, Any], passages: Mapping[str, str]) -> str:
-    """The text an evidence scene names: its span of the scene's text (held inline by older records).
-
-    "" when ``passages`` lack the scene (a hand-made record); the run's own evidence only names its scenes.
-    """
+    """The text an evidence scene names: its span of the scene's text ("" when ``passages`` lack the scene)."""
     if "text" in scene:  # written before evidence was referenced
         return str(scene["text"])
     text = passages.get(str(scene.get("id", "")), "")

@@ -1,20 +1,9 @@
-"""Control items planted among the judged ones, so that every score carries its judge's own record.
+"""Control facts planted among the judged ones, so every score carries its judge's own record.
 
-Coverage says how many verdicts could be read, not whether they were worth reading: a judge that calls every
-fact supported gives every summary 1.0 with full coverage. So each scored round plants a few facts whose right
-verdict is known by construction, built from the story without a model, and the judge sees them as it sees the
-summary's own (same prompt, same evidence path, asked among them):
-
-- invented (easy, false): a relation of the character graph given to a name that occurs nowhere in the story;
-- swapped (hard, false): a relation moved to a character whom no scene names together with the relation's
-  other character, so nothing in the story can state it;
-- verbatim (true): a sentence of the story as it stands.
-
-A relation moved to a character who does share a scene with its partner is only probably false, so it is never
-planted. The planted verdicts never enter the score; the share of planted false facts the judge accepted decides
-whether the score counts (``max_false_acceptance``), as coverage does. BooookScore gets the same check: sentences
-about a character the summary never introduced, which must confuse a reader, each asked about inside the summary.
-The construction is seeded by the run's seed alone, so every round of a run plants the same items.
+A judge that calls every fact supported gets full coverage, so each round plants facts whose verdict is known by
+construction: invented (a graph relation given to a name the story never uses), swapped (a relation moved to a
+character who shares no scene with its partner) and verbatim (a story sentence, true). Their verdicts never enter
+the score; the share of false ones accepted decides whether it counts. Seeded by the run's seed alone.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from storyjudge.core.charactergraph import edge_line, occurs_in
+from storyjudge.core.charactergraph import edge_line, edges, occurs_in
 from storyjudge.core.records import JudgeCheck, PlantedFact, PlantedTally, PlantedVerdict, Scene
 from storyjudge.core.textsplit import sentences
 
@@ -45,9 +34,8 @@ CONFUSING = (
     "{name}'s warning about the flooded cellar was ignored once again.",
     "After the quarrel over the dowry, {name} never spoke to the twins again.",
 )
-"""Sentences that must confuse a reader of any summary that never introduced their character or objects."""
-MAX_CHARACTERS = 30  # the most mentioned characters considered (their presence is looked up scene by scene)
-MAX_SCENES_READ = 12  # scenes split into sentences for verbatim facts (a novel's are not all read)
+MAX_CHARACTERS = 30
+MAX_SCENES_READ = 12  # scenes split into sentences for verbatim facts
 _MARKUP = re.compile(r"^\s*\*\*[^*\n]+\*\*\s*$|[*_#>`]+", re.MULTILINE)  # speaker labels, emphasis, headings
 _EPSILON = 1e-9
 
@@ -74,21 +62,13 @@ def _characters(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def _proper_nouns(story: str) -> dict[str, list[str]]:
-    """Capitalised words used at least twice inside sentences: the names to use when the graph has no character.
-
-    A sentence with one of them replaced by an invented name is still unsupported by construction, whether the
-    word named a person or a place.
-    """
+    """Capitalised words used at least twice inside sentences: the names to use when the graph has none."""
     counts = Counter(re.findall(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b", story))
     return {word: [word] for word, n in counts.most_common(MAX_CHARACTERS) if n >= 2}
 
 
 def _presence(names: Mapping[str, list[str]], scenes: Sequence[Scene]) -> dict[str, set[str]]:
-    """Character -> the scenes whose text names them (any of their names, whole words).
-
-    The parts of a scene split to fit a window ("S003.2") count as their whole scene: a relation can be told
-    across them.
-    """
+    """Character -> the scenes naming them; a scene's parts ("S003.2") count as the whole scene."""
     return {
         character: {
             s["id"].split(".")[0] for s in scenes if any(occurs_in(name, s["text"]) for name in forms)
@@ -99,8 +79,8 @@ def _presence(names: Mapping[str, list[str]], scenes: Sequence[Scene]) -> dict[s
 
 def _relations(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Edges between two different characters, most supported first."""
-    edges = [e for e in ckg.get("edges", ckg.get("links", [])) or [] if e.get("source") != e.get("target")]
-    return sorted(edges, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
+    between = [e for e in edges(ckg) if e.get("source") != e.get("target")]
+    return sorted(between, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
 
 
 def _story_sentences(
@@ -144,17 +124,12 @@ def _invented(
         if character is None:
             continue
         name = invented_name(story, rng, taken)
-        form = next(n for n in names[character] if occurs_in(n, text))
         if not name:
             break
+        form = next(n for n in names[character] if occurs_in(n, text))
         swapped = re.sub(r"(?<!\w)" + re.escape(form) + r"(?!\w)", name, text, flags=re.IGNORECASE)
-        made.append(
-            (
-                swapped,
-                f'a sentence of scene {scene_id} with "{form}" replaced by "{name}"; no word of that name '
-                "occurs in the story",
-            )
-        )
+        built = f'a sentence of scene {scene_id} with "{form}" replaced by "{name}"'
+        made.append((swapped, f"{built}; no word of that name occurs in the story"))
     rng.shuffle(made)
     return made
 
@@ -176,11 +151,11 @@ def _swapped(
                 (source, target, f"{source} {predicate} {other}."),
             ):
                 if presence.get(kept) and presence[other].isdisjoint(presence[kept]):
+                    built = f'the relation "{line}" moved from {moved} to {other}'
                     made.append(
                         (
                             text,
-                            f'the relation "{line}" moved from {moved} to {other}; no scene names both {other} '
-                            f"and {kept}, so the story cannot state it",
+                            f"{built}; no scene names both {other} and {kept}, so the story cannot state it",
                         )
                     )
     rng.shuffle(made)
@@ -190,12 +165,7 @@ def _swapped(
 def build_pool(
     scenes: Sequence[Scene], ckg: Mapping[str, Any], *, false: int, true: int, seed: int, iteration: int
 ) -> tuple[list[PlantedFact], list[PlantedFact], str]:
-    """Up to ``false`` false and ``true`` true control facts, in the order the judge check plants them.
-
-    False ones are half hard (swapped roles) where the story allows, easy ones (invented names) filling in;
-    true ones are story sentences verbatim. Fewer when the story does not allow them; the third value then says
-    why ("" when all were built). The same seed gives the same facts, in the same order, in every round.
-    """
+    """Up to ``false`` false (half swapped where possible) and ``true`` true facts, and why fewer ("" if none)."""
     if false <= 0 and true <= 0:
         return [], [], ""
     rng = random.Random(f"planted-facts:{seed}")
@@ -250,29 +220,22 @@ def _rate(tally: PlantedTally) -> float | None:
     return tally["accepted"] / tally["judged"] if tally["judged"] else None
 
 
-GOOD_JUDGE = 0.10
-"""A judge that accepts at most this share of false facts is flagged in at most ``LEVEL`` of runs."""
-BAD_JUDGE = 0.40
-"""A judge that accepts at least this share of false facts passes in at most ``LEVEL`` of runs."""
+GOOD_JUDGE = 0.10  # a judge accepting this share of false facts is flagged in at most LEVEL of runs
+BAD_JUDGE = 0.40  # a judge accepting this share passes in at most LEVEL of runs
 LEVEL = 0.05
 LOOKS = ((8, 4, 0), (16, 5, 1), (24, 6, 5))
-"""The group-sequential design: (planted false facts judged, failed from this many accepted, passed up to this
-many accepted). Chosen over looks of 8 by exact binomial sums to need few items from a clearly good or clearly bad
-judge while keeping both error rates under ``LEVEL`` (``error_rates`` computes them); 24 items with "fail at 6 or
-more" is the fixed design it stops early from."""
+"""Group-sequential looks: (false facts judged, failed from this many accepted, passed up to this many),
+chosen by exact binomial sums to keep both error rates under ``LEVEL`` with few items."""
 MAX_FALSE = LOOKS[-1][0]
-TRUE_SHARE = 0.5
-"""True facts planted per false one: they measure the judge's true acceptance (the corrected NFS needs it)."""
+TRUE_SHARE = 0.5  # true facts planted per false one (the corrected NFS needs the true acceptance)
 
 
 @functools.lru_cache(maxsize=64)
 def rule(max_false: int = MAX_FALSE) -> tuple[tuple[int, int, int], ...]:
-    """The looks of the check when at most ``max_false`` false facts can be judged.
+    """The looks when at most ``max_false`` false facts can be judged.
 
-    The design's looks below ``max_false``, then a last look at ``max_false`` (at most 24) that also decides by
-    exact one-sided binomial tests: failed when the accepted count shows a rate above ``GOOD_JUDGE``, passed
-    when it shows one below ``BAD_JUDGE``, each at ``LEVEL`` less what the earlier looks already spent, so that
-    neither error rate passes ``LEVEL``; neither, undecided.
+    The last look also decides by exact one-sided binomial tests, each at ``LEVEL`` less what earlier looks
+    spent, so neither error rate passes ``LEVEL``.
     """
     from scipy.stats import binom
 
@@ -315,13 +278,9 @@ def _outcomes(looks: Sequence[tuple[int, int, int]], p: float) -> tuple[float, f
 
 
 def decide(outcomes: Sequence[bool], max_false: int = MAX_FALSE, *, final: bool = False) -> str | None:
-    """The check's decision, "failed", "passed" or "undecided", from planted false facts' verdicts in order.
+    """The decision, "failed", "passed" or "undecided", from false facts' verdicts in order; None: plant more.
 
-    A verdict is True where the judge accepted the fact.
-
-    None: plant more (the next look is not reached, and what it will say is not yet certain; deciding when it
-    is certain changes no error rate). ``final``: no more can be planted, so the last look is where the
-    verdicts end.
+    A verdict is True where the judge accepted; ``final``: no more can be planted, so the last look ends here.
     """
     for n, fail, keep in rule(min(len(outcomes), max_false) if final else max_false):
         accepted = sum(outcomes[:n])
@@ -337,10 +296,7 @@ def decide(outcomes: Sequence[bool], max_false: int = MAX_FALSE, *, final: bool 
 
 @functools.lru_cache(maxsize=64)
 def error_rates(max_false: int = MAX_FALSE) -> dict[str, float]:
-    """Exact chances of the rule's outcomes, and the false facts each judge needs on average.
-
-    ``good_flagged``: a ``GOOD_JUDGE`` failed or undecided; ``bad_passed``: a ``BAD_JUDGE`` passed.
-    """
+    """Exact chances of the rule's outcomes, and the false facts each judge needs on average."""
     out: dict[str, float] = {}
     for name, p in (("good", GOOD_JUDGE), ("bad", BAD_JUDGE)):
         failed, passed, items = _outcomes(rule(max_false), p)
@@ -400,13 +356,12 @@ def judge_check(
     why: str = "",
     usage: Mapping[str, Any] | None = None,
 ) -> JudgeCheck:
-    """The judge's record on one round's planted facts, and whether its score may count.
+    """The judge's record on one round's planted facts; only a "passed" ``decision`` lets the score count.
 
-    ``decision`` is ``decide``'s; only "passed" lets the score count. Unreadable verdicts are counted (planted
-    minus judged) and left out of the rates. ``built``: false facts the story allowed (when fewer than
-    ``max_false``), ``why`` says what limited them; an undecided check says "judge not checked" with both.
+    Unreadable verdicts are counted and left out of the rates; ``built``/``why`` explain an undecided check.
     """
     easy, hard, true = (_tally(verdicts, (kind,)) for kind in ("invented", "swapped", "verbatim"))
+    usage = usage or {}
     false = _tally(verdicts, ("invented", "swapped"))
     rate, true_rate = _rate(false), _rate(true)
     record = (
@@ -438,10 +393,10 @@ def judge_check(
         rule=rule_record(max_false),
         passed=decision == "passed",
         note=note,
-        calls=int((usage or {}).get("calls", 0)),
-        cache_hits=int((usage or {}).get("cache_hits", 0)),
-        input_tokens=int((usage or {}).get("input_tokens", 0)),
-        output_tokens=int((usage or {}).get("output_tokens", 0)),
+        calls=int(usage.get("calls", 0)),
+        cache_hits=int(usage.get("cache_hits", 0)),
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
         verdicts=list(verdicts),
     )
 
@@ -449,12 +404,7 @@ def judge_check(
 def plant_sentences(
     summary_sentences: Sequence[str], *, count: int, seed: int, summary_id: str
 ) -> list[dict[str, Any]]:
-    """Confusing sentences to ask about, each inserted at its own place in the summary (a copy per sentence).
-
-    Each is about an invented character the summary never introduced, with objects it never mentioned, so any
-    reader of that summary must ask who this is. Returns ``{position, sentence, summary, built}`` items:
-    ``summary`` is the summary with that one sentence inserted at ``position``.
-    """
+    """Sentences about a character the summary never introduced, each inserted in its own copy of the summary."""
     if count <= 0 or not summary_sentences:
         return []
     rng = random.Random(f"planted-sentences:{seed}:{summary_id}")
@@ -486,11 +436,7 @@ def annotator_check(
     annotations: Sequence[Mapping[str, Any]],
     max_false_acceptance: float,
 ) -> dict[str, Any]:
-    """The coherence annotator's record on one summary's planted sentences (``records.AnnotatorCheck``).
-
-    ``annotations`` are the planted sentences' annotations (``index`` is the planted position); an unreadable
-    one is counted, not scored. A sentence marked "no confusion" is a planted confusion accepted as clear.
-    """
+    """The coherence annotator's record on one summary's planted sentences; unreadable ones are counted."""
     by_sentence = {str(a.get("sentence")): a for a in annotations}
     judged = flagged = 0
     rows: list[dict[str, Any]] = []

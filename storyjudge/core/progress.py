@@ -1,9 +1,7 @@
 """Progress events that graphs stream (stream mode "custom") so the CLI, the UI and notebooks can draw bars.
 
-Nodes call ``progress.emit(stage, total=...)`` once, then ``progress.emit(stage, advance=1)`` per item;
-outside a streaming run it does nothing. A stage that belongs to a round of the refine loop says which when it
-starts (``round=``: 0 for the first summary, n for the n-th refinement), so that progress, tables and stop
-reasons number rounds alike.
+Nodes call ``emit(stage, total=...)`` once, then ``emit(stage, advance=1)`` per item; ``round=`` numbers the
+refine round a stage belongs to.
 """
 
 from __future__ import annotations

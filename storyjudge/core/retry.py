@@ -1,17 +1,9 @@
 """What to do with a failed LLM request: retry it (and how long to wait), or say in one line why not.
 
-Errors are told apart by their type (the OpenAI SDK's, which langchain-openai raises or subclasses, and those of
-``httpx2``, the SDK's HTTP client), never by their text, except a 400's text to tell "context length exceeded"
-from other bad requests. Transient ones (429, 408, 409, 5xx, connection reset, read timeout, a reply cut off in
-transit, an empty reply) are retried on a time budget per call (``Context.retry_budget_s``), honouring
-Retry-After, else capped exponential back-off with jitter, waiting outside the LLM slot.
-Permanent ones (401/403 the key, 404 the model, 400 the request) are not retried at all. ``Policy`` is the
-whole decision for one call: the gateway (``storyjudge.core.llm``) hands it each failed attempt.
-
-A server that refuses every connection for ``GONE_SECONDS`` is gone: the run stops instead of every call
-retrying to its budget. While calls wait to retry, one line every ``STORM_LINE_SECONDS`` says how many and
-why ("server busy: 12 calls waiting; 429 x 40, 500 x 12 in the last minute"); each retry is logged at INFO
-for the run's log file.
+Errors are told apart by type, never by text (but a 400's "context length"). Transient ones (429, 408, 409, 5xx,
+connection faults, timeouts, empty replies) are retried on a per-call time budget, honouring Retry-After, else
+capped jittered back-off; permanent ones (401/403, 404, 400) are not. A server refusing every connection for
+``GONE_SECONDS`` stops the run; while calls wait, a "server busy" line now and then says how many and why.
 """
 
 from __future__ import annotations
@@ -39,22 +31,12 @@ log = logging.getLogger(__name__)
 
 Verdict = Literal["retry", "refused", "timeout", "key", "model", "context", "bad_request", "fatal"]
 
-GONE_SECONDS = 10.0
-"""How long a server may refuse every connection, with no answer between, before the run stops (a refused call
-is retried at least every ``REFUSED_WAIT`` seconds meanwhile)."""
-REFUSED_WAIT = 2.0
-BACKOFF_CAP = 10.0
-"""The longest wait between two attempts when the server does not say (Retry-After): short enough that a call
-in a storm where most attempts fail still has dozens of tries within its budget."""
-RETRY_AFTER_CAP = 120.0
-"""The longest Retry-After honoured; longer asks are waited for this long."""
-STORM_LINE_SECONDS = 10.0
-"""At most one "server busy" line this often."""
-
-EMPTY_RETRIES = 3
-"""Attempts of a call that may come back empty or cut off before that answer is returned as it is (a server's
-glitch is retried within the budget; a model that has nothing to say, or always says too much, is not asked
-forever)."""
+GONE_SECONDS = 10.0  # a server refusing every connection this long is gone: the run stops
+REFUSED_WAIT = 2.0  # the longest wait before retrying a refused connection
+BACKOFF_CAP = 10.0  # the longest back-off when the server gives no Retry-After
+RETRY_AFTER_CAP = 120.0  # the longest Retry-After honoured
+STORM_LINE_SECONDS = 10.0  # at most one "server busy" line this often
+EMPTY_RETRIES = 3  # empty or cut-off answers retried before one is returned as it is
 
 
 class EmptyAnswer(ValueError):

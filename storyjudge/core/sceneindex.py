@@ -1,18 +1,9 @@
 """The searchable index of a document: its scenes as embedder-sized passages, in a store (``scenestore``).
 
-A scene is never embedded as one truncated vector: it is cut (by ``textsplit``, with the embedder's own
-tokenizer) into passages that fit the embedder's window, each pointing back to its scene, and a query ranks
-scenes by their best passage. Collections are named by a hash of everything their passages are made from
-(the scenes, the embedder, the way of cutting), and complete only after the last batch, so indexing
-an unchanged document again costs nothing, not even the split, and a run that crashed halfway is filled up
-rather than trusted. The CKG is not embedded: retrieval takes a fact's CKG lines from the graph by character
-name (``nodes/retrieve.py``).
-
-Passages are ranked by dense similarity and BM25 over the same passages, each scaled to [0, 1] over the
-candidates and averaged. Measured on Macbeth with the default MiniLM embedder and 128-token passages (72
-sampled lines, 6 paraphrased plot facts): dense alone put the right scene first for 30 lines and 4 facts,
-BM25 alone for 71 lines and 2 facts, the average for 62 lines and all 6 facts. Verse and archaic spelling
-defeat a small embedder; names and rare words are exactly what a lexical score catches.
+Scenes are cut into passages that fit the embedder's window; a query ranks scenes by their best passage, scored
+by dense similarity and BM25, each scaled to [0, 1] and averaged (a small embedder misses names and archaic
+spelling, which BM25 catches). Collections are named by a hash of what their passages are made from and marked
+complete after the last batch, so an unchanged document is not indexed again and a crashed one is filled up.
 """
 
 from __future__ import annotations
@@ -34,17 +25,10 @@ from storyjudge.core.records import IndexRef, Scene
 from storyjudge.core.scenestore import SceneIndex, scene_index, where
 from storyjudge.core.textsplit import split_by_tokens
 
-PASSAGE_SCHEME = "v2"
-"""Changes whenever the way scenes become passages changes, so old collections are not reused by mistake."""
-
-BATCH = 64
-"""Passages embedded and written per call of the store."""
-
-DENSE_WEIGHT = 0.5
-"""Weight of the scaled dense similarity in a passage's score; BM25 (scaled) has the rest."""
-
-CANDIDATES = 50
-"""Passages each ranking contributes at least (more when k is large)."""
+PASSAGE_SCHEME = "v2"  # changes whenever the way scenes become passages changes
+BATCH = 64  # passages embedded and written per call of the store
+DENSE_WEIGHT = 0.5  # weight of the scaled dense similarity; BM25 has the rest
+CANDIDATES = 50  # passages each ranking contributes at least
 
 Progress = Callable[[int], None]
 
@@ -54,12 +38,7 @@ def _digest(payload: Any) -> str:
 
 
 def passage_tokens(window_tokens: int) -> int:
-    """Passage size for an embedder: at most its window, and about 1/8 of a long one.
-
-    Small sentence embedders (256-token window) were trained on shorter inputs and match a quoted line far
-    better in 128-token passages; a long-window model (BGE-M3, 8192) still gets passages of ~1,000 tokens, so
-    a 2,000-token scene is a handful of vectors rather than one.
-    """
+    """Passage size for an embedder: at least 128 tokens within its window, about 1/8 of a long one."""
     return max(16, min(window_tokens - 2, max(128, window_tokens // 8)))
 
 
@@ -69,10 +48,7 @@ def passages_of(
     count: Callable[[str], int],
     go_on: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Passages of every scene that fit ``window_tokens`` of the embedder, with where they come from.
-
-    ``go_on`` is asked before each scene and may raise to stop: splitting a 10 MB text takes minutes.
-    """
+    """Passages of every scene that fit ``window_tokens``; ``go_on`` is asked before each scene and may raise."""
     passages: list[dict[str, Any]] = []
     for scene in scenes:
         if go_on:
@@ -98,27 +74,16 @@ def passages_of(
     return passages
 
 
-def fill_order(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Passages longest first, so that each batch the embedder pads holds passages of about one length.
-
-    The embedder pads every passage of a batch to the batch's longest, and the padding is computed like any
-    token. In document order a batch mixes full passages with a scene's short last piece: on Frankenstein
-    (925 passages, 102 tokens on average) that padded 17 % more tokens than the passages hold, sorted 7 %.
-    Order within an index means nothing to a store; characters stand in for tokens.
-    """
-    return sorted(items, key=lambda item: len(item["text"]), reverse=True)
-
-
 def _fill(index: SceneIndex, items: Sequence[dict[str, Any]], progress: Progress | None) -> bool:
     """Fill the index up with the passages it lacks; returns whether it embedded any.
 
-    A half-built index (a run stopped while embedding) is named by a hash of what its passages are made from,
-    so what it holds is some of these passages, and a resume embeds only the passages it lacks.
+    Longest first, so each batch the embedder pads holds passages of about one length.
     """
     held = {passage["id"] for passage in index.get()}
     if held and progress:
         progress(sum(1 for item in items if item["id"] in held))
-    ordered = fill_order([item for item in items if item["id"] not in held])
+    missing = [item for item in items if item["id"] not in held]
+    ordered = sorted(missing, key=lambda item: len(item["text"]), reverse=True)
     for begin in range(0, len(ordered), BATCH):
         batch = ordered[begin : begin + BATCH]
         index.add(batch, len(items))
@@ -138,14 +103,7 @@ def _tokenizers_version() -> str:
 
 
 def collection_name(scenes: Sequence[Scene], embedder: str) -> str:
-    """The scenes collection's name: a hash of everything its passages are made from.
-
-    The passages follow from the scenes (text, id, order, title, offset), the embedder (its window and
-    tokenizer) and how scenes are cut (``PASSAGE_SCHEME``, the tokenizer library's version). Naming the
-    collection by those inputs rather than by the passages lets an unchanged document reuse its index
-    without splitting it again and before the embedder is loaded: on Frankenstein (925 passages) the split
-    alone took 2.7 s, all of it before a factscore run's first call.
-    """
+    """The collection's name: a hash of what its passages are made from, known before any split or load."""
     scene_fields = [(s["id"], s["index"], s["title"], s["start"], s["text"]) for s in scenes]
     key = _digest([PASSAGE_SCHEME, _tokenizers_version(), embedder, scene_fields])
     return f"sj-scenes-{key[:32]}"
@@ -172,9 +130,7 @@ def build_index(
 ) -> tuple[IndexRef, bool]:
     """Index scenes, reusing a complete index; returns the reference and whether it embedded anything.
 
-    ``location``: Chroma's store directory or server URL (``scenestore.store_for``). ``on_total`` hears the
-    number of passages to embed before any work; ``progress`` hears each batch's size; ``go_on`` is asked
-    between scenes while they are split, and may raise to stop.
+    ``on_total`` hears the number of passages first; ``progress`` each batch's size; ``go_on`` may raise to stop.
     """
     name = collection_name(scenes, embedder)
     index = scene_index(store, str(location), name, embedder, create=True)
@@ -200,14 +156,9 @@ def _opened(index: Mapping[str, Any]) -> SceneIndex:
 
 
 def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[list[dict[str, Any]]]:
-    """For each query, the ``k`` scenes whose best passage ranks highest for it, best first: one search for all.
+    """For each query, the ``k`` distinct scenes whose best passage ranks highest, best first: one search for all.
 
-    Each hit is ``{"id", "title", "passage", "score"}``: ``passage`` is the scene's best passage and ``score``
-    its fused rank score (dense similarity rank and BM25 rank, see the module docstring; higher is better).
-    Scenes are distinct; fewer than ``k`` come back only when the document has fewer scenes. Why one search:
-    Chroma's query lets go of the interpreter lock, and taking it back from the threads that read LLM answers
-    waits up to a switch interval (5 ms), longer than the query itself (about 1.3 ms for one query, 1.6 ms for
-    three). A sentence's facts are searched together.
+    Each hit is ``{"id", "title", "passage", "score"}``, ``score`` the fused score of the scene's best passage.
     """
     out: list[list[dict[str, Any]]] = [[] for _ in queries]
     asked = [i for i, query in enumerate(queries) if query.strip()]
@@ -316,9 +267,7 @@ class LexicalIndex:
         return {pid: scores[pid] for pid in sorted(scores, key=lambda pid: (-scores[pid], pid))[:n]}
 
 
-LEXICAL_HELD = 16
-"""BM25 indexes a process keeps, the most recently used (a few stories at a time; an experiment has hundreds)."""
-
+LEXICAL_HELD = 16  # BM25 indexes a process keeps, the most recently used
 _lexical_indexes: OrderedDict[tuple[str, str, str], LexicalIndex] = OrderedDict()
 _lexical_lock = threading.Lock()
 

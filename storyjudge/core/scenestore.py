@@ -1,12 +1,7 @@
 """The retrieval seam: what the scene index asks of a vector store, and the one place that picks the store.
 
-``sceneindex`` cuts scenes into passages, names an index by its content and ranks scenes (dense similarity
-fused with BM25); a store only keeps passages with their vectors. Chroma (``chromastore.ChromaIndex``: an
-embedded store in the run directory, or a server) is the store of every run; ``MemoryIndex`` keeps an index in
-this process only, for tests and throwaway runs. Another store is a class with the four methods of
-``SceneIndex`` and a line in ``scene_index``.
-
-Nothing heavy is imported here: numpy and Chroma come in with the run's first node (``heavy_imports``).
+Chroma (``chromastore.ChromaIndex``) is the store of every run; ``MemoryIndex`` keeps an index in this process
+only, for tests and throwaway runs. Nothing heavy is imported here (``heavy_imports`` loads numpy and Chroma).
 """
 
 from __future__ import annotations
@@ -111,11 +106,7 @@ _indexes_lock = threading.Lock()
 
 
 def scene_index(store: str, location: str, name: str, embedder: str, *, create: bool = False) -> SceneIndex:
-    """The index ``name`` of a store, opened once per process (a memory store's indexes live only here).
-
-    ``location``: Chroma's store directory or server URL; unused by the memory store. Searching a memory index
-    this process did not build (a resumed run's) is refused: it went with the process that built it.
-    """
+    """The index ``name`` of a store, opened once per process; a memory index only where it was built."""
     key = (store, location, name, embedder)
     with _indexes_lock:
         found = _indexes.get(key)

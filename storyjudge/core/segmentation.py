@@ -1,11 +1,8 @@
 """Segmentation of a narrative into scenes with stable ids and character offsets.
 
-The first structural rule that finds at least two headings wins: screenplay scene headings
-(``INT.``/``EXT.``), play markers (``ACT I`` / ``SCENE II``, plain or Markdown), then novel chapters and
-letters. A document with none of them is cut into token-bounded chunks at paragraph, then sentence boundaries.
-Every rule is lossless: the scenes are contiguous slices of the document, so
-``"".join(s["text"] for s in scenes) == text``, and a scene over the chunk size is split the same way into
-parts ``S003.1``, ``S003.2``, ...
+The first rule finding two headings wins: screenplay (``INT.``/``EXT.``), play (``ACT``/``SCENE``), then chapters
+and letters; else token-bounded chunks. Scenes are contiguous slices of the document, and one over the chunk
+size is split into parts ``S003.1``, ``S003.2``, ...
 """
 
 from __future__ import annotations
@@ -14,18 +11,14 @@ import json
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from storyjudge.core.records import Scene
 from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
 
-JSON_JOINER = "\n\n"
-"""Separator placed between the scenes of a JSON scene list; their offsets refer to the joined text."""
-
-OPENING_MERGE_TOKENS = 256
-"""Text before the first heading shorter than this (a title, a list of contents) joins the first scene."""
+JSON_JOINER = "\n\n"  # between the scenes of a JSON scene list; their offsets refer to the joined text
+OPENING_MERGE_TOKENS = 256  # shorter text before the first heading (a title, contents) joins the first scene
 
 _HASHES = r"(?:\#{1,6}[ \t]*)?"
 _ROMAN = r"[IVXLCDM]+"
@@ -57,24 +50,15 @@ _CHAPTER = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class _Heading:
-    """A place where a scene starts, and the title it gives the scene."""
-
-    start: int  # offset where the scene's text starts (the heading line, or an act heading just before it)
+class _Heading(NamedTuple):
+    start: int  # where the scene's text starts (the heading line, or an act heading just before it)
     title: str
 
 
 def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], str]:
-    """Scenes of a document and the name of the rule that produced them.
+    """Scenes of a document (or of a JSON scene list) and the rule that produced them (``empty`` when blank).
 
-    Args:
-        text: The whole narrative, or a JSON list of scenes (strings or objects with ``text`` and ``title``).
-        chunk_size: Largest scene in cl100k_base tokens; longer scenes are split into parts.
-
-    Returns:
-        ``(scenes, rule)`` where rule is one of ``json``, ``screenplay``, ``play``, ``chapters``,
-        ``token-chunks`` (``empty`` for a blank document).
+    ``chunk_size``: largest scene in cl100k_base tokens; longer scenes are split into parts.
     """
     if chunk_size < 1:
         raise ValueError("chunk_size must be >= 1 token")
@@ -95,11 +79,7 @@ def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], st
 
 
 def scenes_from_list(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene]:
-    """Scenes from a list of strings or objects with ``text`` (and optional ``title``), in list order.
-
-    Offsets refer to the texts joined with a blank line (``JSON_JOINER``), so each scene still has a place in
-    one document. Scenes over the chunk size are split into parts; blank entries are dropped.
-    """
+    """Scenes from a list of strings or objects with ``text`` (and optional ``title``); blank ones dropped."""
     raw: list[tuple[str, str]] = []
     for position, item in enumerate(items):
         if isinstance(item, str):
@@ -125,10 +105,6 @@ def scenes_from_list(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene
 def join_scenes(scenes: Iterable[Scene]) -> str:
     """The document a list of scenes forms (what a JSON scene list's offsets refer to)."""
     return JSON_JOINER.join(scene["text"] for scene in scenes)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# headings of each rule
 
 
 def _json_scene_list(text: str) -> list[Any] | None:
@@ -181,10 +157,6 @@ def _chapters(text: str) -> list[_Heading]:
         rest = _clean_place(match.group("rest"))
         headings.append(_Heading(match.start(), f"{title}. {rest}" if rest else title))
     return headings
-
-
-# ------------------------------------------------------------------------------------------------------------
-# cutting
 
 
 def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:

@@ -1,13 +1,7 @@
 """One cheap look at the model server before a command starts its work, so a dead server is named at once.
 
-Loading the embedder and building an index take seconds to minutes; a server that is not there, a key it
-refuses or a model it does not serve would otherwise show only at the first call after them. ``GET /models``
-with a short timeout answers all three: connection refused or a name that does not resolve, 401/403, and the
-models the server lists. A model it does not list is asked for once with an empty conversation, which no
-server answers with text: a 404 says the model is unknown (llama.cpp lists its file name but answers to any
-model name, so a missing name alone proves nothing). Anything else unexpected (a slow or busy server, no
-``/models``, a key denied the list but not the chat) lets the command go on: its calls retry transient
-failures, and name a permanent one in one line.
+``GET /models`` answers a refused connection, a refused key and the models listed; a model not listed is asked
+for once with an empty conversation (a 404 says it is unknown). Anything else unexpected lets the command go on.
 """
 
 from __future__ import annotations

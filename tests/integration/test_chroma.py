@@ -90,9 +90,8 @@ def test_a_process_keeps_few_stores_open_and_none_in_use_is_closed(tmp_path: Pat
     import os
 
     from storyjudge.core import chromastore
-    from storyjudge.core.chromastore import OPEN_STORES, ChromaIndex, open_stores, store_at
+    from storyjudge.core.chromastore import OPEN_STORES, ChromaIndex, store_at
 
-    chromastore.close_stores()
     passages = [{"id": k, "text": t, "metadata": {"scene_id": k}} for k, t in SCENES.items()]
     held = ChromaIndex(str(tmp_path / "held"), "scenes", "minilm")
     held.add(passages, len(passages))
@@ -102,11 +101,9 @@ def test_a_process_keeps_few_stores_open_and_none_in_use_is_closed(tmp_path: Pat
             index = ChromaIndex(str(tmp_path / f"store-{n}"), "scenes", "minilm")
             index.add(passages, len(passages))
             assert index.search(["Banquo's ghost at the feast"], 1)[0][0][0] == "s4"
-            assert open_stores() <= OPEN_STORES + 1  # the idle ones kept, and the held one
+            assert len(chromastore._open) <= OPEN_STORES + 1  # the idle ones kept, and the held one
             threads.append(len(os.listdir("/proc/self/task")))
         assert held.size() == len(passages)  # still open: the others were closed around it
     assert threads[-1] <= threads[OPEN_STORES - 1] + 2, threads  # the closed stores' threads ended
     first = ChromaIndex(str(tmp_path / "store-0"), "scenes", "minilm")  # closed long ago: opened again
     assert first.size() == len(passages) and first.search(["witches"], 1)[0][0][0] == "s1"
-    chromastore.close_stores()
-    assert open_stores() == 0
