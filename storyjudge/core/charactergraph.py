@@ -1,9 +1,7 @@
 """The Character Knowledge Graph (NarrativeFactScore stage 1): alias merging, edge selection, lookup.
 
-Name variants found in the scene text are joined into characters by the extractor's aliases and one rule (a
-given name prefixing exactly one fuller name; titles never stripped); a component joining a triple's subject and
-object is cut (minimum cut). A predicate is kept when the (scene, sample) extractions stating it reach
-``min_count``. The graph is stored as networkx node-link JSON, which the lookups read directly.
+Name variants are joined by the extractor's aliases and a given name prefixing one fuller name (titles never
+stripped); a component joining a triple's two ends is cut. A predicate is kept at ``min_count`` support.
 """
 
 from __future__ import annotations
@@ -338,14 +336,9 @@ def build_ckg(
 
 def _latest_per_sample(extractions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """One extraction per (scene, part, sample): a repeated run of the same sample replaces, never adds."""
-    latest: dict[tuple[str, int, int], Mapping[str, Any]] = {}
-    for extraction in extractions:
-        where = (
-            str(extraction.get("scene_id", "")),
-            int(extraction.get("part", 0)),
-            int(extraction.get("sample", 0)),
-        )
-        latest[where] = extraction
+    latest = {
+        (str(e.get("scene_id", "")), int(e.get("part", 0)), int(e.get("sample", 0))): e for e in extractions
+    }
     return list(latest.values())
 
 

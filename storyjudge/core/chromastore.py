@@ -69,19 +69,10 @@ class StoryjudgeEmbeddingFunction(EmbeddingFunction[Documents]):
         """Vectors are unit-normalised: cosine distance."""
         return "cosine"
 
-    def supported_spaces(self) -> list[str]:  # type: ignore[override]
-        """Spaces that make sense for normalised vectors."""
-        return ["cosine", "ip", "l2"]
-
     def validate_config_update(self, old_config: dict[str, Any], new_config: dict[str, Any]) -> None:
         """Changing the embedder would silently mix vector spaces: refuse."""
         if old_config.get("embedder") != new_config.get("embedder"):
             raise ValueError("a collection's embedder cannot change; index into a new collection")
-
-    @staticmethod
-    def validate_config(config: dict[str, Any]) -> None:
-        """Any embedder spec is resolved lazily by get_embedder."""
-        return
 
 
 def _settings() -> Settings:
@@ -151,16 +142,12 @@ _open_lock = threading.Lock()
 
 
 def _key(location: str) -> str:
-    """A store's key: a server URL, or the directory's real path (Chroma shares one system per real path)."""
     return location if _is_url(location) else os.path.realpath(location)
 
 
 @contextmanager
 def store_at(location: str) -> Iterator[OpenStore]:
-    """The store's open client, one per directory or URL in this process, held inside the block.
-
-    On leaving, the least recently used idle stores beyond ``OPEN_STORES`` are closed.
-    """
+    """The store's open client, held inside the block; then idle stores beyond ``OPEN_STORES`` are closed."""
     key = _key(location)
     with _open_lock:
         store = _open.get(key)
@@ -182,7 +169,6 @@ def store_at(location: str) -> Iterator[OpenStore]:
 class ChromaIndex:
     """A ``SceneIndex`` in a Chroma collection, of an embedded store (a directory) or a server (a URL).
 
-    Complete is a metadata mark set after the last batch, so a half-filled collection is filled up, not trusted.
     In an embedded store every write and a collection's first query are followed by a scrub under the store's lock.
     """
 
@@ -280,7 +266,6 @@ def scrub_unused_capacity(store_dir: str | Path) -> int:
     """Zero what Chroma's HNSW files hold beyond the index's elements; returns the bytes that were not zero.
 
     The index writes its whole reservation from memory never set, which may hold freed HTTP buffers (API keys).
-    Files of an unknown layout are left alone, with a warning.
     """
     nonzero = 0
     for header_path in Path(store_dir).glob("*/header.bin"):
@@ -308,7 +293,6 @@ def scrub_unused_capacity(store_dir: str | Path) -> int:
 
 
 def _zero_from(path: Path, offset: int) -> int:
-    """Zero ``path`` from ``offset`` to its end, writing only where it is not zero already."""
     with path.open("r+b") as handle:
         handle.seek(offset)
         tail = handle.read()

@@ -58,7 +58,6 @@ SMALL_BATCH_CHARS = 20_000
 
 @contextmanager
 def _torch_threads(count: int | None) -> Iterator[None]:
-    """Run torch on ``count`` intra-op threads inside the block (None: leave the setting alone)."""
     if count is None:
         yield
         return
@@ -76,10 +75,7 @@ ENCODE_BATCH = 32  # passages per forward pass of the MiniLM embedder
 
 
 def traced_forward(model: Any) -> Any | None:
-    """MiniLM's transformer, mean pooling and normalisation as one TorchScript call (None: use ``encode``).
-
-    A traced pass runs in C++ without the interpreter lock, so busy LLM threads beside it do not slow it tenfold.
-    """
+    """MiniLM's forward pass and pooling as one TorchScript call, free of the GIL (None: use ``encode``)."""
     import torch
 
     # the trace repeats what the modules after the transformer do: only for the layout it was written for

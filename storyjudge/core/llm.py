@@ -105,10 +105,7 @@ def note_failure(run: str, error: BaseException) -> None:
 
 
 def stop_if_run_ended(ctx: Context, since: float) -> None:
-    """Raise if the work was cancelled, or if a call of this run failed after ``since`` (``time.monotonic()``).
-
-    LangGraph raises a branch's error only once its step's other branches end, so long work asks between steps.
-    """
+    """Raise if the work was cancelled, or if a call of this run failed after ``since`` (``time.monotonic()``)."""
     check_cancelled()
     when, error = _failures.get(_run(ctx), (0.0, None))
     if error is not None and when >= since:
@@ -221,10 +218,7 @@ def _complete(
     schema: type[BaseModel] | None = None,
     usable: Callable[[str, str | None], bool] | None = None,
 ) -> TextAnswer:
-    """A cached completion; an unusable answer is neither stored nor replayed, but for the embedded model's.
-
-    The embedded model answers a request the same way every time, so its answer is replayed whatever it is.
-    """
+    """A cached completion; an unusable answer is neither stored nor replayed, but the embedded model's is."""
     cache = cache_for(_cache_dir(ctx))
     key = request_key(spec, prompt_version, request, "" if is_local(spec) else server_id(ctx.base_url))
 
@@ -359,10 +353,7 @@ def ask_structured(
     max_tokens: int | None = None,
     sample: int = 0,
 ) -> Answer[T]:
-    """A pydantic object from the role's model, or an Answer whose ``error`` says why there is none.
-
-    Permanent failures raise ModelError; running out of retry budget or of ``ctx.parse_retries`` is a failure.
-    """
+    """A pydantic object from the role's model, or an Answer whose ``error`` says why; ModelError when permanent."""
     spec, instruction = resolve_spec(ctx, role), schema_instruction(schema)
     if messages and messages[-1][0] == "user":
         base: list[Message] = [*messages[:-1], ("user", messages[-1][1] + "\n\n" + instruction)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
+from itertools import accumulate
 
 from storyjudge.core.tokens import count_tokens, fewest_tokens
 
@@ -33,9 +34,7 @@ def _truncate(joined: str, start: int, end: int, limit: int, count: Counter) -> 
     stop = end
     while count(joined[start:stop]) > limit:
         piece = joined[start:stop]
-        keep = _cut(piece, commas=False)
-        if keep is None:
-            keep = _cut(piece, commas=True)
+        keep = _cut(piece, commas=False) or _cut(piece, commas=True)
         if keep is None:
             return stop
         stop = start + keep
@@ -110,11 +109,7 @@ def official_starts(text: str, max_tokens: int, count: Counter = count_tokens) -
         return [0]
     if not (count is count_tokens and fewest_tokens(joined) > max_tokens) and count(joined) <= max_tokens:
         return [0]  # (a novel, which cannot fit, is not tokenized whole only to learn that)
-    line_at: list[int] = []  # offset of each line in the rejoined text
-    position = 0
-    for _, line in lines:
-        line_at.append(position)
-        position += len(line) + 1
+    line_at = list(accumulate((len(line) + 1 for _, line in lines[:-1]), initial=0))  # offsets in ``joined``
     ends = [at + len(line) for at, (_, line) in zip(line_at, lines, strict=True)]
     counts = _Lines(joined, line_at, ends, count)
     # lines over the budget by themselves (a line of no more bytes than the budget never is)

@@ -12,7 +12,7 @@ import functools
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storyjudge.core.charactergraph import edge_line, edges, occurs_in
@@ -84,10 +84,9 @@ def _relations(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _story_sentences(
-    scenes: Sequence[Scene], names: Iterable[str], rng: random.Random
+    scenes: Sequence[Scene], forms: Sequence[str], rng: random.Random
 ) -> list[tuple[str, str]]:
     """(scene id, sentence) of plain declarative story sentences of 6 to 30 words naming a character."""
-    forms = list(names)
     order = list(scenes)
     rng.shuffle(order)
     found: list[tuple[str, str]] = []
@@ -120,13 +119,12 @@ def _invented(
         built = f'the relation "{edge_line(edge)}" given to "{name}" instead of {edge["source"]}'
         made.append((text, f"{built}; no word of that name occurs in the story"))
     for scene_id, text in lines:
-        character = next((c for c, forms in names.items() if any(occurs_in(n, text) for n in forms)), None)
-        if character is None:
+        form = next((n for forms in names.values() for n in forms if occurs_in(n, text)), None)
+        if form is None:
             continue
         name = invented_name(story, rng, taken)
         if not name:
             break
-        form = next(n for n in names[character] if occurs_in(n, text))
         swapped = re.sub(r"(?<!\w)" + re.escape(form) + r"(?!\w)", name, text, flags=re.IGNORECASE)
         built = f'a sentence of scene {scene_id} with "{form}" replaced by "{name}"'
         made.append((swapped, f"{built}; no word of that name occurs in the story"))
@@ -151,13 +149,8 @@ def _swapped(
                 (source, target, f"{source} {predicate} {other}."),
             ):
                 if presence.get(kept) and presence[other].isdisjoint(presence[kept]):
-                    built = f'the relation "{line}" moved from {moved} to {other}'
-                    made.append(
-                        (
-                            text,
-                            f"{built}; no scene names both {other} and {kept}, so the story cannot state it",
-                        )
-                    )
+                    why = f"no scene names both {other} and {kept}, so the story cannot state it"
+                    made.append((text, f'the relation "{line}" moved from {moved} to {other}; {why}'))
     rng.shuffle(made)
     return made
 

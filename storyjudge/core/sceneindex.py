@@ -33,10 +33,6 @@ CANDIDATES = 50  # passages each ranking contributes at least
 Progress = Callable[[int], None]
 
 
-def _digest(payload: Any) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-
 def passage_tokens(window_tokens: int) -> int:
     """Passage size for an embedder: at least 128 tokens within its window, about 1/8 of a long one."""
     return max(16, min(window_tokens - 2, max(128, window_tokens // 8)))
@@ -75,10 +71,7 @@ def passages_of(
 
 
 def _fill(index: SceneIndex, items: Sequence[dict[str, Any]], progress: Progress | None) -> bool:
-    """Fill the index up with the passages it lacks; returns whether it embedded any.
-
-    Longest first, so each batch the embedder pads holds passages of about one length.
-    """
+    """Fill the index up with the passages it lacks, longest first (little padding); whether it embedded any."""
     held = {passage["id"] for passage in index.get()}
     if held and progress:
         progress(sum(1 for item in items if item["id"] in held))
@@ -105,7 +98,8 @@ def _tokenizers_version() -> str:
 def collection_name(scenes: Sequence[Scene], embedder: str) -> str:
     """The collection's name: a hash of what its passages are made from, known before any split or load."""
     scene_fields = [(s["id"], s["index"], s["title"], s["start"], s["text"]) for s in scenes]
-    key = _digest([PASSAGE_SCHEME, _tokenizers_version(), embedder, scene_fields])
+    payload = json.dumps([PASSAGE_SCHEME, _tokenizers_version(), embedder, scene_fields], ensure_ascii=False)
+    key = hashlib.sha256(payload.encode()).hexdigest()
     return f"sj-scenes-{key[:32]}"
 
 
@@ -128,10 +122,7 @@ def build_index(
     on_total: Callable[[int], None] | None = None,
     go_on: Callable[[], None] | None = None,
 ) -> tuple[IndexRef, bool]:
-    """Index scenes, reusing a complete index; returns the reference and whether it embedded anything.
-
-    ``on_total`` hears the number of passages first; ``progress`` each batch's size; ``go_on`` may raise to stop.
-    """
+    """Index scenes, reusing a complete index; returns the reference and whether it embedded anything."""
     name = collection_name(scenes, embedder)
     index = scene_index(store, str(location), name, embedder, create=True)
     built = False
@@ -156,10 +147,7 @@ def _opened(index: Mapping[str, Any]) -> SceneIndex:
 
 
 def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[list[dict[str, Any]]]:
-    """For each query, the ``k`` distinct scenes whose best passage ranks highest, best first: one search for all.
-
-    Each hit is ``{"id", "title", "passage", "score"}``, ``score`` the fused score of the scene's best passage.
-    """
+    """For each query, the ``k`` best scenes by their best passage (``{id, title, passage, score}``): one search."""
     out: list[list[dict[str, Any]]] = [[] for _ in queries]
     asked = [i for i, query in enumerate(queries) if query.strip()]
     if k < 1 or not asked:
@@ -212,7 +200,6 @@ def _query(store: SceneIndex, queries: list[str], wanted: int) -> list[list[tupl
 
 
 def _scaled(scores: Mapping[str, float]) -> dict[str, float]:
-    """Scores mapped onto [0, 1] over the candidates (all 1.0 when they are equal)."""
     if not scores:
         return {}
     low, high = min(scores.values()), max(scores.values())

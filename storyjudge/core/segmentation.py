@@ -161,13 +161,9 @@ def _chapters(text: str) -> list[_Heading]:
 
 def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
     """Slices from each heading to the next; empty sections (a contents list) join the section after them."""
-    sections: list[tuple[int, int, str]] = []
-    for i, heading in enumerate(headings):
-        end = headings[i + 1].start if i + 1 < len(headings) else len(text)
-        sections.append((heading.start, end, heading.title))
     merged: list[tuple[int, int, str]] = []
     pending_start: int | None = None
-    for start, end, title in sections:
+    for (start, title), end in zip(headings, [*(h.start for h in headings[1:]), len(text)], strict=True):
         body = text[start:end].split("\n", 1)[1] if "\n" in text[start:end] else ""
         if not body.strip() and end < len(text):
             pending_start = start if pending_start is None else pending_start

@@ -1,7 +1,6 @@
 """Lossless splitting of text into token-bounded pieces (paragraphs, then sentences, then words), and sentences.
 
-Summary sentences come from ``pysbd`` (rule-based; also ends a sentence at a blank line, heading or list item)
-or ``punkt`` (NLTK's Punkt English model, shipped compiled; what the official BooookScore code splits with).
+Summary sentences come from ``pysbd`` or ``punkt`` (NLTK's Punkt model, which the official BooookScore code uses).
 """
 
 from __future__ import annotations
@@ -43,11 +42,7 @@ def _segmenter() -> object:
 
 
 def literal_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
-    """Where pysbd's ``sentences_with_char_spans`` places ``sentences`` in ``text``, found without regexes.
-
-    Each sentence's first occurrence, with the whitespace after it, ending past the previous span; one not found
-    is left out.
-    """
+    """Where pysbd's ``sentences_with_char_spans`` places ``sentences`` in ``text``, found without regexes."""
     spans: list[tuple[int, int]] = []
     prior = 0
     for sentence in sentences:
@@ -89,10 +84,9 @@ def paragraphs(text: str) -> list[str]:
 
 
 def _unwrap_lines(text: str) -> str:
-    """The text with hard-wrap line breaks turned into spaces, same length (the segmenter ends at each break).
+    """The text with hard-wrap line breaks turned into spaces, same length: the segmenter ends at each break.
 
-    A single line break is a wrap unless the next line starts a list item, heading or quote, or the line looks
-    like a heading (a few words, no closing punctuation, the next line capitalised).
+    Not a break before a list item, heading or quote, nor after a heading-like line.
     """
     chars = list(text)
     for match in _SINGLE_BREAK.finditer(text):
@@ -121,7 +115,6 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 @lru_cache(maxsize=256)
 def _segmented(text: str) -> tuple[tuple[int, int], ...]:
-    """The segmenter's spans, remembered for the texts a run splits more than once."""
     spans: list[tuple[int, int]] = []
     cursor = 0
     for piece in _segmenter().segment(_unwrap_lines(text)):  # type: ignore[attr-defined]
@@ -198,7 +191,6 @@ def _longest_fit(text: str, max_tokens: int, count: Counter, before: str = "") -
 
 
 def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
-    """Pieces no larger than max_tokens, from the coarsest boundary that works."""
     units: list[tuple[str, int]] = []
     for paragraph in paragraphs(text):
         n = count(paragraph)
@@ -319,10 +311,7 @@ _CLAUSE_END = ",;:\u2014\u2013-)"
 
 
 def _reach_into(current: str, unit: str, needed: int, max_tokens: int, count: Counter) -> int:
-    """How much of ``unit`` to add to ``current`` to end ``needed`` characters into it, or as near as fits.
-
-    The cut is the last clause bound, else word bound, at or past ``needed`` within the budget.
-    """
+    """How much of ``unit`` to add to ``current`` to end at or past ``needed`` (a clause, else word bound)."""
     lo = _longest_fit(unit, max_tokens, count, current)
     if lo == len(unit):  # all of it fits after all (counts are not exactly additive)
         return lo
@@ -333,5 +322,4 @@ def _reach_into(current: str, unit: str, needed: int, max_tokens: int, count: Co
 
 
 def _sentences_of(paragraph: str, count: Counter) -> list[tuple[str, int]]:
-    """A paragraph (within the budget) as its sentences with their counts."""
     return [(paragraph[a:b], count(paragraph[a:b])) for a, b in sentence_spans(paragraph)]
