@@ -1,7 +1,4 @@
-"""SQLite cache of LLM answers keyed by model spec, prompt version, server and the full request.
-
-Only whole, usable answers are stored, so a rerun or a resumed run reads every answer it already paid for.
-"""
+"""SQLite cache of whole, usable LLM answers keyed by spec, prompt version, server and request."""
 
 from __future__ import annotations
 
@@ -44,10 +41,7 @@ OPEN_CACHES = 8  # caches keeping idle connections; the least recently used beyo
 
 
 class CallCache:
-    """A process-safe key/value store in ``<cache_dir>/llm_calls.sqlite`` (WAL).
-
-    Connections are borrowed per operation from a small pool: per-thread ones added up to hundreds of open files.
-    """
+    """A process-safe store in ``<cache_dir>/llm_calls.sqlite`` (WAL), its connections pooled, not per thread."""
 
     def __init__(self, directory: str | Path) -> None:
         self.path = Path(directory) / "llm_calls.sqlite"
@@ -115,7 +109,6 @@ _recent_lock = threading.Lock()
 
 
 def _used(cache: CallCache) -> None:
-    """Mark ``cache`` as just used; the least recently used caches beyond ``OPEN_CACHES`` close their pools."""
     with _recent_lock:
         _recent[id(cache)] = cache
         _recent.move_to_end(id(cache))

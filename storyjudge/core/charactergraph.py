@@ -1,7 +1,6 @@
 """The Character Knowledge Graph (NarrativeFactScore stage 1): alias merging, edge selection, lookup.
 
-Name variants are joined by the extractor's aliases and a given name prefixing one fuller name (titles never
-stripped); a component joining a triple's two ends is cut. A predicate is kept at ``min_count`` support.
+Name variants join by aliases and given-name prefixes (titles kept); a component joining a triple's two ends is cut.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Chroma behind the scene index: an embedded store in the run directory, or a Chroma server by URL.
 
-Collections always carry storyjudge's own embedding function (registered with Chroma), so Chroma never falls
-back to its default one, which would download a model.
+Collections carry storyjudge's own embedding function, so Chroma never downloads its default model.
 """
 
 from __future__ import annotations
@@ -115,8 +114,7 @@ def _is_url(location: str) -> bool:
     return location.startswith(("http://", "https://"))
 
 
-OPEN_STORES = 2
-"""Idle stores whose clients (each holding native threads and loaded segments) stay open; the rest are closed."""
+OPEN_STORES = 2  # idle stores whose clients (native threads, loaded segments) stay open; the rest are closed
 
 
 class OpenStore:
@@ -167,10 +165,7 @@ def store_at(location: str) -> Iterator[OpenStore]:
 
 
 class ChromaIndex:
-    """A ``SceneIndex`` in a Chroma collection, of an embedded store (a directory) or a server (a URL).
-
-    In an embedded store every write and a collection's first query are followed by a scrub under the store's lock.
-    """
+    """A ``SceneIndex`` in a Chroma collection of a store directory (scrubbed after writes) or a server URL."""
 
     def __init__(self, location: str, name: str, embedder: str) -> None:
         self.location, self.name, self.embedder = location, name, embedder
@@ -263,10 +258,7 @@ _LEVEL_BYTES = 4  # length.bin: one int32 level per reserved element
 
 
 def scrub_unused_capacity(store_dir: str | Path) -> int:
-    """Zero what Chroma's HNSW files hold beyond the index's elements; returns the bytes that were not zero.
-
-    The index writes its whole reservation from memory never set, which may hold freed HTTP buffers (API keys).
-    """
+    """Zero the never-set reservation of Chroma's HNSW files (it may hold freed API keys); bytes that were not zero."""
     nonzero = 0
     for header_path in Path(store_dir).glob("*/header.bin"):
         segment = header_path.parent

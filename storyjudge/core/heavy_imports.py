@@ -1,8 +1,6 @@
 """The heavy modules a run uses, imported once, on one thread, before the run's branches start.
 
-Two threads importing numpy at once can get a partially initialized module, so a graph's first node calls
-``load_before_branches`` before any fan-out. In a process that owns itself, loads run with the garbage collector
-paused (``collector_paused``): they leave many long-lived objects the collector would walk again and again.
+Two threads importing numpy at once can get a partially initialized module; loads pause the garbage collector.
 """
 
 from __future__ import annotations
@@ -40,16 +38,12 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _wanted(index: bool, embedder: str | None, modules: Iterable[str]) -> set[str]:
-    wanted = {"numpy", "chromadb", "networkx"} if index else {"numpy"}
-    return wanted | set(modules) | ({f"embedder:{embedder}"} if embedder else set())
-
-
 def load_before_branches(
     *, index: bool = False, embedder: str | None = None, modules: Iterable[str] = ()
 ) -> None:
     """Import what the coming branches use: numpy always; with ``index`` Chroma and networkx; the embedder named."""
-    wanted = _wanted(index, embedder, modules)
+    wanted = {"numpy", "chromadb", "networkx"} if index else {"numpy"}
+    wanted |= set(modules) | ({f"embedder:{embedder}"} if embedder else set())
     if wanted <= _loaded:
         return
     slow = bool(embedder) and f"embedder:{embedder}" not in _loaded  # seconds: said, not silent

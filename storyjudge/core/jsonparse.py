@@ -1,8 +1,4 @@
-"""Reading one whole JSON answer from a model's text, and nothing less.
-
-The answer is the whole (thinking-stripped) text, the one fenced block, or an outermost JSON value among prose;
-a nested value is never taken for it, so a cut-off answer fails instead of yielding a fragment.
-"""
+"""Reading one whole JSON answer from a model's text, and nothing less: a cut-off answer fails, never a fragment."""
 
 from __future__ import annotations
 
@@ -59,10 +55,7 @@ def _span_end(text: str, start: int) -> int | None:
 
 
 def _top_level(text: str) -> tuple[list[Any], bool]:
-    """The complete outermost JSON values in prose, in order, and whether a bracketed span never closes.
-
-    Nothing nested is decoded on its own; a span that is not JSON is skipped whole.
-    """
+    """The complete outermost JSON values in prose, in order, and whether a bracketed span never closes."""
     decoder = json.JSONDecoder()
     values: list[Any] = []
     position = 0
@@ -108,11 +101,7 @@ def _list_field(schema: type[BaseModel]) -> str | None:
 
 
 def parse_json_as(text: str, schema: type[T]) -> T:
-    """The whole JSON answer in ``text``, validated as ``schema``.
-
-    A bare list fills a schema whose one field is a list; among several outermost values the one valid for the
-    schema is the answer, and two different valid ones are no answer.
-    """
+    """The whole JSON answer in ``text`` valid for ``schema`` (a bare list fills a one-list schema); two is none."""
     cleaned = strip_thinking(text)
     if not cleaned:
         raise ParseFailure("empty answer")

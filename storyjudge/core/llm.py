@@ -1,8 +1,6 @@
 """Every LLM call goes through here: cached, bounded, retried, accounted, never silently wrong.
 
-``ask_structured`` returns a pydantic object or a counted failure (an unparseable judge answer is *unjudged*),
-trying JSON schema, then JSON mode, then text. An answer cut off at ``max_tokens`` or copying the prompt is a
-failure even if it parses, and is never cached.
+A structured answer that cannot be parsed, is cut off or copies the prompt is a counted failure, never cached.
 """
 
 from __future__ import annotations
@@ -280,7 +278,6 @@ def _ask_server(
     schema_type: type[BaseModel] | None,
     usable: Callable[[str, str | None], bool] | None,
 ) -> TextAnswer:
-    """The uncached part of ``_complete``: send the request, store a usable answer in the cache."""
     params: dict[str, Any] = {"temperature": request["temperature"], "max_tokens": request["max_tokens"]}
     schema, method, local = request["schema"], request["method"], is_local(spec)
     if local or ctx.seed or request["sample"]:

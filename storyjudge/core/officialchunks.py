@@ -1,8 +1,7 @@
 """Where the official BooookScore chunker (``booookscore.chunk``, 0.1.3) cuts a document, for the paper's preset.
 
-It packs non-empty lines greedily, rejoined with one line break, within the budget; a line over the budget is cut
-back to its second-to-last sentence end (else mark or comma) until it fits. This reproduces those cuts and maps
-them back into the original text, so chunks are slices of it; text the official code would drop is kept.
+It packs lines greedily within the budget, cutting an over-long line at its second-to-last sentence end; the
+chunks here are slices of the original text (text the official code would drop is kept).
 """
 
 from __future__ import annotations
@@ -44,10 +43,7 @@ def _truncate(joined: str, start: int, end: int, limit: int, count: Counter) -> 
 def _first_overflow(
     joined: str, begin: int, ends: list[int], lo: int, hi: int, limit: int, count: Counter
 ) -> int:
-    """The first line ``j`` in ``[lo, hi)`` whose end takes the chunk from ``begin`` over ``limit`` (``hi``: none).
-
-    Lines only add tokens, so a galloping then binary search finds it with a handful of counts.
-    """
+    """The first line in ``[lo, hi)`` taking the chunk from ``begin`` over ``limit`` (``hi``: none), by galloping."""
 
     def over(j: int) -> bool:
         return count(joined[begin : ends[j]]) > limit
@@ -66,10 +62,7 @@ def _first_overflow(
 
 
 class _Lines:
-    """The rejoined lines' counts, summed: where a chunk would overflow, guessed, then checked with two counts.
-
-    Where the guess is off the exact search runs from it, so the chunks are exactly ``_first_overflow``'s.
-    """
+    """The lines' counts, summed, to guess where a chunk overflows; checked with exact counts, then searched."""
 
     def __init__(self, joined: str, line_at: list[int], ends: list[int], count: Counter) -> None:
         self.joined, self.line_at, self.ends, self.count = joined, line_at, ends, count

@@ -1,9 +1,7 @@
-"""Control facts planted among the judged ones, so every score carries its judge's own record.
+"""Control facts with known verdicts planted among the judged ones, so every score carries its judge's record.
 
-A judge that calls every fact supported gets full coverage, so each round plants facts whose verdict is known by
-construction: invented (a graph relation given to a name the story never uses), swapped (a relation moved to a
-character who shares no scene with its partner) and verbatim (a story sentence, true). Their verdicts never enter
-the score; the share of false ones accepted decides whether it counts. Seeded by the run's seed alone.
+Invented (a relation given to an unused name) and swapped (a relation moved to a character who never meets its
+partner) facts are false, verbatim story sentences true; the share of false ones accepted decides if a score counts.
 """
 
 from __future__ import annotations
@@ -78,7 +76,6 @@ def _presence(names: Mapping[str, list[str]], scenes: Sequence[Scene]) -> dict[s
 
 
 def _relations(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Edges between two different characters, most supported first."""
     between = [e for e in edges(ckg) if e.get("source") != e.get("target")]
     return sorted(between, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
 
@@ -225,11 +222,7 @@ TRUE_SHARE = 0.5  # true facts planted per false one (the corrected NFS needs th
 
 @functools.lru_cache(maxsize=64)
 def rule(max_false: int = MAX_FALSE) -> tuple[tuple[int, int, int], ...]:
-    """The looks when at most ``max_false`` false facts can be judged.
-
-    The last look also decides by exact one-sided binomial tests, each at ``LEVEL`` less what earlier looks
-    spent, so neither error rate passes ``LEVEL``.
-    """
+    """The looks for ``max_false`` false facts, the last also deciding by exact binomial tests at ``LEVEL``."""
     from scipy.stats import binom
 
     if max_false <= 0:
@@ -271,10 +264,7 @@ def _outcomes(looks: Sequence[tuple[int, int, int]], p: float) -> tuple[float, f
 
 
 def decide(outcomes: Sequence[bool], max_false: int = MAX_FALSE, *, final: bool = False) -> str | None:
-    """The decision, "failed", "passed" or "undecided", from false facts' verdicts in order; None: plant more.
-
-    A verdict is True where the judge accepted; ``final``: no more can be planted, so the last look ends here.
-    """
+    """The decision ("failed", "passed", "undecided") from false facts' verdicts (True: accepted); None: plant more."""
     for n, fail, keep in rule(min(len(outcomes), max_false) if final else max_false):
         accepted = sum(outcomes[:n])
         if n > len(outcomes):  # the look is ahead; what it will say may already be certain
@@ -349,10 +339,7 @@ def judge_check(
     why: str = "",
     usage: Mapping[str, Any] | None = None,
 ) -> JudgeCheck:
-    """The judge's record on one round's planted facts; only a "passed" ``decision`` lets the score count.
-
-    Unreadable verdicts are counted and left out of the rates; ``built``/``why`` explain an undecided check.
-    """
+    """The judge's record on one round's planted facts (unreadable verdicts counted, not rated)."""
     easy, hard, true = (_tally(verdicts, (kind,)) for kind in ("invented", "swapped", "verbatim"))
     usage = usage or {}
     false = _tally(verdicts, ("invented", "swapped"))

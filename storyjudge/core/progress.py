@@ -1,12 +1,6 @@
-"""Progress events that graphs stream (stream mode "custom") so the CLI, the UI and notebooks can draw bars.
-
-Nodes call ``emit(stage, total=...)`` once, then ``emit(stage, advance=1)`` per item; ``round=`` numbers the
-refine round a stage belongs to.
-"""
+"""Progress events that graphs stream (stream mode "custom"): ``emit(stage, total=...)``, then ``advance=1``."""
 
 from __future__ import annotations
-
-from typing import Any
 
 
 def emit(
@@ -19,13 +13,8 @@ def emit(
         writer = get_stream_writer()
     except Exception:  # noqa: BLE001 - not inside a graph run
         return
-    event: dict[str, Any] = {"stage": stage, "advance": advance}
-    if total is not None:
-        event["total"] = total
-    if message:
-        event["message"] = message
-    if round is not None:
-        event["round"] = round
+    extra = {"total": total, "message": message or None, "round": round}
+    event = {"stage": stage, "advance": advance, **{k: v for k, v in extra.items() if v is not None}}
     try:
         writer({"progress": event})
     except Exception:  # noqa: BLE001 - a closed stream must never fail a node

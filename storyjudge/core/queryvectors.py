@@ -14,9 +14,7 @@ _prepared: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _prepared_lock = threading.Lock()
 
 
-QUERY_BATCH = 4
-"""Most queries per forward pass, about one sentence's facts: small batches cost little more a query, and the
-first verdicts need not wait for many queries to be embedded."""
+QUERY_BATCH = 4  # queries per forward pass, about one sentence's facts: the first verdicts need not wait
 
 _waiting: dict[str, dict[str, None]] = {}  # embedder -> queries asked for and not embedded yet, oldest first
 _embedding: set[str] = set()  # embedders with a batch in progress
@@ -24,11 +22,7 @@ _embedded = threading.Condition(_prepared_lock)  # notified after each batch
 
 
 def prepare_queries(embedder: str, queries: Sequence[str]) -> None:
-    """Embed queries in batches, so the searches that follow skip one forward pass each.
-
-    Threads share batches: queries wait in one list, oldest first, and a caller finding no batch in progress
-    embeds the next ``QUERY_BATCH`` of them, its own or others'.
-    """
+    """Embed queries in batches shared by the threads asking at once (oldest first), for the searches to follow."""
     import numpy as np
 
     with _embedded:

@@ -1,9 +1,7 @@
 """What to do with a failed LLM request: retry it (and how long to wait), or say in one line why not.
 
-Errors are told apart by type, never by text (but a 400's "context length"). Transient ones (429, 408, 409, 5xx,
-connection faults, timeouts, empty replies) are retried on a per-call time budget, honouring Retry-After, else
-capped jittered back-off; permanent ones (401/403, 404, 400) are not. A server refusing every connection for
-``GONE_SECONDS`` stops the run; while calls wait, a "server busy" line now and then says how many and why.
+Errors are told apart by type; transient ones are retried on a per-call time budget (honouring Retry-After),
+permanent ones never; a server refusing every connection for ``GONE_SECONDS`` stops the run.
 """
 
 from __future__ import annotations
@@ -203,10 +201,7 @@ class _Servers:
                 self._refusing.pop(server, None)
 
     def refused_for(self, server: str) -> float:
-        """Note a refused connection; seconds the server has refused every one since its last answer.
-
-        A refusal a minute after the one before (the last of an earlier run) starts a new count.
-        """
+        """Note a refused connection; seconds of refusals since the last answer (a minute's pause restarts)."""
         now = time.monotonic()
         with self._lock:
             first, last = self._refusing.get(server, (now, now))

@@ -1,9 +1,7 @@
 """The searchable index of a document: its scenes as embedder-sized passages, in a store (``scenestore``).
 
-Scenes are cut into passages that fit the embedder's window; a query ranks scenes by their best passage, scored
-by dense similarity and BM25, each scaled to [0, 1] and averaged (a small embedder misses names and archaic
-spelling, which BM25 catches). Collections are named by a hash of what their passages are made from and marked
-complete after the last batch, so an unchanged document is not indexed again and a crashed one is filled up.
+Scenes rank by their best passage, dense similarity and BM25 averaged (BM25 catches names a small embedder
+misses). Collections are named by a hash of their inputs and marked complete after the last batch.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The retrieval seam: what the scene index asks of a vector store, and the one place that picks the store.
 
-Chroma (``chromastore.ChromaIndex``) is the store of every run; ``MemoryIndex`` keeps an index in this process
-only, for tests and throwaway runs. Nothing heavy is imported here (``heavy_imports`` loads numpy and Chroma).
+Chroma (``chromastore``) is every run's store; ``MemoryIndex`` lives in this process only. Nothing heavy imported.
 """
 
 from __future__ import annotations
@@ -93,12 +92,8 @@ class MemoryIndex:
 def _unit(vectors: Sequence[Sequence[float]]) -> list[Any]:
     import numpy as np
 
-    out = []
-    for vector in vectors:
-        array = np.asarray(vector, dtype=np.float32)
-        norm = float(np.linalg.norm(array))
-        out.append(array / norm if norm else array)
-    return out
+    arrays = [np.asarray(vector, dtype=np.float32) for vector in vectors]
+    return [array / norm if (norm := float(np.linalg.norm(array))) else array for array in arrays]
 
 
 _indexes: dict[tuple[str, str, str, str], SceneIndex] = {}

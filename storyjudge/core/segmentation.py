@@ -1,8 +1,7 @@
-"""Segmentation of a narrative into scenes with stable ids and character offsets.
+"""Segmentation of a narrative into scenes with stable ids and offsets, the scenes slices of the document.
 
-The first rule finding two headings wins: screenplay (``INT.``/``EXT.``), play (``ACT``/``SCENE``), then chapters
-and letters; else token-bounded chunks. Scenes are contiguous slices of the document, and one over the chunk
-size is split into parts ``S003.1``, ``S003.2``, ...
+The first rule finding two headings wins (screenplay, play, chapters), else token-bounded chunks; a scene over
+the chunk size is split into parts ``S003.1``, ``S003.2``, ...
 """
 
 from __future__ import annotations
@@ -56,10 +55,7 @@ class _Heading(NamedTuple):
 
 
 def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], str]:
-    """Scenes of a document (or of a JSON scene list) and the rule that produced them (``empty`` when blank).
-
-    ``chunk_size``: largest scene in cl100k_base tokens; longer scenes are split into parts.
-    """
+    """Scenes of a document (or JSON scene list), at most ``chunk_size`` tokens, and the rule that made them."""
     if chunk_size < 1:
         raise ValueError("chunk_size must be >= 1 token")
     if not text.strip():
@@ -181,7 +177,6 @@ def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
 
 
 def _split_piece(piece: str, offset: int, title: str, chunk_size: int) -> list[Scene]:
-    """One section as one scene, or as consecutive parts when it is over the chunk size."""
     parts = _balanced_parts(piece, chunk_size)
     if len(parts) > 1 and not parts[-1].strip() and count_tokens(parts[-2] + parts[-1]) <= chunk_size:
         parts[-2] += parts.pop()  # trailing blank lines stay with the text before them

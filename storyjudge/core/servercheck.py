@@ -1,7 +1,6 @@
-"""One cheap look at the model server before a command starts its work, so a dead server is named at once.
+"""One cheap look at the model server (``GET /models``) before a command starts, so a dead server is named at once.
 
-``GET /models`` answers a refused connection, a refused key and the models listed; a model not listed is asked
-for once with an empty conversation (a 404 says it is unknown). Anything else unexpected lets the command go on.
+A model not listed is asked for with an empty conversation (404: unknown); anything else unexpected goes on.
 """
 
 from __future__ import annotations
@@ -67,13 +66,10 @@ def check_server(ctx: Context, specs: Iterable[str]) -> None:
 
 
 def _listed(response: httpx2.Response) -> set[str]:
-    """The model names a ``/models`` answer lists (none when it is not one)."""
-    if response.status_code != 200:
-        return set()
     try:
-        data = response.json().get("data")
+        data = response.json().get("data") if response.status_code == 200 else None
     except (ValueError, AttributeError):
-        return set()
+        data = None
     if not isinstance(data, list):
         return set()
     return {str(item["id"]) for item in data if isinstance(item, dict) and "id" in item}

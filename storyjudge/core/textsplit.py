@@ -84,10 +84,7 @@ def paragraphs(text: str) -> list[str]:
 
 
 def _unwrap_lines(text: str) -> str:
-    """The text with hard-wrap line breaks turned into spaces, same length: the segmenter ends at each break.
-
-    Not a break before a list item, heading or quote, nor after a heading-like line.
-    """
+    """The text with hard-wrap line breaks as spaces, same length (not before a list item or after a heading)."""
     chars = list(text)
     for match in _SINGLE_BREAK.finditer(text):
         at = match.start()
@@ -246,8 +243,7 @@ def split_filled(
 ) -> list[tuple[str, int]]:
     """Pieces of at most ``max_tokens`` (with counts) joining back to ``text``, filled greedily by sentences.
 
-    ``reach[k]``: an offset piece ``k`` must end at or after (another chunker's end), reached by taking part of
-    the next sentence up to a clause or word bound; so it makes no more pieces than that chunker.
+    ``reach[k]``: an offset piece ``k`` must reach (another chunker's end), so it makes no more pieces than that.
     """
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
