@@ -22,9 +22,7 @@ from storyjudge.core.context import Context
 T = TypeVar("T")
 
 BRANCH_THREADS = 64  # for a compiled graph's ``Send`` branches; the real bound is the run's LLM slots
-LOCAL_BRANCH_THREADS = (
-    2  # an in-process model: nearly in order (not 1: a streaming run's queue waiter holds one)
-)
+LOCAL_BRANCH_THREADS = 2  # nearly in order for an in-process model (a streaming run's waiter holds one)
 
 
 def branch_threads(ctx: Context, *, local: bool = False) -> int:
@@ -177,9 +175,7 @@ def run_semaphore(ctx: Context) -> Slots:
     run_dir, cache_dir = (os.path.abspath(path) if path else "" for path in (ctx.run_dir, ctx.cache_dir))
     key = (run_dir, cache_dir, ctx.base_url.rstrip("/"), ctx.concurrency)
     with _budgets_lock:
-        if key not in _budgets:
-            _budgets[key] = Slots(max(ctx.concurrency, 1))
-        return _budgets[key]
+        return _budgets.setdefault(key, Slots(max(ctx.concurrency, 1)))
 
 
 def llm_slots(ctx: Context) -> AbstractContextManager[Any]:

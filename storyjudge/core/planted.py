@@ -51,7 +51,6 @@ def invented_name(text: str, rng: random.Random, taken: set[str]) -> str:
 
 
 def _characters(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The most mentioned characters: canonical name -> every name the story uses for them."""
     nodes = sorted(ckg.get("nodes") or [], key=lambda n: (-int(n.get("mentions", 0)), str(n.get("id"))))
     return {
         str(node["id"]): [str(node["id"]), *(str(a) for a in node.get("aliases") or [])]

@@ -173,8 +173,7 @@ def _ranked(
     lexical: LexicalIndex, query: str, nearest: Sequence[tuple[str, float]], wanted: int, k: int
 ) -> list[dict[str, Any]]:
     """Scenes by their best passage's fused score, best first (at most ``k``, fewer if the candidates are)."""
-    dense = dict(nearest)
-    fused = _fuse(_scaled(dense), _scaled(lexical.top(query, wanted)))
+    fused = _fuse(_scaled(dict(nearest)), _scaled(lexical.top(query, wanted)))
     best: dict[str, tuple[float, str]] = {}
     for passage_id, score in fused.items():
         scene_id = lexical.scene_of[passage_id]
