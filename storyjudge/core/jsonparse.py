@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import suppress
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -14,6 +15,7 @@ _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORE
 _CLOSE_THINK = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _OPENER = re.compile(r"[{\[]")
+_SPAN_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"?|[{}\[\]]', re.DOTALL)
 
 
 class ParseFailure(ValueError):
@@ -32,25 +34,13 @@ def strip_thinking(text: str) -> str:
 def _span_end(text: str, start: int) -> int | None:
     """End (exclusive) of the bracketed span opening at ``start``, skipping JSON strings; None if it never closes."""
     depth = 0
-    in_string = False
-    escaped = False
-    for position in range(start, len(text)):
-        char = text[position]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
+    for token in _SPAN_TOKEN.finditer(text, start):  # a JSON string (maybe unclosed) or a bracket
+        if token.group() in "{[":
             depth += 1
-        elif char in "}]":
+        elif token.group() in "}]":
             depth -= 1
             if depth == 0:
-                return position + 1
+                return token.end()
     return None
 
 
@@ -59,35 +49,24 @@ def _top_level(text: str) -> tuple[list[Any], bool]:
     decoder = json.JSONDecoder()
     values: list[Any] = []
     position = 0
-    while True:
-        match = _OPENER.search(text, position)
-        if match is None:
-            return values, False
-        start = match.start()
+    while (match := _OPENER.search(text, position)) is not None:
         try:
-            value, end = decoder.raw_decode(text, start)
+            value, position = decoder.raw_decode(text, match.start())
+            values.append(value)
         except json.JSONDecodeError:
-            span_end = _span_end(text, start)
-            if span_end is None:
+            end = _span_end(text, match.start())
+            if end is None:
                 return values, True
-            position = span_end
-            continue
-        values.append(value)
-        position = end
+            position = end
+    return values, False
 
 
 def _candidates(text: str) -> tuple[list[Any], bool]:
     """Whole-answer candidates: the text itself, else the one fenced block, else the outermost values."""
-    try:
-        return [json.loads(text)], False
-    except json.JSONDecodeError:
-        pass
     blocks = _FENCE.findall(text)
-    if len(blocks) == 1:
-        try:
-            return [json.loads(blocks[0].strip())], False
-        except json.JSONDecodeError:
-            pass
+    for whole in [text, blocks[0].strip()] if len(blocks) == 1 else [text]:
+        with suppress(json.JSONDecodeError):
+            return [json.loads(whole)], False
     return _top_level(text)
 
 
