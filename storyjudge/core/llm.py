@@ -361,18 +361,15 @@ def ask_structured(
     usage: Usage = {}
     conversation = list(base)
     text, error, finish, cached = "", "not attempted", None, False
-    checked: dict[tuple[str, str | None], tuple[T | None, str]] = {}
 
+    @cache  # the cache asks too
     def check(answer: str, finish_reason: str | None) -> tuple[T | None, str]:
-        """The parsed answer and why it cannot count ("" when it can), once per answer (the cache asks too)."""
-        seen = (answer, finish_reason)
-        if seen not in checked:
-            try:
-                value = parse_json_as(answer, schema)
-                checked[seen] = (value, _unread(answer, finish_reason, prompt, base, instruction) or "")
-            except ParseFailure as exc:
-                checked[seen] = (None, str(exc))
-        return checked[seen]
+        """The parsed answer and why it cannot count ("" when it can)."""
+        try:
+            value = parse_json_as(answer, schema)
+        except ParseFailure as exc:
+            return None, str(exc)
+        return value, _unread(answer, finish_reason, prompt, base, instruction)
 
     def usable(answer: str, finish_reason: str | None) -> bool:
         return not check(answer, finish_reason)[1]

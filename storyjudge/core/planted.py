@@ -398,15 +398,9 @@ def plant_sentences(
             break
         sentence = templates[n % len(templates)].format(name=name)
         position = rng.randint(1, len(summary_sentences))
-        with_it = [*summary_sentences[:position], sentence, *summary_sentences[position:]]
-        planted.append(
-            {
-                "position": position,
-                "sentence": sentence,
-                "summary": " ".join(with_it),
-                "built": f'about "{name}", whom the summary never introduces (no word of the name occurs in it)',
-            }
-        )
+        summary = " ".join([*summary_sentences[:position], sentence, *summary_sentences[position:]])
+        built = f'about "{name}", whom the summary never introduces (no word of the name occurs in it)'
+        planted.append({"position": position, "sentence": sentence, "summary": summary, "built": built})
     return planted
 
 
@@ -424,16 +418,9 @@ def annotator_check(
         confused = answer.get("confused")
         judged += confused is not None
         flagged += confused is True
-        rows.append(
-            {
-                "position": item["position"],
-                "sentence": item["sentence"],
-                "built": item["built"],
-                "confused": confused,
-                "types": list(answer.get("types") or []),
-                "questions": list(answer.get("questions") or []),
-            }
-        )
+        row = {key: item[key] for key in ("position", "sentence", "built")}
+        row["confused"] = confused
+        rows.append(row | {key: list(answer.get(key) or []) for key in ("types", "questions")})
     missed = (judged - flagged) / judged if judged else None
     passed = missed is None or missed <= max_false_acceptance + _EPSILON
     note = (

@@ -24,19 +24,15 @@ class SceneIndex(Protocol):
 
     def size(self) -> int | None:
         """Passages of the index once complete; None when it was never built or was stopped halfway."""
-        ...
 
     def add(self, passages: Sequence[Passage], total: int) -> None:
         """Embed and keep ``passages``; the index is complete once it holds ``total``."""
-        ...
 
     def search(self, queries: Sequence[str], n: int) -> list[list[tuple[str, float]]]:
         """For each query, the ``n`` nearest passages as (id, cosine similarity), nearest first."""
-        ...
 
     def get(self, ids: Sequence[str] | None = None) -> list[Passage]:
         """The kept passages with these ids (every passage when None)."""
-        ...
 
 
 class MemoryIndex:
