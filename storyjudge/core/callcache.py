@@ -55,18 +55,14 @@ class CallCache:
                 "response TEXT, created REAL DEFAULT (unixepoch('subsec')))"
             )
 
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        # with WAL, NORMAL survives a killed process; FULL would sync the disk on every answer stored
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
-
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         with self._idle_lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            conn = self._open()
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            # with WAL, NORMAL survives a killed process; FULL would sync the disk on every answer stored
+            conn.execute("PRAGMA synchronous=NORMAL")
         try:
             yield conn
         finally:

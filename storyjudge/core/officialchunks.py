@@ -6,6 +6,7 @@ chunks here are slices of the original text (text the official code would drop i
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
@@ -89,12 +90,7 @@ class _Lines:
 
 def official_starts(text: str, max_tokens: int, count: Counter = count_tokens) -> list[int]:
     """Offsets in ``text`` where the official chunker's chunks begin (the first is 0)."""
-    lines: list[tuple[int, str]] = []  # (offset in text, line) of the non-empty lines
-    offset = 0
-    for line in text.split("\n"):
-        if line:
-            lines.append((offset, line))
-        offset += len(line) + 1
+    lines = [(match.start(), match.group()) for match in re.finditer(r"[^\n]+", text)]  # (offset, line)
     if not lines:
         return [0]
     joined = "\n".join(line for _, line in lines)

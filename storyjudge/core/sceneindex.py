@@ -101,15 +101,6 @@ def collection_name(scenes: Sequence[Scene], embedder: str) -> str:
     return f"sj-scenes-{key[:32]}"
 
 
-def embedder_passages(
-    scenes: Sequence[Scene], embedder: str, go_on: Callable[[], None] | None = None
-) -> list[dict[str, Any]]:
-    """The passages an index of these scenes holds, cut with the embedder's own tokenizer (which loads it)."""
-    model = get_embedder(embedder)
-    window = passage_tokens(model.window_tokens)  # leaves room for the model's [CLS]/[SEP]
-    return passages_of(scenes, window, model.count_tokens, go_on)
-
-
 def build_index(
     scenes: Sequence[Scene],
     *,
@@ -123,25 +114,19 @@ def build_index(
     """Index scenes, reusing a complete index; returns the reference and whether it embedded anything."""
     name = collection_name(scenes, embedder)
     index = scene_index(store, str(location), name, embedder, create=True)
-    built = False
     passages = index.size()
-    if passages is None:
-        items = embedder_passages(scenes, embedder, go_on)
+    items: list[dict[str, Any]] | None = None
+    if passages is None:  # else an unchanged document: neither split again nor the embedder loaded for it
+        model = get_embedder(embedder)  # passages are cut with the embedder's own tokenizer
+        items = passages_of(scenes, passage_tokens(model.window_tokens), model.count_tokens, go_on)
         passages = len(items)
-        if on_total:
-            on_total(passages)
-        built = _fill(index, items, progress)
-    elif on_total:  # an unchanged document: neither split again nor the embedder loaded for it
+    if on_total:
         on_total(passages)
+    built = items is not None and _fill(index, items, progress)
     ref = IndexRef(
         store=store, location=str(location), embedder=embedder, scenes_collection=name, passages=passages
     )
     return ref, built
-
-
-def _opened(index: Mapping[str, Any]) -> SceneIndex:
-    store, location = where(index)
-    return scene_index(store, location, str(index["scenes_collection"]), str(index.get("embedder", "minilm")))
 
 
 def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[list[dict[str, Any]]]:
@@ -150,7 +135,8 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
     asked = [i for i, query in enumerate(queries) if query.strip()]
     if k < 1 or not asked:
         return out
-    store = _opened(index)
+    kind, location = where(index)
+    store = scene_index(kind, location, str(index["scenes_collection"]), str(index.get("embedder", "minilm")))
     lexical = _lexical(index, store)
     total = len(lexical.scene_of)  # the complete index's passages
     if total == 0:
