@@ -142,9 +142,7 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
     def grounded(raw: object, scene_id: str) -> str:
         name = clean_name(raw)
         text = scene_texts.get(scene_id)
-        if not is_name(name) or (text is not None and not occurs_in(name, text)):
-            return ""
-        return name
+        return name if is_name(name) and (text is None or occurs_in(name, text)) else ""
 
     for extraction in extractions:
         if not extraction.get("ok"):
@@ -172,8 +170,7 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
                 else:
                     conflicts.add((min(keys), max(keys)))
     _link_given_names(graph)
-    names = NameGraph(graph)
-    names.guard_cuts = _guard(graph, conflicts)
+    names = NameGraph(graph, guard_cuts=_guard(graph, conflicts))
     _assign_characters(names, "\n".join(scene_texts.values()))
     return names
 
@@ -385,12 +382,8 @@ def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
     lookup, pattern = _name_finder(names)
     if pattern is None:
         return []
-    found: list[str] = []
-    for match in pattern.finditer(text):
-        hit = lookup.get(name_key(match.group(0)))
-        if hit and hit not in found:
-            found.append(hit)
-    return found
+    hits = (lookup.get(name_key(match.group(0))) for match in pattern.finditer(text))
+    return [hit for hit in dict.fromkeys(hits) if hit]
 
 
 @lru_cache(maxsize=64)

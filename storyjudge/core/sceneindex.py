@@ -158,7 +158,6 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
 def _ranked(
     lexical: LexicalIndex, query: str, nearest: Sequence[tuple[str, float]], wanted: int, k: int
 ) -> list[dict[str, Any]]:
-    """Scenes by their best passage's fused score, best first (at most ``k``, fewer if the candidates are)."""
     fused = _fuse(_scaled(dict(nearest)), _scaled(lexical.top(query, wanted)))
     best: dict[str, tuple[float, str]] = {}
     for passage_id, score in fused.items():

@@ -192,7 +192,6 @@ def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
 
 
 def _fitted(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
-    """``text`` with its count when it fits, else its pieces cut at words (or characters), each with its count."""
     n = count(text)
     if n <= max_tokens:
         return [(text, n)]
@@ -288,10 +287,7 @@ def split_filled(
     # counts are not exactly additive across a join; re-split the rare piece that the sum let through
     fixed: list[tuple[str, int]] = []
     for piece, n in pieces:
-        if n <= max_tokens:
-            fixed.append((piece, n))
-        else:
-            fixed.extend(split_counted(piece, max_tokens, count))
+        fixed.extend([(piece, n)] if n <= max_tokens else split_counted(piece, max_tokens, count))
     return fixed
 
 
