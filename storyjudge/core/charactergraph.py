@@ -65,8 +65,7 @@ def is_name(name: str) -> bool:
         return False
     if len(name) < 2 or not any(ch.isalpha() for ch in name) or name.casefold() in PRONOUNS | SCHEMA_WORDS:
         return False
-    first_letter = next(ch for ch in name if ch.isalpha())
-    return first_letter.isupper()
+    return next(ch for ch in name if ch.isalpha()).isupper()
 
 
 def _name_pattern(name: str) -> str:
@@ -85,8 +84,7 @@ def occurs_in(name: str, text: str) -> bool:
 
 def _display(forms: Counter[str]) -> str:
     """The written form to show: the most used one that is not all capitals (plays shout speakers' names)."""
-    ranked = sorted(forms.items(), key=lambda item: (item[0].isupper(), -item[1], item[0]))
-    best = ranked[0][0]
+    best = min(forms.items(), key=lambda item: (item[0].isupper(), -item[1], item[0]))[0]
     if best.isupper():
         best = " ".join(word.capitalize() for word in best.split())
     return best
@@ -241,8 +239,7 @@ def normalize_predicate(raw: object) -> str:
     """A predicate in one canonical spelling: lower case, single spaces, no ``state:`` prefix."""
     if not isinstance(raw, str):
         return ""
-    text = _STATE_PREFIX.sub("", " ".join(raw.split())).strip(_EDGE_PUNCT + " ")
-    return text.lower()
+    return _STATE_PREFIX.sub("", " ".join(raw.split())).strip(_EDGE_PUNCT + " ").lower()
 
 
 def is_identity(predicate: object) -> bool:

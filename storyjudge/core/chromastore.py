@@ -74,23 +74,22 @@ class StoryjudgeEmbeddingFunction(EmbeddingFunction[Documents]):
             raise ValueError("a collection's embedder cannot change; index into a new collection")
 
 
-def _settings() -> Settings:
-    """Fresh settings per client: Chroma writes the server address into the object it is given."""
-    return Settings(anonymized_telemetry=False, allow_reset=False)
-
-
 def chroma_client(store_dir: str | Path, url: str = "") -> ClientAPI:
-    """An embedded persistent client under ``store_dir``, or an HTTP client for a Chroma server URL."""
+    """An embedded persistent client under ``store_dir``, or an HTTP client for a Chroma server URL.
+
+    Each gets fresh settings: Chroma writes the server address into the settings object it is given.
+    """
     if url:
         parsed = urlparse(url)
         return chromadb.HttpClient(
             host=parsed.hostname or "127.0.0.1",
             port=parsed.port or (443 if parsed.scheme == "https" else 8000),
             ssl=parsed.scheme == "https",
-            settings=_settings(),
+            settings=Settings(anonymized_telemetry=False, allow_reset=False),
         )
     Path(store_dir).mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(store_dir), settings=_settings())
+    settings = Settings(anonymized_telemetry=False, allow_reset=False)
+    return chromadb.PersistentClient(path=str(store_dir), settings=settings)
 
 
 def open_collection(client: ClientAPI, name: str, embedder: str) -> Collection:
@@ -175,9 +174,8 @@ class ChromaIndex:
         return opened
 
     def _exists(self, store: OpenStore) -> bool:
-        if self.name in store.collections:
-            return True
-        return self.name in {getattr(c, "name", c) for c in store.client.list_collections()}
+        listed = store.client.list_collections
+        return self.name in store.collections or self.name in {getattr(c, "name", c) for c in listed()}
 
     def size(self) -> int | None:
         """Passages of a complete collection; None when there is none or it is half built."""

@@ -61,6 +61,4 @@ def prepared(embedder: str, texts: Sequence[str]) -> list[Any] | None:
     """The vectors ``prepare_queries`` embedded for all of ``texts``, or None when any is missing."""
     with _prepared_lock:
         ready = [_prepared.get((embedder, text)) for text in texts]
-    if ready and all(vector is not None for vector in ready):
-        return ready
-    return None
+    return ready if ready and all(vector is not None for vector in ready) else None

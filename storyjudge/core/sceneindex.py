@@ -182,9 +182,7 @@ def _query(store: SceneIndex, queries: list[str], wanted: int) -> list[list[tupl
 
 
 def _scaled(scores: Mapping[str, float]) -> dict[str, float]:
-    if not scores:
-        return {}
-    low, high = min(scores.values()), max(scores.values())
+    low, high = min(scores.values(), default=0.0), max(scores.values(), default=0.0)
     return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in scores.items()}
 
 
