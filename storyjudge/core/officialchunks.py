@@ -7,7 +7,7 @@ chunks here are slices of the original text (text the official code would drop i
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -53,13 +53,7 @@ def _first_overflow(
     while fits + step < hi and not over(fits + step):
         fits, step = fits + step, step * 2
     high = min(fits + step, hi)  # over the limit there, or hi
-    while high - fits > 1:
-        middle = (fits + high) // 2
-        if over(middle):
-            high = middle
-        else:
-            fits = middle
-    return high
+    return bisect_left(range(fits + 1, high), True, key=over) + fits + 1
 
 
 class _Lines:
@@ -67,9 +61,8 @@ class _Lines:
 
     def __init__(self, joined: str, line_at: list[int], ends: list[int], count: Counter) -> None:
         self.joined, self.line_at, self.ends, self.count = joined, line_at, ends, count
-        self.sums = [0]  # sums[k]: the lines before line k, each with its line break
-        for at, end in zip(line_at, ends, strict=True):
-            self.sums.append(self.sums[-1] + count(joined[at : end + 1]))
+        counts = (count(joined[at : end + 1]) for at, end in zip(line_at, ends, strict=True))
+        self.sums = list(accumulate(counts, initial=0))  # sums[k]: the lines before k, with their line breaks
 
     def first_overflow(self, begin: int, lo: int, hi: int, limit: int) -> int:
         """As ``_first_overflow``: the guess if the exact counts confirm it, else the exact search's answer."""

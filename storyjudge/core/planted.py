@@ -206,7 +206,7 @@ def _tally(verdicts: Sequence[PlantedVerdict], kinds: tuple[str, ...]) -> Plante
 
 
 def _rate(tally: PlantedTally) -> float | None:
-    return tally["accepted"] / tally["judged"] if tally["judged"] else None
+    return round(tally["accepted"] / tally["judged"], 6) if tally["judged"] else None
 
 
 GOOD_JUDGE = 0.10  # a judge accepting this share of false facts is flagged in at most LEVEL of runs
@@ -342,12 +342,12 @@ def judge_check(
     easy, hard, true = (_tally(verdicts, (kind,)) for kind in ("invented", "swapped", "verbatim"))
     usage = usage or {}
     false = _tally(verdicts, ("invented", "swapped"))
-    rate, true_rate = _rate(false), _rate(true)
     record = (
         f"the judge accepted {false['accepted']} of {false['judged']} planted false facts (invented names "
         f"{easy['accepted']}/{easy['judged']}, swapped roles {hard['accepted']}/{hard['judged']}) and "
         f"{true['accepted']} of {true['judged']} planted true ones"
     )
+    note = f"{record}: {decision}"
     if decision == "undecided":
         limit = (
             f"only {built} false facts could be built from this story ({why})"
@@ -357,15 +357,13 @@ def judge_check(
             else f"at most {max_false} false facts may be planted (planted_facts)"
         )
         note = f"judge not checked: {limit}; {record}, which decides neither way"
-    else:
-        note = f"{record}: {decision}"
     return JudgeCheck(
         planted=len(verdicts),
         easy=easy,
         hard=hard,
         true=true,
-        false_acceptance=None if rate is None else round(rate, 6),
-        true_acceptance=None if true_rate is None else round(true_rate, 6),
+        false_acceptance=_rate(false),
+        true_acceptance=_rate(true),
         false_acceptance_ci95=proportion_ci(false["accepted"], false["judged"]),
         true_acceptance_ci95=proportion_ci(true["accepted"], true["judged"]),
         decision=decision,  # type: ignore[typeddict-item]

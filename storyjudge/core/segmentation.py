@@ -105,10 +105,8 @@ def join_scenes(scenes: Iterable[Scene]) -> str:
 
 def _json_scene_list(text: str) -> list[Any] | None:
     stripped = text.strip()
-    if not stripped.startswith("["):
-        return None
     try:
-        value = json.loads(stripped)
+        value = json.loads(stripped) if stripped.startswith("[") else None
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, list) else None

@@ -256,9 +256,7 @@ def split_filled(
         nonlocal counted
         if used + n <= max_tokens:
             return used + n
-        if not current:
-            return 0
-        exact = count(current + unit)
+        exact = count(current + unit) if current else max_tokens + 1
         if exact > max_tokens:
             return 0
         counted = len(current) + len(unit)
