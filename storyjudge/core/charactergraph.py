@@ -1,7 +1,4 @@
-"""The Character Knowledge Graph (NarrativeFactScore stage 1): alias merging, edge selection, lookup.
-
-Name variants join by aliases and given-name prefixes (titles kept); a component joining a triple's two ends is cut.
-"""
+"""The Character Knowledge Graph (NarrativeFactScore stage 1): alias merging, edge selection, lookup."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Chroma behind the scene index: an embedded store in the run directory, or a Chroma server by URL.
-
-Collections carry storyjudge's own embedding function, so Chroma never downloads its default model.
-"""
+"""Chroma behind the scene index: an embedded store in the run directory, or a Chroma server by URL."""
 
 from __future__ import annotations
 
@@ -35,7 +32,7 @@ log = logging.getLogger(__name__)
 
 @register_embedding_function
 class StoryjudgeEmbeddingFunction(EmbeddingFunction[Documents]):
-    """Chroma adapter over ``storyjudge.core.embeddings`` (the model is shared with the rest of the process)."""
+    """Chroma adapter over ``storyjudge.core.embeddings``: Chroma never falls back to its downloading default."""
 
     def __init__(self, embedder: str = "minilm") -> None:
         self.embedder = embedder
@@ -215,10 +212,9 @@ class ChromaIndex:
                 if first and self.name not in store.scrubbed:
                     self._scrub()
                     store.scrubbed.add(self.name)
-        distances = result["distances"] or []
         return [
             [(pid, 1.0 - float(d)) for pid, d in zip(ids, far, strict=True)]
-            for ids, far in zip(result["ids"], distances, strict=True)
+            for ids, far in zip(result["ids"], result["distances"] or [], strict=True)
         ]
 
     def get(self, ids: Sequence[str] | None = None) -> list[Passage]:
@@ -226,7 +222,7 @@ class ChromaIndex:
         with store_at(self.location) as store:
             if not self._exists(store):
                 return []
-            asked = list(ids) if ids is not None else None
+            asked = None if ids is None else list(ids)
             stored = self._collection(store).get(ids=asked, include=["documents", "metadatas"])
         texts, metas = stored["documents"] or [], stored["metadatas"] or []
         return [

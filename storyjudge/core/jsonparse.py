@@ -62,7 +62,6 @@ def _top_level(text: str) -> tuple[list[Any], bool]:
 
 
 def _candidates(text: str) -> tuple[list[Any], bool]:
-    """Whole-answer candidates: the text itself, else the one fenced block, else the outermost values."""
     blocks = _FENCE.findall(text)
     for whole in [text, blocks[0].strip()] if len(blocks) == 1 else [text]:
         with suppress(json.JSONDecodeError):

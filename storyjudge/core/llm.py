@@ -405,7 +405,6 @@ def ask_structured(
 def _unread(
     text: str, finish: str | None, prompt: Prompt, messages: Sequence[Message], instruction: str
 ) -> str:
-    """Why a parsed answer still cannot count: cut off, or a copy of the prompt ("" when it can)."""
     if cut_off(finish):
         return f"output cut off (finish_reason {finish!r}); a partial answer is no answer"
     fixed = [prompt.text, instruction]

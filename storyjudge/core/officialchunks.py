@@ -30,7 +30,6 @@ def _cut(piece: str, commas: bool) -> int | None:
 
 
 def _truncate(joined: str, start: int, end: int, limit: int, count: Counter) -> int:
-    """Where the chunk ``joined[start:end]`` ends once cut back within ``limit`` (``end`` if it cannot be)."""
     stop = end
     while count(joined[start:stop]) > limit:
         piece = joined[start:stop]

@@ -82,7 +82,6 @@ def _relations(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def _story_sentences(
     scenes: Sequence[Scene], forms: Sequence[str], rng: random.Random
 ) -> list[tuple[str, str]]:
-    """(scene id, sentence) of plain declarative story sentences of 6 to 30 words naming a character."""
     order = list(scenes)
     rng.shuffle(order)
     found: list[tuple[str, str]] = []
@@ -212,9 +211,8 @@ def _rate(tally: PlantedTally) -> float | None:
 GOOD_JUDGE = 0.10  # a judge accepting this share of false facts is flagged in at most LEVEL of runs
 BAD_JUDGE = 0.40  # a judge accepting this share passes in at most LEVEL of runs
 LEVEL = 0.05
+# group-sequential looks (judged, failed from this many accepted, passed up to this many), by exact binomial sums
 LOOKS = ((8, 4, 0), (16, 5, 1), (24, 6, 5))
-"""Group-sequential looks: (false facts judged, failed from this many accepted, passed up to this many),
-chosen by exact binomial sums to keep both error rates under ``LEVEL`` with few items."""
 MAX_FALSE = LOOKS[-1][0]
 TRUE_SHARE = 0.5  # true facts planted per false one (the corrected NFS needs the true acceptance)
 

@@ -1,7 +1,4 @@
-"""The retrieval seam: what the scene index asks of a vector store, and the one place that picks the store.
-
-Chroma (``chromastore``) is every run's store; ``MemoryIndex`` lives in this process only. Nothing heavy imported.
-"""
+"""The retrieval seam: what the scene index asks of a vector store, and the one place that picks the store."""
 
 from __future__ import annotations
 

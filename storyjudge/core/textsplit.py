@@ -157,7 +157,6 @@ def _word_windows(text: str, max_chars: int) -> list[tuple[int, int]]:
 
 
 def _hard_split(text: str, max_tokens: int, count: Counter) -> list[str]:
-    """Split text with no usable boundary at word (else character) positions, by bisection on token counts."""
     out: list[str] = []
     rest = text
     while rest:
