@@ -275,9 +275,7 @@ def count_triples(
 
 def min_count(samples: int, threshold: float, min_support: int = 0) -> int:
     """Smallest (scene, sample) support a predicate needs: ``min_support``, else ``ceil(threshold x samples)``."""
-    if min_support > 0:
-        return min_support
-    return max(1, math.ceil(threshold * samples - _EPSILON))
+    return min_support if min_support > 0 else max(1, math.ceil(threshold * samples - _EPSILON))
 
 
 def build_ckg(

@@ -89,6 +89,18 @@ def chroma_client(store_dir: str | Path, url: str = "") -> ClientAPI:
     return chromadb.PersistentClient(path=str(store_dir), settings=settings)
 
 
+def collection(
+    client: ClientAPI, name: str, embedder: str, metadata: dict[str, Any] | None = None
+) -> Collection:
+    """Get or create a cosine collection with storyjudge's embedding function."""
+    return client.get_or_create_collection(
+        name=name,
+        embedding_function=StoryjudgeEmbeddingFunction(embedder),  # type: ignore[arg-type]
+        configuration={"hnsw": {"space": "cosine"}},
+        metadata=metadata or None,
+    )
+
+
 def open_collection(client: ClientAPI, name: str, embedder: str) -> Collection:
     """An existing collection, always with storyjudge's embedding function (never Chroma's downloading default)."""
     return client.get_collection(name=name, embedding_function=StoryjudgeEmbeddingFunction(embedder))  # type: ignore[arg-type]
@@ -158,16 +170,14 @@ class ChromaIndex:
     def _collection(self, store: OpenStore, create: bool = False) -> Collection:
         """The collection, opened once per client; created only to be filled (a gone one fails a search)."""
         opened = store.collections.get(self.name)
-        if opened is None and create:
-            opened = store.client.get_or_create_collection(
-                name=self.name,
-                embedding_function=StoryjudgeEmbeddingFunction(self.embedder),  # type: ignore[arg-type]
-                configuration={"hnsw": {"space": "cosine"}},
-                metadata={"complete": False, "embedder": self.embedder},
-            )
         if opened is None:
-            opened = open_collection(store.client, self.name, self.embedder)
-        store.collections[self.name] = opened
+            meta = {"complete": False, "embedder": self.embedder}
+            opened = (
+                collection(store.client, self.name, self.embedder, meta)
+                if create
+                else open_collection(store.client, self.name, self.embedder)
+            )
+            store.collections[self.name] = opened
         return opened
 
     def _exists(self, store: OpenStore) -> bool:

@@ -24,10 +24,7 @@ class ParseFailure(ValueError):
 
 def strip_thinking(text: str) -> str:
     """Remove ``<think>...</think>`` blocks; a lone closing tag means all before it is thinking."""
-    text = _THINK.sub("", text)
-    orphan_close = list(_CLOSE_THINK.finditer(text))
-    if orphan_close:
-        text = text[orphan_close[-1].end() :]
+    text = _CLOSE_THINK.split(_THINK.sub("", text))[-1]
     return re.sub(r"^\s*<think(?:ing)?>", "", text, flags=re.IGNORECASE).strip()
 
 

@@ -158,7 +158,11 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
 def _ranked(
     lexical: LexicalIndex, query: str, nearest: Sequence[tuple[str, float]], wanted: int, k: int
 ) -> list[dict[str, Any]]:
-    fused = _fuse(_scaled(dict(nearest)), _scaled(lexical.top(query, wanted)))
+    dense, words = _scaled(dict(nearest)), _scaled(lexical.top(query, wanted))
+    fused = {
+        key: DENSE_WEIGHT * dense.get(key, 0.0) + (1.0 - DENSE_WEIGHT) * words.get(key, 0.0)
+        for key in dense.keys() | words.keys()
+    }
     best: dict[str, tuple[float, str]] = {}
     for passage_id, score in fused.items():
         scene_id = lexical.scene_of[passage_id]
@@ -184,13 +188,6 @@ def _query(store: SceneIndex, queries: list[str], wanted: int) -> list[list[tupl
 def _scaled(scores: Mapping[str, float]) -> dict[str, float]:
     low, high = min(scores.values(), default=0.0), max(scores.values(), default=0.0)
     return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in scores.items()}
-
-
-def _fuse(dense: Mapping[str, float], lexical: Mapping[str, float]) -> dict[str, float]:
-    return {
-        key: DENSE_WEIGHT * dense.get(key, 0.0) + (1.0 - DENSE_WEIGHT) * lexical.get(key, 0.0)
-        for key in dense.keys() | lexical.keys()
-    }
 
 
 _TERM = re.compile(r"[^\W_]+(?:['-][^\W_]+)*")

@@ -135,8 +135,6 @@ def sentences(text: str, splitter: str = "pysbd") -> list[str]:
     """Sentences of a summary, stripped, blanks dropped, split by ``splitter`` (one of ``SPLITTERS``)."""
     stripped = text.strip()
     if splitter == "punkt":
-        if not stripped:
-            return []
         found = _punkt().tokenize(stripped)  # type: ignore[attr-defined]
         return [s for s in (piece.strip() for piece in found) if s]
     if splitter != "pysbd":
