@@ -103,7 +103,10 @@ def note_failure(run: str, error: BaseException) -> None:
 
 
 def stop_if_run_ended(ctx: Context, since: float) -> None:
-    """Raise if the work was cancelled, or if a call of this run failed after ``since`` (``time.monotonic()``)."""
+    """Raise if the work was cancelled, or if a call of this run failed after ``since`` (``time.monotonic()``).
+
+    LangGraph raises a branch's error only once its step's other branches end, so long work asks between steps.
+    """
     check_cancelled()
     when, error = _failures.get(_run(ctx), (0.0, None))
     if error is not None and when >= since:
@@ -262,11 +265,8 @@ _flights_lock = threading.Lock()
 def _board(cache_dir: Path, key: str) -> tuple[Future[TextAnswer | None], bool]:
     """The flight of an uncached request, and whether this caller sends it: identical requests share one call."""
     with _flights_lock:
-        flight = _flights.get((str(cache_dir), key))
-        if flight is not None:
-            return flight, False
-        flight = _flights[(str(cache_dir), key)] = Future()
-        return flight, True
+        leader = (str(cache_dir), key) not in _flights
+        return _flights.setdefault((str(cache_dir), key), Future()), leader
 
 
 def _ask_server(

@@ -116,23 +116,23 @@ def _screenplay_headings(text: str) -> list[_Heading]:
     return [_Heading(m.start(), " ".join(m.group(0).split())) for m in _SCREENPLAY.finditer(text)]
 
 
-def _clean_place(rest: str | None) -> str:
-    return (rest or "").strip().strip("*_ ").rstrip(".").strip()
+def _titled(title: str, rest: str | None) -> str:
+    place = (rest or "").strip().strip("*_ ").rstrip(".").strip()
+    return f"{title}. {place}" if place else title
 
 
 def _play_headings(text: str) -> list[_Heading]:
     """Scene starts of a play; an act heading right before a scene heading opens that scene's text."""
-    acts = [(m.start(), m.group("num").upper(), _clean_place(m.group("rest"))) for m in _ACT.finditer(text)]
+    acts = [(m.start(), m.group("num").upper(), m.group("rest")) for m in _ACT.finditer(text)]
     scenes = list(_SCENE.finditer(text))
     if len(scenes) < 2:  # a play divided only into acts: each act is a scene
-        return [_Heading(start, f"ACT {num}" + (f". {rest}" if rest else "")) for start, num, rest in acts]
+        return [_Heading(start, _titled(f"ACT {num}", rest)) for start, num, rest in acts]
     headings: list[_Heading] = []
     act_index = -1
     for match in scenes:
         while act_index + 1 < len(acts) and acts[act_index + 1][0] < match.start():
             act_index += 1
-        place = _clean_place(match.group("rest"))
-        label = f"SCENE {match.group('num').upper()}" + (f". {place}" if place else "")
+        label = _titled(f"SCENE {match.group('num').upper()}", match.group("rest"))
         start = match.start()
         if act_index >= 0:
             act_start, act_num, _ = acts[act_index]
@@ -145,12 +145,10 @@ def _play_headings(text: str) -> list[_Heading]:
 
 
 def _chapters(text: str) -> list[_Heading]:
-    headings = []
-    for match in _CHAPTER.finditer(text):
-        title = f"{match.group('kind').title()} {match.group('num')}"
-        rest = _clean_place(match.group("rest"))
-        headings.append(_Heading(match.start(), f"{title}. {rest}" if rest else title))
-    return headings
+    return [
+        _Heading(m.start(), _titled(f"{m.group('kind').title()} {m.group('num')}", m.group("rest")))
+        for m in _CHAPTER.finditer(text)
+    ]
 
 
 def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
