@@ -1,16 +1,8 @@
-"""BooookScore from sentence annotations: per summary, per system, with a bootstrap interval, per-type rates.
+"""BooookScore (equation 1 of the paper): the share of a summary's sentences that cause no confusion.
 
-Equation 1 of the paper: the share of a summary's sentences that cause no confusion. Each sentence counts
-once, however many questions it raised. Sentences whose annotation could not be parsed are left out of the
-denominator and reported, never counted as clean. The system score is the mean over summaries; appendix G's
-stability check resamples the summaries 1000 times with replacement (a system's interval: summaries vary
-independently, sentences of one summary do not); one summary's own interval resamples its sentences;
-appendix H's error distribution divides each type's count by the number of sentences.
-
-Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
-unreliable and left out of the system score, which says how many summaries it excluded. So is a summary whose
-annotator passed too many of the confusing sentences planted in it as clear (``storyjudge.core.planted``): their
-annotations never enter the score.
+Unparsed sentences are left out of the denominator and reported, never counted as clean. A summary below the
+coverage floor, or whose annotator passed too many planted confusing sentences, is unreliable and left out of the
+system score (the mean over summaries, with appendix G's bootstrap).
 """
 
 from __future__ import annotations
@@ -32,18 +24,9 @@ def summary_score(
     annotations: Iterable[Mapping[str, Any]],
     coverage_floor: float = DEFAULT_FLOOR,
 ) -> dict[str, Any]:
-    """Score one summary from its sentences' annotations.
+    """Score one summary from its sentences' annotations (``confused`` True, False or None, and ``types``).
 
-    Args:
-        summary_id: The summary's id.
-        n_sentences: How many sentences the summary was split into.
-        annotations: One record per annotated sentence with ``confused`` (True, False or None) and ``types``.
-        coverage_floor: Least share of sentences scored for the score to be reliable.
-
-    Returns:
-        ``{id, score, coverage, reliable, sentences, scored, clean, confused, unparsed, missing, per_type,
-        per_type_rates}``; ``score`` is None when no sentence could be scored. ``missing`` counts sentences
-        with no annotation at all (they are unscored too, like unparsed ones).
+    ``score`` is None when no sentence could be scored; ``missing`` counts sentences with no annotation.
     """
     records = list(annotations)
     confused = sum(1 for a in records if a.get("confused") is True)
@@ -85,13 +68,7 @@ def system_score(scores: Iterable[float | None]) -> float | None:
 def bootstrap(
     scores: Sequence[float | None], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
-    """Appendix G: resample the summaries with replacement and look at the spread of the mean.
-
-    Returns:
-        ``{std, ci95: [low, high], resamples, seed, n}``: the standard deviation of the resampled means and
-        their 2.5th/97.5th percentiles. With fewer than two scored summaries there is nothing to resample, so
-        ``std`` and ``ci95`` are None and ``note`` says why.
-    """
+    """Appendix G: the std and 95% interval of the mean over resampled summaries (None with fewer than two)."""
     import numpy as np
 
     values = np.array([s for s in scores if s is not None], dtype=float)
@@ -144,26 +121,10 @@ def coherence_report(
     planted_annotations: Iterable[Mapping[str, Any]] = (),
     max_false_acceptance: float = 1.0,
 ) -> dict[str, Any]:
-    """Everything the metric reports for a set of summaries.
+    """Everything the metric reports for a set of summaries (``mode``: "per-sentence" or "batched").
 
-    Args:
-        sentences: Summary id -> its sentences.
-        annotations: Sentence annotations (``summary_id``, ``confused``, ``types``, ...), in any order.
-        mode: "per-sentence" (the paper's setting) or "batched".
-        order: Summary ids in input order (default: the order of ``sentences``).
-        resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
-        coverage_floor: Least share of a summary's sentences scored for its score to count.
-        planted: Summary id -> the confusing sentences planted in it (``planted.plant_sentences``), if any.
-        planted_annotations: Their annotations (never counted in a score).
-        max_false_acceptance: Largest share of a summary's planted sentences the annotator may pass as clear
-            for its score to count.
-
-    Returns:
-        ``{mode, score, coverage, reliable, coverage_floor, system_score, excluded_summaries, summaries,
-        bootstrap, per_type_rates, sentences, scored, unparsed}``. ``score`` is the single summary's score when
-        there is one summary, else the system score: the mean over the summaries whose score is reliable
-        (``excluded_summaries`` counts the others). ``coverage`` is the share of all sentences scored.
+    ``score`` is the single summary's, else the mean over reliable summaries (``excluded_summaries`` counts
+    the others). ``planted`` and ``planted_annotations`` check the annotator, never counted in a score.
     """
     by_summary: dict[str, list[Mapping[str, Any]]] = {sid: [] for sid in sentences}
     for record in annotations:

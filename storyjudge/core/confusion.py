@@ -1,17 +1,8 @@
 """Reading a BooookScore annotator's answer: "Questions: ... / Types: ..." or "no confusion".
 
-The annotation prompt asks for the paper's two-line form, but models vary it: markdown bold labels,
-"Question(s):", one type per bullet, "Entity-Omission", a sentence of prose instead of "no confusion", a
-second made-up example after the answer. This module accepts those variations and nothing it cannot read: an
-answer that names no confusion and does not say "no confusion", or that says both, is *unparsed*
-(``confused`` None). The metric counts those and leaves them out of the score, so a model that babbles
-never looks coherent.
-
-"No confusion" counts only when it is the answer: the whole answer, its Questions or Types field, or the
-opening statement of a short prose answer. It does not count when quoted as an option ('... or "no
-confusion"'), as the instructions quote it, nor in passing inside longer prose. An answer that repeats the
-prompt (a run of its instructions, definitions or examples; the definitions' list of most of the eight types)
-is unparsed whatever words it contains.
+Models vary the form (bold labels, bullets, prose); this accepts those variations and nothing it cannot read:
+an answer that neither names a confusion nor says "no confusion" as its answer, says both, or repeats the prompt
+is *unparsed* (``confused`` None), counted and left out of the score, so a babbling model never looks coherent.
 """
 
 from __future__ import annotations
@@ -203,11 +194,7 @@ def _not_an_answer(body: str, prompt: Iterable[str], data: Iterable[str]) -> str
 
 
 def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str] = ()) -> ConfusionAnswer:
-    """Read one per-sentence answer; never guesses "no confusion" for text it cannot read.
-
-    An answer that copies a run of the fixed texts it was shown (``prompt``: the template, a format reminder) is
-    unparsed; quoting the summary and sentence the request carried (``data``) is no copy.
-    """
+    """Read one per-sentence answer; an answer copying the fixed ``prompt`` texts (not ``data``) is unparsed."""
     body = _answer_body(text or "")
     if not body:
         return ConfusionAnswer(None, error="empty answer")
@@ -237,10 +224,7 @@ def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str
 
 
 def _parse_unlabelled(body: str) -> ConfusionAnswer:
-    """An answer without the labels: prose "no confusion", or questions with type names.
-
-    "No confusion" counts when a short answer opens with it; mentioned later or in a long text it is no verdict.
-    """
+    """An answer without the labels: a short prose "no confusion", or questions with type names."""
     if len(words(body)) > PROSE_WORDS:
         return ConfusionAnswer(
             None,

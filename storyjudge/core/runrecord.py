@@ -1,13 +1,7 @@
-"""The run record (``result.json``) as typed models, and ``load_run``, the one reader of it.
+"""The run record (``result.json``) as typed models, and ``load_run``, its one reader.
 
-``core.resultjson`` writes the record; every surface that reads a kept run (compare, the report, the web UI's
-run list and views) reads it through ``load_run``, so a record of the wrong shape is one line naming the file
-and the field instead of a traceback somewhere in a renderer. The models are typed where readers depend on a
-shape (the rounds are a list, numbers are numbers) and allow extra fields where the record legitimately grows
-(a card keeps fields older or newer records carry). Their JSON Schema ships as ``result.schema.json``, which
-a test keeps equal to the one these models generate.
-
-Records written before ``schema_version`` existed load through ``migrate``, the one place that knows old shapes.
+A record of the wrong shape is one line naming the file and field, not a traceback in a renderer. Extra fields
+are allowed where records grow; ``result.schema.json`` ships the models' JSON Schema. ``migrate`` reads old shapes.
 """
 
 from __future__ import annotations
@@ -223,11 +217,7 @@ class RunRecordError(ValueError):
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """A record of an older shape in today's: the one place that knows the shapes records had before.
-
-    Records without ``schema_version`` (written before it) are version 0; their shape is today's version 1
-    with optional fields absent, which the models accept, so only the version is filled in.
-    """
+    """A record of an older shape in today's; version 0 (no ``schema_version``) only lacks optional fields."""
     version = data.get("schema_version", 0)
     if version == 0:
         data = {**data, "schema_version": SCHEMA_VERSION}
@@ -260,11 +250,10 @@ def run_file(path: str | Path) -> Path:
 
 
 def load_run(path: str | Path) -> Run:
-    """The run record at ``path`` (a run folder or its result.json), validated and migrated to today's shape.
+    """The run record at ``path`` (a run folder or its result.json), validated and migrated.
 
     Raises:
-        RunRecordError (a ValueError): no record there, or one that is not valid JSON or not of a run's shape;
-            the message is one line naming the file (and the field).
+        RunRecordError: no readable run record there; one line naming the file (and the field).
     """
     file = run_file(path)
     if not file.is_file():
