@@ -7,11 +7,13 @@ system score (the mean over summaries, with appendix G's bootstrap).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from storyjudge.core.confusion import ERROR_TYPES
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, share
+from storyjudge.core.intervals import mean_interval, over
 from storyjudge.core.planted import annotator_check
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -33,12 +35,8 @@ def summary_score(
     clean = sum(1 for a in records if a.get("confused") is False)
     unparsed = sum(1 for a in records if a.get("confused") is None)
     scored = confused + clean
-    per_type = {name: 0 for name in ERROR_TYPES}
-    for record in records:
-        if record.get("confused") is True:
-            for name in record.get("types") or []:
-                if name in per_type:
-                    per_type[name] += 1
+    named = Counter(name for a in records if a.get("confused") is True for name in a.get("types") or [])
+    per_type = {name: named[name] for name in ERROR_TYPES}
     value = clean / scored if scored else None
     coverage = share(scored, n_sentences)
     return {
@@ -93,8 +91,6 @@ def bootstrap(
 
 def sentence_interval(card: Mapping[str, Any], seed: int = BOOTSTRAP_SEED) -> list[float] | None:
     """95% interval of one summary's score, resampling its scored sentences (clean 1, confused 0)."""
-    from storyjudge.core.intervals import mean_interval
-
     values = [1.0] * int(card.get("clean", 0)) + [0.0] * int(card.get("confused", 0))
     return mean_interval(values, seed=seed)["ci95"]
 
@@ -141,9 +137,8 @@ def coherence_report(
             mine = [a for a in checked if str(a.get("summary_id")) == card["id"]]
             card["annotator_check"] = annotator_check(items, mine, max_false_acceptance)
             card["reliable"] = bool(card["reliable"] and card["annotator_check"]["passed"])
-    for card in summaries:  # one summary's interval resamples its sentences
-        card["ci95"] = sentence_interval(card, seed)
-        card["ci95_over"] = f"{card['scored']} sentence{'' if card['scored'] == 1 else 's'}"
+        card["ci95"] = sentence_interval(card, seed)  # one summary's interval resamples its sentences
+        card["ci95_over"] = over(card["scored"], "sentence")
     kept = [s["score"] for s in summaries if s["reliable"]]
     system = system_score(kept)
     total = sum(s["sentences"] for s in summaries)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,34 +76,16 @@ class BlobSerializer(JsonPlusSerializer):
         return self._in(super().loads_typed((kind.decode("ascii"), data)))
 
     def _out(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is str:
+        if type(value) is str:
             return {MARK: self._store(value)} if len(value) >= MIN_CHARS else value
-        if kind is dict:
-            return {key: self._out(item) for key, item in value.items()}
-        if kind is list:
-            return [self._out(item) for item in value]
-        if kind is tuple:
-            return tuple(self._out(item) for item in value)
-        if kind is Send:
-            return Send(value.node, self._out(value.arg))
-        return value
+        return _each(value, self._out)
 
     def _in(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is dict:
-            if len(value) == 1 and MARK in value:
-                return self._load(value[MARK])
-            if len(value) == 1 and VALUE_MARK in value:
-                return self._load_value(value[VALUE_MARK])
-            return {key: self._in(item) for key, item in value.items()}
-        if kind is list:
-            return [self._in(item) for item in value]
-        if kind is tuple:
-            return tuple(self._in(item) for item in value)
-        if kind is Send:
-            return Send(value.node, self._in(value.arg))
-        return value
+        if type(value) is dict and len(value) == 1 and MARK in value:
+            return self._load(value[MARK])
+        if type(value) is dict and len(value) == 1 and VALUE_MARK in value:
+            return self._load_value(value[VALUE_MARK])
+        return _each(value, self._in)
 
     def _path(self, digest: str) -> Path:
         return self.folder / digest[:2] / digest
@@ -139,3 +122,17 @@ class BlobSerializer(JsonPlusSerializer):
                     self._texts.clear()
                 self._texts[digest] = text
         return text
+
+
+def _each(value: Any, change: Callable[[Any], Any]) -> Any:
+    """``value`` with ``change`` applied to each item of its dicts, lists, tuples and Sends; anything else as is."""
+    kind = type(value)
+    if kind is dict:
+        return {key: change(item) for key, item in value.items()}
+    if kind is list:
+        return [change(item) for item in value]
+    if kind is tuple:
+        return tuple(change(item) for item in value)
+    if kind is Send:
+        return Send(value.node, change(value.arg))
+    return value

@@ -72,9 +72,7 @@ _TYPE_SEPARATORS = re.compile(r"[,;/&|\n]|\band\b|\bplus\b", re.IGNORECASE)
 class ConfusionAnswer:
     """One parsed annotation (``confused`` None: the answer could not be read, and ``error`` says why)."""
 
-    confused: (
-        bool | None
-    )  # False: the answer says "no confusion"; None: empty, garbage or contradicting itself
+    confused: bool | None  # False: "no confusion"; None: empty, garbage or contradicting itself
     questions: list[str] = field(default_factory=list)  # the clarifying questions the model asked
     types: list[str] = field(default_factory=list)  # among the eight, in taxonomy order, without repeats
     other_types: list[str] = field(default_factory=list)  # labels outside the eight, kept for inspection
@@ -204,14 +202,10 @@ def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str
     questions_text, types_text = _sections(body)
     if questions_text is None and types_text is None:
         return _parse_unlabelled(body)
-    questions = (
-        []
-        if questions_text is None or says_no_confusion(questions_text)
-        else _split_questions(questions_text)
-    )
-    types, other = ([], []) if types_text is None else normalise_types([types_text])
     says_clean_questions = questions_text is not None and says_no_confusion(questions_text)
     says_clean_types = types_text is not None and says_no_confusion(types_text)
+    questions = [] if questions_text is None or says_clean_questions else _split_questions(questions_text)
+    types, other = ([], []) if types_text is None else normalise_types([types_text])
     if (questions and says_clean_types) or ((types or other) and says_clean_questions):
         return ConfusionAnswer(
             None, questions, types, other, error="contradictory: questions or types given, and 'no confusion'"

@@ -47,29 +47,23 @@ def difference_interval(
 
     ``paired``: ``a[i]`` and ``b[i]`` measure the same unit and are resampled together.
     """
-    import numpy as np
-
-    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": paired}
-    rng = np.random.default_rng(seed)
-    if paired:
-        if len(a) != len(b):
-            raise ValueError(f"paired values differ in number ({len(a)} and {len(b)})")
-        pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-        diffs = np.array([float(y) - float(x) for x, y in pairs], dtype=float)
-        out["n"] = int(diffs.size)
-        if diffs.size:
-            out["difference"] = float(diffs.mean())
-        if diffs.size >= 2:
-            _set_interval(out, _means(rng, diffs, resamples))
-    else:
-        left, right = np.array(_clean(a), dtype=float), np.array(_clean(b), dtype=float)
-        out["n"] = [int(left.size), int(right.size)]
-        if left.size and right.size:
-            out["difference"] = float(right.mean() - left.mean())
-        if left.size >= 2 and right.size >= 2:
-            left_means = _means(rng, left, resamples)  # drawn first: the same seed, the same interval
-            _set_interval(out, _means(rng, right, resamples) - left_means)
-    return out
+    if not paired:  # a mean is a ratio over units of denominator 1
+        left, right = _clean(a), _clean(b)
+        sides = (left, [1.0] * len(left)), (right, [1.0] * len(right))
+        return ratio_difference_interval(*sides, resamples=resamples, seed=seed)
+    if len(a) != len(b):
+        raise ValueError(f"paired values differ in number ({len(a)} and {len(b)})")
+    diffs = [float(y) - float(x) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    found = mean_interval(diffs, resamples=resamples, seed=seed)
+    low, high = found["ci95"] or (0.0, 0.0)
+    excludes_zero = low > 0 or high < 0
+    return {
+        "difference": found["mean"],
+        "ci95": found["ci95"],
+        "excludes_zero": excludes_zero,
+        "paired": True,
+        "n": found["n"],
+    }
 
 
 def aligned_difference_interval(

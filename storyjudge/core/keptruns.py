@@ -71,9 +71,7 @@ def run_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:
         "nfs": card.get("score"),
         "coverage": card.get("coverage"),
         "reliable": card.get("reliable"),
-        "nfs_text": describe(
-            card.get("score"), None, card.get("reliable")
-        ),  # the score, or why it does not count
+        "nfs_text": describe(card.get("score"), None, card.get("reliable")),  # or why it does not count
         "words": len(words(str(best.get("summary") or ""))),
         "summarizer": models.get("summarizer", "") if record.get("summary_source") != "given" else "",
         "judge": models.get("judge", ""),
