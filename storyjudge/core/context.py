@@ -89,18 +89,18 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     base_url: Url = ""
     """Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). Empty: OPENAI_BASE_URL
     when set, else OpenAI's own API."""
-    temperature: float = Field(0.0, ge=0)
+    temperature: float = Field(default=0.0, ge=0)
     """Sampling temperature of every role but extraction."""
-    max_output_tokens: int = Field(1024, ge=1)
+    max_output_tokens: int = Field(default=1024, ge=1)
     """Cap on tokens generated per LLM call."""
-    context_window: int = Field(8192, ge=512)
+    context_window: int = Field(default=8192, ge=512)
     """The model's context window in tokens; hierarchical merging fits each of its prompts into it."""
-    request_timeout: float = Field(120.0, gt=0)
+    request_timeout: float = Field(default=120.0, gt=0)
     """Seconds one attempt of an LLM request may take in all before it is abandoned and retried."""
-    retry_budget_s: float = Field(300.0, ge=0)
+    retry_budget_s: float = Field(default=300.0, ge=0)
     """Seconds one LLM call may spend retrying transient failures (429, 5xx, timeouts, cut-off replies),
     honouring Retry-After; then that unit counts as failed (0: no retries)."""
-    parse_retries: int = Field(2, ge=0)
+    parse_retries: int = Field(default=2, ge=0)
     """Extra attempts when a structured answer cannot be parsed."""
     seed: int = 0
     """Sampling seed; the extraction samples of a scene use this seed, the next one and so on."""
@@ -117,46 +117,46 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Folder for everything a run writes. Empty: runs/<document name>-<hash>."""
     cache_dir: str = ""
     """Folder of the LLM call cache. Empty: the run directory's cache folder."""
-    concurrency: int = Field(4, ge=1)
+    concurrency: int = Field(default=4, ge=1)
     """Maximum LLM calls in flight at once (for an experiment on a Dask cluster: in total, across it)."""
     # --- segmentation, CKG, retrieval ----------------------------------------------------------------------
-    chunk_size: int = Field(2048, ge=64)
+    chunk_size: int = Field(default=2048, ge=64)
     """Largest chunk or scene, in tokens (as OpenAI's cl100k_base counts them)."""
     chunker: Literal["sentences", "official"] = "sentences"
     """How the book summarizer cuts a plain document into chunks: 'sentences' (paragraphs, each chunk filled
     up with sentences, never more chunks than the official BooookScore chunker) or 'official' (exactly
     where the official BooookScore chunker cuts: packed lines, often mid-sentence)."""
-    ckg_samples: int = Field(3, ge=1)
+    ckg_samples: int = Field(default=3, ge=1)
     """How many times each scene's relations are extracted for the character knowledge graph."""
-    extraction_temperature: float = Field(0.7, ge=0)
+    extraction_temperature: float = Field(default=0.7, ge=0)
     """Temperature of the extraction samples (must be above 0 with more than one sample)."""
     predicate_threshold: Share = 0.5
     """Keep a relation when the extractions that state it, over all samples and scenes, number at least this
     share of the samples per scene (0..1; higher = more consistent, lower = more diverse)."""
-    retrieval_k: int = Field(3, ge=1)
+    retrieval_k: int = Field(default=3, ge=1)
     """Scenes retrieved as evidence per atomic fact."""
     nfs_unjudged: Literal["exclude", "unsupported"] = "exclude"
     """A fact whose verdict could not be read: 'exclude' it from NarrativeFactScore's denominator and report
     it in the coverage (ours), or count it as 'unsupported' with every fact in the denominator (the paper's
     indicator)."""
-    evidence_tokens: int = Field(4000, ge=64)
+    evidence_tokens: int = Field(default=4000, ge=64)
     """Tokens of scene text per judge prompt: retrieved scenes are shown whole while they fit, then only their
     best passages (recorded in the evidence). Lower it for slow local models."""
     # --- summarization -------------------------------------------------------------------------------------
     strategy: Literal["hierarchical", "incremental"] = "hierarchical"
     """Summarizer: 'hierarchical' merging or 'incremental' updating."""
-    max_summary_tokens: int = Field(900, ge=16)
+    max_summary_tokens: int = Field(default=900, ge=16)
     """Length budget of the summary in tokens (incremental updating also compresses to it)."""
     artifact_removal: bool = True
     """Clean phrases such as 'in this segment' out of the final summary (BooookScore's artifact removal)."""
     # --- refinement loop -----------------------------------------------------------------------------------
     target_score: Share = 1.0
     """Stop refining when NarrativeFactScore reaches this (0..1)."""
-    min_delta: float = Field(0.01, ge=0)
+    min_delta: float = Field(default=0.01, ge=0)
     """Smallest gain over the best score that counts."""
-    patience: int = Field(1, ge=1)
+    patience: int = Field(default=1, ge=1)
     """Refinement rounds without such a gain before stopping."""
-    max_iterations: int = Field(3, ge=0)
+    max_iterations: int = Field(default=3, ge=0)
     """Refinement rounds at most."""
     coverage_floor: Share = 0.9
     """Least share of a score's units (facts for NarrativeFactScore, sentences for BooookScore) that must have
@@ -166,14 +166,14 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Metrics scored on every round besides NarrativeFactScore and BooookScore: PATH.py:ClassName (a file
     with a metric class) or the name of one installed under the entry-point group storyjudge.metrics
     (repeatable; comma-separated in STORYJUDGE_METRICS). See the README's 'Add a metric'."""
-    planted_facts: int = Field(24, ge=0)
+    planted_facts: int = Field(default=24, ge=0)
     """Most planted false control facts judged in each scored round (with half as many true ones), built from
     the story without a model: a relation given to an invented name, or moved to a character who never
     meets its partner; true ones are sentences of the story. They are judged in batches of 8 and planting
     stops once the judge check decides; 24 (the most used) gives its stated error rates (a judge accepting
     10% of false facts flagged in under 5% of runs, one accepting 40% passed in under 5%); fewer may leave
     the check undecided. Never counted in the score. 0 plants none."""
-    planted_sentences: int = Field(3, ge=0)
+    planted_sentences: int = Field(default=3, ge=0)
     """Confusing control sentences (about a character the summary never introduced) planted in each summary
     BooookScore scores, each asked about like the summary's own sentences, never counted in the score; they
     measure the annotator. 0 plants none."""
@@ -195,7 +195,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     that, not a deletion."""
     min_length_ratio: Share = 0.8
     """Shortest a refinement may be, as a share of the words of the summary it revises (0..1)."""
-    max_length_ratio: float = Field(1.1, ge=1)
+    max_length_ratio: float = Field(default=1.1, ge=1)
     """Longest a refinement may be: this many times the revised summary's words, plus 10 words. The refiner is
     asked for at most that many words."""
     max_copy_increase: Share = 0.2
@@ -218,7 +218,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     defaults."""
     summary_temperature: TemperatureOrUnset = -1.0
     """Sampling temperature of the book summarizer only; -1 uses the temperature setting."""
-    predicate_min_count: int = Field(0, ge=0)
+    predicate_min_count: int = Field(default=0, ge=0)
     """Keep a relation only when at least this many extractions state it, counting every sample of every scene
     (works with one sample too); 0 uses the predicate threshold instead."""
     bge_m3_path: str = ""

@@ -52,14 +52,9 @@ def judge_failure(card: Mapping[str, Any]) -> str:
 def describe_card(card: Mapping[str, Any], digits: int = 3) -> str:
     """``describe`` for a score card, naming the planted-item check when that is what makes it not count."""
     failed = judge_failure(card)
-    text = describe(card.get("score"), card.get("coverage"), card.get("reliable"), digits)
-    if (
-        failed
-        and card.get("score") is not None
-        and card.get("coverage", 0.0) + 1e-12 >= card.get("coverage_floor", 0.0)
-    ):
+    if failed and is_reliable(card.get("score"), card.get("coverage", 0.0), card.get("coverage_floor", 0.0)):
         return f"{UNRELIABLE} ({failed.split(' (')[0]})"  # the counts by kind are in the full note
-    return text
+    return describe(card.get("score"), card.get("coverage"), card.get("reliable"), digits)
 
 
 def reliability_text(card: Mapping[str, Any]) -> str:

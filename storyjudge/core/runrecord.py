@@ -17,7 +17,6 @@ SCHEMA_VERSION = 1
 
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 
-Number = float
 Interval = list[float] | None  # a 95% interval, [low, high]; None when there is none
 
 
@@ -43,7 +42,7 @@ class EvidenceSpan(_Part):
     title: str = ""
     start: int | None = None
     end: int | None = None
-    score: Number | None = None
+    score: float | None = None
     excerpt: bool = False
     text: str | None = None  # records written before evidence was referenced hold the text itself
 
@@ -82,8 +81,8 @@ class JudgeCheck(_Part):
     easy: Tally
     hard: Tally
     true: Tally
-    false_acceptance: Number | None
-    true_acceptance: Number | None
+    false_acceptance: float | None
+    true_acceptance: float | None
     false_acceptance_ci95: Interval = None
     true_acceptance_ci95: Interval = None
     decision: Literal["passed", "failed", "undecided"] | None = (
@@ -98,21 +97,21 @@ class JudgeCheck(_Part):
 class FactScoreCard(_Part):
     """NarrativeFactScore of one summary, with how much of it was judged and how far it can be trusted."""
 
-    score: Number | None
+    score: float | None
     supported: int
     unsupported: int
     unjudged: int
     facts: int
     judged: int | None = None
-    coverage: Number | None = None
-    coverage_floor: Number | None = None
+    coverage: float | None = None
+    coverage_floor: float | None = None
     reliable: bool | None = None
     per_sentence: list[dict[str, Any]] = []
     verdicts: list[Verdict] = []
     judge_check: JudgeCheck | None = None
     score_ci95: Interval = None
     score_ci95_over: str | None = None
-    score_corrected: Number | None = None
+    score_corrected: float | None = None
     score_corrected_ci95: Interval = None
     score_corrected_ci95_over: str | None = None
     score_corrected_note: str | None = None
@@ -121,8 +120,8 @@ class FactScoreCard(_Part):
 class CoherenceCard(_Part):
     """BooookScore of one round (``core.records.CoherenceReport``)."""
 
-    score: Number | None = None
-    coverage: Number | None = None
+    score: float | None = None
+    coverage: float | None = None
     reliable: bool | None = None
     summaries: list[dict[str, Any]] = []
 
@@ -130,8 +129,8 @@ class CoherenceCard(_Part):
 class MetricCard(_Part):
     """An added metric's card of one round (``core.metrics``): its score, its words, and whatever else it keeps."""
 
-    score: Number | None
-    coverage: Number | None = None
+    score: float | None
+    coverage: float | None = None
     reliable: bool | None = None
     headline: str = ""  # the card in words, as every surface shows it
     error: str = ""  # the metric failed on this round: why (its score is None)
@@ -157,7 +156,7 @@ class ModelUsage(_Part):
     input_tokens: int = 0
     output_tokens: int = 0
     failures: int = 0
-    cost_usd: Number | None = None
+    cost_usd: float | None = None
 
 
 class Usage(_Part):
@@ -180,7 +179,7 @@ class ScoreRow(_Part):
     """A round's headline numbers, as ``scores`` lists them (the cards in ``iterations`` hold the detail)."""
 
     iteration: int
-    nfs: Number | None = None
+    nfs: float | None = None
 
 
 class Run(_Part):
@@ -205,7 +204,7 @@ class Run(_Part):
     best_reliable: bool | None = None
     stop_reason: str = ""
     usage: Usage = Usage()
-    timings: dict[str, Number] = {}
+    timings: dict[str, float] = {}
 
     def record(self) -> dict[str, Any]:
         """The record as the plain JSON its readers render: the fields it had, none added."""
