@@ -124,8 +124,8 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Largest chunk or scene, in tokens (as OpenAI's cl100k_base counts them)."""
     chunker: Literal["sentences", "official"] = "sentences"
     """How the book summarizer cuts a plain document into chunks: 'sentences' (paragraphs, each chunk filled
-    up with sentences, never more chunks than the official BooookScore chunker) or 'official' (exactly
-    where the official BooookScore chunker cuts: packed lines, often mid-sentence)."""
+    up with sentences, never more chunks than the official BooookScore chunker) or 'official' (exactly where
+    the official BooookScore chunker cuts: packed lines, often mid-sentence)."""
     ckg_samples: int = Field(default=3, ge=1)
     """How many times each scene's relations are extracted for the character knowledge graph."""
     extraction_temperature: float = Field(default=0.7, ge=0)
@@ -160,19 +160,19 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Refinement rounds at most."""
     coverage_floor: Share = 0.9
     """Least share of a score's units (facts for NarrativeFactScore, sentences for BooookScore) that must have
-    been judged for the score to count: below it the score is shown as unreliable, the loop never picks
-    that round as best, and evaluations leave it out of agreement figures (0..1)."""
+    been judged for the score to count: below it the score is shown as unreliable, the loop never picks that
+    round as best, and evaluations leave it out of agreement figures (0..1)."""
     metrics: MetricSpecs = []
     """Metrics scored on every round besides NarrativeFactScore and BooookScore: PATH.py:ClassName (a file
     with a metric class) or the name of one installed under the entry-point group storyjudge.metrics
     (repeatable; comma-separated in STORYJUDGE_METRICS). See the README's 'Add a metric'."""
     planted_facts: int = Field(default=24, ge=0)
     """Most planted false control facts judged in each scored round (with half as many true ones), built from
-    the story without a model: a relation given to an invented name, or moved to a character who never
-    meets its partner; true ones are sentences of the story. They are judged in batches of 8 and planting
-    stops once the judge check decides; 24 (the most used) gives its stated error rates (a judge accepting
-    10% of false facts flagged in under 5% of runs, one accepting 40% passed in under 5%); fewer may leave
-    the check undecided. Never counted in the score. 0 plants none."""
+    the story without a model: a relation given to an invented name, or moved to a character who never meets
+    its partner; true ones are sentences of the story. They are judged in batches of 8 and planting stops once
+    the judge check decides; 24 (the most used) gives its stated error rates (a judge accepting 10% of false
+    facts flagged in under 5% of runs, one accepting 40% passed in under 5%); fewer may leave the check
+    undecided. Never counted in the score. 0 plants none."""
     planted_sentences: int = Field(default=3, ge=0)
     """Confusing control sentences (about a character the summary never introduced) planted in each summary
     BooookScore scores, each asked about like the summary's own sentences, never counted in the score; they
@@ -208,9 +208,9 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     or asks 'once' and counts it once, as the official code keys its annotations by sentence."""
     sentence_splitter: Literal["punkt", "pysbd"] = "punkt"
     """How BooookScore splits a summary into the sentences it asks about: 'punkt' (NLTK's Punkt English model,
-    as the official BooookScore code does; line breaks are spaces, so a heading without a full stop joins
-    the next sentence) or 'pysbd' (rule-based; also ends a sentence at a blank line, a heading or a list
-    item). Summaries given with their own sentences are not split."""
+    as the official BooookScore code does; line breaks are spaces, so a heading without a full stop joins the
+    next sentence) or 'pysbd' (rule-based; also ends a sentence at a blank line, a heading or a list item).
+    Summaries given with their own sentences are not split."""
     # --- papers' settings, prompt overrides ----------------------------------------------------------------
     preset: Literal["", "booookscore-paper", "nfs-paper"] = ""
     """Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are in

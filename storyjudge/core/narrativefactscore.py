@@ -74,8 +74,8 @@ def score_card(
 
     ``judge`` is the judge's record on the planted facts: when it did not pass, the score does not count.
     """
-    mine = sorted((v for v in verdicts if v["fact"]["iteration"] == iteration), key=lambda v: v["fact"]["id"])
-    mine.sort(key=lambda v: v["fact"]["sentence_index"])
+    mine = [v for v in verdicts if v["fact"]["iteration"] == iteration]
+    mine.sort(key=lambda v: (v["fact"]["sentence_index"], v["fact"]["id"]))
     supported = sum(v["status"] == "supported" for v in mine)
     unsupported = sum(v["status"] == "unsupported" for v in mine)
     judged = supported + unsupported
