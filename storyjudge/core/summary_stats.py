@@ -45,10 +45,10 @@ def summary_stats(summary: str, source: str) -> dict[str, Any]:
     summary_trigrams = trigrams(words(summary))
     total = len(summary_trigrams)
     novel: float | None = None
-    repeated: float | None = None
+    repeated = novel
     if total:
-        source_trigrams = set(trigrams(words(source)))
-        novel = round(100 * sum(1 for t in summary_trigrams if t not in source_trigrams) / total, 2)
+        known = source_trigrams(source)
+        novel = round(100 * sum(1 for t in summary_trigrams if t not in known) / total, 2)
         repeated = round(100 * sum(n - 1 for n in Counter(summary_trigrams).values()) / total, 2)
     return {
         "length_tokens": count_tokens(summary),
