@@ -27,11 +27,8 @@ _SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
 def scrub(value: str) -> str:
     """Remove credentials from a URL or string."""
     parts = urlsplit(value)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        value = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    if "@" in parts.netloc:
+        value = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
     return _SECRET.sub("[redacted]", value)
 
 
