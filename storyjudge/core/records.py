@@ -142,14 +142,8 @@ def add_timings(left: dict[str, float] | None, right: dict[str, float] | None) -
 
 def merge_rounds(left: list[Iteration] | None, right: list[Iteration] | None) -> list[Iteration]:
     """Reducer: rounds added in order; a round written again (a person's correction) replaces its record."""
-    merged = list(left or [])
-    for record in right or []:
-        at = next((n for n, it in enumerate(merged) if it["iteration"] == record["iteration"]), None)
-        if at is None:
-            merged.append(record)
-        else:
-            merged[at] = record
-    return merged
+    by_number = {record["iteration"]: record for record in [*(left or []), *(right or [])]}
+    return list(by_number.values())  # a replaced round keeps its place
 
 
 class Scene(TypedDict):
