@@ -1,25 +1,19 @@
-"""BooookScore from sentence annotations: per summary, per system, with a bootstrap interval, per-type rates.
+"""BooookScore (equation 1 of the paper): the share of a summary's sentences that cause no confusion.
 
-Equation 1 of the paper: the share of a summary's sentences that cause no confusion. Each sentence counts
-once, however many questions it raised. Sentences whose annotation could not be parsed are left out of the
-denominator and reported, never counted as clean. The system score is the mean over summaries; appendix G's
-stability check resamples the summaries 1000 times with replacement (a system's interval: summaries vary
-independently, sentences of one summary do not); one summary's own interval resamples its sentences;
-appendix H's error distribution divides each type's count by the number of sentences.
-
-Every score carries its coverage (sentences scored / sentences): a summary below the coverage floor is marked
-unreliable and left out of the system score, which says how many summaries it excluded. So is a summary whose
-annotator passed too many of the confusing sentences planted in it as clear (``storyjudge.core.planted``): their
-annotations never enter the score.
+Unparsed sentences are left out of the denominator and reported, never counted as clean. A summary below the
+coverage floor, or whose annotator passed too many planted confusing sentences, is unreliable and left out of the
+system score (the mean over summaries, with appendix G's bootstrap).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from storyjudge.core.confusion import ERROR_TYPES
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, share
+from storyjudge.core.intervals import mean_interval, over
 from storyjudge.core.planted import annotator_check
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -32,30 +26,17 @@ def summary_score(
     annotations: Iterable[Mapping[str, Any]],
     coverage_floor: float = DEFAULT_FLOOR,
 ) -> dict[str, Any]:
-    """Score one summary from its sentences' annotations.
+    """Score one summary from its sentences' annotations (``confused`` True, False or None, and ``types``).
 
-    Args:
-        summary_id: The summary's id.
-        n_sentences: How many sentences the summary was split into.
-        annotations: One record per annotated sentence with ``confused`` (True, False or None) and ``types``.
-        coverage_floor: Least share of sentences scored for the score to be reliable.
-
-    Returns:
-        ``{id, score, coverage, reliable, sentences, scored, clean, confused, unparsed, missing, per_type,
-        per_type_rates}``; ``score`` is None when no sentence could be scored. ``missing`` counts sentences
-        with no annotation at all (they are unscored too, like unparsed ones).
+    ``score`` is None when no sentence could be scored; ``missing`` counts sentences with no annotation.
     """
     records = list(annotations)
     confused = sum(1 for a in records if a.get("confused") is True)
     clean = sum(1 for a in records if a.get("confused") is False)
     unparsed = sum(1 for a in records if a.get("confused") is None)
     scored = confused + clean
-    per_type = {name: 0 for name in ERROR_TYPES}
-    for record in records:
-        if record.get("confused") is True:
-            for name in record.get("types") or []:
-                if name in per_type:
-                    per_type[name] += 1
+    named = Counter(name for a in records if a.get("confused") is True for name in a.get("types") or [])
+    per_type = {name: named[name] for name in ERROR_TYPES}
     value = clean / scored if scored else None
     coverage = share(scored, n_sentences)
     return {
@@ -85,13 +66,7 @@ def system_score(scores: Iterable[float | None]) -> float | None:
 def bootstrap(
     scores: Sequence[float | None], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
-    """Appendix G: resample the summaries with replacement and look at the spread of the mean.
-
-    Returns:
-        ``{std, ci95: [low, high], resamples, seed, n}``: the standard deviation of the resampled means and
-        their 2.5th/97.5th percentiles. With fewer than two scored summaries there is nothing to resample, so
-        ``std`` and ``ci95`` are None and ``note`` says why.
-    """
+    """Appendix G: the std and 95% interval of the mean over resampled summaries (None with fewer than two)."""
     import numpy as np
 
     values = np.array([s for s in scores if s is not None], dtype=float)
@@ -116,8 +91,6 @@ def bootstrap(
 
 def sentence_interval(card: Mapping[str, Any], seed: int = BOOTSTRAP_SEED) -> list[float] | None:
     """95% interval of one summary's score, resampling its scored sentences (clean 1, confused 0)."""
-    from storyjudge.core.intervals import mean_interval
-
     values = [1.0] * int(card.get("clean", 0)) + [0.0] * int(card.get("confused", 0))
     return mean_interval(values, seed=seed)["ci95"]
 
@@ -144,26 +117,10 @@ def coherence_report(
     planted_annotations: Iterable[Mapping[str, Any]] = (),
     max_false_acceptance: float = 1.0,
 ) -> dict[str, Any]:
-    """Everything the metric reports for a set of summaries.
+    """Everything the metric reports for a set of summaries (``mode``: "per-sentence" or "batched").
 
-    Args:
-        sentences: Summary id -> its sentences.
-        annotations: Sentence annotations (``summary_id``, ``confused``, ``types``, ...), in any order.
-        mode: "per-sentence" (the paper's setting) or "batched".
-        order: Summary ids in input order (default: the order of ``sentences``).
-        resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
-        coverage_floor: Least share of a summary's sentences scored for its score to count.
-        planted: Summary id -> the confusing sentences planted in it (``planted.plant_sentences``), if any.
-        planted_annotations: Their annotations (never counted in a score).
-        max_false_acceptance: Largest share of a summary's planted sentences the annotator may pass as clear
-            for its score to count.
-
-    Returns:
-        ``{mode, score, coverage, reliable, coverage_floor, system_score, excluded_summaries, summaries,
-        bootstrap, per_type_rates, sentences, scored, unparsed}``. ``score`` is the single summary's score when
-        there is one summary, else the system score: the mean over the summaries whose score is reliable
-        (``excluded_summaries`` counts the others). ``coverage`` is the share of all sentences scored.
+    ``score`` is the single summary's, else the mean over reliable summaries (``excluded_summaries`` counts
+    the others). ``planted`` and ``planted_annotations`` check the annotator, never counted in a score.
     """
     by_summary: dict[str, list[Mapping[str, Any]]] = {sid: [] for sid in sentences}
     for record in annotations:
@@ -180,9 +137,8 @@ def coherence_report(
             mine = [a for a in checked if str(a.get("summary_id")) == card["id"]]
             card["annotator_check"] = annotator_check(items, mine, max_false_acceptance)
             card["reliable"] = bool(card["reliable"] and card["annotator_check"]["passed"])
-    for card in summaries:  # one summary's interval resamples its sentences
-        card["ci95"] = sentence_interval(card, seed)
-        card["ci95_over"] = f"{card['scored']} sentence{'' if card['scored'] == 1 else 's'}"
+        card["ci95"] = sentence_interval(card, seed)  # one summary's interval resamples its sentences
+        card["ci95_over"] = over(card["scored"], "sentence")
     kept = [s["score"] for s in summaries if s["reliable"]]
     system = system_score(kept)
     total = sum(s["sentences"] for s in summaries)

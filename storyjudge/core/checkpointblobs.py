@@ -1,30 +1,22 @@
 """Checkpoints that store each long text once: a serializer for LangGraph's savers.
 
-LangGraph's SQLite saver writes every channel's whole value into every checkpoint, and every Send payload into
-its pending writes. Payloads and verdicts name the scenes they need (``core.storyref``, ``core.passages``), but
-every superstep's checkpoint still repeats the document, the scenes, the summaries and the judge's rationales,
-in each graph's namespace (on the witches' refine run, 3.3 MB of checkpoints without this, 1.9 MB with it).
-``BlobSerializer`` replaces each string of at least ``MIN_CHARS`` characters by a reference to a file named by
-the text's SHA-256, written once, and puts the text back when a checkpoint is read. It does the same one level
-up, for whole values: a checkpoint's channel value, or a pending write, whose serialized form has at least
-``MIN_VALUE_BYTES`` is stored once by the hash of those bytes. A channel that did not change since the last
-superstep (the rounds so far, the latest score card) then costs a reference in each later checkpoint, and a
-node's write and the channel value it becomes are one file: the per-channel-version storage that LangGraph's
-other savers do, which its SQLite saver does not. What a graph reads from a checkpoint is exactly what it
-wrote, so resuming is unchanged; checkpoints written without references (older runs) read as before.
+LangGraph's SQLite saver repeats every channel's whole value in every checkpoint. ``BlobSerializer`` stores long
+strings and large values once, in files named by their SHA-256, and puts them back on read; checkpoints written
+without references read as before.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Send
+
+from storyjudge.core.rundir import write_once
 
 MIN_CHARS = 256
 """Strings this long or longer are stored once, by hash (shorter ones cost less inline than a reference)."""
@@ -53,11 +45,7 @@ class BlobSerializer(JsonPlusSerializer):
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        """Serialize with long strings and large values replaced by references (the files are written first).
-
-        A checkpoint (a dict with ``channel_values``) refers to each large channel value; anything else (a
-        pending write) is itself stored once when large.
-        """
+        """Serialize with long strings and large values (a checkpoint's channels, a write) as references."""
         if type(obj) is dict and type(obj.get("channel_values")) is dict:
             values = {key: self._value_out(value) for key, value in obj["channel_values"].items()}
             return super().dumps_typed({**obj, "channel_values": values})
@@ -80,7 +68,7 @@ class BlobSerializer(JsonPlusSerializer):
     def _store_value(self, kind: str, data: bytes) -> str:
         blob = kind.encode("ascii") + b"\0" + data
         digest = hashlib.sha256(blob).hexdigest()
-        self._write(digest, blob)
+        write_once(self._path(digest), blob)  # before the checkpoint that refers to it
         return digest
 
     def _load_value(self, digest: str) -> Any:
@@ -88,34 +76,16 @@ class BlobSerializer(JsonPlusSerializer):
         return self._in(super().loads_typed((kind.decode("ascii"), data)))
 
     def _out(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is str:
+        if type(value) is str:
             return {MARK: self._store(value)} if len(value) >= MIN_CHARS else value
-        if kind is dict:
-            return {key: self._out(item) for key, item in value.items()}
-        if kind is list:
-            return [self._out(item) for item in value]
-        if kind is tuple:
-            return tuple(self._out(item) for item in value)
-        if kind is Send:
-            return Send(value.node, self._out(value.arg))
-        return value
+        return _each(value, self._out)
 
     def _in(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is dict:
-            if len(value) == 1 and MARK in value:
-                return self._load(value[MARK])
-            if len(value) == 1 and VALUE_MARK in value:
-                return self._load_value(value[VALUE_MARK])
-            return {key: self._in(item) for key, item in value.items()}
-        if kind is list:
-            return [self._in(item) for item in value]
-        if kind is tuple:
-            return tuple(self._in(item) for item in value)
-        if kind is Send:
-            return Send(value.node, self._in(value.arg))
-        return value
+        if type(value) is dict and len(value) == 1 and MARK in value:
+            return self._load(value[MARK])
+        if type(value) is dict and len(value) == 1 and VALUE_MARK in value:
+            return self._load_value(value[VALUE_MARK])
+        return _each(value, self._in)
 
     def _path(self, digest: str) -> Path:
         return self.folder / digest[:2] / digest
@@ -126,20 +96,12 @@ class BlobSerializer(JsonPlusSerializer):
             return digest
         data = text.encode("utf-8", "surrogatepass")
         digest = hashlib.sha256(data).hexdigest()
-        self._write(digest, data)
+        write_once(self._path(digest), data)
         with self._lock:
             if len(self._hashes) >= _REMEMBERED:
                 self._hashes.clear()
             self._hashes[text] = digest
         return digest
-
-    def _write(self, digest: str, data: bytes) -> None:
-        path = self._path(digest)
-        if not path.exists():  # written before the checkpoint that refers to it, atomically
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{digest}.{uuid.uuid4().hex}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
 
     def _read(self, digest: str) -> bytes:
         path = self._path(digest)
@@ -160,3 +122,17 @@ class BlobSerializer(JsonPlusSerializer):
                     self._texts.clear()
                 self._texts[digest] = text
         return text
+
+
+def _each(value: Any, change: Callable[[Any], Any]) -> Any:
+    """``value`` with ``change`` applied to each item of its dicts, lists, tuples and Sends; anything else as is."""
+    kind = type(value)
+    if kind is dict:
+        return {key: change(item) for key, item in value.items()}
+    if kind is list:
+        return [change(item) for item in value]
+    if kind is tuple:
+        return tuple(change(item) for item in value)
+    if kind is Send:
+        return Send(value.node, change(value.arg))
+    return value

@@ -1,17 +1,8 @@
 """Reading a BooookScore annotator's answer: "Questions: ... / Types: ..." or "no confusion".
 
-The annotation prompt asks for the paper's two-line form, but models vary it: markdown bold labels,
-"Question(s):", one type per bullet, "Entity-Omission", a sentence of prose instead of "no confusion", a
-second made-up example after the answer. This module accepts those variations and nothing it cannot read: an
-answer that names no confusion and does not say "no confusion", or that says both, is *unparsed*
-(``confused`` None). The metric counts those and leaves them out of the score, so a model that babbles
-never looks coherent.
-
-"No confusion" counts only when it is the answer: the whole answer, its Questions or Types field, or the
-opening statement of a short prose answer. It does not count when quoted as an option ('... or "no
-confusion"'), as the instructions quote it, nor in passing inside longer prose. An answer that repeats the
-prompt (a run of its instructions, definitions or examples; the definitions' list of most of the eight types)
-is unparsed whatever words it contains.
+Models vary the form (bold labels, bullets, prose); this accepts those variations and nothing it cannot read:
+an answer that neither names a confusion nor says "no confusion" as its answer, says both, or repeats the prompt
+is *unparsed* (``confused`` None), counted and left out of the score, so a babbling model never looks coherent.
 """
 
 from __future__ import annotations
@@ -81,9 +72,7 @@ _TYPE_SEPARATORS = re.compile(r"[,;/&|\n]|\band\b|\bplus\b", re.IGNORECASE)
 class ConfusionAnswer:
     """One parsed annotation (``confused`` None: the answer could not be read, and ``error`` says why)."""
 
-    confused: (
-        bool | None
-    )  # False: the answer says "no confusion"; None: empty, garbage or contradicting itself
+    confused: bool | None  # False: "no confusion"; None: empty, garbage or contradicting itself
     questions: list[str] = field(default_factory=list)  # the clarifying questions the model asked
     types: list[str] = field(default_factory=list)  # among the eight, in taxonomy order, without repeats
     other_types: list[str] = field(default_factory=list)  # labels outside the eight, kept for inspection
@@ -203,11 +192,7 @@ def _not_an_answer(body: str, prompt: Iterable[str], data: Iterable[str]) -> str
 
 
 def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str] = ()) -> ConfusionAnswer:
-    """Read one per-sentence answer; never guesses "no confusion" for text it cannot read.
-
-    An answer that copies a run of the fixed texts it was shown (``prompt``: the template, a format reminder) is
-    unparsed; quoting the summary and sentence the request carried (``data``) is no copy.
-    """
+    """Read one per-sentence answer; an answer copying the fixed ``prompt`` texts (not ``data``) is unparsed."""
     body = _answer_body(text or "")
     if not body:
         return ConfusionAnswer(None, error="empty answer")
@@ -217,14 +202,10 @@ def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str
     questions_text, types_text = _sections(body)
     if questions_text is None and types_text is None:
         return _parse_unlabelled(body)
-    questions = (
-        []
-        if questions_text is None or says_no_confusion(questions_text)
-        else _split_questions(questions_text)
-    )
-    types, other = ([], []) if types_text is None else normalise_types([types_text])
     says_clean_questions = questions_text is not None and says_no_confusion(questions_text)
     says_clean_types = types_text is not None and says_no_confusion(types_text)
+    questions = [] if questions_text is None or says_clean_questions else _split_questions(questions_text)
+    types, other = ([], []) if types_text is None else normalise_types([types_text])
     if (questions and says_clean_types) or ((types or other) and says_clean_questions):
         return ConfusionAnswer(
             None, questions, types, other, error="contradictory: questions or types given, and 'no confusion'"
@@ -237,10 +218,7 @@ def parse_confusion(text: str, *, prompt: Iterable[str] = (), data: Iterable[str
 
 
 def _parse_unlabelled(body: str) -> ConfusionAnswer:
-    """An answer without the labels: prose "no confusion", or questions with type names.
-
-    "No confusion" counts when a short answer opens with it; mentioned later or in a long text it is no verdict.
-    """
+    """An answer without the labels: a short prose "no confusion", or questions with type names."""
     if len(words(body)) > PROSE_WORDS:
         return ConfusionAnswer(
             None,

@@ -1,11 +1,8 @@
 """Run configuration shared by every graph: the LangGraph ``context_schema``.
 
-One pydantic model holds every knob so that the CLI, ``STORYJUDGE_<FIELD>`` environment variables, LangGraph
-Studio's form and ``graph.invoke(..., context=...)`` all set the same thing, checked by the same types: a choice is
-a ``Literal``, a bound a constraint, and a bad value one ``ConfigError`` line naming the field and what it takes.
-Fields the caller leaves out fall back to the environment, so a shell-wide ``STORYJUDGE_JUDGE_MODEL`` applies to
-runs started from Python too. A ``preset`` (``storyjudge/core/presets.py``) then fills a paper's values into the
-fields that neither the caller nor the environment set. Adding a setting is adding a field here.
+The CLI, ``STORYJUDGE_<FIELD>`` variables, Studio's form and ``graph.invoke(..., context=...)`` all set this one
+model; a bad value is one ``ConfigError`` line. Each field's docstring is its help text. A ``preset`` fills a
+paper's values into the fields neither the caller nor the environment set.
 """
 
 from __future__ import annotations
@@ -69,347 +66,174 @@ Folder = Annotated[str, AfterValidator(_folder)]
 TemperatureOrUnset = Annotated[float, AfterValidator(_temperature_or_unset)]
 
 
-class Context(BaseModel, frozen=True, extra="forbid"):
+class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=True):
     """Settings of one storyjudge run. Every field has a default; empty model specs resolve at call time."""
 
     # --- models -------------------------------------------------------------------------------------------
-    model: str = Field(
-        default="",
-        description=(
-            "Model spec for every role that has none of its own: 'openai:<name>' (any OpenAI-compatible server "
-            "with base_url) or 'local:smollm2' (embedded, offline, demo grade). Empty: openai:gpt-4o-mini when "
-            "OPENAI_API_KEY is set, else local:smollm2."
-        ),
-    )
-    extractor_model: str = Field(
-        default="",
-        description="Model that extracts who does what to whom in each scene. Empty: the model setting.",
-    )
-    summarizer_model: str = Field(
-        default="", description="Model that writes the book summary. Empty: the model setting."
-    )
-    decomposer_model: str = Field(
-        default="",
-        description="Model that splits a summary into atomic facts. Empty: the model setting.",
-    )
-    judge_model: str = Field(
-        default="",
-        description="Model that judges each fact against the narrative. Empty: the model setting.",
-    )
-    refiner_model: str = Field(
-        default="", description="Model that revises the summary. Empty: the model setting."
-    )
-    coherence_model: str = Field(
-        default="",
-        description="Model that marks confusing summary sentences (BooookScore). Empty: the model setting.",
-    )
-    base_url: Url = Field(
-        default="",
-        description=(
-            "Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). Empty: OPENAI_BASE_URL"
-            " when set, else OpenAI's own API."
-        ),
-    )
-    temperature: float = Field(
-        default=0.0, ge=0, description="Sampling temperature of every role but extraction."
-    )
-    max_output_tokens: int = Field(default=1024, ge=1, description="Cap on tokens generated per LLM call.")
-    context_window: int = Field(
-        default=8192,
-        ge=512,
-        description=(
-            "The model's context window in tokens; hierarchical merging fits each of its prompts into it."
-        ),
-    )
-    request_timeout: float = Field(
-        default=120.0,
-        gt=0,
-        description=(
-            "Seconds one attempt of an LLM request may take in all before it is abandoned and retried."
-        ),
-    )
-    retry_budget_s: float = Field(
-        default=300.0,
-        ge=0,
-        description=(
-            "Seconds one LLM call may spend retrying transient failures (429, 5xx, timeouts, cut-off replies), "
-            "honouring Retry-After; then that unit counts as failed (0: no retries)."
-        ),
-    )
-    parse_retries: int = Field(
-        default=2, ge=0, description="Extra attempts when a structured answer cannot be parsed."
-    )
-    seed: int = Field(
-        default=0,
-        description=(
-            "Sampling seed; the extraction samples of a scene use this seed, the next one and so on."
-        ),
-    )
+    model: str = ""
+    """Model spec for every role that has none of its own: 'openai:<name>' (any OpenAI-compatible server with
+    base_url) or 'local:smollm2' (embedded, offline, demo grade). Empty: openai:gpt-4o-mini when
+    OPENAI_API_KEY is set, else local:smollm2."""
+    extractor_model: str = ""
+    """Model that extracts who does what to whom in each scene. Empty: the model setting."""
+    summarizer_model: str = ""
+    """Model that writes the book summary. Empty: the model setting."""
+    decomposer_model: str = ""
+    """Model that splits a summary into atomic facts. Empty: the model setting."""
+    judge_model: str = ""
+    """Model that judges each fact against the narrative. Empty: the model setting."""
+    refiner_model: str = ""
+    """Model that revises the summary. Empty: the model setting."""
+    coherence_model: str = ""
+    """Model that marks confusing summary sentences (BooookScore). Empty: the model setting."""
+    base_url: Url = ""
+    """Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). Empty: OPENAI_BASE_URL
+    when set, else OpenAI's own API."""
+    temperature: float = Field(default=0.0, ge=0)
+    """Sampling temperature of every role but extraction."""
+    max_output_tokens: int = Field(default=1024, ge=1)
+    """Cap on tokens generated per LLM call."""
+    context_window: int = Field(default=8192, ge=512)
+    """The model's context window in tokens; hierarchical merging fits each of its prompts into it."""
+    request_timeout: float = Field(default=120.0, gt=0)
+    """Seconds one attempt of an LLM request may take in all before it is abandoned and retried."""
+    retry_budget_s: float = Field(default=300.0, ge=0)
+    """Seconds one LLM call may spend retrying transient failures (429, 5xx, timeouts, cut-off replies),
+    honouring Retry-After; then that unit counts as failed (0: no retries)."""
+    parse_retries: int = Field(default=2, ge=0)
+    """Extra attempts when a structured answer cannot be parsed."""
+    seed: int = 0
+    """Sampling seed; the extraction samples of a scene use this seed, the next one and so on."""
     # --- embeddings and storage ----------------------------------------------------------------------------
-    embedder: str = Field(
-        default="minilm",
-        description=(
-            "Embedder: 'minilm' (all-MiniLM-L6-v2 shipped in a PyPI wheel, 256-token window) or 'bge-m3:<local "
-            "path or model name you have>' through FlagEmbedding."
-        ),
-    )
-    chroma_url: str = Field(
-        default="",
-        description="URL of a Chroma server. Empty: an embedded store in the run directory.",
-    )
-    scene_store: Literal["chroma", "memory"] = Field(
-        default="chroma",
-        description=(
-            "Where scene indexes are kept: 'chroma' (see chroma_url) or 'memory' (in this process only: nothing "
-            "written, the index built again by every run, and a resume cannot reuse it)."
-        ),
-    )
-    run_dir: str = Field(
-        default="", description="Folder for everything a run writes. Empty: runs/<document name>-<hash>."
-    )
-    cache_dir: str = Field(
-        default="",
-        description="Folder of the LLM call cache. Empty: the run directory's cache folder.",
-    )
-    concurrency: int = Field(
-        default=4,
-        ge=1,
-        description=(
-            "Maximum LLM calls in flight at once (for an experiment on a Dask cluster: in total, across it)."
-        ),
-    )
+    embedder: str = "minilm"
+    """Embedder: 'minilm' (all-MiniLM-L6-v2 shipped in a PyPI wheel, 256-token window) or 'bge-m3:<local path
+    or model name you have>' through FlagEmbedding."""
+    chroma_url: str = ""
+    """URL of a Chroma server. Empty: an embedded store in the run directory."""
+    scene_store: Literal["chroma", "memory"] = "chroma"
+    """Where scene indexes are kept: 'chroma' (see chroma_url) or 'memory' (in this process only: nothing
+    written, the index built again by every run, and a resume cannot reuse it)."""
+    run_dir: str = ""
+    """Folder for everything a run writes. Empty: runs/<document name>-<hash>."""
+    cache_dir: str = ""
+    """Folder of the LLM call cache. Empty: the run directory's cache folder."""
+    concurrency: int = Field(default=4, ge=1)
+    """Maximum LLM calls in flight at once (for an experiment on a Dask cluster: in total, across it)."""
     # --- segmentation, CKG, retrieval ----------------------------------------------------------------------
-    chunk_size: int = Field(
-        default=2048,
-        ge=64,
-        description="Largest chunk or scene, in tokens (as OpenAI's cl100k_base counts them).",
-    )
-    chunker: Literal["sentences", "official"] = Field(
-        default="sentences",
-        description=(
-            "How the book summarizer cuts a plain document into chunks: 'sentences' (paragraphs, each chunk "
-            "filled up with sentences, never more chunks than the official BooookScore chunker) or 'official' "
-            "(exactly where the official BooookScore chunker cuts: packed lines, often mid-sentence)."
-        ),
-    )
-    ckg_samples: int = Field(
-        default=3,
-        ge=1,
-        description=(
-            "How many times each scene's relations are extracted for the character knowledge graph."
-        ),
-    )
-    extraction_temperature: float = Field(
-        default=0.7,
-        ge=0,
-        description="Temperature of the extraction samples (must be above 0 with more than one sample).",
-    )
-    predicate_threshold: Share = Field(
-        default=0.5,
-        description=(
-            "Keep a relation when the extractions that state it, over all samples and scenes, number at least "
-            "this share of the samples per scene (0..1; higher = more consistent, lower = more diverse)."
-        ),
-    )
-    retrieval_k: int = Field(default=3, ge=1, description="Scenes retrieved as evidence per atomic fact.")
-    nfs_unjudged: Literal["exclude", "unsupported"] = Field(
-        default="exclude",
-        description=(
-            "A fact whose verdict could not be read: 'exclude' it from NarrativeFactScore's denominator and "
-            "report it in the coverage (ours), or count it as 'unsupported' with every fact in the denominator "
-            "(the paper's indicator)."
-        ),
-    )
-    evidence_tokens: int = Field(
-        default=4000,
-        ge=64,
-        description=(
-            "Tokens of scene text per judge prompt: retrieved scenes are shown whole while they fit, then only "
-            "their best passages (recorded in the evidence). Lower it for slow local models."
-        ),
-    )
+    chunk_size: int = Field(default=2048, ge=64)
+    """Largest chunk or scene, in tokens (as OpenAI's cl100k_base counts them)."""
+    chunker: Literal["sentences", "official"] = "sentences"
+    """How the book summarizer cuts a plain document into chunks: 'sentences' (paragraphs, each chunk filled
+    up with sentences, never more chunks than the official BooookScore chunker) or 'official' (exactly where
+    the official BooookScore chunker cuts: packed lines, often mid-sentence)."""
+    ckg_samples: int = Field(default=3, ge=1)
+    """How many times each scene's relations are extracted for the character knowledge graph."""
+    extraction_temperature: float = Field(default=0.7, ge=0)
+    """Temperature of the extraction samples (must be above 0 with more than one sample)."""
+    predicate_threshold: Share = 0.5
+    """Keep a relation when the extractions that state it, over all samples and scenes, number at least this
+    share of the samples per scene (0..1; higher = more consistent, lower = more diverse)."""
+    retrieval_k: int = Field(default=3, ge=1)
+    """Scenes retrieved as evidence per atomic fact."""
+    nfs_unjudged: Literal["exclude", "unsupported"] = "exclude"
+    """A fact whose verdict could not be read: 'exclude' it from NarrativeFactScore's denominator and report
+    it in the coverage (ours), or count it as 'unsupported' with every fact in the denominator (the paper's
+    indicator)."""
+    evidence_tokens: int = Field(default=4000, ge=64)
+    """Tokens of scene text per judge prompt: retrieved scenes are shown whole while they fit, then only their
+    best passages (recorded in the evidence). Lower it for slow local models."""
     # --- summarization -------------------------------------------------------------------------------------
-    strategy: Literal["hierarchical", "incremental"] = Field(
-        default="hierarchical",
-        description="Summarizer: 'hierarchical' merging or 'incremental' updating.",
-    )
-    max_summary_tokens: int = Field(
-        default=900,
-        ge=16,
-        description="Length budget of the summary in tokens (incremental updating also compresses to it).",
-    )
-    artifact_removal: bool = Field(
-        default=True,
-        description=(
-            "Clean phrases such as 'in this segment' out of the final summary (BooookScore's artifact removal)."
-        ),
-    )
+    strategy: Literal["hierarchical", "incremental"] = "hierarchical"
+    """Summarizer: 'hierarchical' merging or 'incremental' updating."""
+    max_summary_tokens: int = Field(default=900, ge=16)
+    """Length budget of the summary in tokens (incremental updating also compresses to it)."""
+    artifact_removal: bool = True
+    """Clean phrases such as 'in this segment' out of the final summary (BooookScore's artifact removal)."""
     # --- refinement loop -----------------------------------------------------------------------------------
-    target_score: Share = Field(
-        default=1.0, description="Stop refining when NarrativeFactScore reaches this (0..1)."
-    )
-    min_delta: float = Field(default=0.01, ge=0, description="Smallest gain over the best score that counts.")
-    patience: int = Field(
-        default=1, ge=1, description="Refinement rounds without such a gain before stopping."
-    )
-    max_iterations: int = Field(default=3, ge=0, description="Refinement rounds at most.")
-    coverage_floor: Share = Field(
-        default=0.9,
-        description=(
-            "Least share of a score's units (facts for NarrativeFactScore, sentences for BooookScore) that must "
-            "have been judged for the score to count: below it the score is shown as unreliable, the loop never"
-            " picks that round as best, and evaluations leave it out of agreement figures (0..1)."
-        ),
-    )
-    metrics: MetricSpecs = Field(
-        default=[],
-        description=(
-            "Metrics scored on every round besides NarrativeFactScore and BooookScore: PATH.py:ClassName (a "
-            "file with a metric class) or the name of one installed under the entry-point group "
-            "storyjudge.metrics (repeatable; comma-separated in STORYJUDGE_METRICS). See the README's 'Add a "
-            "metric'."
-        ),
-    )
-    planted_facts: int = Field(
-        default=24,
-        ge=0,
-        description=(
-            "Most planted false control facts judged in each scored round (with half as many true ones), built "
-            "from the story without a model: a relation given to an invented name, or moved to a character who "
-            "never meets its partner; true ones are sentences of the story. They are judged in batches of 8 "
-            "and planting stops once the judge check decides; 24 (the most used) gives its stated error rates "
-            "(a judge accepting 10% of false facts flagged in under 5% of runs, one accepting 40% passed in "
-            "under 5%); fewer may leave the check undecided. Never counted in the score. 0 plants none."
-        ),
-    )
-    planted_sentences: int = Field(
-        default=3,
-        ge=0,
-        description=(
-            "Confusing control sentences (about a character the summary never introduced) planted in each summary"
-            " BooookScore scores, each asked about like the summary's own sentences, never counted in the score; "
-            "they measure the annotator. 0 plants none."
-        ),
-    )
-    max_false_acceptance: Share = Field(
-        default=0.34,
-        description=(
-            "Largest share of planted confusing sentences the annotator may pass as clear for a summary's "
-            "BooookScore to count (0..1; 0.34 allows 1 of 3): above it the score does not count, as with too "
-            "low a coverage. The judge check of planted facts decides by its own rule, with stated error rates."
-        ),
-    )
-    coherence_guard: bool = Field(
-        default=False,
-        description="Score BooookScore each round; reject refinements that lose coherence.",
-    )
-    coherence_margin: Share = Field(
-        default=0.05,
-        description="Largest BooookScore drop a refinement may cause under the guard.",
-    )
-    refine_guard: bool = Field(
-        default=True,
-        description=(
-            "Accept a refined summary only if it keeps the supported facts of the summary it revises, stays "
-            "within its length budget and does not copy the narrative; a rejected one can never be the best, and "
-            "the next round revises the best summary again."
-        ),
-    )
-    max_supported_loss: Share = Field(
-        default=0.1,
-        description=(
-            "Share of the revised summary's supported facts that a refinement may lose (0..1, rounded down: 0.1 "
-            "allows 1 of 10 or 6 of 60, none of 9). Rewording changes how a summary splits into facts; this "
-            "absorbs that, not a deletion."
-        ),
-    )
-    min_length_ratio: Share = Field(
-        default=0.8,
-        description=(
-            "Shortest a refinement may be, as a share of the words of the summary it revises (0..1)."
-        ),
-    )
-    max_length_ratio: float = Field(
-        default=1.1,
-        ge=1,
-        description=(
-            "Longest a refinement may be: this many times the revised summary's words, plus 10 words. The refiner"
-            " is asked for at most that many words."
-        ),
-    )
-    max_copy_increase: Share = Field(
-        default=0.2,
-        description=(
-            "Largest rise a refinement may cause in the share of the summary's three-word sequences that appear "
-            "word for word in the narrative (0..1; 0.2 = 20 percentage points)."
-        ),
-    )
-    batched_coherence: bool = Field(
-        default=False,
-        description="Annotate several sentences per call (cheaper; not the paper's setting).",
-    )
-    repeated_sentences: Literal["each", "once"] = Field(
-        default="each",
-        description=(
-            "A sentence a summary states more than once: BooookScore asks about and counts 'each' occurrence "
-            "(ours), or asks 'once' and counts it once, as the official code keys its annotations by sentence."
-        ),
-    )
-    sentence_splitter: Literal["punkt", "pysbd"] = Field(
-        default="punkt",
-        description=(
-            "How BooookScore splits a summary into the sentences it asks about: 'punkt' (NLTK's Punkt English "
-            "model, as the official BooookScore code does; line breaks are spaces, so a heading without a full "
-            "stop joins the next sentence) or 'pysbd' (rule-based; also ends a sentence at a blank line, a "
-            "heading or a list item). Summaries given with their own sentences are not split."
-        ),
-    )
+    target_score: Share = 1.0
+    """Stop refining when NarrativeFactScore reaches this (0..1)."""
+    min_delta: float = Field(default=0.01, ge=0)
+    """Smallest gain over the best score that counts."""
+    patience: int = Field(default=1, ge=1)
+    """Refinement rounds without such a gain before stopping."""
+    max_iterations: int = Field(default=3, ge=0)
+    """Refinement rounds at most."""
+    coverage_floor: Share = 0.9
+    """Least share of a score's units (facts for NarrativeFactScore, sentences for BooookScore) that must have
+    been judged for the score to count: below it the score is shown as unreliable, the loop never picks that
+    round as best, and evaluations leave it out of agreement figures (0..1)."""
+    metrics: MetricSpecs = []
+    """Metrics scored on every round besides NarrativeFactScore and BooookScore: PATH.py:ClassName (a file
+    with a metric class) or the name of one installed under the entry-point group storyjudge.metrics
+    (repeatable; comma-separated in STORYJUDGE_METRICS). See the README's 'Add a metric'."""
+    planted_facts: int = Field(default=24, ge=0)
+    """Most planted false control facts judged in each scored round (with half as many true ones), built from
+    the story without a model: a relation given to an invented name, or moved to a character who never meets
+    its partner; true ones are sentences of the story. They are judged in batches of 8 and planting stops once
+    the judge check decides; 24 (the most used) gives its stated error rates (a judge accepting 10% of false
+    facts flagged in under 5% of runs, one accepting 40% passed in under 5%); fewer may leave the check
+    undecided. Never counted in the score. 0 plants none."""
+    planted_sentences: int = Field(default=3, ge=0)
+    """Confusing control sentences (about a character the summary never introduced) planted in each summary
+    BooookScore scores, each asked about like the summary's own sentences, never counted in the score; they
+    measure the annotator. 0 plants none."""
+    max_false_acceptance: Share = 0.34
+    """Largest share of planted confusing sentences the annotator may pass as clear for a summary's
+    BooookScore to count (0..1; 0.34 allows 1 of 3): above it the score does not count, as with too low a
+    coverage. The judge check of planted facts decides by its own rule, with stated error rates."""
+    coherence_guard: bool = False
+    """Score BooookScore each round; reject refinements that lose coherence."""
+    coherence_margin: Share = 0.05
+    """Largest BooookScore drop a refinement may cause under the guard."""
+    refine_guard: bool = True
+    """Accept a refined summary only if it keeps the supported facts of the summary it revises, stays within
+    its length budget and does not copy the narrative; a rejected one can never be the best, and the next
+    round revises the best summary again."""
+    max_supported_loss: Share = 0.1
+    """Share of the revised summary's supported facts that a refinement may lose (0..1, rounded down: 0.1
+    allows 1 of 10 or 6 of 60, none of 9). Rewording changes how a summary splits into facts; this absorbs
+    that, not a deletion."""
+    min_length_ratio: Share = 0.8
+    """Shortest a refinement may be, as a share of the words of the summary it revises (0..1)."""
+    max_length_ratio: float = Field(default=1.1, ge=1)
+    """Longest a refinement may be: this many times the revised summary's words, plus 10 words. The refiner is
+    asked for at most that many words."""
+    max_copy_increase: Share = 0.2
+    """Largest rise a refinement may cause in the share of the summary's three-word sequences that appear word
+    for word in the narrative (0..1; 0.2 = 20 percentage points)."""
+    batched_coherence: bool = False
+    """Annotate several sentences per call (cheaper; not the paper's setting)."""
+    repeated_sentences: Literal["each", "once"] = "each"
+    """A sentence a summary states more than once: BooookScore asks about and counts 'each' occurrence (ours),
+    or asks 'once' and counts it once, as the official code keys its annotations by sentence."""
+    sentence_splitter: Literal["punkt", "pysbd"] = "punkt"
+    """How BooookScore splits a summary into the sentences it asks about: 'punkt' (NLTK's Punkt English model,
+    as the official BooookScore code does; line breaks are spaces, so a heading without a full stop joins the
+    next sentence) or 'pysbd' (rule-based; also ends a sentence at a blank line, a heading or a list item).
+    Summaries given with their own sentences are not split."""
     # --- papers' settings, prompt overrides ----------------------------------------------------------------
-    preset: Literal["", "booookscore-paper", "nfs-paper"] = Field(
-        default="",
-        description=(
-            "Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are in "
-            "storyjudge/core/presets.py). Only settings you did not give yourself are changed. Empty: "
-            "storyjudge's defaults."
-        ),
-    )
-    summary_temperature: TemperatureOrUnset = Field(
-        default=-1.0,
-        description="Sampling temperature of the book summarizer only; -1 uses the temperature setting.",
-    )
-    predicate_min_count: int = Field(
-        default=0,
-        ge=0,
-        description=(
-            "Keep a relation only when at least this many extractions state it, counting every sample of every "
-            "scene (works with one sample too); 0 uses the predicate threshold instead."
-        ),
-    )
-    bge_m3_path: str = Field(
-        default="",
-        description=(
-            "Local folder with BGE-M3 weights; the nfs-paper preset retrieves with BGE-M3 from it (never "
-            "downloaded). Empty: none; the preset then stops unless you choose the embedder yourself."
-        ),
-    )
-    prompt_dir: Folder = Field(
-        default="",
-        description=(
-            "Folder of prompt files that replace the bundled ones by name (coherence.txt, judge.txt, ...); the "
-            "official BooookScore scoring prompt file is accepted as it is. Empty: bundled prompts."
-        ),
-    )
+    preset: Literal["", "booookscore-paper", "nfs-paper"] = ""
+    """Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are in
+    storyjudge/core/presets.py). Only settings you did not give yourself are changed. Empty: storyjudge's
+    defaults."""
+    summary_temperature: TemperatureOrUnset = -1.0
+    """Sampling temperature of the book summarizer only; -1 uses the temperature setting."""
+    predicate_min_count: int = Field(default=0, ge=0)
+    """Keep a relation only when at least this many extractions state it, counting every sample of every scene
+    (works with one sample too); 0 uses the predicate threshold instead."""
+    bge_m3_path: str = ""
+    """Local folder with BGE-M3 weights; the nfs-paper preset retrieves with BGE-M3 from it (never
+    downloaded). Empty: none; the preset then stops unless you choose the embedder yourself."""
+    prompt_dir: Folder = ""
+    """Folder of prompt files that replace the bundled ones by name (coherence.txt, judge.txt, ...); the
+    official BooookScore scoring prompt file is accepted as it is. Empty: bundled prompts."""
 
     _preset_applied: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     if not TYPE_CHECKING:  # type checkers keep the typed keyword arguments pydantic declares
 
         def __init__(self, **values: Any) -> None:
-            """Given values win over ``STORYJUDGE_<FIELD>`` variables, even when equal to the defaults.
-
-            Then the preset fills what is left. A bad value is one ConfigError line naming the field and where it
-            came from.
-            """
+            """Given values win over ``STORYJUDGE_<FIELD>`` variables; the preset fills what is left."""
             values = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in values.items()}
             sources = {
                 name: ENV_PREFIX + name.upper() for name in type(self).model_fields if name not in values
@@ -448,6 +272,11 @@ class Context(BaseModel, frozen=True, extra="forbid"):
         return self.model_dump()
 
 
+for _field in Context.model_fields.values():  # docstrings wrap: one line each in --help and Studio's form
+    _field.description = " ".join(str(_field.description).split())
+Context.model_rebuild(force=True)
+
+
 def _preset_values(given: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
     """The preset's values for the fields not given (a temperature given covers the summarizer's too)."""
     name = given.get("preset", "")
@@ -482,10 +311,7 @@ _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 def describe_errors(
     exc: ValidationError, model: type[BaseModel], sources: dict[str, str] | None = None, prefix: str = ""
 ) -> str:
-    """One line for pydantic's errors: each names the field, what it takes (type, choices, bounds) and what it got.
-
-    ``sources`` maps a field to the environment variable its value came from, to say where to fix it.
-    """
+    """One line for pydantic's errors: each field, what it takes and what it got (and its ``sources`` variable)."""
     parts = [
         _describe(error, model, (sources or {}).get(str(error["loc"][0]) if error["loc"] else ""))
         for error in exc.errors()

@@ -1,10 +1,7 @@
 """A person's corrections of the judge's verdicts, and the score card recomputed with them.
 
-A corrected verdict keeps what the judge said (its rationale, its evidence) and carries the correction beside
-it: who ("a person"), when, the old and the new verdict, and the reason. The reason becomes the fact's feedback,
-so a refinement round that revises the summary reads the person's word as it reads the judge's. The card is
-recomputed by ``narrativefactscore.score_card`` and counts its corrections, so a score is never shown as the
-judge's alone when a person changed it; ``uncorrected`` gives the judge's own card back.
+A corrected verdict keeps the judge's and carries the correction beside it; its reason becomes the fact's
+feedback for the refiner, and the card counts its corrections.
 """
 
 from __future__ import annotations
@@ -43,10 +40,7 @@ def _recount(card: Mapping[str, Any], verdicts: list[Any]) -> ScoreCard:
 def correct(
     card: Mapping[str, Any], fact_id: str, verdict: str, reason: str, *, who: str = WHO, when: str = ""
 ) -> ScoreCard:
-    """The card with one fact's verdict set by a person (a second correction of a fact replaces the first).
-
-    ValueError (what to do) for an unknown fact, a verdict other than supported/unsupported, or no reason.
-    """
+    """The card with one fact's verdict set by a person; ValueError (what to do) for a bad request."""
     if verdict not in ("supported", "unsupported"):
         raise ValueError("A corrected verdict is 'supported' or 'unsupported'.")
     reason = reason.strip()

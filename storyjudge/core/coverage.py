@@ -1,11 +1,7 @@
-"""How much of a score was actually judged, and whether that is enough to stand behind the number.
+"""How much of a score was judged, whether that is enough to stand behind it, and the one wording of both.
 
-A score over the units that happened to be judged moves when judging fails: NarrativeFactScore is supported /
-judged, so facts whose verdict could not be read, and sentences whose decomposition failed, simply drop out, and
-worse judging can raise the score. Every score therefore travels with its *coverage*, the share of its units that
-were judged, and is *reliable* only when that share reaches the run's coverage floor. Unreliable rounds are
-shown as such, never chosen as the best summary, and left out of agreement figures (with a count). A score
-whose judge failed its planted control items (``storyjudge.core.planted``) is not reliable in the same way.
+A score over the judged units can rise when judging fails, so every score carries its coverage and is reliable
+only at or above the run's floor (and when its judge passed its planted items).
 """
 
 from __future__ import annotations
@@ -37,8 +33,7 @@ def card_reliable(card: Mapping[str, Any]) -> bool:
 def describe(score: float | None, coverage: float | None, reliable: bool | None, digits: int = 3) -> str:
     """A score as people should read it: "0.750 (coverage 95%)", or "not reliable (coverage 40%)".
 
-    An unreliable score is never printed as a number: a table skimmed for numbers must not pick it up. The
-    value stays in the run record for whoever wants to inspect it.
+    An unreliable score is never printed as a number, so a skimmed table cannot pick it up.
     """
     cover = "" if coverage is None else f" (coverage {coverage:.0%})"
     if score is None:
@@ -49,10 +44,7 @@ def describe(score: float | None, coverage: float | None, reliable: bool | None,
 
 
 def judge_failure(card: Mapping[str, Any]) -> str:
-    """Why planted control items make a score not count ("" when they passed or nothing was planted).
-
-    E.g. "the judge accepted 3 of 3 planted false facts ...", or the annotator's record for BooookScore.
-    """
+    """Why planted control items make a score not count ("" when they passed or nothing was planted)."""
     check = card.get("judge_check") or card.get("annotator_check") or {}
     return "" if not check or check.get("passed", True) else str(check.get("note", ""))
 
@@ -60,14 +52,9 @@ def judge_failure(card: Mapping[str, Any]) -> str:
 def describe_card(card: Mapping[str, Any], digits: int = 3) -> str:
     """``describe`` for a score card, naming the planted-item check when that is what makes it not count."""
     failed = judge_failure(card)
-    text = describe(card.get("score"), card.get("coverage"), card.get("reliable"), digits)
-    if (
-        failed
-        and card.get("score") is not None
-        and card.get("coverage", 0.0) + 1e-12 >= card.get("coverage_floor", 0.0)
-    ):
+    if failed and is_reliable(card.get("score"), card.get("coverage", 0.0), card.get("coverage_floor", 0.0)):
         return f"{UNRELIABLE} ({failed.split(' (')[0]})"  # the counts by kind are in the full note
-    return text
+    return describe(card.get("score"), card.get("coverage"), card.get("reliable"), digits)
 
 
 def reliability_text(card: Mapping[str, Any]) -> str:

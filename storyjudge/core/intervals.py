@@ -1,10 +1,6 @@
-"""Bootstrap intervals of a mean and of a difference of means: is a gain larger than the noise?
+"""Seeded percentile bootstrap intervals of means, ratios and their differences (compare, eval, score cards).
 
-One place for the statistics that ``storyjudge compare`` (over a summary's facts or sentences) and ``eval``'s
-summary (over items) report. Percentile intervals from seeded resamples (numpy's generator): the same data and
-seed give the same interval. A difference is paired when both sides are measured on the same units (the same
-items of an experiment): the units are resampled together, so what they share cancels out; otherwise each side
-is resampled on its own.
+A paired difference resamples shared units together, so what they share cancels out.
 """
 
 from __future__ import annotations
@@ -25,10 +21,7 @@ def _clean(values: Sequence[float | None]) -> list[float]:
 def mean_interval(
     values: Sequence[float | None], *, resamples: int = RESAMPLES, seed: int = SEED
 ) -> dict[str, Any]:
-    """The mean of ``values`` (None left out) and its 95% bootstrap interval.
-
-    Returns ``{mean, ci95: [low, high] | None, n}``: no interval with fewer than two values.
-    """
+    """The mean of ``values`` (None left out) and its 95% interval: ``{mean, ci95, n}``."""
     import numpy as np  # imported where used: only a comparison or an experiment's summary needs it
 
     kept = np.array(_clean(values), dtype=float)
@@ -50,35 +43,27 @@ def difference_interval(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> dict[str, Any]:
-    """mean(b) - mean(a) with its 95% bootstrap interval, and whether the interval leaves out 0.
+    """mean(b) - mean(a), its 95% interval, whether it excludes 0: ``{difference, ci95, excludes_zero, paired, n}``.
 
-    ``paired``: ``a[i]`` and ``b[i]`` measure the same unit (lists of equal length; a pair with a None on
-    either side is left out), resampled together. Returns ``{difference, ci95, excludes_zero, paired, n}``
-    (``n``: pairs, or ``[len(a), len(b)]``); no interval with fewer than two values on a side.
+    ``paired``: ``a[i]`` and ``b[i]`` measure the same unit and are resampled together.
     """
-    import numpy as np
-
-    out: dict[str, Any] = {**_NO_DIFFERENCE, "paired": paired}
-    rng = np.random.default_rng(seed)
-    if paired:
-        if len(a) != len(b):
-            raise ValueError(f"paired values differ in number ({len(a)} and {len(b)})")
-        pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-        diffs = np.array([float(y) - float(x) for x, y in pairs], dtype=float)
-        out["n"] = int(diffs.size)
-        if diffs.size:
-            out["difference"] = float(diffs.mean())
-        if diffs.size >= 2:
-            _set_interval(out, _means(rng, diffs, resamples))
-    else:
-        left, right = np.array(_clean(a), dtype=float), np.array(_clean(b), dtype=float)
-        out["n"] = [int(left.size), int(right.size)]
-        if left.size and right.size:
-            out["difference"] = float(right.mean() - left.mean())
-        if left.size >= 2 and right.size >= 2:
-            left_means = _means(rng, left, resamples)  # drawn first: the same seed, the same interval
-            _set_interval(out, _means(rng, right, resamples) - left_means)
-    return out
+    if not paired:  # a mean is a ratio over units of denominator 1
+        left, right = _clean(a), _clean(b)
+        sides = (left, [1.0] * len(left)), (right, [1.0] * len(right))
+        return ratio_difference_interval(*sides, resamples=resamples, seed=seed)
+    if len(a) != len(b):
+        raise ValueError(f"paired values differ in number ({len(a)} and {len(b)})")
+    diffs = [float(y) - float(x) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    found = mean_interval(diffs, resamples=resamples, seed=seed)
+    low, high = found["ci95"] or (0.0, 0.0)
+    excludes_zero = low > 0 or high < 0
+    return {
+        "difference": found["mean"],
+        "ci95": found["ci95"],
+        "excludes_zero": excludes_zero,
+        "paired": True,
+        "n": found["n"],
+    }
 
 
 def aligned_difference_interval(
@@ -86,10 +71,7 @@ def aligned_difference_interval(
 ) -> dict[str, Any]:
     """mean(second) - mean(first) over aligned units, each a pair or one side alone, resampled as units.
 
-    For two summaries whose facts were aligned one to one: a fact and its counterpart are one unit (what
-    they share cancels out, as in a paired bootstrap), a fact without counterpart is a unit with one side
-    (None on the other). Each resample draws units with replacement and takes each side's mean over the
-    values it drew. Returns ``{difference, ci95, excludes_zero, paired: True, n, pairs}``.
+    For two summaries' aligned facts: a fact and its counterpart are one unit, so what they share cancels out.
     """
     import numpy as np
 
@@ -127,11 +109,7 @@ def ratio_interval(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> list[float] | None:
-    """95% interval of sum(numerators) / sum(denominators), resampling the units (index i) with replacement.
-
-    For a score whose units hold several items that vary together (a sentence's facts): the unit, not the
-    item, is drawn. None with fewer than two units that have a denominator.
-    """
+    """95% interval of sum(numerators) / sum(denominators), resampling units (a sentence's facts together)."""
     import numpy as np
 
     num, den = _units(np, numerators, denominators)
@@ -148,10 +126,7 @@ def ratio_difference_interval(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> dict[str, Any]:
-    """ratio(b) - ratio(a) of two ``ratio_interval`` scores, each side's units resampled on its own (unpaired).
-
-    Returns ``{difference, ci95, excludes_zero, paired: False, n: [units of a, units of b]}``.
-    """
+    """ratio(b) - ratio(a) of two ``ratio_interval`` scores, each side resampled on its own."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -182,13 +157,10 @@ def corrected_interval(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> list[float] | None:
-    """95% interval of the Rogan–Gladen share: units, planted false and planted true items resampled together.
+    """95% interval of the Rogan-Gladen share: units and planted false and true items resampled together.
 
-    Each resample draws the units (a sentence's facts together) with replacement and each kind of planted
-    item's acceptance rate from its Jeffreys posterior (a smoothed resample of those items), and corrects its
-    ratio by those rates; a resample whose judge does not tell true
-    from false (true acceptance <= false acceptance) has no correction and is left out. None with fewer than
-    two units, no planted item of a kind, or fewer than half the resamples defined.
+    A resample whose judge does not tell true from false is left out; None with fewer than two units, no
+    planted item of a kind, or fewer than half the resamples defined.
     """
     import numpy as np
 

@@ -1,11 +1,6 @@
-"""A story's runs, kept beside each other: nothing scored is ever replaced.
+"""A story's runs, kept beside each other in ``runs/<id>/``: nothing scored is ever replaced.
 
-A story is a run directory (one document, by its content hash: ``runs/<title>-<hash8>/``, with its shared CKG,
-Chroma index and LLM cache). Every summary scored there, generated, given or refined, is a run of its own in
-``runs/<title>-<hash8>/runs/<run id>/`` with its record (``result.json``) and its best summary
-(``summary.txt``); a later run gets a new id and folder, so an earlier one stays as it was. A run that goes on
-(a resume, another refinement round in the web UI) updates its own folder. ``RUN#N`` names round N of a run, so
-the rounds of a refinement can be compared like runs.
+``RUN#N`` names round N of a run, so the rounds of a refinement can be compared like runs.
 """
 
 from __future__ import annotations
@@ -27,10 +22,7 @@ RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}$")
 
 
 def new_run_id(kind: str) -> str:
-    """A new run's id: its kind, when it started (to the millisecond), and a few random characters.
-
-    Ids sort by time, so two runs kept within one second (a script, the UI's score then refine) keep their order.
-    """
+    """A new run's id: its kind, its start to the millisecond (ids sort by time) and a few random characters."""
     now = time.time()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return f"{kind}-{stamp}{int(now * 1000) % 1000:03d}-{uuid.uuid4().hex[:6]}"
@@ -79,9 +71,7 @@ def run_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:
         "nfs": card.get("score"),
         "coverage": card.get("coverage"),
         "reliable": card.get("reliable"),
-        "nfs_text": describe(
-            card.get("score"), None, card.get("reliable")
-        ),  # the score, or why it does not count
+        "nfs_text": describe(card.get("score"), None, card.get("reliable")),  # or why it does not count
         "words": len(words(str(best.get("summary") or ""))),
         "summarizer": models.get("summarizer", "") if record.get("summary_source") != "given" else "",
         "judge": models.get("judge", ""),

@@ -1,13 +1,8 @@
 """Metrics a round is scored by: NarrativeFactScore, BooookScore, and any a researcher adds in one file.
 
-A metric is any object with a ``name``, the parts of a round it ``needs`` (fields of ``RoundView``) and
-``card(view)``, which returns its score card: a mapping with at least ``score`` (a number, or None when there
-is none) and, where some of its units could go unjudged, ``coverage`` and ``reliable``. It may word its card
-itself (``headline(card)``); otherwise ``headline`` below does, as it does every built-in card. A user's metric
-is named ``PATH.py:ClassName`` (``--metric``, an eval config's ``metrics:``) or installed under the entry-point
-group ``storyjudge.metrics`` and named by its entry-point name. Its card goes on the round (``metrics``), and
-every surface (result.json, the report, the UI, compare, eval's tables) lists a round's cards by name without
-knowing any metric. A metric that fails gives a card with ``score`` None and the ``error``; the run goes on.
+A metric has a ``name``, the ``needs`` it reads (``RoundView`` fields) and ``card(view)`` returning at least
+``score``. A user's metric is ``PATH.py:ClassName`` or an entry point of ``storyjudge.metrics``; a failing one
+gets a card with ``score`` None and the ``error``, and the run goes on.
 """
 
 from __future__ import annotations
@@ -63,29 +58,8 @@ class Metric(Protocol):
         ...
 
 
-class NarrativeFactScore:
-    """The paper's factuality score: the card the factscore graph made for the round."""
-
-    name: str = "factscore"
-    needs: tuple[str, ...] = ("factscore",)
-
-    def card(self, view: RoundView) -> Mapping[str, Any]:
-        """The round's NarrativeFactScore card."""
-        return view.factscore or {"score": None}
-
-
-class BooookScore:
-    """Coherence: the card the coherence graph made for the round (when it scored one)."""
-
-    name: str = "coherence"
-    needs: tuple[str, ...] = ("coherence",)
-
-    def card(self, view: RoundView) -> Mapping[str, Any]:
-        """The round's BooookScore card."""
-        return view.coherence or {"score": None}
-
-
-BUILT_IN: dict[str, Metric] = {m.name: m for m in (NarrativeFactScore(), BooookScore())}
+BUILT_IN = ("factscore", "coherence")
+"""The cards every round has, from their own graphs: not metrics a user adds."""
 
 
 class MetricSpecError(ValueError):
@@ -100,10 +74,8 @@ def headline(card: Mapping[str, Any]) -> str:
 
 
 def load_metric(spec: str) -> Metric:
-    """The metric a spec names: ``PATH.py:ClassName``, an installed entry point's name, or a built-in name."""
+    """The metric a spec names: ``PATH.py:ClassName`` or an installed entry point's name."""
     spec = spec.strip()
-    if spec in BUILT_IN:
-        return BUILT_IN[spec]
     file, sep, cls = spec.rpartition(":")
     if sep and file.endswith(".py"):
         path = Path(file).expanduser().resolve()

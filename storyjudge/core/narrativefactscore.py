@@ -1,20 +1,8 @@
 """NarrativeFactScore: the share of judged facts that are supported, per sentence and for the summary.
 
-The score is a precision over the facts that were judged, so it always travels with its coverage: facts whose
-verdict could not be read and sentences whose decomposition failed lower the coverage, and below the run's
-coverage floor the score is marked unreliable instead of quietly rising. ``nfs_unjudged="unsupported"`` is
-the paper's indicator instead: every fact is in the denominator and one whose verdict could not be read counts
-as not supported (the coverage is reported all the same). A fact counts once: blank facts and facts that an
-earlier sentence already stated are dropped (``unique_facts``). The round's planted facts
-(``storyjudge.core.planted``) are left out of every count; the judge's record on them goes on the card, and a
-judge check that did not pass (failed, or undecided) makes the score unreliable too.
-
-The score's interval resamples summary sentences, not facts: the facts of one sentence share the sentence, its
-evidence and the judge's habits, so they do not vary independently. Beside the paper's score the card carries a
-judge-corrected estimate (Rogan–Gladen): the share of facts that are supported once the judge's measured
-acceptance of planted false and true facts is taken out, with an interval that resamples sentences and planted
-items together. It assumes the planted errors are as hard to catch as the summary's own; the paper's score
-stays the headline. BooookScore's counterpart is ``storyjudge.core.booookscore``.
+The score travels with its coverage and is unreliable below the floor or when the judge failed its planted facts.
+Its interval resamples sentences (their facts vary together); the card also carries a judge-corrected estimate
+(Rogan-Gladen), assuming planted errors are as hard to catch as the summary's own.
 """
 
 from __future__ import annotations
@@ -60,11 +48,7 @@ def unique_facts(raw: Iterable[Fact], iteration: int) -> list[Fact]:
 def nfs_coverage(*, facts: int, judged: int, sentences: int, decompose_failures: int) -> float:
     """Judged facts over the facts the whole summary is estimated to hold.
 
-    A sentence whose decomposition failed has facts nobody saw; it is assumed to hold as many as the sentences
-    that did decompose, on average. So coverage = judged / (facts / share of sentences decomposed), which is the
-    share of facts judged times the share of sentences decomposed. A summary with no sentence has nothing to
-    judge and coverage 0; a summary whose sentences all decomposed into no fact has coverage 1 (nothing was left
-    unjudged), though its score is None.
+    A failed sentence is assumed to hold as many facts as the decomposed ones on average; no sentence: 0.
     """
     if sentences <= 0:
         return 0.0
@@ -86,15 +70,12 @@ def score_card(
     unjudged: str = "exclude",
     judge: JudgeCheck | None = None,
 ) -> ScoreCard:
-    """Score of one summary from its verdicts; unjudged facts are reported, and excluded from the denominator.
+    """Score of one summary from its verdicts; ``unjudged``: "exclude" them or count them "unsupported".
 
-    ``unjudged="unsupported"`` counts them as not supported instead, every fact in the denominator.
-    ``failed_sentences`` names the sentences whose decomposition failed, when known, so the per-sentence rows
-    say which sentences nobody judged; the count alone is ``decompose_failures``. ``judge`` is the judge's
-    record on the round's planted facts, when some were planted: failed, the score does not count.
+    ``judge`` is the judge's record on the planted facts: when it did not pass, the score does not count.
     """
-    mine = sorted((v for v in verdicts if v["fact"]["iteration"] == iteration), key=lambda v: v["fact"]["id"])
-    mine.sort(key=lambda v: v["fact"]["sentence_index"])
+    mine = [v for v in verdicts if v["fact"]["iteration"] == iteration]
+    mine.sort(key=lambda v: (v["fact"]["sentence_index"], v["fact"]["id"]))
     supported = sum(v["status"] == "supported" for v in mine)
     unsupported = sum(v["status"] == "unsupported" for v in mine)
     judged = supported + unsupported

@@ -1,13 +1,7 @@
 """The two papers' own settings, one switch away: ``preset="booookscore-paper"`` or ``preset="nfs-paper"``.
 
-Every value a preset sets is in ``PRESETS`` below, with where it comes from: ``seed 000`` (BooookScore, Chang et
-al., ICLR 2024) or ``seed 001`` (NarrativeFactScore, Jeong et al., 2025) with the place in the paper, ``official
-code`` (what the authors' released code does where the paper gives no value), or
-``ours`` (a value the project chose where neither gives one). FIDELITY.md lists every difference from the papers,
-preset or not. A preset fills only the settings the user left alone: a value given explicitly (CLI option,
-``Context(...)`` argument, ``graph.invoke(..., context=...)`` key or ``STORYJUDGE_<FIELD>`` variable) always wins,
-and a ``temperature`` given explicitly also keeps the summarizer's. The run record keeps the preset's name and the
-settings it filled (``context.preset_applied`` in ``result.json``).
+Each value carries its source (``seed 000``, ``seed 001``, ``official code`` or ``ours``). A preset fills only the
+settings the user left alone; the run record keeps what it filled (``context.preset_applied``).
 """
 
 from __future__ import annotations
@@ -103,11 +97,9 @@ def names() -> tuple[str, ...]:
 
 
 def resolve(name: str, settable: set[str], bge_m3_path: str) -> dict[str, Any]:
-    """The values preset ``name`` fills, limited to the fields in ``settable`` (those the user left alone).
+    """The values preset ``name`` fills, limited to the fields in ``settable``.
 
-    The embedder row becomes ``bge-m3:<bge_m3_path>``; without a path it is an error naming ``bge_m3_path``
-    (the paper retrieves with BGE-M3, and a preset that quietly kept another embedder would not be the paper's),
-    as is a path that is not a folder, so nothing is ever downloaded. An embedder the user chose skips the row.
+    The embedder row needs ``bge_m3_path`` to be a folder (nothing is ever downloaded).
     """
     values: dict[str, Any] = {}
     for field_name, setting in PRESETS[name].items():

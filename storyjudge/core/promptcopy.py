@@ -1,10 +1,7 @@
 """Whether a model's answer copies the fixed text of its prompt (instructions, definitions, examples).
 
-A model that fails to answer often repeats its prompt: the instructions, a definition list, an example answer.
-Such a reply may even contain a well-formed answer (the prompt's own example) and must not be read as one. An
-answer copies the prompt when it shares a run of ``SPAN_WORDS`` consecutive words with the prompt's fixed
-text (the template without its placeholders) that the request's data does not also hold: an answer may quote
-the scene or summary it was given, but not the instructions around them.
+It does when it shares ``SPAN_WORDS`` consecutive words with the template's fixed text that the request's data
+does not also hold: an answer may quote its scene or summary, not the instructions around them.
 """
 
 from __future__ import annotations
@@ -42,11 +39,7 @@ def _fixed_grams(fixed: tuple[str, ...], n: int) -> frozenset[tuple[str, ...]]:
 def copied_span(
     answer: str, fixed: Iterable[str], data: Iterable[str] = (), *, span: int = SPAN_WORDS
 ) -> str | None:
-    """The first run of ``span`` words the answer shares with the fixed texts and not with the data, or None.
-
-    ``fixed``: the prompt's instructions and format reminders (templates are split at their placeholders);
-    ``data``: what the request carried as data (scene, summary, sentence), which an answer may quote.
-    """
+    """The first run of ``span`` words the answer shares with the ``fixed`` texts and not with ``data``."""
     source = _fixed_grams(tuple(part for text in fixed for part in fixed_parts(text)), span)
     tokens = words(answer)
     hits = [i for i in range(len(tokens) - span + 1) if tuple(tokens[i : i + span]) in source]

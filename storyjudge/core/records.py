@@ -1,8 +1,6 @@
-"""Records that every layer reads: scenes, the index reference, facts, verdicts, score cards, rounds, and reducers.
+"""Records every layer reads (scenes, facts, verdicts, score cards, rounds) and the state reducers.
 
-They are what a run's outputs are made of (``result.json``, the report, the UI), so they live in the core: the
-method's graph states (``state.py``) are built from them, and the apps read them without importing the method.
-Items that accumulate across refinement rounds carry their iteration, so one round never leaks into another.
+The graph states (``state.py``) are built from them; the apps read them without importing the method.
 """
 
 from __future__ import annotations
@@ -15,12 +13,10 @@ NodeLinkGraph = dict[str, Any]
 """A character knowledge graph as networkx node-link JSON (``directed``, ``graph``, ``nodes``, ``edges``)."""
 
 Event = dict[str, Any]
-"""Something a stage wants on the record that is not a result: a regeneration, a compression, a fallback.
-Always has ``stage`` and ``kind`` (or ``event``), then the stage's own details."""
+"""A regeneration, compression or fallback on the record: ``stage``, ``kind`` (or ``event``), then details."""
 
 Passage = dict[str, Any]
-"""A piece of a scene in a scene index (``scenestore``, ``chromastore``): ``{"id", "text", "metadata":
-{"scene_id", "scene_index", "title", "start", "end"}}``."""
+"""A piece of a scene in an index: ``{"id", "text", "metadata": {"scene_id", "scene_index", "title", ...}}``."""
 
 
 class CharacterRecord(TypedDict):
@@ -145,18 +141,9 @@ def add_timings(left: dict[str, float] | None, right: dict[str, float] | None) -
 
 
 def merge_rounds(left: list[Iteration] | None, right: list[Iteration] | None) -> list[Iteration]:
-    """Reducer: rounds added in order; a round written again under its number replaces its earlier record.
-
-    (A person's correction of a round's verdicts writes the round again; it must not stand beside the old one.)
-    """
-    merged = list(left or [])
-    for record in right or []:
-        at = next((n for n, it in enumerate(merged) if it["iteration"] == record["iteration"]), None)
-        if at is None:
-            merged.append(record)
-        else:
-            merged[at] = record
-    return merged
+    """Reducer: rounds added in order; a round written again (a person's correction) replaces its record."""
+    by_number = {record["iteration"]: record for record in [*(left or []), *(right or [])]}
+    return list(by_number.values())  # a replaced round keeps its place
 
 
 class Scene(TypedDict):
@@ -178,8 +165,7 @@ class IndexRef(TypedDict):
     embedder: str
     scenes_collection: str  # the index's name in its store
     passages: int
-    # References written before stores were named carry ``store_dir`` and ``chroma_url`` (Chroma's) instead of
-    # ``store`` and ``location`` (``scenestore.where`` reads both); older ones also ``ckg_collection``, unread.
+    # older references carry ``store_dir`` and ``chroma_url`` instead (``scenestore.where`` reads both)
 
 
 class StoryRef(TypedDict):
@@ -209,11 +195,7 @@ class Fact(TypedDict):
 
 
 class EvidenceScene(TypedDict):
-    """A retrieved scene as the judge saw it: whole, or only its best passage when the budget was short.
-
-    It names its text instead of holding it: ``[start, end)`` of the scene's text (``core.passages``), kept once
-    per run (the run's scenes; ``result.json``'s ``passages``) however many facts cite it.
-    """
+    """A retrieved scene as the judge saw it: ``[start, end)`` of its text (kept once per run, ``core.passages``)."""
 
     id: str
     title: str
@@ -280,9 +262,7 @@ class JudgeCheck(TypedDict):
     true_acceptance: float | None
     false_acceptance_ci95: NotRequired[list[float] | None]  # Clopper-Pearson; absent in records before it
     true_acceptance_ci95: NotRequired[list[float] | None]
-    decision: NotRequired[
-        Literal["passed", "failed", "undecided"]
-    ]  # absent in older records: read ``passed``
+    decision: NotRequired[Literal["passed", "failed", "undecided"]]  # older records: read ``passed``
     rule: NotRequired[dict[str, Any]]  # the decision rule and its exact error rates (``planted.rule_record``)
     max_false_acceptance: NotRequired[float]  # older records' threshold, before the rule
     passed: bool  # decision == "passed": only then may the score count
@@ -374,11 +354,7 @@ class SentenceAnnotation(TypedDict):
 
 
 class GuardRecord(TypedDict):
-    """What the refinement guard measured for one round (``nodes/guards.py``); comparisons are None in round 0.
-
-    Lengths are words of ``storyjudge.core.summary_stats``; copy rates are the share of the summary's trigrams found
-    verbatim in the narrative.
-    """
+    """What the refinement guard measured for one round (``nodes/guards.py``); comparisons are None in round 0."""
 
     words: int
     copy_rate: float | None

@@ -1,8 +1,5 @@
 """The run record (``result.json``): everything a score rests on, reproducible and free of secrets.
 
-It holds the document's hash, the context with every model spec and prompt version, the CKG statistics, every
-iteration with its per-fact verdicts and the evidence they name, the texts of that evidence once (``passages``),
-the best summary, usage with estimated cost, and timings.
 API keys are never part of a Context; URLs are stripped of credentials before they are written.
 """
 
@@ -30,11 +27,8 @@ _SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
 def scrub(value: str) -> str:
     """Remove credentials from a URL or string."""
     parts = urlsplit(value)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        value = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    if "@" in parts.netloc:
+        value = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
     return _SECRET.sub("[redacted]", value)
 
 
@@ -55,11 +49,7 @@ def build_result(
     kind: str = "refine",
     prompt_versions: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The run record of a finished (or scored) run.
-
-    ``prompt_versions`` (name -> version id, from ``prompts.versions``) is passed in by the caller, which knows
-    the prompts the run used; the core does not read prompt files.
-    """
+    """The run record of a finished (or scored) run; ``prompt_versions`` comes from the caller."""
     iterations = state.get("iterations") or []
     best_iteration = state.get("best_iteration")
     # every request of the run, those of parts interrupted before a resume included (the run's ledger)
@@ -113,10 +103,7 @@ def build_result(
 
 
 def _checks(iteration: Mapping[str, Any]) -> dict[str, Any]:
-    """The judge's record on the round's planted facts (and the annotator's on planted sentences), if any.
-
-    The planted items themselves, with how each was built and its verdict, are in the iteration's score card.
-    """
+    """The judge's record on the round's planted facts (and the annotator's on planted sentences), if any."""
     check = iteration["factscore"].get("judge_check")
     out: dict[str, Any] = {}
     if check:

@@ -1,15 +1,7 @@
-"""The one place that knows a run directory's layout.
+"""The one place that knows a run directory's layout, its ``meta.json`` and its lock.
 
-A run directory holds everything a run produced: ``result.json``, ``summary.txt``, the CKG, the Chroma data,
-the LLM call cache, the LangGraph checkpoints (with ``checkpoint_blobs/``, the long texts they refer to,
-each stored once) and ``report.html``. ``meta.json`` records which document it
-belongs to, so ``--resume`` refuses a directory made for another document instead of mixing two runs. It also
-records the job kinds that ran there (``refine``, ``score``...: side by side, each run keeps its record in
-``runs/<id>/``, ``core.keptruns``) and, per kind, the settings that change results (``run_settings``): a resume
-with other settings than its kind's last run is refused with the list of differences, except those the user
-allows (``RESUMABLE_CHANGES``). While a run
-works in the directory it holds an OS lock on ``run.lock`` with its pid in it, so a second process is refused
-instead of colliding with the first one in Chroma and SQLite.
+``meta.json`` names the document and, per job kind, the settings that change results, so ``--resume`` refuses
+another document or other settings (but ``RESUMABLE_CHANGES``); ``run.lock`` keeps a second process out.
 """
 
 from __future__ import annotations
@@ -41,11 +33,7 @@ RESUMABLE_CHANGES = frozenset({"max_iterations", "patience", "target_score", "mi
 def run_settings(
     context: Mapping[str, Any], models: Mapping[str, str], prompt_versions: Mapping[str, str]
 ) -> dict[str, Any]:
-    """The settings that change a run's results.
-
-    Every Context field but the operational ones and the raw model fields, the model each role the job uses
-    resolves to, and the prompts' versions.
-    """
+    """The settings that change a run's results: the Context's non-operational fields, resolved models, prompts."""
     settings = {
         k: v for k, v in context.items() if k not in OPERATIONAL and k != "model" and not k.endswith("_model")
     }
@@ -173,11 +161,7 @@ class RunDir:
         settings: Mapping[str, Any] | None = None,
         allow_change: Iterable[str] = (),
     ) -> dict[str, Any] | None:
-        """Refuse what ``claim`` would refuse, reading only; the directory's ``meta.json`` (None: no run yet).
-
-        A command checks before it looks at the model server, and claims after: a bad directory is named at
-        once, and a command that cannot make its first call leaves nothing behind.
-        """
+        """Refuse what ``claim`` would refuse, reading only; the directory's ``meta.json`` (None: no run yet)."""
         if self.root.exists() and not self.root.is_dir():
             raise RunDirMismatch(
                 f"Run directory {self.root} is a file, not a directory; choose another --run-dir."
@@ -230,12 +214,10 @@ class RunDir:
         settings: Mapping[str, Any] | None = None,
         allow_change: Iterable[str] = (),
     ) -> None:
-        """Mark this directory as the document's, locked for this process, with the settings of a job kind.
+        """Mark this directory as the document's, locked for this process, with a job kind's settings.
 
-        A story's folder holds runs of every kind side by side (each keeps its record in ``runs/<id>/``, each
-        kind its own checkpoint thread and settings), so another kind is welcome. Refused (``check``): a
-        directory of another document, one another process works in, a resume of a kind that never ran here,
-        and a resume whose ``settings`` differ from that kind's last run (but for those in ``allow_change``).
+        Refused (``check``): another document, a busy directory, a resume of a kind that never ran here, or one
+        whose ``settings`` differ from that kind's last run (but for ``allow_change``).
         """
         allowed = tuple(allow_change)
         existing = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allowed)
@@ -257,15 +239,23 @@ class RunDir:
         self.write_json(self.meta, existing)
 
     def write_json(self, path: Path, value: Any) -> None:
-        """Write JSON atomically: a crash never leaves half a file.
+        """Write JSON atomically (``write_atomic``)."""
+        write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
 
-        Two writers at once never share a temporary file: each writes its own, then renames it over the file
-        (the last rename wins, whole).
-        """
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-            tmp.replace(path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write a file through a temporary file of its own: never half a file, even with two writers."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_once(path: Path, data: bytes) -> None:
+    """Write a file named by its content, unless it exists (then it holds ``data`` already)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)

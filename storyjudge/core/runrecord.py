@@ -1,13 +1,7 @@
-"""The run record (``result.json``) as typed models, and ``load_run``, the one reader of it.
+"""The run record (``result.json``) as typed models, and ``load_run``, its one reader.
 
-``core.resultjson`` writes the record; every surface that reads a kept run (compare, the report, the web UI's
-run list and views) reads it through ``load_run``, so a record of the wrong shape is one line naming the file
-and the field instead of a traceback somewhere in a renderer. The models are typed where readers depend on a
-shape (the rounds are a list, numbers are numbers) and allow extra fields where the record legitimately grows
-(a card keeps fields older or newer records carry). Their JSON Schema ships as ``result.schema.json``, which
-a test keeps equal to the one these models generate.
-
-Records written before ``schema_version`` existed load through ``migrate``, the one place that knows old shapes.
+A record of the wrong shape is one line naming the file and field, not a traceback in a renderer. Extra fields
+are allowed where records grow; ``result.schema.json`` ships the models' JSON Schema. ``migrate`` reads old shapes.
 """
 
 from __future__ import annotations
@@ -23,7 +17,6 @@ SCHEMA_VERSION = 1
 
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 
-Number = float
 Interval = list[float] | None  # a 95% interval, [low, high]; None when there is none
 
 
@@ -49,7 +42,7 @@ class EvidenceSpan(_Part):
     title: str = ""
     start: int | None = None
     end: int | None = None
-    score: Number | None = None
+    score: float | None = None
     excerpt: bool = False
     text: str | None = None  # records written before evidence was referenced hold the text itself
 
@@ -88,8 +81,8 @@ class JudgeCheck(_Part):
     easy: Tally
     hard: Tally
     true: Tally
-    false_acceptance: Number | None
-    true_acceptance: Number | None
+    false_acceptance: float | None
+    true_acceptance: float | None
     false_acceptance_ci95: Interval = None
     true_acceptance_ci95: Interval = None
     decision: Literal["passed", "failed", "undecided"] | None = (
@@ -104,21 +97,21 @@ class JudgeCheck(_Part):
 class FactScoreCard(_Part):
     """NarrativeFactScore of one summary, with how much of it was judged and how far it can be trusted."""
 
-    score: Number | None
+    score: float | None
     supported: int
     unsupported: int
     unjudged: int
     facts: int
     judged: int | None = None
-    coverage: Number | None = None
-    coverage_floor: Number | None = None
+    coverage: float | None = None
+    coverage_floor: float | None = None
     reliable: bool | None = None
     per_sentence: list[dict[str, Any]] = []
     verdicts: list[Verdict] = []
     judge_check: JudgeCheck | None = None
     score_ci95: Interval = None
     score_ci95_over: str | None = None
-    score_corrected: Number | None = None
+    score_corrected: float | None = None
     score_corrected_ci95: Interval = None
     score_corrected_ci95_over: str | None = None
     score_corrected_note: str | None = None
@@ -127,8 +120,8 @@ class FactScoreCard(_Part):
 class CoherenceCard(_Part):
     """BooookScore of one round (``core.records.CoherenceReport``)."""
 
-    score: Number | None = None
-    coverage: Number | None = None
+    score: float | None = None
+    coverage: float | None = None
     reliable: bool | None = None
     summaries: list[dict[str, Any]] = []
 
@@ -136,8 +129,8 @@ class CoherenceCard(_Part):
 class MetricCard(_Part):
     """An added metric's card of one round (``core.metrics``): its score, its words, and whatever else it keeps."""
 
-    score: Number | None
-    coverage: Number | None = None
+    score: float | None
+    coverage: float | None = None
     reliable: bool | None = None
     headline: str = ""  # the card in words, as every surface shows it
     error: str = ""  # the metric failed on this round: why (its score is None)
@@ -163,7 +156,7 @@ class ModelUsage(_Part):
     input_tokens: int = 0
     output_tokens: int = 0
     failures: int = 0
-    cost_usd: Number | None = None
+    cost_usd: float | None = None
 
 
 class Usage(_Part):
@@ -186,7 +179,7 @@ class ScoreRow(_Part):
     """A round's headline numbers, as ``scores`` lists them (the cards in ``iterations`` hold the detail)."""
 
     iteration: int
-    nfs: Number | None = None
+    nfs: float | None = None
 
 
 class Run(_Part):
@@ -211,7 +204,7 @@ class Run(_Part):
     best_reliable: bool | None = None
     stop_reason: str = ""
     usage: Usage = Usage()
-    timings: dict[str, Number] = {}
+    timings: dict[str, float] = {}
 
     def record(self) -> dict[str, Any]:
         """The record as the plain JSON its readers render: the fields it had, none added."""
@@ -223,11 +216,7 @@ class RunRecordError(ValueError):
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """A record of an older shape in today's: the one place that knows the shapes records had before.
-
-    Records without ``schema_version`` (written before it) are version 0; their shape is today's version 1
-    with optional fields absent, which the models accept, so only the version is filled in.
-    """
+    """A record of an older shape in today's; version 0 (no ``schema_version``) only lacks optional fields."""
     version = data.get("schema_version", 0)
     if version == 0:
         data = {**data, "schema_version": SCHEMA_VERSION}
@@ -260,11 +249,10 @@ def run_file(path: str | Path) -> Path:
 
 
 def load_run(path: str | Path) -> Run:
-    """The run record at ``path`` (a run folder or its result.json), validated and migrated to today's shape.
+    """The run record at ``path`` (a run folder or its result.json), validated and migrated.
 
     Raises:
-        RunRecordError (a ValueError): no record there, or one that is not valid JSON or not of a run's shape;
-            the message is one line naming the file (and the field).
+        RunRecordError: no readable run record there; one line naming the file (and the field).
     """
     file = run_file(path)
     if not file.is_file():

@@ -1,11 +1,8 @@
 """A scripted, fault-injecting OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks.
 
-A ``responder`` maps each request body to the answer text (or a dict with ``content``/``finish_reason``,
-or with ``status``/``error`` for an HTTP error such as a 400 that rejects ``response_format``), so tests
-script the model's behaviour exactly while storyjudge talks real HTTP through ``langchain-openai``. Optional
-latency, a bounded number of serving slots, and per-request faults (429 with Retry-After, 500, hangs past
-the client timeout, malformed JSON, truncated output, empty content) reproduce what real endpoints do. Every
-request is logged (``requests``: the bodies; ``log``: arrival and answer times, schema name, fault).
+A ``responder`` maps each request body to the answer text (or a dict with ``content``/``finish_reason``, or
+``status``/``error``); latency, serving slots and faults (``FAULT_KINDS``) reproduce real endpoints. Every request
+is logged (``requests``, ``log``).
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,12 +25,9 @@ FAULT_KINDS = ("rate_limit", "server_error", "hang", "malformed_json", "truncate
 
 @dataclass
 class FaultPlan:
-    """Which requests fail, and how: reproducible however threads interleave.
+    """Which requests fail, and how: drawn from a hash of ``seed``, the body and its repeats, so reproducible.
 
-    A request's fault is drawn from a hash of ``seed``, its body and how many identical bodies came before it,
-    so a concurrent run faults the same requests every time, and a retry (the same body again) draws anew.
-    ``script`` gives the faults of the first requests in arrival order (``None`` for a clean one), for tests
-    that need an exact sequence; ``applies`` limits faults to the requests it accepts (e.g. judge requests).
+    ``script`` gives the first requests' faults in order; ``applies`` limits faults to the requests it accepts.
     """
 
     rates: dict[str, float] = field(default_factory=dict)
@@ -88,6 +82,10 @@ class LoggedRequest:
     authorization: str = ""
 
 
+def _error(message: str, kind: str = "") -> bytes:
+    return json.dumps({"error": {"message": message, **({"type": kind} if kind else {})}}).encode()
+
+
 def last_user_text(body: dict[str, Any]) -> str:
     """Text of the last user message of a chat request."""
     for message in reversed(body.get("messages", [])):
@@ -115,11 +113,7 @@ def all_text(body: dict[str, Any]) -> str:
 
 
 class _BurstServer(ThreadingHTTPServer):
-    """An HTTP server that takes a burst of new connections at once.
-
-    The standard library listens with a backlog of 5; a run opening 16 or 32 connections at the same moment
-    then has some of them reset by the kernel, which a client reports as an unreachable server.
-    """
+    """A threading HTTP server with a backlog of 128 (the default 5 resets a burst of connections)."""
 
     request_queue_size = 128
     daemon_threads = True
@@ -142,11 +136,7 @@ class _BurstServer(ThreadingHTTPServer):
         super().close_request(request)
 
     def close_connections(self) -> None:
-        """End every open connection, so the threads serving clients' kept-alive connections end with the server.
-
-        A client keeps its connections alive in its pool (and a process keeps its clients), and each one holds
-        a thread here waiting for the next request: a test process that started a server per test held hundreds.
-        """
+        """End every open kept-alive connection, so the threads serving them end with the server."""
         with self._connections_lock:
             open_now = list(self._connections)
         for connection in open_now:
@@ -222,25 +212,23 @@ class OpenAIServer:
             with self._lock:
                 self.faulted.append(fault)
         if fault == "rate_limit":
-            error = {"error": {"message": "rate limited", "type": "rate_limit_error"}}
             retry_after = str(self.faults.retry_after if self.faults else 0)
-            return 429, {"Retry-After": retry_after}, json.dumps(error).encode()
+            return 429, {"Retry-After": retry_after}, _error("rate limited", "rate_limit_error")
         if fault == "server_error":
-            error = {"error": {"message": "internal error", "type": "server_error"}}
-            return 500, {}, json.dumps(error).encode()
+            return 500, {}, _error("internal error", "server_error")
         if fault == "hang":
             time.sleep(self.faults.hang_seconds if self.faults else 5.0)
         reply = self.responder(body)
         if isinstance(reply, dict) and reply.get("status", 200) != 200:  # a scripted HTTP error
-            message = reply.get("error", "scripted error")
-            error = {"error": {"message": message, "type": "invalid_request_error"}}
-            return int(reply["status"]), {}, json.dumps(error).encode()
+            error = _error(reply.get("error", "scripted error"), "invalid_request_error")
+            return int(reply["status"]), {}, error
         content = reply if isinstance(reply, str) else reply.get("content", "")
         finish = "stop" if isinstance(reply, str) else reply.get("finish_reason", "stop")
         if fault == "truncated":
             content, finish = content[: max(1, len(content) // 3)], "length"
         if fault == "empty":
             content = ""
+        prompt_tokens, completion_tokens = max(1, len(all_text(body)) // 4), max(1, len(content) // 4)
         payload = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -250,9 +238,9 @@ class OpenAIServer:
                 {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
             ],
             "usage": {
-                "prompt_tokens": max(1, len(all_text(body)) // 4),
-                "completion_tokens": max(1, len(content) // 4),
-                "total_tokens": max(1, len(all_text(body)) // 4) + max(1, len(content) // 4),
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
             },
         }
         data = json.dumps(payload).encode()
@@ -265,15 +253,13 @@ class OpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = (
-                True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
-            )
+            disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall
 
             def log_message(self, *args: object) -> None:
                 return
 
             def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
-                try:
+                with suppress(BrokenPipeError, ConnectionResetError):
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -281,11 +267,9 @@ class OpenAIServer:
                         self.send_header(key, value)
                     self.end_headers()
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
             def _refused(self, body: dict[str, Any] | None = None) -> bool:
-                """Answer as a real server does before any work: a wrong key, an unknown model, no messages."""
+                """Refuse as a real server does: a wrong key, an unknown model, no messages."""
                 if server.api_key and self.headers.get("Authorization", "") != f"Bearer {server.api_key}":
                     status, message = 401, "invalid api key"
                 elif body is not None and server.strict_model and body.get("model") != server.model:
@@ -294,7 +278,7 @@ class OpenAIServer:
                     status, message = 400, "messages: at least one message is required"
                 else:
                     return False
-                self._send(status, {}, json.dumps({"error": {"message": message}}).encode())
+                self._send(status, {}, _error(message))
                 return True
 
             def do_GET(self) -> None:  # noqa: N802
@@ -316,22 +300,18 @@ class OpenAIServer:
                 with server._lock:
                     server.requests.append(body)
                     server.log.append(entry)
-                if server._slots:
-                    server._slots.acquire()
-                with server._lock:
-                    server._in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
-                try:
-                    if server.latency:
-                        time.sleep(server.latency)
-                    status, headers, data = server._answer(body, entry)
-                    entry.status = status
-                finally:
-                    entry.answered = time.monotonic()
+                with server._slots or nullcontext():
                     with server._lock:
-                        server._in_flight -= 1
-                    if server._slots:
-                        server._slots.release()
+                        server._in_flight += 1
+                        server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                    try:
+                        time.sleep(server.latency)
+                        status, headers, data = server._answer(body, entry)
+                        entry.status = status
+                    finally:
+                        entry.answered = time.monotonic()
+                        with server._lock:
+                            server._in_flight -= 1
                 self._send(status, headers, data)
 
         return Handler

@@ -1,25 +1,20 @@
-"""A run's scenes and CKG, kept once and read by reference: what the per-sentence branches get instead of copies.
+"""A run's scenes and CKG, kept once by content hash and read by reference (``StoryRef``) in ``Send`` payloads.
 
-Every sentence of every round is checked against the same scenes and the same CKG. A ``Send`` payload carries
-a ``StoryRef`` (a folder and two content hashes) instead of them: the factscore graph keeps both once per
-run, a file per content in the run directory's ``story/`` folder, and a branch reads them once per process.
-Named by their content, a kept file never changes, so the copy a process holds is never stale, and the
-branches of a resumed run read exactly what its first process kept.
+Named by content, a kept file never changes, so a process's cached copy is never stale.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from storyjudge.core.records import NodeLinkGraph, Scene, StoryRef
+from storyjudge.core.rundir import write_once
 
 _HELD = 16
 """Kept values a process holds at once (a few stories' scenes and CKGs; a web UI serves several)."""
@@ -29,10 +24,7 @@ _lock = threading.Lock()
 
 
 def keep(scenes: Sequence[Scene], ckg: NodeLinkGraph | None, folder: str | Path = "") -> StoryRef:
-    """Keep a run's scenes and CKG in ``folder`` (written once per content) and this process; their reference.
-
-    ``folder`` "": in this process only (a run without a run directory cannot be resumed anyway).
-    """
+    """Keep a run's scenes and CKG in ``folder`` ("": this process only) and this process; their reference."""
     return StoryRef(
         folder=str(folder),
         scenes=_put(str(folder), "scenes", list(scenes)),
@@ -66,12 +58,7 @@ def _put(folder: str, kind: str, value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     if folder:
-        path = _path(folder, kind, digest)
-        if not path.exists():  # written whole or not at all
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(text, encoding="utf-8", errors="surrogatepass")
-            os.replace(tmp, path)
+        write_once(_path(folder, kind, digest), text.encode("utf-8", "surrogatepass"))
     _hold(kind, digest, json.loads(text))  # as a fresh process reads it back: the same value either way
     return digest
 

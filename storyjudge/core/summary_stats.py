@@ -1,23 +1,8 @@
-"""Summary statistics of seed 000's table 2: length, % novel trigrams, % repeated trigrams.
+"""Summary statistics of seed 000's table 2: length, % novel trigrams, % repeated trigrams, and the copy rate.
 
-Definitions (stated here because the seed does not spell them out):
-
-- **length**: tokens of the summary in tiktoken ``cl100k_base`` (``storyjudge.core.tokens``).
-- **words**: the text lowercased, then every maximal run of letters or digits, with apostrophes inside a word
-  kept (``don't``, ``victor's``); punctuation and whitespace separate words and are dropped. Unicode letters
-  count as letters.
-- **trigrams**: every three consecutive words of the whole text (sentence breaks do not interrupt them),
-  counted with multiplicity.
-- **% novel trigrams**: the share of the summary's trigram occurrences that never occur in the source; a
-  measure of abstraction (copying gives 0).
-- **% repeated trigrams**: the share of the summary's trigram occurrences that repeat an earlier occurrence in
-  the same summary, i.e. ``sum(count - 1) / total``; a measure of redundancy (no repetition gives 0).
-
-- **copy rate**: the share of the summary's trigram occurrences that do occur in the source, in 0..1 and not
-  rounded (``1 - novel share``); the refinement guards of ``nodes/guards.py`` compare it between rounds.
-
-Both percentages (and the copy rate) are None when the summary has fewer than three words (no trigram to
-measure).
+Words are lowercased runs of letters or digits (inner apostrophes kept); trigrams run across sentences, counted
+with multiplicity. Novel: share not in the source; repeated: ``sum(count - 1) / total``; copy rate: ``1 - novel``
+in 0..1. All are None with fewer than three words.
 """
 
 from __future__ import annotations
@@ -56,19 +41,14 @@ def copy_rate(summary: str, source: str | set[tuple[str, str, str]]) -> float | 
 
 
 def summary_stats(summary: str, source: str) -> dict[str, Any]:
-    """Length and trigram statistics of a summary against its source.
-
-    Returns:
-        ``{"length_tokens", "words", "trigrams", "novel_trigrams_pct", "repeated_trigrams_pct"}``; the
-        percentages are in 0..100, rounded to two decimals, or None when the summary has no trigram.
-    """
+    """Length and trigram statistics (percentages in 0..100, two decimals) of a summary against its source."""
     summary_trigrams = trigrams(words(summary))
     total = len(summary_trigrams)
     novel: float | None = None
-    repeated: float | None = None
+    repeated = novel
     if total:
-        source_trigrams = set(trigrams(words(source)))
-        novel = round(100 * sum(1 for t in summary_trigrams if t not in source_trigrams) / total, 2)
+        known = source_trigrams(source)
+        novel = round(100 * sum(1 for t in summary_trigrams if t not in known) / total, 2)
         repeated = round(100 * sum(n - 1 for n in Counter(summary_trigrams).values()) / total, 2)
     return {
         "length_tokens": count_tokens(summary),

@@ -1,8 +1,4 @@
-"""LLM usage accounting: calls, tokens, cache hits and an estimated cost, mergeable across nodes.
-
-Usage travels through graph state as a plain dict with the ``merge_usage`` reducer, so it is checkpointed with
-the run and sums correctly across ``Send`` branches and resumed runs.
-"""
+"""LLM usage accounting: calls, tokens, cache hits and an estimated cost, merged by the ``merge_usage`` reducer."""
 
 from __future__ import annotations
 
@@ -63,10 +59,7 @@ def price_known(spec: str) -> bool:
 
 
 def cost_text(usage: Usage | None) -> str:
-    """The estimated cost in words: ``$0.0123``, ``price unknown``, or ``$0.0123 + price unknown for X``.
-
-    Unknown: a model without a list price was called (cache hits cost nothing, whatever the model).
-    """
+    """The estimated cost in words: ``$0.0123``, ``price unknown``, or ``$0.0123 + price unknown for X``."""
     called = {spec: entry for spec, entry in (usage or {}).items() if entry.get("calls", 0) > 0}
     unknown = sorted(spec for spec in called if not price_known(spec))
     priced = sum(entry.get("cost_usd", 0.0) for spec, entry in called.items() if price_known(spec))
@@ -140,11 +133,9 @@ def record(
     *,
     seconds: float | None = None,
 ) -> None:
-    """Append one event of a run's usage: ``sent`` (before a request goes out), ``answer`` or ``hit``.
+    """Append one usage event (``sent``, ``answer`` or ``hit``) to the run's ledger as the call happens.
 
-    The usage in the graph's state comes from completed tasks only; a task interrupted by a crash or Ctrl-C
-    loses its calls there. Written as the calls happen, the ledger keeps every attempt of every part. An
-    answer carries the seconds its request took (``measured_seconds``: a dry run's wall time).
+    The state's usage loses the calls of a task interrupted by a crash; the ledger keeps them.
     """
     path = _ledger(run_dir)
     if path is None:
@@ -165,10 +156,7 @@ def reset_ledger(run_dir: str) -> None:
 
 
 def run_usage(run_dir: str, state_usage: Usage | None) -> Usage:
-    """The run's usage: requests, tokens and cache hits from its ledger, failures from the state.
-
-    The ledger counts every attempt, those of interrupted parts included; without one, the state's usage.
-    """
+    """The run's usage: requests, tokens and cache hits from its ledger (else the state), failures from the state."""
     path = _ledger(run_dir)
     if path is None or not path.exists():
         return dict(state_usage or {})
