@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
+from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file, write_out
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import check_verdict, describe, describe_card
@@ -30,7 +30,7 @@ LINE_FORM = '{"id": ..., "summary": ...}'
 
 
 def read_summaries(path: Path) -> dict[str, Any]:
-    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
+    """The graph input: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
 
     A JSONL line may add ``"sentences"``: the summary already split, scored sentence by sentence as given.
     """
@@ -193,11 +193,7 @@ def _write(run: Run) -> None:
     _print(result)
     out_path: Path | None = run.job.extra["out"]
     if out_path is not None:
-        try:
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            out_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        except OSError as exc:
-            fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
+        write_out(out_path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         console.print(f"Wrote {out_path}", markup=False)
     if run.as_json:
         print_json(result)

@@ -1,13 +1,6 @@
-"""``storyjudge eval``: experiment grids, agreement with STORYSUMM labels, ROUGE on SQuALITY.
-
-    storyjudge eval CONFIG.yaml            (same as: storyjudge eval run CONFIG.yaml)
-    storyjudge eval storysumm DATASET      agreement of NarrativeFactScore with the human labels
-    storyjudge eval squality DATASET       summarize + refine, ROUGE against the question-1 references
-
-DATASET is a file or a dataset name (``storysumm``, ``squality:test``; see ``storyjudge data get``).
+"""``storyjudge eval``: experiment grids (``eval CONFIG.yaml``), agreement with STORYSUMM labels, ROUGE on SQuALITY.
 
 Every command resumes: finished items are skipped and LLM calls are cached in the output directory.
-``--dry-run`` estimates calls, tokens and (for priced OpenAI models) dollars without calling a model.
 """
 
 from __future__ import annotations
@@ -24,15 +17,15 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, out, print_models
-from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings, parameter
+from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, failing, out, print_models
+from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
 from storyjudge.core.usage import Usage, cost_text, merge_usage, totals
 
 
 class _ConfigFirstGroup(TyperGroup):
-    """Lets ``storyjudge eval CONFIG.yaml`` stand for ``storyjudge eval run CONFIG.yaml``."""
+    """``storyjudge eval CONFIG.yaml`` stands for ``storyjudge eval run CONFIG.yaml``."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and not args[0].startswith("-"):
@@ -205,7 +198,6 @@ def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]
 
 
 def _roles(config: Any) -> tuple[str, ...]:
-    """The model roles an experiment uses (each is checked before any work starts)."""
     roles = ["extractor", "decomposer", "judge"]
     if config.task == "refine":
         roles += ["summarizer", "refiner"]
@@ -258,10 +250,8 @@ def _run(
     if dry_run:
         from eval.estimate import estimate
 
-        try:
+        with failing(ValueError):  # a dataset file that does not read
             estimated = estimate(config)
-        except (ConfigError, ValueError) as exc:  # a dataset file that does not read
-            fail(str(exc))
         _print_estimate(estimated)
         return
     # the servers first, before the runner's imports (the graphs, the metrics): a dead one is named at once
@@ -269,13 +259,11 @@ def _run(
     for cell in cells(config):
         ctx = cell_context(config, cell, config.out_dir)
         specs = {resolve_spec(ctx, role) for role in _roles(config)}
-        try:
+        with failing(ConfigError):
             require_models(ctx, _roles(config))
             if (ctx.base_url, *sorted(specs)) not in looked_at:
                 looked_at.add((ctx.base_url, *sorted(specs)))
                 check_server(ctx, specs)
-        except ConfigError as exc:
-            fail(str(exc))
     from eval.runner import Experiment, finish
 
     experiment = Experiment(config)
@@ -298,11 +286,9 @@ def _run(
 
     runner = _executor(config, executor, scheduler)
     stopped = "\n[yellow]Stopped.[/] Finished items are saved; rerun the same command to resume."
-    try:
-        with cancel_on_ctrl_c(stopped):  # Ctrl-C cancels the calls not yet sent, then exits 130
-            outcome = experiment.run(on_row=on_row, executor=runner)
-    except (ConfigError, ValueError) as exc:
-        fail(str(exc))
+    # Ctrl-C cancels the calls not yet sent, then exits 130
+    with failing(ValueError), cancel_on_ctrl_c(stopped):
+        outcome = experiment.run(on_row=on_row, executor=runner)
     if outcome.stopped:
         console.print(
             f"[yellow]Stopped early:[/] {escape(outcome.stopped)}. Rerun the same command to continue."
@@ -382,10 +368,8 @@ def run_command(
     """Run an experiment grid (datasets x models x strategies x chunk sizes x loops); resumes if rerun."""
     from eval.grid import load_config
 
-    try:
+    with failing(ValueError):
         experiment = load_config(config)
-    except (ConfigError, ValueError) as exc:
-        fail(str(exc))
     if parallel_items is not None:
         experiment.concurrency = max(1, parallel_items)
     if concurrency is not None:
@@ -410,23 +394,19 @@ def _shortcut(
     from eval.datasets import load, resolve
     from eval.grid import shortcut_config
 
-    try:
+    with failing(ValueError):
         file = resolve(given["file"], kind)
         dataset = load(kind, file)
-    except ValueError as exc:
-        fail(str(exc))
     for note in dataset.notes:
         console.print(f"[yellow]data note:[/] {escape(note)}", highlight=False)
     settings.context()  # a bad value fails here with one line
     context = settings.values()
     model, base_url = str(context.pop("model", "")), str(context.pop("base_url", ""))
     options: dict[str, Any] = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
-    try:
+    with failing(ValueError):
         config = shortcut_config(
             kind, file, model=model, base_url=base_url, metrics=metrics(**given), context=context, **options
         )
-    except (ConfigError, ValueError) as exc:
-        fail(str(exc))
     started = time.perf_counter()
     _run(config, dry_run=dry_run, print_agreement=kind == "storysumm", executor=executor, scheduler=scheduler)
     if not dry_run:
@@ -474,14 +454,14 @@ def _squality(
 
 def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str, ...]) -> None:
     """Register ``eval KIND``: the metrics function's arguments, the options every shortcut shares, the settings."""
-    shared = [
-        parameter("out_dir", OutDirOpt, None),
-        parameter("limit", LimitOpt, None),
-        parameter("parallel_items", ParallelItemsOpt, 1),
-        parameter("dry_run", DryRunOpt, False),
-        parameter("executor", ExecutorOpt, "local"),
-        parameter("scheduler", SchedulerOpt, ""),
-    ]
+    shared = {
+        "out_dir": (OutDirOpt, None),
+        "limit": (LimitOpt, None),
+        "parallel_items": (ParallelItemsOpt, 1),
+        "dry_run": (DryRunOpt, False),
+        "executor": (ExecutorOpt, "local"),
+        "scheduler": (SchedulerOpt, ""),
+    }
     eval_app.command(kind)(
         assemble(metrics, shared, names, partial(_shortcut, kind, metrics), f"{kind}_command")
     )

@@ -1,7 +1,6 @@
 """``storyjudge index``: segment a narrative, extract its Character Knowledge Graph and index its scenes.
 
-Writes the CKG as node-link JSON and the Chroma collections into the run directory, then prints one stats
-line. Running it again on an unchanged document reuses the cached LLM answers and the complete collections.
+Running it again on an unchanged document reuses the cached LLM answers and the complete collections.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
+from storyjudge.apps.cli.common import fail, print_json, print_result, read_text_file, say
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core import scenestore
@@ -53,12 +52,7 @@ def _read(
 
 
 def _branches(ctx: Context) -> int:
-    """Graph branches in flight.
-
-    An in-process model serves one call at a time: running branches (nearly) in order lets each scene's samples
-    follow each other and reuse the model's prompt cache. Not 1: while streaming, LangGraph's queue waiter takes
-    one of the slots, and with a single slot the run would wait forever.
-    """
+    """Graph branches in flight: few for an in-process model, so a scene's samples reuse its prompt cache."""
     return branch_threads(ctx, local=is_local(resolve_spec(ctx, "extractor")))
 
 
@@ -69,7 +63,7 @@ def _write(run: Run) -> None:
     assert run.rd is not None
     index = final["index"]
     where = scenestore.where(index)[1] or "in memory"
-    console.print(f"CKG: {run.rd.ckg}\nIndex: {where}", soft_wrap=True, markup=False, highlight=False)
+    say(f"CKG: {run.rd.ckg}\nIndex: {where}")
     if run.as_json:
         print_json(
             {
