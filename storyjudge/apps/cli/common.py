@@ -8,7 +8,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -47,9 +47,9 @@ def print_json(record: Any) -> None:
     print_result(json.dumps(record, indent=2, ensure_ascii=False, default=str))
 
 
-def say(text: str, to: Console = console, soft_wrap: bool = True) -> None:
-    """A line of the run's or the user's words, as they are: never markup, never highlighted."""
-    to.print(text, markup=False, highlight=False, soft_wrap=soft_wrap)
+def say(text: str, to: Console | None = None, soft_wrap: bool = True) -> None:
+    """A line of the run's or the user's words, as they are (never markup), on ``to`` or stderr."""
+    (to or console).print(text, markup=False, highlight=False, soft_wrap=soft_wrap)
 
 
 def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
@@ -120,6 +120,16 @@ def failing(*errors: type[Exception]) -> Iterator[None]:
         fail(str(exc))
 
 
+def text_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]], **options: Any) -> Table:
+    """A table of text cells; a long cell folds onto lines, whole (a cell's name never ends in "…")."""
+    table = Table(title=title, header_style="bold", **options)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def write_out(path: Path, text: str) -> None:
     """Write an ``--out`` file, its folders made; a path that cannot be written is one clear error."""
     try:
@@ -142,12 +152,10 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
         _, spec, note = rows[0]
         say(f"Models: {spec} for every role ({note})", soft_wrap=False)
     else:
-        table = Table(title="Models", show_header=True, header_style="bold")
-        table.add_column("role")
-        table.add_column("model")
-        table.add_column("note")
-        for role, spec, note in rows:
-            table.add_row(role, escape(spec), escape(note))  # a spec or a URL may hold "[...]"
+        # a spec or a URL may hold "[...]"
+        table = text_table(
+            "Models", ("role", "model", "note"), ((r, escape(s), escape(n)) for r, s, n in rows)
+        )
         console.print(table)
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(

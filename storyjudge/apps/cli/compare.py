@@ -7,10 +7,9 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, failing, out, print_json, say
+from storyjudge.apps.cli.common import console, fail, failing, out, print_json, say, text_table
 
 
 @app.command("compare")
@@ -43,13 +42,9 @@ def compare_command(
         console.print(f"Compare page: {page}", soft_wrap=True, highlight=False)
         print_json(result)
         return
-    table = Table(title=escape(f"Compare: {result['story'] or 'untitled'}"), header_style="bold")
-    table.add_column("")
-    for view in result["summaries"]:
-        table.add_column(escape(view["label"]), overflow="fold")
-    for name, cells in table_rows(result):
-        table.add_row(name, *(escape(c) for c in cells))
-    out.print(table)
+    columns = ["", *(escape(view["label"]) for view in result["summaries"])]
+    rows = ((name, *map(escape, cells)) for name, cells in table_rows(result))
+    out.print(text_table(escape(f"Compare: {result['story'] or 'untitled'}"), columns, rows))
     for pair in result["pairs"]:  # the runs' words, as they are
         say(pair_line(pair), to=out)
         for side, facts in ((pair["a"], pair["only_a"]), (pair["b"], pair["only_b"])):

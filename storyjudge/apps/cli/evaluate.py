@@ -6,7 +6,7 @@ Every command resumes: finished items are skipped and LLM calls are cached in th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +17,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, failing, out, print_models
+from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, failing, out, print_models, text_table
 from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
@@ -95,16 +95,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A table of text cells; a long cell folds onto lines, whole (a cell's name never ends in "…")."""
-    table = Table(title=title, header_style="bold")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
 def _print_estimate(estimate: dict[str, Any]) -> None:
     total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
     rows = [
@@ -116,7 +106,7 @@ def _print_estimate(estimate: dict[str, Any]) -> None:
         for row in [*estimate["cells"], total]
     ]
     columns = ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD")
-    out.print(_table("Dry run: estimated LLM work", columns, rows))
+    out.print(text_table("Dry run: estimated LLM work", columns, rows))
     for line in estimate["assumptions"]:
         out.print(f"  assumption: {line}", markup=False)
 
@@ -177,7 +167,7 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             )
         columns = ("cells", "metric", "setting", "from -> to", "items", "difference [95% CI over items]")
         title = "Paired differences over the same items (second minus first)"
-        out.print(_table(title, (*columns, "excludes 0"), rows))
+        out.print(text_table(title, (*columns, "excludes 0"), rows))
 
 
 def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]:
@@ -323,7 +313,7 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     from eval.storysumm import table_lines
 
     columns = ("level", "metric", "value [95% bootstrap CI]")
-    out.print(_table(f"Agreement with human labels ({cell_id})", columns, table_lines(report)))
+    out.print(text_table(f"Agreement with human labels ({cell_id})", columns, table_lines(report)))
     summary_level = report.get("summary_level") or {}
     boot = (summary_level.get("table") or {}).get("bootstrap") or {}
     out.print(
@@ -343,7 +333,7 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
             for row in sweep
         ]
         title = "Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)"
-        out.print(_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
+        out.print(text_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
         out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
     for note in report.get("notes", []):
         out.print(f"  note: {note}", markup=False)
