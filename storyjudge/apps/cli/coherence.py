@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file, write_out
+from storyjudge.apps.cli.common import console, fail, read_text_file, write_out
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import check_verdict, describe, describe_card
@@ -195,10 +195,7 @@ def _write(run: Run) -> None:
     if out_path is not None:
         write_out(out_path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         console.print(f"Wrote {out_path}", markup=False)
-    if run.as_json:
-        print_json(result)
-    else:
-        print_result(_score_line(result))
+    run.show(result, _score_line(result))
 
 
 def _score_line(result: dict[str, Any]) -> str:

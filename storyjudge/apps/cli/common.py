@@ -65,12 +65,7 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
         a, b = as_text(low[key]), as_text(high[key])
         return a if a == b else f"{a} to {b}"
 
-    if high.get("usd") is None:
-        cost = "price unknown"
-    else:
-        cost = (
-            f"${low['usd']:.4f}" if low["usd"] == high["usd"] else f"${low['usd']:.4f} to ${high['usd']:.4f}"
-        )
+    cost = "price unknown" if high.get("usd") is None else span("usd", lambda n: f"${n:.4f}")
     planted = estimate.get("planted") or {}
     checks = (
         f"; of these, planted control items {planted['calls']} calls, {_tokens(planted['input_tokens'])} input "

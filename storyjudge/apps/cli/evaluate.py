@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 
 from storyjudge.apps.cli import app
 from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, failing, out, print_models, text_table
-from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings
+from storyjudge.apps.cli.options import Settings, field_help, model_settings, with_settings
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
 from storyjudge.core.usage import Usage, cost_text, merge_usage, totals
@@ -452,9 +452,8 @@ def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str
         "executor": (ExecutorOpt, "local"),
         "scheduler": (SchedulerOpt, ""),
     }
-    eval_app.command(kind)(
-        assemble(metrics, shared, names, partial(_shortcut, kind, metrics), f"{kind}_command")
-    )
+    body = partial(_shortcut, kind, metrics)
+    eval_app.command(kind)(with_settings(*names, extra=shared, body=body)(metrics))
 
 
 _add_shortcut(

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from storyjudge.apps.cli.common import fail, print_json, print_result, read_text_file, say
+from storyjudge.apps.cli.common import fail, read_text_file, say
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core import scenestore
@@ -64,25 +64,23 @@ def _write(run: Run) -> None:
     index = final["index"]
     where = scenestore.where(index)[1] or "in memory"
     say(f"CKG: {run.rd.ckg}\nIndex: {where}")
-    if run.as_json:
-        print_json(
-            {
-                "title": run.job.title,
-                "source": str(run.job.source),
-                "document_hash": run.job.doc_hash,
-                "run_dir": str(run.rd.root),
-                "ckg": str(run.rd.ckg),
-                "segmentation": final.get("segmentation"),
-                "ckg_stats": final.get("ckg_stats"),
-                "index": index,
-                "usage": final.get("usage", {}),
-                "usage_totals": totals(final.get("usage")),
-                "timings": final.get("timings", {}),
-                "wall_seconds": round(run.seconds, 2),
-            }
-        )
-    else:
-        print_result(f"{run.job.title}: {stats_line(final, run.seconds)}")
+    run.show(
+        {
+            "title": run.job.title,
+            "source": str(run.job.source),
+            "document_hash": run.job.doc_hash,
+            "run_dir": str(run.rd.root),
+            "ckg": str(run.rd.ckg),
+            "segmentation": final.get("segmentation"),
+            "ckg_stats": final.get("ckg_stats"),
+            "index": index,
+            "usage": final.get("usage", {}),
+            "usage_totals": totals(final.get("usage")),
+            "timings": final.get("timings", {}),
+            "wall_seconds": round(run.seconds, 2),
+        },
+        f"{run.job.title}: {stats_line(final, run.seconds)}",
+    )
 
 
 SETTINGS = (

@@ -149,38 +149,44 @@ class Settings:
 
 
 def with_settings(
-    *names: str, other_settings: bool = True
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    *names: str,
+    other_settings: bool = True,
+    extra: dict[str, tuple[Any, Any]] | None = None,
+    body: Callable[..., None] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., None]]:
     """Add an option per Context field in ``names`` (and ``--set``, unless ``other_settings`` is off) to a command.
 
-    The command declares a keyword-only ``settings: Settings`` parameter; typer sees the options in its place.
+    Its own parameters come first, then the ``extra`` options (name: (annotation, default)), then the settings';
+    typer sees them in place of its keyword-only ``settings: Settings``. Given ``body``, the command lends only its
+    parameters and help: calling it calls ``body(settings=..., **the rest)``.
     """
     unknown = [name for name in names if name not in FIELDS]
     if unknown:
         raise ValueError(f"not Context fields: {unknown}")
+    keyword = inspect.Parameter.KEYWORD_ONLY
 
-    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+    def decorate(command: Callable[..., Any]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "settings"]
         clash = {p.name for p in own} & {*names, SET_PARAM}
         if clash:
             raise ValueError(f"{command.__name__} already has parameters {sorted(clash)}")
         added = [
-            inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, annotation=setting_option(name), default=None
-            )
-            for name in names
+            inspect.Parameter(key, keyword, annotation=hint, default=value)
+            for key, (hint, value) in (extra or {}).items()
+        ]
+        added += [
+            inspect.Parameter(name, keyword, annotation=setting_option(name), default=None) for name in names
         ]
         if other_settings:
-            added.append(
-                inspect.Parameter(SET_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=SetOpt, default=None)
-            )
+            added.append(inspect.Parameter(SET_PARAM, keyword, annotation=SetOpt, default=None))
+        run = body or command
 
         @functools.wraps(command)
-        def wrapper(*args: Any, **kwargs: Any) -> None:
+        def wrapper(**kwargs: Any) -> None:
             options = {name: kwargs.pop(name, None) for name in names}
             pairs = tuple(kwargs.pop(SET_PARAM, None) or ())
-            command(*args, settings=Settings(options, pairs), **kwargs)
+            run(settings=Settings(options, pairs), **kwargs)
 
         parameters = _by_panel([*own, *added])
         wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -209,35 +215,3 @@ def _by_panel(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
     ]
     rank = {name: i for i, name in enumerate(order)}
     return [*required, *sorted(options, key=lambda p: rank.get(_panel(p), len(order)))]
-
-
-def assemble(
-    head: Callable[..., Any],
-    extra: dict[str, tuple[Any, Any]],
-    names: tuple[str, ...],
-    body: Callable[..., None],
-    name: str,
-) -> Callable[..., None]:
-    """A command of ``head``'s parameters and help, the ``extra`` options and the settings ``names``.
-
-    ``extra`` maps a name to (annotation, default); calling the command calls ``body(settings=..., **the rest)``.
-    """
-    signature = inspect.signature(head, eval_str=True)
-
-    def command(**arguments: Any) -> None:
-        body(**arguments)
-
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[
-            *signature.parameters.values(),
-            *(
-                inspect.Parameter(key, keyword, annotation=hint, default=value)
-                for key, (hint, value) in extra.items()
-            ),
-            inspect.Parameter("settings", keyword),
-        ]
-    )
-    command.__name__ = name
-    command.__doc__ = head.__doc__
-    return with_settings(*names)(command)

@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 import prompts
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file, say
+from storyjudge.apps.cli.common import console, fail, read_text_file, say
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import ROLES, Context
@@ -236,10 +236,7 @@ def _write_refine(run: Run) -> None:
     _print_paths(rd, report)
     for line in embedded_model_note(run.ctx, final, run.job.source):
         say(line)
-    if run.as_json:
-        print_json(json.loads(rd.result.read_text(encoding="utf-8")))
-    else:
-        print_result(summary)
+    run.show(json.loads(rd.result.read_text(encoding="utf-8")), summary)
 
 
 def embedded_model_note(ctx: Context, final: dict[str, Any], source: Path | None) -> list[str]:
@@ -343,10 +340,7 @@ def _write_score(run: Run) -> None:
     console.print(table)
     _print_metrics(iteration)
     _print_paths(rd, report)
-    if run.as_json:
-        print_json(result)
-    else:
-        print_result(f"{_nfs_line(card)}.")
+    run.show(result, f"{_nfs_line(card)}.")
 
 
 def _estimate(job: Job, ctx: Context, task: str) -> dict[str, Any]:

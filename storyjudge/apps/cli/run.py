@@ -31,11 +31,13 @@ from storyjudge.apps.cli.common import (
     fail,
     failing,
     print_estimate,
+    print_json,
     print_models,
+    print_result,
     run_log,
     stream_graph,
 )
-from storyjudge.apps.cli.options import Settings, assemble
+from storyjudge.apps.cli.options import Settings, with_settings
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.keptruns import new_run_id
@@ -80,6 +82,13 @@ class Run:
     final: dict[str, Any]
     seconds: float  # wall time of the command so far
     as_json: bool = False  # --json: the result record alone on stdout, as JSON
+
+    def show(self, record: Any, line: str) -> None:
+        """The result alone on stdout: its record as JSON with --json, else its line."""
+        if self.as_json:
+            print_json(record)
+        else:
+            print_result(line)
 
 
 @dataclass(frozen=True)
@@ -159,9 +168,7 @@ def add_graph_command(command: GraphCommand) -> None:
         extra["dry_run"] = (DryRunOpt, False)
 
     body = partial(run_graph, command)
-    app.command(command.name)(
-        assemble(command.read, extra, command.settings, body, f"{command.name}_command")
-    )
+    app.command(command.name)(with_settings(*command.settings, extra=extra, body=body)(command.read))
 
 
 def run_graph(
@@ -208,8 +215,16 @@ def run_graph(
     servers_ok = partial(_check_server, ctx, roles)
     if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
         servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
-    if rd is not None:
-        _claim(rd, command.name, job, settings_, resume, allowed)
+    if rd is not None:  # claim and lock it for this document, beside the runs of other kinds
+        with _using(rd):
+            rd.claim(
+                job.doc_hash,
+                str(job.source),
+                resume=resume,
+                kind=command.name,
+                settings=settings_,
+                allow_change=allowed,
+            )
         ctx = ctx.replace(run_dir=str(rd.root))
     print_models(ctx, roles)
     try:
@@ -295,21 +310,6 @@ def _using(rd: RunDir) -> Iterator[None]:
         fail(str(exc))
     except OSError as exc:
         fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
-
-
-def _claim(
-    rd: RunDir, kind: str, job: Job, settings: dict[str, Any], resume: bool, allow_change: tuple[str, ...]
-) -> None:
-    """Claim and lock the run directory for this document, beside the runs of other kinds."""
-    with _using(rd):
-        rd.claim(
-            job.doc_hash,
-            str(job.source),
-            resume=resume,
-            kind=kind,
-            settings=settings,
-            allow_change=allow_change,
-        )
 
 
 def _check_checkpoints(rd: RunDir) -> None:

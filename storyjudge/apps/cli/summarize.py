@@ -15,8 +15,6 @@ from storyjudge.apps.cli.common import (
     console,
     fail,
     failing,
-    print_json,
-    print_result,
     read_text_file,
     say,
     write_out,
@@ -132,10 +130,7 @@ def _write(run: Run) -> None:
     if out_path is not None:
         write_out(out_path, summary.rstrip("\n") + "\n")
         say(f"Summary: {out_path}")
-    if run.as_json:
-        print_json(record)
-    else:
-        print_result(summary)
+    run.show(record, summary)
 
 
 SETTINGS = (
