@@ -175,7 +175,6 @@ def _read(
     ],
     out_path: OutOpt = None,
 ) -> Job:
-    """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
     if out_path is not None:  # checked before any call is made
         if out_path.is_dir():
             fail(f"--out {out_path} is a directory; give the path of a JSON file to write.")

@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from storyjudge.apps.cli import app
+from storyjudge.apps.cli import COMMANDS, app
 from storyjudge.apps.cli.common import console, failing, out, say
 
 data_app = typer.Typer(
     name="data",
-    help="Fetch the public datasets (STORYSUMM, SQuALITY, BooookScore annotations) by name into the data cache.",
+    help=COMMANDS["data"][1],
     no_args_is_help=True,
 )
 app.add_typer(data_app, name="data")

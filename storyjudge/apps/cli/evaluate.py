@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from storyjudge.apps.cli import app
+from storyjudge.apps.cli import COMMANDS, app
 from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, failing, out, print_models, text_table
 from storyjudge.apps.cli.options import Settings, field_help, model_settings, with_settings
 from storyjudge.core.context import ConfigError
@@ -36,8 +36,7 @@ class _ConfigFirstGroup(TyperGroup):
 eval_app = typer.Typer(
     name="eval",
     cls=_ConfigFirstGroup,
-    help="Experiments and meta-evaluation: 'storyjudge eval CONFIG.yaml' (or 'eval run CONFIG.yaml'), "
-    "'eval storysumm DATASET', 'eval squality DATASET'.",
+    help=COMMANDS["eval"][1],
     no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
@@ -142,13 +141,11 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
         for key in SUMMARY_COLUMNS.get(task, ()):
             if not any(key in line for line in lines):
                 continue
-            cells = []
-            for line in lines:
-                value = line.get(key)
-                if f"{key}_ci95" in line and (value is None or isinstance(value, float)):
-                    cells.append(interval_text(value, line[f"{key}_ci95"]))
-                else:
-                    cells.append(_fmt(value))
+            with_ci = [f"{key}_ci95" in line and isinstance(line.get(key), float | None) for line in lines]
+            cells = [
+                interval_text(line.get(key), line[f"{key}_ci95"]) if ci else _fmt(line.get(key))
+                for line, ci in zip(lines, with_ci, strict=True)
+            ]
             table.add_row(key, *cells)
         out.print(table)
     if diffs:
@@ -290,9 +287,7 @@ def _run(
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)
-    merged: Usage = {}  # per model spec: a cost is known or not per model
-    for row in outcome.rows:
-        merged = merge_usage(merged, row.get("usage"))
+    merged: Usage = reduce(merge_usage, (row.get("usage") for row in outcome.rows), {})  # per model spec
     usage = totals(merged)
     failed = sum(1 for r in outcome.rows if r.get("status") != "ok")
     out.print(

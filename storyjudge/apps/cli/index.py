@@ -45,7 +45,6 @@ def _read(
         typer.Option("--title", help="Document title. Default: the file name."),
     ] = None,
 ) -> Job:
-    """Cut a narrative into scenes, graph who does what to whom, and index the scenes for search."""
     text, _ = read_text_file(file)
     name = title or file.stem
     return Job({"document": text, "title": name}, source=file, text=text, title=name)

@@ -64,7 +64,6 @@ def _read_refine(
         ),
     ] = False,
 ) -> Job:
-    """Summarize a narrative, check each fact of the summary against it, revise until the score stops rising."""
     text = _read_document(file)
     graph_input: dict[str, Any] = {"document": text, "title": file.stem, "started_at": time.time()}
     if summary is not None:
@@ -75,7 +74,6 @@ def _read_refine(
 def _read_score(
     file: FileArg, summary: Annotated[Path, typer.Option(help="The summary to score (text file).")]
 ) -> Job:
-    """How faithful a summary is to its narrative (NarrativeFactScore): each of its facts checked, with evidence."""
     summary_text, _ = read_text_file(summary, "summary")
     text = _read_document(file)
     return Job(

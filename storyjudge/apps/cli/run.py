@@ -25,7 +25,7 @@ import typer
 from rich.markup import escape
 
 import prompts
-from storyjudge.apps.cli import app
+from storyjudge.apps.cli import COMMANDS, app
 from storyjudge.apps.cli.common import (
     console,
     fail,
@@ -98,7 +98,7 @@ class GraphCommand:
     name: str  # the command's name and, unless ``graph`` says otherwise, its graph's (a module of graphs/)
     roles: tuple[str, ...] | Callable[[Context], tuple[str, ...]]  # the model roles it calls, checked first
     settings: tuple[str, ...]  # the Context fields it takes as options (any other through --set)
-    read: Callable[..., Job]  # its typer-annotated parameters are the command's; its docstring, the help
+    read: Callable[..., Job]  # its typer-annotated parameters are the command's (its help: COMMANDS)
     write: Callable[[Run], None]
     graph: str = ""
     prepare: Callable[[Job, Context], Job] | None = None  # input checks that depend on a setting
@@ -168,7 +168,10 @@ def add_graph_command(command: GraphCommand) -> None:
         extra["dry_run"] = (DryRunOpt, False)
 
     body = partial(run_graph, command)
-    app.command(command.name)(with_settings(*command.settings, extra=extra, body=body)(command.read))
+    help_line = COMMANDS[command.name][1]  # the reader lends its parameters, the listing its help
+    app.command(command.name, help=help_line)(
+        with_settings(*command.settings, extra=extra, body=body)(command.read)
+    )
 
 
 def run_graph(

@@ -34,7 +34,6 @@ def _read(
         typer.Option("--out", "-o", help="Also write the summary to this text file. Default: none."),
     ] = None,
 ) -> Job:
-    """Summarize a book-length narrative by hierarchical merging or incremental updating."""
     text, _ = read_text_file(file)
     extra = {"source_text": text, "out": out_path}
     return Job({"document": text}, source=file, text=text, title=file.stem, extra=extra)
