@@ -236,8 +236,8 @@ def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None
             while not stop.wait(stages.HEARTBEAT_SECONDS / 6):
                 tracker.heartbeat()
 
-        threading.Thread(target=beat, name="progress-heartbeat", daemon=True).start()
         stack.callback(stop.set)
+        threading.Thread(target=beat, name="progress-heartbeat", daemon=True).start()
         yield tracker.handle
 
 
