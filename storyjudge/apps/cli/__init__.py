@@ -6,7 +6,7 @@ Each pulls in LangGraph, LangChain or the web UI, seconds of imports that ``stor
 from __future__ import annotations
 
 import importlib
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 import typer.core
@@ -177,6 +177,7 @@ def entry() -> None:
     (which may write its index as it is torn down) keeps the ordinary exit.
     """
     import atexit
+    import contextlib
     import os
     import sys
 
@@ -193,24 +194,9 @@ def entry() -> None:
     status = 0 if code is None else code if isinstance(code, int) else 1
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said on it
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said on it
-            pass
     os._exit(status)
 
 
-def load_all() -> None:
-    """Import every command module (for tools that inspect every command)."""
-    for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
-        importlib.import_module(f"{__name__}.{module}")
-
-
-def __getattr__(name: str) -> Any:
-    """``storyjudge.apps.cli.<command module>`` as an attribute, imported on first use."""
-    if name in {module for module, _ in COMMANDS.values()}:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["COMMANDS", "LazyGroup", "app", "entry", "load_all"]
+__all__ = ["COMMANDS", "LazyGroup", "app", "entry"]
