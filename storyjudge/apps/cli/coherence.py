@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from storyjudge.apps.cli.common import console, fail, read_text_file, write_out
+from storyjudge.apps.cli.common import console, fail, read_text_file, say, write_out
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import check_verdict, describe, describe_card
@@ -124,12 +124,9 @@ def _print(result: dict[str, Any]) -> None:
         )
     for s in (s for s in summaries if s.get("annotator_check")):
         check = s["annotator_check"]
-        console.print(
+        say(
             f"Annotator check, {s['id'] + ': ' if many else ''}{check['note']} (at most "
-            f"{check['max_false_acceptance']:.0%} may pass as clear; {check_verdict(check)})",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+            f"{check['max_false_acceptance']:.0%} may pass as clear; {check_verdict(check)})"
         )
     if not result.get("reliable", True) and result.get("coverage", 0.0) + 1e-12 < floor:
         console.print(

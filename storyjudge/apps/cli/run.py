@@ -15,7 +15,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -324,20 +324,16 @@ def _check_checkpoints(rd: RunDir) -> None:
         return
     problem = ""
     try:
-        conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
-        try:
+        with closing(sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)) as conn:
             found = conn.execute("PRAGMA quick_check(1)").fetchone()
             if found and found[0] != "ok":
                 problem = "it is corrupt: " + " ".join(str(found[0]).split())
             else:
-                expected = _checkpoint_columns()
-                for table, columns in expected.items():
+                for table, columns in _checkpoint_columns().items():
                     have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                     if have and not columns <= have:
                         problem = f"its {table} table has another layout, from another LangGraph version"
                         break
-        finally:
-            conn.close()
     except sqlite3.DatabaseError as exc:
         problem = " ".join(str(exc).split())
     if problem:
@@ -351,23 +347,18 @@ def _checkpoint_columns() -> dict[str, set[str]]:
     """The tables and columns the installed SQLite checkpointer creates (set up in memory, asked)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(":memory:", check_same_thread=False)
-    try:
+    with closing(sqlite3.connect(":memory:", check_same_thread=False)) as conn:
         SqliteSaver(conn).setup()
         tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
-    finally:
-        conn.close()
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
     """The command's compiled graph (``graphs.<name>``), imported now: seconds that only a run needs."""
     import importlib
 
-    graph = command.graph or command.name
-    if graph not in ("index", "summarize", "refine", "factscore", "coherence"):
-        raise ValueError(f"no graph named {graph!r}")
-    return importlib.import_module(f"graphs.{graph}").build_graph(checkpointer=checkpointer)
+    graph = importlib.import_module(f"graphs.{command.graph or command.name}")
+    return graph.build_graph(checkpointer=checkpointer)
 
 
 def _stream(
@@ -384,10 +375,9 @@ def _stream(
         return dict(stream_graph(_build(command), job.graph_input, ctx, config) or {})
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(rd.checkpoints, check_same_thread=False)
-    try:
-        from storyjudge.core.checkpointblobs import BlobSerializer
+    from storyjudge.core.checkpointblobs import BlobSerializer
 
+    with closing(sqlite3.connect(rd.checkpoints, check_same_thread=False)) as conn:
         graph = _build(command, SqliteSaver(conn, serde=BlobSerializer(rd.checkpoint_blobs)))
         thread, resuming = _thread(rd, command.name, resume)
         config["configurable"] = {"thread_id": thread}
@@ -410,8 +400,6 @@ def _stream(
                 return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
         servers_ok()
         return dict(stream_graph(graph, job.graph_input, ctx, config))
-    finally:
-        conn.close()
 
 
 def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:
