@@ -41,10 +41,8 @@ def doctor(
 ) -> None:
     """Check the set-up: the models in use, one structured call to a server, the model files; --deep runs them.
 
-    A server model is called, since only a call proves the address, the key and structured output; that costs
-    one round trip. The embedder and an embedded model are checked by their files (headers, configs,
-    tokenizer, backend installed) without loading weights, which takes seconds of imports and is the first
-    thing an indexing or local run does anyway; ``--deep`` loads them and uses them.
+    A server model is called once: only a call proves the address, the key and structured output. The embedder
+    and an embedded model are checked by their files, without loading weights; ``--deep`` loads and uses them.
     """
     from storyjudge.core.llm import require_models  # imports LangChain: only a command that runs needs it
     from storyjudge.core.servercheck import check_server
