@@ -382,11 +382,9 @@ add_graph_command(
 
 
 def _write_report(rd: RunDir) -> bool:
-    """Render report.html when the report module is available; whether it was written."""
-    try:
-        from storyjudge.apps.report import write_report
-    except ImportError:
-        return False
+    """Render report.html; whether it was written."""
+    from storyjudge.apps.report import write_report
+
     try:
         write_report(rd.root)
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run
