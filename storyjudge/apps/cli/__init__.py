@@ -1,15 +1,12 @@
-"""The ``storyjudge`` command line: one module per command, all sharing ``common``'s options.
+"""The ``storyjudge`` command line: one module per command, imported only when its command runs.
 
-Command modules are imported when their command runs (or its help is asked for), not at start: each pulls in
-LangGraph, LangChain or the web UI, seconds of imports that ``storyjudge --help`` or ``doctor`` need not wait
-for. ``COMMANDS`` names each command's module and the one-line help ``--help`` lists; a unit test keeps the
-lines equal to the commands' own.
+Each pulls in LangGraph, LangChain or the web UI, seconds of imports that ``storyjudge --help`` need not wait for.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 import typer.core
@@ -69,11 +66,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Measure every performance goal: latency against its bound, chains of calls, checkpoints, start-up, embedding.",
     ),
 }
-"""Command name -> (module under ``storyjudge.apps.cli``, the first line of its help)."""
+"""Command name -> (module under ``storyjudge.apps.cli``, the first line of its help, which a test keeps equal)."""
 
 
 def _no_type_on_flags(self: typer.core.TyperOption, ctx: click.Context) -> str | None:
-    """A flag takes no value: its help shows no ``<bool>`` placeholder; other options keep ``<int>``, ``<str>``."""
+    """A flag's help shows no ``<bool>`` placeholder; other options keep ``<int>``, ``<str>``."""
     if self.is_flag:
         return None
     return _option_type(self, ctx)
@@ -98,7 +95,7 @@ class LazyGroup(typer.core.TyperGroup):
     _listing = False
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        """Every command, loaded or not, in ``COMMANDS`` order."""
+        """Every command, loaded or not."""
         return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -175,15 +172,12 @@ def main(
 def entry() -> None:
     """The ``storyjudge`` program: the app, then an exit that skips tearing down the interpreter's modules.
 
-    Finalizing the ~2,000 modules LangChain, LangGraph and the OpenAI SDK load, and their ~190,000 objects,
-    takes 0.6-0.9 s on 2 shared cores after every command: 6 % of a 15 s chain of 51 calls. Once the command
-    has returned, nothing left needs it: the atexit handlers still run (logging, the embedded model's close)
-    and the streams are flushed; then the process ends. Only when no Chroma store was opened in the process,
-    which may still write its index as it is torn down; and an error keeps the ordinary exit and traceback.
-
-    The program owns its process, so its big loads run without the garbage collector (``core.heavy_imports``).
+    Finalizing the ~2,000 modules LangChain, LangGraph and the OpenAI SDK load takes 0.6-0.9 s after every
+    command. The atexit handlers still run and the streams are flushed; a Chroma store opened in the process
+    (which may write its index as it is torn down) keeps the ordinary exit.
     """
     import atexit
+    import contextlib
     import os
     import sys
 
@@ -200,24 +194,9 @@ def entry() -> None:
     status = 0 if code is None else code if isinstance(code, int) else 1
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said on it
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said on it
-            pass
     os._exit(status)
 
 
-def load_all() -> None:
-    """Import every command module (for tools that inspect every command)."""
-    for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
-        importlib.import_module(f"{__name__}.{module}")
-
-
-def __getattr__(name: str) -> Any:
-    """``storyjudge.apps.cli.<command module>`` as an attribute, imported on first use."""
-    if name in {module for module, _ in COMMANDS.values()}:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["COMMANDS", "LazyGroup", "app", "entry", "load_all"]
+__all__ = ["COMMANDS", "LazyGroup", "app", "entry"]

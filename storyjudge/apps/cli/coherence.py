@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
+from storyjudge.apps.cli.common import console, fail, read_text_file, say, write_out
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import check_verdict, describe, describe_card
@@ -30,7 +30,7 @@ LINE_FORM = '{"id": ..., "summary": ...}'
 
 
 def read_summaries(path: Path) -> dict[str, Any]:
-    """The graph input from a file: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
+    """The graph input: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
 
     A JSONL line may add ``"sentences"``: the summary already split, scored sentence by sentence as given.
     """
@@ -124,12 +124,9 @@ def _print(result: dict[str, Any]) -> None:
         )
     for s in (s for s in summaries if s.get("annotator_check")):
         check = s["annotator_check"]
-        console.print(
+        say(
             f"Annotator check, {s['id'] + ': ' if many else ''}{check['note']} (at most "
-            f"{check['max_false_acceptance']:.0%} may pass as clear; {check_verdict(check)})",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+            f"{check['max_false_acceptance']:.0%} may pass as clear; {check_verdict(check)})"
         )
     if not result.get("reliable", True) and result.get("coverage", 0.0) + 1e-12 < floor:
         console.print(
@@ -175,7 +172,6 @@ def _read(
     ],
     out_path: OutOpt = None,
 ) -> Job:
-    """Score summary coherence with BooookScore: the share of sentences that cause a reader no confusion."""
     if out_path is not None:  # checked before any call is made
         if out_path.is_dir():
             fail(f"--out {out_path} is a directory; give the path of a JSON file to write.")
@@ -193,16 +189,9 @@ def _write(run: Run) -> None:
     _print(result)
     out_path: Path | None = run.job.extra["out"]
     if out_path is not None:
-        try:
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            out_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        except OSError as exc:
-            fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
+        write_out(out_path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         console.print(f"Wrote {out_path}", markup=False)
-    if run.as_json:
-        print_json(result)
-    else:
-        print_result(_score_line(result))
+    run.show(result, _score_line(result))
 
 
 def _score_line(result: dict[str, Any]) -> str:

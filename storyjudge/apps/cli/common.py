@@ -8,8 +8,8 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -47,13 +47,15 @@ def print_json(record: Any) -> None:
     print_result(json.dumps(record, indent=2, ensure_ascii=False, default=str))
 
 
-def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
-    """A dry run's estimate: its assumptions on stderr, the figures alone on stdout (``--json``: the record).
+def say(text: str, to: Console | None = None, soft_wrap: bool = True) -> None:
+    """A line of the run's or the user's words, as they are (never markup), on ``to`` or stderr."""
+    (to or console).print(text, markup=False, highlight=False, soft_wrap=soft_wrap)
 
-    A low-high range when the estimate has one (``low`` and ``high``), else its figures as an upper bound.
-    """
+
+def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
+    """A dry run's estimate: assumptions on stderr, the figures (a low-high range, or a bound) alone on stdout."""
     for line in estimate.get("assumptions", []):
-        console.print(f"  assumption: {line}", markup=False, highlight=False, soft_wrap=True)
+        say(f"  assumption: {line}")
     if as_json:
         print_json(estimate)
         return
@@ -63,12 +65,7 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
         a, b = as_text(low[key]), as_text(high[key])
         return a if a == b else f"{a} to {b}"
 
-    if high.get("usd") is None:
-        cost = "price unknown"
-    else:
-        cost = (
-            f"${low['usd']:.4f}" if low["usd"] == high["usd"] else f"${low['usd']:.4f} to ${high['usd']:.4f}"
-        )
+    cost = "price unknown" if high.get("usd") is None else span("usd", lambda n: f"${n:.4f}")
     planted = estimate.get("planted") or {}
     checks = (
         f"; of these, planted control items {planted['calls']} calls, {_tokens(planted['input_tokens'])} input "
@@ -79,7 +76,7 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
     wall = estimate.get("wall_seconds")
     if wall:
         for basis in wall.get("basis", []):
-            console.print(f"  wall time: {basis}", markup=False, highlight=False, soft_wrap=True)
+            say(f"  wall time: {basis}")
     took = f"; wall time of the calls {_duration(wall['low'])} to {_duration(wall['high'])}" if wall else ""
     print_result(
         f"Dry run, no model called: {span('calls')} LLM calls, {span('input_tokens', _tokens)} input / "
@@ -89,7 +86,6 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
 
 
 def _duration(seconds: float) -> str:
-    """A duration for reading: 40 s, 12 min, 3.5 h, 4.2 days."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:
@@ -98,7 +94,6 @@ def _duration(seconds: float) -> str:
 
 
 def _tokens(n: float) -> str:
-    """A token count for reading: 850, 12k, 1.52M."""
     if n >= 1e6:
         return f"{n / 1e6:.2f}M"
     return f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n:,.0f}"
@@ -111,12 +106,38 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+@contextmanager
+def failing(*errors: type[Exception]) -> Iterator[None]:
+    """Any of ``errors`` raised inside ends the command as ``fail`` does, its message the error's own."""
+    try:
+        yield
+    except errors as exc:
+        fail(str(exc))
+
+
+def text_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]], **options: Any) -> Table:
+    """A table of text cells; a long cell folds onto lines, whole (a cell's name never ends in "…")."""
+    table = Table(title=title, header_style="bold", **options)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def write_out(path: Path, text: str) -> None:
+    """Write an ``--out`` file, its folders made; a path that cannot be written is one clear error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"Cannot write {path}: {exc.strerror}; choose another --out path.")
+
+
 def make_context(**given: Any) -> Context:
     """A Context from CLI settings (None: not given): given ones win over env vars and defaults."""
-    try:
+    with failing(ConfigError):
         return Context(**{name: value for name, value in given.items() if value is not None})
-    except ConfigError as exc:
-        fail(str(exc))
 
 
 def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
@@ -124,14 +145,12 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
     rows = [row for row in describe_models(ctx) if roles is None or row[0] in roles]
     if len({(spec, note) for _, spec, note in rows}) == 1:
         _, spec, note = rows[0]
-        console.print(f"Models: {spec} for every role ({note})", markup=False, highlight=False)
+        say(f"Models: {spec} for every role ({note})", soft_wrap=False)
     else:
-        table = Table(title="Models", show_header=True, header_style="bold")
-        table.add_column("role")
-        table.add_column("model")
-        table.add_column("note")
-        for role, spec, note in rows:
-            table.add_row(role, escape(spec), escape(note))  # a spec or a URL may hold "[...]"
+        # a spec or a URL may hold "[...]"
+        table = text_table(
+            "Models", ("role", "model", "note"), ((r, escape(s), escape(n)) for r, s, n in rows)
+        )
         console.print(table)
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(
@@ -141,10 +160,7 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
 
 
 def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
-    """Read a narrative or summary file safely; returns (text, encoding). Every bad input is one clear error.
-
-    ``-`` is standard input; a pipe or a device (``/dev/stdin``) is read to its end, as a file is.
-    """
+    """Read a narrative or summary (``-``: stdin); returns (text, encoding). Every bad input is one clear error."""
     if str(path) == "-":
         raw = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
         path = Path("standard input")
@@ -195,42 +211,34 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
 
 @contextmanager
 def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None]]:
-    """Stage progress fed by the graphs' progress events; yields a handler of ``(event, namespace)``.
+    """Yields a handler of the graphs' progress events ``(event, namespace)``.
 
     Rich bars on a terminal (or with ``STORYJUDGE_PROGRESS=1``), plain lines otherwise, none with
-    ``STORYJUDGE_PROGRESS=0``.
+    ``STORYJUDGE_PROGRESS=0``. A heartbeat thread lets the tracker speak after a silence.
     """
+    import threading
+
     wanted = os.environ.get("STORYJUDGE_PROGRESS", "")
     if wanted == "0":
         yield lambda event, namespace: None
-    elif console.is_terminal or wanted == "1":
-        with stages.bars(console) as progress:
-            tracker = stages.StageTracker(stages.BarsView(progress))
-            with _heartbeat(tracker):
-                yield tracker.handle
-    else:
-        tracker = stages.StageTracker(stages.PlainView(console))
-        with _heartbeat(tracker):
-            yield tracker.handle
+        return
+    with ExitStack() as stack:
+        if console.is_terminal or wanted == "1":
+            view: stages.BarsView | stages.PlainView = stages.BarsView(
+                stack.enter_context(stages.bars(console))
+            )
+        else:
+            view = stages.PlainView(console)
+        tracker = stages.StageTracker(view)
+        stop = threading.Event()
 
+        def beat() -> None:
+            while not stop.wait(stages.HEARTBEAT_SECONDS / 6):
+                tracker.heartbeat()
 
-@contextmanager
-def _heartbeat(tracker: stages.StageTracker) -> Iterator[None]:
-    """One thread for the run's lifetime that lets the tracker speak after a silence (``HEARTBEAT_SECONDS``)."""
-    import threading
-
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(stages.HEARTBEAT_SECONDS / 6):
-            tracker.heartbeat()
-
-    thread = threading.Thread(target=beat, name="progress-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
+        stack.callback(stop.set)
+        threading.Thread(target=beat, name="progress-heartbeat", daemon=True).start()
+        yield tracker.handle
 
 
 STOP_GRACE_SECONDS = 5.0
@@ -254,12 +262,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def cancel_on_ctrl_c(message: str) -> Iterator[None]:
     """Ctrl-C or SIGTERM cancels every LLM call not yet sent, then exits 130 (143 after SIGTERM).
 
-    Cancelling is ``storyjudge.core.concurrency.cancel``.
-
-    The first signal raises ``KeyboardInterrupt`` in the main thread, as Python does on Ctrl-C, after setting
-    the cancellation event, so the graph's worker threads fail fast instead of making every remaining call; the
-    caller's ``except KeyboardInterrupt`` prints ``message``. Should the threads not finish within
-    ``STOP_GRACE_SECONDS``, or on a second signal, the process prints ``message`` and exits at once.
+    The first signal sets the cancellation event (so worker threads fail fast) and raises ``KeyboardInterrupt``;
+    after ``STOP_GRACE_SECONDS``, or on a second signal, the process prints ``message`` and exits at once.
     """
     import threading
 
@@ -295,7 +299,7 @@ class _ConsoleHandler(logging.Handler):
     """Warnings as plain lines above the progress bars (rich keeps its live display below them)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        console.print(self.format(record), markup=False, highlight=False, soft_wrap=True)
+        say(self.format(record))
 
 
 @contextmanager

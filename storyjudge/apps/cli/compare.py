@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, out, print_json
+from storyjudge.apps.cli.common import console, fail, failing, out, print_json, say, text_table
 
 
 @app.command("compare")
@@ -34,10 +32,8 @@ def compare_command(
     from storyjudge.apps.compare import compare, pair_line, table_rows, write_html
     from storyjudge.core.keptruns import RunRef
 
-    try:
+    with failing(ValueError):
         result = compare([RunRef.parse(r) for r in runs])
-    except ValueError as exc:
-        fail(str(exc))
     try:
         page = write_html(result, html)
     except OSError as exc:
@@ -46,20 +42,15 @@ def compare_command(
         console.print(f"Compare page: {page}", soft_wrap=True, highlight=False)
         print_json(result)
         return
-    table = Table(title=escape(f"Compare: {result['story'] or 'untitled'}"), header_style="bold")
-    table.add_column("")
-    for view in result["summaries"]:
-        table.add_column(escape(view["label"]), overflow="fold")
-    for name, cells in table_rows(result):
-        table.add_row(name, *(escape(c) for c in cells))
-    out.print(table)
-    say = partial(out.print, soft_wrap=True, highlight=False, markup=False)  # the runs' words, as they are
-    for pair in result["pairs"]:
-        say(pair_line(pair))
+    columns = ["", *(escape(view["label"]) for view in result["summaries"])]
+    rows = ((name, *map(escape, cells)) for name, cells in table_rows(result))
+    out.print(text_table(escape(f"Compare: {result['story'] or 'untitled'}"), columns, rows))
+    for pair in result["pairs"]:  # the runs' words, as they are
+        say(pair_line(pair), to=out)
         for side, facts in ((pair["a"], pair["only_a"]), (pair["b"], pair["only_b"])):
-            say(f"  supported only in {side}: {len(facts)}")
+            say(f"  supported only in {side}: {len(facts)}", to=out)
             for item in facts:
                 other = item["counterpart"]
                 there = f"{other['verdict']}: {other['text']}" if other else "no counterpart"
-                say(f"    - {item['fact']['text']}  [other: {there}]")
+                say(f"    - {item['fact']['text']}  [other: {there}]", to=out)
     out.print(f"Compare page: {page}", soft_wrap=True, highlight=False)

@@ -1,10 +1,4 @@
-"""``storyjudge data``: the public datasets by name, fetched from their published sources into the data cache.
-
-storyjudge data get storysumm --split test     STORYSUMM's test split (val comes bundled)
-storyjudge data get squality --split train     SQuALITY v1.3 (dev comes bundled)
-storyjudge data get booookscore                the BooookScore authors' summaries and GPT-4 annotations
-storyjudge data list                           what is here, bundled or fetched
-"""
+"""``storyjudge data``: the public datasets by name, fetched from their published sources into the data cache."""
 
 from __future__ import annotations
 
@@ -14,12 +8,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, out
+from storyjudge.apps.cli import COMMANDS, app
+from storyjudge.apps.cli.common import console, failing, out, say
 
 data_app = typer.Typer(
     name="data",
-    help="Fetch the public datasets (STORYSUMM, SQuALITY, BooookScore annotations) by name into the data cache.",
+    help=COMMANDS["data"][1],
     no_args_is_help=True,
 )
 app.add_typer(data_app, name="data")
@@ -62,7 +56,7 @@ def get_command(
     """
     from eval.download import get
 
-    try:
+    with failing(ValueError):
         fetched = get(
             name,
             split,
@@ -70,8 +64,6 @@ def get_command(
             force=force,
             say=lambda line: console.print(line, highlight=False, soft_wrap=True),
         )
-    except ValueError as exc:
-        fail(str(exc))
     for note in fetched.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     ref = f"{fetched.name}:{fetched.split}"
@@ -79,7 +71,7 @@ def get_command(
     sources = ", ".join(str(p) for p in fetched.sources)
     said = (f"{ref}: {fetched.items} item(s) -> {fetched.path}", f"  sources: {sources}", f"  use it: {use}")
     for line in said:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+        say(line, to=out)
 
 
 @data_app.command("list")
@@ -99,6 +91,6 @@ def list_command(folder: DirOpt = None) -> None:
                 if fetched.is_file()
                 else f"not here: storyjudge data get {name} --split {split}"
             )
-            out.print(f"{name + ':' + split:<29} {where}", markup=False, highlight=False, soft_wrap=True)
+            say(f"{name + ':' + split:<29} {where}", to=out)
     if not home.is_dir():
-        console.print(f"(data folder {home} does not exist yet)", markup=False, highlight=False)
+        say(f"(data folder {home} does not exist yet)", soft_wrap=False)

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from prompts import load
 from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, print_models
+from storyjudge.apps.cli.common import console, fail, failing, print_models
 from storyjudge.apps.cli.options import Settings, model_settings, with_settings
 from storyjudge.core.context import ROLES, ConfigError, Context
 from storyjudge.core.models import check_local_model, is_local, resolve_spec
@@ -41,28 +41,23 @@ def doctor(
 ) -> None:
     """Check the set-up: the models in use, one structured call to a server, the model files; --deep runs them.
 
-    A server model is called, since only a call proves the address, the key and structured output; that costs
-    one round trip. The embedder and an embedded model are checked by their files (headers, configs,
-    tokenizer, backend installed) without loading weights, which takes seconds of imports and is the first
-    thing an indexing or local run does anyway; ``--deep`` loads them and uses them.
+    A server model is called once: only a call proves the address, the key and structured output. The embedder
+    and an embedded model are checked by their files, without loading weights; ``--deep`` loads and uses them.
     """
     from storyjudge.core.llm import require_models  # imports LangChain: only a command that runs needs it
     from storyjudge.core.servercheck import check_server
 
     ctx = settings.context(run_dir=".storyjudge/doctor")
     ctx = ctx.replace(retry_budget_s=min(ctx.retry_budget_s, 30.0))  # a smoke check waits seconds
-    try:  # a spec or a server that cannot work fails here, before a table that would describe it as usable
+    # a spec or a server that cannot work fails here, before a table that would describe it as usable
+    with failing(ConfigError):
         require_models(ctx, ROLES)
         check_server(ctx, {resolve_spec(ctx, role) for role in ROLES})
-    except ConfigError as exc:
-        fail(str(exc))
     print_models(ctx)
     spec = resolve_spec(ctx, "judge")
     if is_local(spec) and not deep:
-        try:
+        with failing(ConfigError):
             found = check_local_model(spec.partition(":")[2])
-        except ConfigError as exc:
-            fail(str(exc))
         console.print(
             f"[green]ok[/] embedded model {escape(spec)} files: {found} (not loaded; --deep calls it)"
         )
@@ -73,10 +68,8 @@ def doctor(
     else:
         from storyjudge.core.embeddings import check_embedder
 
-        try:
+        with failing(ConfigError):
             found = check_embedder(ctx.embedder)
-        except ConfigError as exc:
-            fail(str(exc))
         console.print(
             f"[green]ok[/] embedder {escape(ctx.embedder)} files: {found} (not loaded; --deep embeds)"
         )
@@ -91,10 +84,8 @@ def _structured_call(ctx: Context, spec: str) -> None:
         ("user", prompt.render(passage="Macbeth murders King Duncan in his sleep.", claim="Duncan dies."))
     ]
     started = time.perf_counter()
-    try:
+    with failing(ModelError, ConfigError):
         answer = ask_structured(ctx, "judge", prompt, messages, DoctorAnswer)  # type: ignore[arg-type]
-    except (ModelError, ConfigError) as exc:
-        fail(str(exc))
     llm_seconds = time.perf_counter() - started
     usage = totals(answer.usage)
     if not answer.ok:
@@ -116,10 +107,8 @@ def _embed(embedder: str) -> None:
     from storyjudge.core.embeddings import get_embedder
 
     started = time.perf_counter()
-    try:
+    with failing(ConfigError):
         emb = get_embedder(embedder)
-    except ConfigError as exc:
-        fail(str(exc))
     load_seconds = time.perf_counter() - started
     passages = [f"Scene {i}: Macbeth speaks with Banquo on the heath near Forres." for i in range(32)]
     started = time.perf_counter()

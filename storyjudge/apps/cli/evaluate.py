@@ -1,20 +1,13 @@
-"""``storyjudge eval``: experiment grids, agreement with STORYSUMM labels, ROUGE on SQuALITY.
-
-    storyjudge eval CONFIG.yaml            (same as: storyjudge eval run CONFIG.yaml)
-    storyjudge eval storysumm DATASET      agreement of NarrativeFactScore with the human labels
-    storyjudge eval squality DATASET       summarize + refine, ROUGE against the question-1 references
-
-DATASET is a file or a dataset name (``storysumm``, ``squality:test``; see ``storyjudge data get``).
+"""``storyjudge eval``: experiment grids (``eval CONFIG.yaml``), agreement with STORYSUMM labels, ROUGE on SQuALITY.
 
 Every command resumes: finished items are skipped and LLM calls are cached in the output directory.
-``--dry-run`` estimates calls, tokens and (for priced OpenAI models) dollars without calling a model.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
-from functools import partial
+from collections.abc import Callable
+from functools import partial, reduce
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,16 +16,16 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, out, print_models
-from storyjudge.apps.cli.options import Settings, assemble, field_help, model_settings, parameter
+from storyjudge.apps.cli import COMMANDS, app
+from storyjudge.apps.cli.common import cancel_on_ctrl_c, console, fail, failing, out, print_models, text_table
+from storyjudge.apps.cli.options import Settings, field_help, model_settings, with_settings
 from storyjudge.core.context import ConfigError
 from storyjudge.core.llm import require_models
 from storyjudge.core.usage import Usage, cost_text, merge_usage, totals
 
 
 class _ConfigFirstGroup(TyperGroup):
-    """Lets ``storyjudge eval CONFIG.yaml`` stand for ``storyjudge eval run CONFIG.yaml``."""
+    """``storyjudge eval CONFIG.yaml`` stands for ``storyjudge eval run CONFIG.yaml``."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and not args[0].startswith("-"):
@@ -43,8 +36,7 @@ class _ConfigFirstGroup(TyperGroup):
 eval_app = typer.Typer(
     name="eval",
     cls=_ConfigFirstGroup,
-    help="Experiments and meta-evaluation: 'storyjudge eval CONFIG.yaml' (or 'eval run CONFIG.yaml'), "
-    "'eval storysumm DATASET', 'eval squality DATASET'.",
+    help=COMMANDS["eval"][1],
     no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
@@ -102,16 +94,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A table of text cells; a long cell folds onto lines, whole (a cell's name never ends in "…")."""
-    table = Table(title=title, header_style="bold")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
 def _print_estimate(estimate: dict[str, Any]) -> None:
     total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
     rows = [
@@ -123,7 +105,7 @@ def _print_estimate(estimate: dict[str, Any]) -> None:
         for row in [*estimate["cells"], total]
     ]
     columns = ("cell", "model", "items", "calls", "input tokens", "output tokens", "USD")
-    out.print(_table("Dry run: estimated LLM work", columns, rows))
+    out.print(text_table("Dry run: estimated LLM work", columns, rows))
     for line in estimate["assumptions"]:
         out.print(f"  assumption: {line}", markup=False)
 
@@ -159,13 +141,11 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
         for key in SUMMARY_COLUMNS.get(task, ()):
             if not any(key in line for line in lines):
                 continue
-            cells = []
-            for line in lines:
-                value = line.get(key)
-                if f"{key}_ci95" in line and (value is None or isinstance(value, float)):
-                    cells.append(interval_text(value, line[f"{key}_ci95"]))
-                else:
-                    cells.append(_fmt(value))
+            with_ci = [f"{key}_ci95" in line and isinstance(line.get(key), float | None) for line in lines]
+            cells = [
+                interval_text(line.get(key), line[f"{key}_ci95"]) if ci else _fmt(line.get(key))
+                for line, ci in zip(lines, with_ci, strict=True)
+            ]
             table.add_row(key, *cells)
         out.print(table)
     if diffs:
@@ -184,7 +164,7 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
             )
         columns = ("cells", "metric", "setting", "from -> to", "items", "difference [95% CI over items]")
         title = "Paired differences over the same items (second minus first)"
-        out.print(_table(title, (*columns, "excludes 0"), rows))
+        out.print(text_table(title, (*columns, "excludes 0"), rows))
 
 
 def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]:
@@ -205,7 +185,6 @@ def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]
 
 
 def _roles(config: Any) -> tuple[str, ...]:
-    """The model roles an experiment uses (each is checked before any work starts)."""
     roles = ["extractor", "decomposer", "judge"]
     if config.task == "refine":
         roles += ["summarizer", "refiner"]
@@ -258,10 +237,8 @@ def _run(
     if dry_run:
         from eval.estimate import estimate
 
-        try:
+        with failing(ValueError):  # a dataset file that does not read
             estimated = estimate(config)
-        except (ConfigError, ValueError) as exc:  # a dataset file that does not read
-            fail(str(exc))
         _print_estimate(estimated)
         return
     # the servers first, before the runner's imports (the graphs, the metrics): a dead one is named at once
@@ -269,13 +246,11 @@ def _run(
     for cell in cells(config):
         ctx = cell_context(config, cell, config.out_dir)
         specs = {resolve_spec(ctx, role) for role in _roles(config)}
-        try:
+        with failing(ConfigError):
             require_models(ctx, _roles(config))
             if (ctx.base_url, *sorted(specs)) not in looked_at:
                 looked_at.add((ctx.base_url, *sorted(specs)))
                 check_server(ctx, specs)
-        except ConfigError as exc:
-            fail(str(exc))
     from eval.runner import Experiment, finish
 
     experiment = Experiment(config)
@@ -298,11 +273,9 @@ def _run(
 
     runner = _executor(config, executor, scheduler)
     stopped = "\n[yellow]Stopped.[/] Finished items are saved; rerun the same command to resume."
-    try:
-        with cancel_on_ctrl_c(stopped):  # Ctrl-C cancels the calls not yet sent, then exits 130
-            outcome = experiment.run(on_row=on_row, executor=runner)
-    except (ConfigError, ValueError) as exc:
-        fail(str(exc))
+    # Ctrl-C cancels the calls not yet sent, then exits 130
+    with failing(ValueError), cancel_on_ctrl_c(stopped):
+        outcome = experiment.run(on_row=on_row, executor=runner)
     if outcome.stopped:
         console.print(
             f"[yellow]Stopped early:[/] {escape(outcome.stopped)}. Rerun the same command to continue."
@@ -314,9 +287,7 @@ def _run(
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)
-    merged: Usage = {}  # per model spec: a cost is known or not per model
-    for row in outcome.rows:
-        merged = merge_usage(merged, row.get("usage"))
+    merged: Usage = reduce(merge_usage, (row.get("usage") for row in outcome.rows), {})  # per model spec
     usage = totals(merged)
     failed = sum(1 for r in outcome.rows if r.get("status") != "ok")
     out.print(
@@ -337,7 +308,7 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     from eval.storysumm import table_lines
 
     columns = ("level", "metric", "value [95% bootstrap CI]")
-    out.print(_table(f"Agreement with human labels ({cell_id})", columns, table_lines(report)))
+    out.print(text_table(f"Agreement with human labels ({cell_id})", columns, table_lines(report)))
     summary_level = report.get("summary_level") or {}
     boot = (summary_level.get("table") or {}).get("bootstrap") or {}
     out.print(
@@ -357,7 +328,7 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
             for row in sweep
         ]
         title = "Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)"
-        out.print(_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
+        out.print(text_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
         out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
     for note in report.get("notes", []):
         out.print(f"  note: {note}", markup=False)
@@ -382,10 +353,8 @@ def run_command(
     """Run an experiment grid (datasets x models x strategies x chunk sizes x loops); resumes if rerun."""
     from eval.grid import load_config
 
-    try:
+    with failing(ValueError):
         experiment = load_config(config)
-    except (ConfigError, ValueError) as exc:
-        fail(str(exc))
     if parallel_items is not None:
         experiment.concurrency = max(1, parallel_items)
     if concurrency is not None:
@@ -410,23 +379,19 @@ def _shortcut(
     from eval.datasets import load, resolve
     from eval.grid import shortcut_config
 
-    try:
+    with failing(ValueError):
         file = resolve(given["file"], kind)
         dataset = load(kind, file)
-    except ValueError as exc:
-        fail(str(exc))
     for note in dataset.notes:
         console.print(f"[yellow]data note:[/] {escape(note)}", highlight=False)
     settings.context()  # a bad value fails here with one line
     context = settings.values()
     model, base_url = str(context.pop("model", "")), str(context.pop("base_url", ""))
     options: dict[str, Any] = {"out_dir": out_dir, "limit": limit, "concurrency": parallel_items}
-    try:
+    with failing(ValueError):
         config = shortcut_config(
             kind, file, model=model, base_url=base_url, metrics=metrics(**given), context=context, **options
         )
-    except (ConfigError, ValueError) as exc:
-        fail(str(exc))
     started = time.perf_counter()
     _run(config, dry_run=dry_run, print_agreement=kind == "storysumm", executor=executor, scheduler=scheduler)
     if not dry_run:
@@ -474,17 +439,16 @@ def _squality(
 
 def _add_shortcut(kind: str, metrics: Callable[..., list[str]], names: tuple[str, ...]) -> None:
     """Register ``eval KIND``: the metrics function's arguments, the options every shortcut shares, the settings."""
-    shared = [
-        parameter("out_dir", OutDirOpt, None),
-        parameter("limit", LimitOpt, None),
-        parameter("parallel_items", ParallelItemsOpt, 1),
-        parameter("dry_run", DryRunOpt, False),
-        parameter("executor", ExecutorOpt, "local"),
-        parameter("scheduler", SchedulerOpt, ""),
-    ]
-    eval_app.command(kind)(
-        assemble(metrics, shared, names, partial(_shortcut, kind, metrics), f"{kind}_command")
-    )
+    shared = {
+        "out_dir": (OutDirOpt, None),
+        "limit": (LimitOpt, None),
+        "parallel_items": (ParallelItemsOpt, 1),
+        "dry_run": (DryRunOpt, False),
+        "executor": (ExecutorOpt, "local"),
+        "scheduler": (SchedulerOpt, ""),
+    }
+    body = partial(_shortcut, kind, metrics)
+    eval_app.command(kind)(with_settings(*names, extra=shared, body=body)(metrics))
 
 
 _add_shortcut(

@@ -1,7 +1,6 @@
 """``storyjudge index``: segment a narrative, extract its Character Knowledge Graph and index its scenes.
 
-Writes the CKG as node-link JSON and the Chroma collections into the run directory, then prints one stats
-line. Running it again on an unchanged document reuses the cached LLM answers and the complete collections.
+Running it again on an unchanged document reuses the cached LLM answers and the complete collections.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
+from storyjudge.apps.cli.common import fail, read_text_file, say
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core import scenestore
@@ -46,19 +45,13 @@ def _read(
         typer.Option("--title", help="Document title. Default: the file name."),
     ] = None,
 ) -> Job:
-    """Cut a narrative into scenes, graph who does what to whom, and index the scenes for search."""
     text, _ = read_text_file(file)
     name = title or file.stem
     return Job({"document": text, "title": name}, source=file, text=text, title=name)
 
 
 def _branches(ctx: Context) -> int:
-    """Graph branches in flight.
-
-    An in-process model serves one call at a time: running branches (nearly) in order lets each scene's samples
-    follow each other and reuse the model's prompt cache. Not 1: while streaming, LangGraph's queue waiter takes
-    one of the slots, and with a single slot the run would wait forever.
-    """
+    """Graph branches in flight: few for an in-process model, so a scene's samples reuse its prompt cache."""
     return branch_threads(ctx, local=is_local(resolve_spec(ctx, "extractor")))
 
 
@@ -69,26 +62,24 @@ def _write(run: Run) -> None:
     assert run.rd is not None
     index = final["index"]
     where = scenestore.where(index)[1] or "in memory"
-    console.print(f"CKG: {run.rd.ckg}\nIndex: {where}", soft_wrap=True, markup=False, highlight=False)
-    if run.as_json:
-        print_json(
-            {
-                "title": run.job.title,
-                "source": str(run.job.source),
-                "document_hash": run.job.doc_hash,
-                "run_dir": str(run.rd.root),
-                "ckg": str(run.rd.ckg),
-                "segmentation": final.get("segmentation"),
-                "ckg_stats": final.get("ckg_stats"),
-                "index": index,
-                "usage": final.get("usage", {}),
-                "usage_totals": totals(final.get("usage")),
-                "timings": final.get("timings", {}),
-                "wall_seconds": round(run.seconds, 2),
-            }
-        )
-    else:
-        print_result(f"{run.job.title}: {stats_line(final, run.seconds)}")
+    say(f"CKG: {run.rd.ckg}\nIndex: {where}")
+    run.show(
+        {
+            "title": run.job.title,
+            "source": str(run.job.source),
+            "document_hash": run.job.doc_hash,
+            "run_dir": str(run.rd.root),
+            "ckg": str(run.rd.ckg),
+            "segmentation": final.get("segmentation"),
+            "ckg_stats": final.get("ckg_stats"),
+            "index": index,
+            "usage": final.get("usage", {}),
+            "usage_totals": totals(final.get("usage")),
+            "timings": final.get("timings", {}),
+            "wall_seconds": round(run.seconds, 2),
+        },
+        f"{run.job.title}: {stats_line(final, run.seconds)}",
+    )
 
 
 SETTINGS = (

@@ -1,23 +1,10 @@
 """Command-line options made from the ``Context`` fields they set: one flag per field, the same in every command.
 
-A field's option is named after it (``predicate_threshold`` -> ``--predicate-threshold``), takes its help text
-from the field's description and shows the field's default; ``PANELS`` puts it in a --help panel (model, method,
-loop, output, operation), and a command's options are listed panel by panel. ``@with_settings("ckg_samples",
-...)`` adds such options to a command, plus ``--set FIELD=VALUE`` for every other field, and hands the command
-one ``Settings`` value instead of a parameter per option::
-
-    @app.command("index")
-    @with_settings(*model_settings("extractor"), "run_dir", "ckg_samples")
-    def index_command(file: Path, *, settings: Settings) -> None:
-        ctx = settings.context()
-
-Why a signature is built here (the one shim left): typer reads a command's options only from its callback's
-signature (``inspect.signature`` and ``get_type_hints``); it has no public way to add a group of options from a
-model (no parameter objects), its click parameters cannot be made outside a signature without its private
-helpers (``typer.main._get_param``, ``TypeDescriptor``), and its callback wrapper refuses any parameter the
-signature lacks. So ``with_settings`` gives the command a signature (``__signature__``, PEP 362, which
-``inspect`` honours) with one keyword option per field, made from ``Context.model_fields``; nothing of typer's is
-patched. Choices (``Literal`` fields) are text options, so that a wrong one is the Context's one-line error.
+``@with_settings("ckg_samples", ...)`` gives a command an option per named field (its name with dashes, its help
+and default from the field, its --help panel from ``PANELS``) plus ``--set FIELD=VALUE`` for every other field,
+and hands the command one ``Settings`` value. Typer reads options only from a callback's signature and has no
+public way to add parameters made from a model, so the command gets a PEP 362 ``__signature__``; typer itself is
+not patched. Choices (``Literal`` fields) are text options, so that a wrong one is the Context's one-line error.
 """
 
 from __future__ import annotations
@@ -60,8 +47,6 @@ PANELS: dict[str, tuple[str, ...]] = {
         *("chroma_url", "scene_store"),
     ),
 }
-"""The --help panel of each setting's option: which model, the method's settings, the refinement loop, where
-results go, how the run operates (every other option of a command names its panel where it is declared)."""
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
 
@@ -77,10 +62,7 @@ def _default_text(value: Any) -> str:
 
 
 def field_help(name: str) -> str:
-    """An option's help text from the Context field it sets: what the setting means, then its default.
-
-    A field whose default is empty says in its description what empty means, so that is its default's text.
-    """
+    """An option's help: the field's description, then its default (an empty one is explained by the first)."""
     field = FIELDS[name]
     description = str(field.description)
     if field.default == "":
@@ -89,11 +71,7 @@ def field_help(name: str) -> str:
 
 
 def setting_option(name: str) -> Any:
-    """``Annotated[<type> | None, typer.Option(...)]`` for a Context field (None: not given on the command line).
-
-    A choice (``Literal``) is taken as text: the Context rejects a wrong one in one line naming the choices,
-    where click would print a usage box.
-    """
+    """``Annotated[<type> | None, typer.Option(...)]`` for a Context field (None: not given on the command line)."""
     hint: Any = FIELDS[name].annotation
     metavar = None
     if get_origin(hint) is Literal:
@@ -171,41 +149,44 @@ class Settings:
 
 
 def with_settings(
-    *names: str, other_settings: bool = True
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Add an option per Context field in ``names`` and ``--set`` to a command; it gets them as ``settings``.
+    *names: str,
+    other_settings: bool = True,
+    extra: dict[str, tuple[Any, Any]] | None = None,
+    body: Callable[..., None] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., None]]:
+    """Add an option per Context field in ``names`` (and ``--set``, unless ``other_settings`` is off) to a command.
 
-    ``other_settings=False`` leaves ``--set`` out, for a command that takes only the settings it names.
-
-    The command declares a keyword-only ``settings: Settings`` parameter; typer sees, in its place, one
-    keyword-only option per field, so the signature stays free of ``**kwargs``.
+    Its own parameters come first, then the ``extra`` options (name: (annotation, default)), then the settings';
+    typer sees them in place of its keyword-only ``settings: Settings``. Given ``body``, the command lends only its
+    parameters and help: calling it calls ``body(settings=..., **the rest)``.
     """
     unknown = [name for name in names if name not in FIELDS]
     if unknown:
         raise ValueError(f"not Context fields: {unknown}")
+    keyword = inspect.Parameter.KEYWORD_ONLY
 
-    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+    def decorate(command: Callable[..., Any]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "settings"]
         clash = {p.name for p in own} & {*names, SET_PARAM}
         if clash:
             raise ValueError(f"{command.__name__} already has parameters {sorted(clash)}")
         added = [
-            inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, annotation=setting_option(name), default=None
-            )
-            for name in names
+            inspect.Parameter(key, keyword, annotation=hint, default=value)
+            for key, (hint, value) in (extra or {}).items()
+        ]
+        added += [
+            inspect.Parameter(name, keyword, annotation=setting_option(name), default=None) for name in names
         ]
         if other_settings:
-            added.append(
-                inspect.Parameter(SET_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=SetOpt, default=None)
-            )
+            added.append(inspect.Parameter(SET_PARAM, keyword, annotation=SetOpt, default=None))
+        run = body or command
 
         @functools.wraps(command)
-        def wrapper(*args: Any, **kwargs: Any) -> None:
+        def wrapper(**kwargs: Any) -> None:
             options = {name: kwargs.pop(name, None) for name in names}
             pairs = tuple(kwargs.pop(SET_PARAM, None) or ())
-            command(*args, settings=Settings(options, pairs), **kwargs)
+            run(settings=Settings(options, pairs), **kwargs)
 
         parameters = _by_panel([*own, *added])
         wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -216,7 +197,6 @@ def with_settings(
 
 
 def _panel(parameter: inspect.Parameter) -> str | None:
-    """The --help panel a typer-annotated parameter names (None: typer's default panel)."""
     for info in getattr(parameter.annotation, "__metadata__", ()):
         panel = getattr(info, "rich_help_panel", None)
         if panel is not None:
@@ -225,10 +205,7 @@ def _panel(parameter: inspect.Parameter) -> str | None:
 
 
 def _by_panel(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
-    """Parameters with the options in ``PANELS`` order (typer draws panels in the order it meets them).
-
-    Arguments (no default) stay first and in order; the options become keyword-only, in any order.
-    """
+    """Arguments first, in order; then the options in ``PANELS`` order (typer draws panels as it meets them)."""
     order = [None, *PANELS]
     required = [p for p in parameters if p.default is inspect.Parameter.empty]
     options = [
@@ -238,39 +215,3 @@ def _by_panel(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
     ]
     rank = {name: i for i, name in enumerate(order)}
     return [*required, *sorted(options, key=lambda p: rank.get(_panel(p), len(order)))]
-
-
-def parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    """A keyword parameter of a command, for ``assemble``."""
-    return inspect.Parameter(
-        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation, default=default
-    )
-
-
-def assemble(
-    head: Callable[..., Any],
-    extra: list[inspect.Parameter],
-    names: tuple[str, ...],
-    body: Callable[..., None],
-    name: str,
-) -> Callable[..., None]:
-    """A command made of parts, for typer.
-
-    Its parameters are ``head``'s (typer-annotated; its docstring is the help), then ``extra``, then an option
-    per setting in ``names`` and --set. Calling it calls ``body(settings=..., **the other parameters)``.
-    """
-    signature = inspect.signature(head, eval_str=True)
-
-    def command(**arguments: Any) -> None:
-        body(**arguments)
-
-    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[
-            *signature.parameters.values(),
-            *extra,
-            inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY),
-        ]
-    )
-    command.__name__ = name
-    command.__doc__ = head.__doc__
-    return with_settings(*names)(command)

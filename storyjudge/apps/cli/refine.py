@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 import prompts
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
+from storyjudge.apps.cli.common import console, fail, read_text_file, say
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import ROLES, Context
@@ -64,7 +64,6 @@ def _read_refine(
         ),
     ] = False,
 ) -> Job:
-    """Summarize a narrative, check each fact of the summary against it, revise until the score stops rising."""
     text = _read_document(file)
     graph_input: dict[str, Any] = {"document": text, "title": file.stem, "started_at": time.time()}
     if summary is not None:
@@ -75,7 +74,6 @@ def _read_refine(
 def _read_score(
     file: FileArg, summary: Annotated[Path, typer.Option(help="The summary to score (text file).")]
 ) -> Job:
-    """How faithful a summary is to its narrative (NarrativeFactScore): each of its facts checked, with evidence."""
     summary_text, _ = read_text_file(summary, "summary")
     text = _read_document(file)
     return Job(
@@ -87,7 +85,7 @@ def _read_score(
 
 
 def _outcome(it: dict[str, Any], best: int | None) -> str:
-    """A round's fate in a word or two: the best, accepted, rejected (by a guard), or that its score does not count."""
+    """A round's fate: the best, accepted, rejected (by a guard), or that its score does not count."""
     if it["iteration"] == best:
         return "best"
     if not it.get("accepted", True):
@@ -98,9 +96,7 @@ def _outcome(it: dict[str, Any], best: int | None) -> str:
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
     """One row per round (0: the first summary, n: the n-th refinement), within 80 columns.
 
-    No cell is cut: every column is at least as wide as its longest word, and together they fit 80 columns, so
-    rich wraps a long cell (``coverage.UNRELIABLE``) at its space. Facts in all are supported + unsupported + unjudged;
-    the notes (why a round was rejected or does not count) are lines under the table, not a column.
+    No cell is cut: every column is at least as wide as its longest word, so rich wraps a long cell at a space.
     """
     table = Table(
         title="NarrativeFactScore per round",
@@ -135,7 +131,6 @@ def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
 
 
 def _round_notes(iterations: list[dict[str, Any]]) -> list[str]:
-    """Why rounds were rejected or do not count, one line each."""
     return [
         f"round {it['iteration']}: {it['note']}"
         for it in sorted(iterations, key=lambda i: i["iteration"])
@@ -144,7 +139,7 @@ def _round_notes(iterations: list[dict[str, Any]]) -> list[str]:
 
 
 def _nfs_line(card: dict[str, Any]) -> str:
-    """The score with its interval and coverage, in words: what was judged and what was not."""
+    """The score with its interval and coverage: what was judged and what was not."""
     missing = card.get("decompose_failures", 0)
     not_split = f", {missing} sentence(s) not decomposed" if missing else ""
     check = card.get("judge_check")
@@ -196,10 +191,7 @@ def _judge_line(iteration: int, card: dict[str, Any]) -> str:
 
 
 def _write_refine(run: Run) -> None:
-    """Show what the finish node recorded in result.json (it writes the record; this command does not).
-
-    stdout gets the best summary alone (with ``--json``, the run record); the rest goes to stderr.
-    """
+    """Show what the finish node recorded in result.json: the best summary (``--json``: the record) on stdout."""
     rd = run.rd
     assert rd is not None
     final = run.final
@@ -219,21 +211,19 @@ def _write_refine(run: Run) -> None:
             console.print(Panel(it["summary"], title=f"round {it['iteration']}: NFS {nfs}", expand=False))
     console.print(_score_table(iterations, final.get("best_iteration")))
     for note in _round_notes(iterations):
-        console.print(note, markup=False, highlight=False)
+        say(note, soft_wrap=False)
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         line = _judge_line(it["iteration"], it["factscore"])
         if line:
-            console.print(line, highlight=False, markup=False)  # wrapped to the terminal
+            say(line, soft_wrap=False)  # wrapped to the terminal
     usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
     last = max((it["iteration"] for it in iterations), default=0)
-    console.print(
-        f"Stopped after round {last}: {final.get('stop_reason', '?')}.", markup=False, highlight=False
-    )
+    say(f"Stopped after round {last}: {final.get('stop_reason', '?')}.", soft_wrap=False)
     best = [it for it in iterations if it["iteration"] == final.get("best_iteration")]
     if best:
         card = best[0]["factscore"]
         nfs = describe(card["score"], card.get("coverage"), card.get("reliable"))
-        console.print(f"Best: round {best[0]['iteration']}, NFS {nfs}.", markup=False, highlight=False)
+        say(f"Best: round {best[0]['iteration']}, NFS {nfs}.", soft_wrap=False)
         _print_metrics(best[0])
     console.print(
         f"LLM calls {usage['calls']} (cache hits {usage['cache_hits']}, failures {usage['failures']}), "
@@ -243,19 +233,12 @@ def _write_refine(run: Run) -> None:
     )
     _print_paths(rd, report)
     for line in embedded_model_note(run.ctx, final, run.job.source):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    if run.as_json:
-        print_json(json.loads(rd.result.read_text(encoding="utf-8")))
-    else:
-        print_result(summary)
+        say(line)
+    run.show(json.loads(rd.result.read_text(encoding="utf-8")), summary)
 
 
 def embedded_model_note(ctx: Context, final: dict[str, Any], source: Path | None) -> list[str]:
-    """In plain words, what the embedded demo model could not do in this run, and what shows it with a real one.
-
-    The one command that shows the same run (a refinement round included) with a real model. Nothing when no
-    role used the embedded model.
-    """
+    """What the embedded demo model could not do in this run, and the command that shows it with a real one."""
     if not any(is_local(resolve_spec(ctx, role)) for role in ROLES):
         return []
     could_not = []
@@ -290,10 +273,9 @@ def embedded_model_note(ctx: Context, final: dict[str, Any], source: Path | None
 
 
 def _restore_own_record(rd: RunDir) -> None:
-    """Put a finished refine run's own record back on top of the story's folder before it is shown again.
+    """Put a finished refine run's own record (kept in ``runs/<thread>/``) back on top of the story's folder.
 
-    A run of another kind may have written the story's ``result.json`` since; the refine run's own record,
-    kept in ``runs/<thread>/``, goes back on top (never the other run's).
+    A run of another kind may have written the story's ``result.json`` since it finished.
     """
     try:
         on_top = json.loads(rd.result.read_text(encoding="utf-8")).get("kind")
@@ -309,28 +291,23 @@ def _keep(rd: RunDir, kind: str, record: dict[str, Any]) -> None:
     run_id = str(rd.read_meta().get(f"{kind}_thread") or new_run_id(kind))
     kept = keep_run(rd.root, run_id, record)
     _write_report(kept)
-    console.print(f"Kept as run {run_id}: {kept.root}", soft_wrap=True, markup=False, highlight=False)
+    say(f"Kept as run {run_id}: {kept.root}")
 
 
 def _print_metrics(round_: dict[str, Any]) -> None:
-    """The round's added metrics, a line each in their own words, on stderr."""
     for name, card in (round_.get("metrics") or {}).items():
-        console.print(f"{name}: {card.get('headline', '')}", markup=False, highlight=False)
+        say(f"{name}: {card.get('headline', '')}", soft_wrap=False)
 
 
 def _print_paths(rd: RunDir, report: bool) -> None:
-    """Where the run's files are, on stderr."""
-    console.print(f"Run record: {rd.result}", soft_wrap=True, markup=False, highlight=False)
+    say(f"Run record: {rd.result}")
     if report:
-        console.print(f"Report: {rd.report}", soft_wrap=True, markup=False, highlight=False)
-    console.print(f"Summary: {rd.summary}", soft_wrap=True, markup=False, highlight=False)
+        say(f"Report: {rd.report}")
+    say(f"Summary: {rd.summary}")
 
 
 def _write_score(run: Run) -> None:
-    """The score's run record (the factscore graph has no finish node, so this is its one writer).
-
-    stdout gets the score line alone (with ``--json``, the run record); the facts' table goes to stderr.
-    """
+    """Write the score's run record (the factscore graph has no finish node); the score line on stdout."""
     rd = run.rd
     assert rd is not None
     final, summary_text = run.final, run.job.graph_input["summary"]
@@ -361,14 +338,11 @@ def _write_score(run: Run) -> None:
     console.print(table)
     _print_metrics(iteration)
     _print_paths(rd, report)
-    if run.as_json:
-        print_json(result)
-    else:
-        print_result(f"{_nfs_line(card)}.")
+    run.show(result, f"{_nfs_line(card)}.")
 
 
 def _estimate(job: Job, ctx: Context, task: str) -> dict[str, Any]:
-    """--dry-run: the LLM calls, tokens and cost the run would take (as ``storyjudge eval --dry-run`` counts)."""
+    """--dry-run: the LLM calls, tokens and cost the run would take."""
     from eval.estimate import estimate_run
 
     run_dir = ctx.run_dir or default_run_dir(job.title, job.doc_hash)  # where earlier runs measured latency
@@ -408,11 +382,9 @@ add_graph_command(
 
 
 def _write_report(rd: RunDir) -> bool:
-    """Render report.html when the report module is available; whether it was written."""
-    try:
-        from storyjudge.apps.report import write_report
-    except ImportError:
-        return False
+    """Render report.html; whether it was written."""
+    from storyjudge.apps.report import write_report
+
     try:
         write_report(rd.root)
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run

@@ -1,18 +1,10 @@
 """The one way a command runs a graph.
 
-A command is a ``GraphCommand``: which graph, which model roles, which settings it takes as options, how its
-input is read (the reader's parameters are the command's arguments) and how its outputs are written.
-``add_graph_command`` makes it a command; ``run_graph`` then does, for every command, in this order:
-
-1. read and check the input (the command's ``read``);
-2. build the Context and check every setting and model spec (``prepare`` may check input that depends on a
-   setting), so that nothing is written when one is wrong;
-3. check the run directory for the document (commands that have one), reading only;
-4. look at the model server once (``storyjudge.core.servercheck``; a resume looks later, once it knows the run
-   is not finished), so that a dead server leaves nothing behind; then claim the run directory and print the
-   models of the roles it uses;
-5. stream the graph with progress bars, from its checkpoint when resuming (commands with ``checkpointed``);
-6. write the outputs (the command's ``write``).
+A command is a ``GraphCommand``: its graph, model roles, settings, how its input is read (the reader's
+parameters are the command's arguments) and how its outputs are written. ``run_graph`` checks everything that
+can be checked before anything is written: the input, every setting and model spec, the run directory (read
+only), the model server (a resume looks once it knows the run is not finished); then it claims the run
+directory, streams the graph (from its checkpoint on --resume) and hands the final state to the writer.
 """
 
 from __future__ import annotations
@@ -22,7 +14,8 @@ import shlex
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -32,9 +25,19 @@ import typer
 from rich.markup import escape
 
 import prompts
-from storyjudge.apps.cli import app
-from storyjudge.apps.cli.common import console, fail, print_estimate, print_models, run_log, stream_graph
-from storyjudge.apps.cli.options import Settings, assemble, parameter
+from storyjudge.apps.cli import COMMANDS, app
+from storyjudge.apps.cli.common import (
+    console,
+    fail,
+    failing,
+    print_estimate,
+    print_json,
+    print_models,
+    print_result,
+    run_log,
+    stream_graph,
+)
+from storyjudge.apps.cli.options import Settings, with_settings
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.keptruns import new_run_id
@@ -80,15 +83,22 @@ class Run:
     seconds: float  # wall time of the command so far
     as_json: bool = False  # --json: the result record alone on stdout, as JSON
 
+    def show(self, record: Any, line: str) -> None:
+        """The result alone on stdout: its record as JSON with --json, else its line."""
+        if self.as_json:
+            print_json(record)
+        else:
+            print_result(line)
+
 
 @dataclass(frozen=True)
 class GraphCommand:
-    """A command that runs one graph: its description, from which ``run_graph`` does the rest."""
+    """A command that runs one graph, described for ``run_graph``."""
 
     name: str  # the command's name and, unless ``graph`` says otherwise, its graph's (a module of graphs/)
     roles: tuple[str, ...] | Callable[[Context], tuple[str, ...]]  # the model roles it calls, checked first
     settings: tuple[str, ...]  # the Context fields it takes as options (any other through --set)
-    read: Callable[..., Job]  # its typer-annotated parameters are the command's; its docstring, the help
+    read: Callable[..., Job]  # its typer-annotated parameters are the command's (its help: COMMANDS)
     write: Callable[[Run], None]
     graph: str = ""
     prepare: Callable[[Job, Context], Job] | None = None  # input checks that depend on a setting
@@ -150,19 +160,17 @@ AllowChangeOpt = Annotated[
 
 
 def add_graph_command(command: GraphCommand) -> None:
-    """Register a command: the reader's parameters, its output and resume options, then the settings' options.
-
-    Every command gets --json; a checkpointed one --resume and --allow-change; one that can estimate, --dry-run.
-    """
-    extra = [parameter("as_json", JsonOpt, False), parameter("yes", YesOpt, False)]
+    """Register a command: the reader's parameters, its output, resume and dry-run options, then the settings'."""
+    extra: dict[str, tuple[Any, Any]] = {"as_json": (JsonOpt, False), "yes": (YesOpt, False)}
     if command.checkpointed:
-        extra += [parameter("resume", ResumeOpt, False), parameter("allow_change", AllowChangeOpt, "")]
+        extra |= {"resume": (ResumeOpt, False), "allow_change": (AllowChangeOpt, "")}
     if command.estimate is not None:
-        extra.append(parameter("dry_run", DryRunOpt, False))
+        extra["dry_run"] = (DryRunOpt, False)
 
     body = partial(run_graph, command)
-    app.command(command.name)(
-        assemble(command.read, extra, command.settings, body, f"{command.name}_command")
+    help_line = COMMANDS[command.name][1]  # the reader lends its parameters, the listing its help
+    app.command(command.name, help=help_line)(
+        with_settings(*command.settings, extra=extra, body=body)(command.read)
     )
 
 
@@ -189,14 +197,12 @@ def run_graph(
     job = command.read(**arguments)
     ctx = settings.context()
     roles = command.roles(ctx) if callable(command.roles) else command.roles
-    try:
+    with failing(ConfigError):
         if dry_run:  # no call is made: a spec must be valid, but no API key is needed to price it
             for role in roles:
                 check_spec(resolve_spec(ctx, role), ctx, need_key=False)
         else:
             require_models(ctx, roles)
-    except ConfigError as exc:
-        fail(str(exc))
     if command.prepare is not None:
         job = command.prepare(job, ctx)
     _check_summaries_fit(job, ctx, yes)
@@ -204,18 +210,24 @@ def run_graph(
         print_models(ctx, roles)
         print_estimate(command.estimate(job, ctx), as_json)
         return
-    try:
+    with failing(ValueError):
         prompts.check_dir(ctx.prompt_dir)
-    except ValueError as exc:
-        fail(str(exc))
     rd: RunDir | None = None
     if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
         rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allowed)
     servers_ok = partial(_check_server, ctx, roles)
     if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
         servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
-    if rd is not None:
-        _claim(rd, command.name, job, settings_, resume, allowed)
+    if rd is not None:  # claim and lock it for this document, beside the runs of other kinds
+        with _using(rd):
+            rd.claim(
+                job.doc_hash,
+                str(job.source),
+                resume=resume,
+                kind=command.name,
+                settings=settings_,
+                allow_change=allowed,
+            )
         ctx = ctx.replace(run_dir=str(rd.root))
     print_models(ctx, roles)
     try:
@@ -238,17 +250,14 @@ def run_graph(
 
 def _check_server(ctx: Context, roles: tuple[str, ...]) -> None:
     """A dead server, a refused key, an unknown model: named now, not after the embedder and the index."""
-    try:
+    with failing(ConfigError):
         check_server(ctx, {resolve_spec(ctx, role) for role in roles})
-    except ConfigError as exc:
-        fail(str(exc))
 
 
 def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
     """Refuse a summary longer than the context window, or (without --yes) far longer than summaries are.
 
-    Every prompt about it (a sentence's, a decomposition's) holds it whole: none could be answered, and a run
-    would make one such prompt per sentence, so the cost grows with the square of its length.
+    Every prompt about it holds it whole, one per sentence: the cost grows with the square of its length.
     """
     given = job.graph_input
     texts = [("summary", given["summary"])] if isinstance(given.get("summary"), str) else []
@@ -284,68 +293,47 @@ def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
 def _run_dir(
     kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
 ) -> tuple[RunDir, dict[str, Any]]:
-    """The run directory and this run's settings, checked for this document and job kind (read only).
-
-    A resume must use the settings the run started with (``storyjudge.core.rundir.run_settings``).
-    """
+    """The run directory and this run's settings, checked (read only) for this document and job kind."""
     rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
     settings = run_settings(
         ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
     )
     _check_checkpoints(rd)
-    try:
+    with _using(rd):
         rd.check(job.doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allow_change)
-    except RunDirMismatch as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
     return rd, settings
 
 
-def _claim(
-    rd: RunDir, kind: str, job: Job, settings: dict[str, Any], resume: bool, allow_change: tuple[str, ...]
-) -> None:
-    """Claim and lock the run directory for this document, beside the runs of other kinds."""
+@contextmanager
+def _using(rd: RunDir) -> Iterator[None]:
+    """A run directory that is another run's, or that cannot be written (no permission, a read-only disk)."""
     try:
-        rd.claim(
-            job.doc_hash,
-            str(job.source),
-            resume=resume,
-            kind=kind,
-            settings=settings,
-            allow_change=allow_change,
-        )
+        yield
     except RunDirMismatch as exc:
         fail(str(exc))
-    except OSError as exc:  # a path under a file, no permission, a read-only disk
+    except OSError as exc:
         fail(f"Cannot use {rd.root} as the run directory: {exc.strerror or exc}; choose another --run-dir.")
 
 
 def _check_checkpoints(rd: RunDir) -> None:
     """Refuse, before anything is written, a checkpoints file that is not a sound checkpoint database.
 
-    Not SQLite, corrupt pages (``quick_check`` reads them all, milliseconds for a run's checkpoints), or
-    tables of another layout (an older LangGraph's ``thread_ts``): the columns must be those the installed
-    checkpointer creates.
+    Not SQLite, corrupt pages, or tables of another layout than the installed checkpointer creates.
     """
     if not rd.checkpoints.exists():
         return
     problem = ""
     try:
-        conn = sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)
-        try:
+        with closing(sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)) as conn:
             found = conn.execute("PRAGMA quick_check(1)").fetchone()
             if found and found[0] != "ok":
                 problem = "it is corrupt: " + " ".join(str(found[0]).split())
             else:
-                expected = _checkpoint_columns()
-                for table, columns in expected.items():
+                for table, columns in _checkpoint_columns().items():
                     have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                     if have and not columns <= have:
                         problem = f"its {table} table has another layout, from another LangGraph version"
                         break
-        finally:
-            conn.close()
     except sqlite3.DatabaseError as exc:
         problem = " ".join(str(exc).split())
     if problem:
@@ -359,32 +347,24 @@ def _checkpoint_columns() -> dict[str, set[str]]:
     """The tables and columns the installed SQLite checkpointer creates (set up in memory, asked)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(":memory:", check_same_thread=False)
-    try:
+    with closing(sqlite3.connect(":memory:", check_same_thread=False)) as conn:
         SqliteSaver(conn).setup()
         tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
-    finally:
-        conn.close()
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
     """The command's compiled graph (``graphs.<name>``), imported now: seconds that only a run needs."""
     import importlib
 
-    graph = command.graph or command.name
-    if graph not in ("index", "summarize", "refine", "factscore", "coherence"):
-        raise ValueError(f"no graph named {graph!r}")
-    return importlib.import_module(f"graphs.{graph}").build_graph(checkpointer=checkpointer)
+    graph = importlib.import_module(f"graphs.{command.graph or command.name}")
+    return graph.build_graph(checkpointer=checkpointer)
 
 
 def _stream(
     command: GraphCommand, job: Job, ctx: Context, rd: RunDir | None, servers_ok: Callable[[], None] | None
 ) -> dict[str, Any]:
-    """The graph's final state: streamed anew, resumed, or a finished run's.
-
-    ``servers_ok`` is given on a resume: it looks at the model server before anything runs.
-    """
+    """The graph's final state: streamed anew, resumed, or a finished run's (``servers_ok``: given on a resume)."""
     resume = servers_ok is not None
     servers_ok = servers_ok or (lambda: None)
     config: dict[str, Any] = {}
@@ -395,10 +375,9 @@ def _stream(
         return dict(stream_graph(_build(command), job.graph_input, ctx, config) or {})
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(rd.checkpoints, check_same_thread=False)
-    try:
-        from storyjudge.core.checkpointblobs import BlobSerializer
+    from storyjudge.core.checkpointblobs import BlobSerializer
 
+    with closing(sqlite3.connect(rd.checkpoints, check_same_thread=False)) as conn:
         graph = _build(command, SqliteSaver(conn, serde=BlobSerializer(rd.checkpoint_blobs)))
         thread, resuming = _thread(rd, command.name, resume)
         config["configurable"] = {"thread_id": thread}
@@ -421,8 +400,6 @@ def _stream(
                 return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
         servers_ok()
         return dict(stream_graph(graph, job.graph_input, ctx, config))
-    finally:
-        conn.close()
 
 
 def _thread(rd: RunDir, kind: str, resume: bool) -> tuple[str, bool]:

@@ -1,12 +1,8 @@
 """Live progress of a graph's stages, fed by the progress events its nodes emit (``storyjudge.core.progress``).
 
-Every stage (extract, index, summarize, decompose, retrieve, judge, refine, coherence) has a count, its elapsed
-time and an estimate of the time left. A stage that runs again (the next refinement round's decomposition, a
-new call of a subgraph) starts anew, labelled with the refine loop's round as the run's tables number it
-(round 0, the first summary, has no label; round n is the n-th refinement): the round comes with the events of
-the stages that know it and holds for the stages that start after them. On a terminal they are rich progress
-bars; otherwise (a log file, CI) plain lines: one when a stage starts, one when it finishes, and between them at
-most one every ``PLAIN_EVERY`` seconds per stage.
+A stage that runs again (the next round's decomposition, a new call of a subgraph) starts anew, labelled with
+the refine loop's round as the run's tables number it. Rich bars on a terminal; plain lines otherwise (a log
+file, CI): a stage's start and finish, and between them at most one every ``PLAIN_EVERY`` seconds.
 """
 
 from __future__ import annotations
@@ -29,9 +25,7 @@ from rich.progress import (
 )
 
 PLAIN_EVERY = 5.0  # seconds between two plain progress lines of one stage
-HEARTBEAT_SECONDS = 30.0
-"""The longest silence: a run with no progress event for this long says what it is still working on (a slow
-model's single call, the embedder loading), so a person never waits minutes without a word."""
+HEARTBEAT_SECONDS = 30.0  # the longest silence: then the run says what it is still working on
 
 
 @dataclass
@@ -77,53 +71,46 @@ class StageTracker:
         self._lock = threading.Lock()  # events come from the stream, heartbeats from their own thread
 
     def heartbeat(self, every: float = HEARTBEAT_SECONDS) -> None:
-        """After ``every`` seconds of silence, the view says which stage is still working and for how long.
-
-        Called now and then by ``progress_bars``' heartbeat thread.
-        """
+        """After ``every`` seconds of silence, the view says which stage is still working and for how long."""
         with self._lock:
-            self._beat(every)
-
-    def _beat(self, every: float) -> None:
-        now = self.clock()
-        if now - self.last_said < every:
-            return
-        working = [stage for stage in self.stages.values() if not stage.finished]
-        latest = max(working or self.stages.values(), key=lambda s: s.started, default=None)
-        self.view.waiting(latest, now - self.last_step)
-        self.last_said = now
+            now = self.clock()
+            if now - self.last_said < every:
+                return
+            working = [stage for stage in self.stages.values() if not stage.finished]
+            latest = max(working or self.stages.values(), key=lambda s: s.started, default=None)
+            self.view.waiting(latest, now - self.last_step)
+            self.last_said = now
 
     def handle(self, event: dict[str, Any], namespace: tuple[str, ...] = ()) -> None:
         """One ``{"stage", "advance", "total", "message"}`` event from the graph (or subgraph) ``namespace``."""
         with self._lock:
-            self._handle(event, namespace)
-
-    def _handle(self, event: dict[str, Any], namespace: tuple[str, ...]) -> None:
-        name = str(event.get("stage") or "work")
-        total = event.get("total")
-        message = str(event.get("message") or "")
-        now = self.clock()
-        self.last_step = self.last_said = now
-        if event.get("round") is not None:
-            self.round = int(event["round"])
-        stage = self.stages.get(name)
-        if stage is None:
-            stage = self.stages[name] = Stage(name, total, round=self.round, started=now, namespace=namespace)
-            self.view.started(stage, message)
-        elif self._new_round(stage, namespace, total, event.get("advance", 0)):
-            stage.round = self.round
-            stage.total, stage.done, stage.started, stage.finished = total, 0, now, False
-            stage.namespace = namespace
-            self.view.started(stage, message)
-        elif total is not None:
-            stage.total = total  # a stage that learns its size as it goes (the summarizer's next level)
-            stage.finished = stage.done >= total
-        stage.done += int(event.get("advance", 0) or 0)
-        if stage.total is not None and stage.done >= stage.total and not stage.finished:
-            stage.finished = True
-            self.view.finished(stage, message)
-        elif event.get("advance") or message:
-            self.view.advanced(stage, message)
+            name = str(event.get("stage") or "work")
+            total = event.get("total")
+            message = str(event.get("message") or "")
+            now = self.clock()
+            self.last_step = self.last_said = now
+            if event.get("round") is not None:
+                self.round = int(event["round"])
+            stage = self.stages.get(name)
+            if stage is None:
+                stage = self.stages[name] = Stage(
+                    name, total, round=self.round, started=now, namespace=namespace
+                )
+                self.view.started(stage, message)
+            elif self._new_round(stage, namespace, total, event.get("advance", 0)):
+                stage.round = self.round
+                stage.total, stage.done, stage.started, stage.finished = total, 0, now, False
+                stage.namespace = namespace
+                self.view.started(stage, message)
+            elif total is not None:
+                stage.total = total  # a stage that learns its size as it goes (the summarizer's next level)
+                stage.finished = stage.done >= total
+            stage.done += int(event.get("advance", 0) or 0)
+            if stage.total is not None and stage.done >= stage.total and not stage.finished:
+                stage.finished = True
+                self.view.finished(stage, message)
+            elif event.get("advance") or message:
+                self.view.advanced(stage, message)
 
     @staticmethod
     def _new_round(stage: Stage, namespace: tuple[str, ...], total: int | None, advance: int) -> bool:

@@ -1,8 +1,4 @@
-"""``storyjudge summarize``: a book-length summary by hierarchical merging or incremental updating.
-
-Prints the summary (stdout; its statistics on stderr) and writes every intermediate summary, event, cost
-and timing to ``summary_tree.json`` in the run directory.
-"""
+"""``storyjudge summarize``: the summary on stdout, every intermediate summary in ``summary_tree.json``."""
 
 from __future__ import annotations
 
@@ -15,7 +11,14 @@ from rich.table import Table
 
 from nodes.summary_writer import PROMPT_NAMES, tree_outline
 from prompts import load
-from storyjudge.apps.cli.common import console, fail, print_json, print_result, read_text_file
+from storyjudge.apps.cli.common import (
+    console,
+    fail,
+    failing,
+    read_text_file,
+    say,
+    write_out,
+)
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
@@ -31,7 +34,6 @@ def _read(
         typer.Option("--out", "-o", help="Also write the summary to this text file. Default: none."),
     ] = None,
 ) -> Job:
-    """Summarize a book-length narrative by hierarchical merging or incremental updating."""
     text, _ = read_text_file(file)
     extra = {"source_text": text, "out": out_path}
     return Job({"document": text}, source=file, text=text, title=file.stem, extra=extra)
@@ -43,10 +45,8 @@ def _scenes(job: Job, ctx: Context) -> Job:
         return job
     from storyjudge.core.segmentation import join_scenes, segment_document
 
-    try:
+    with failing(ValueError):
         scenes, rule = segment_document(job.text, ctx.chunk_size)
-    except ValueError as exc:
-        fail(str(exc))
     if rule != "json":
         return job
     return replace(
@@ -80,6 +80,21 @@ def _stats_table(
     return table
 
 
+RECORDED = (
+    *(
+        "strategy",
+        "chunk_size",
+        "chunker",
+        "max_summary_tokens",
+        "context_window",
+        "artifact_removal",
+        "seed",
+    ),
+    *("preset", "preset_applied", "prompt_dir"),
+)
+"""The settings a summary's record keeps (and the summarizer's temperature)."""
+
+
 def _write(run: Run) -> None:
     final, ctx, rd, seconds = run.final, run.ctx, run.rd, run.seconds
     assert rd is not None
@@ -93,17 +108,8 @@ def _write(run: Run) -> None:
         "source": str(run.job.source),
         "document_hash": run.job.doc_hash,
         "settings": {
-            "strategy": ctx.strategy,
-            "chunk_size": ctx.chunk_size,
-            "chunker": ctx.chunker,
-            "max_summary_tokens": ctx.max_summary_tokens,
-            "context_window": ctx.context_window,
-            "artifact_removal": ctx.artifact_removal,
+            **{name: getattr(ctx, name) for name in RECORDED},
             "temperature": ctx.summarizer_temperature,
-            "seed": ctx.seed,
-            "preset": ctx.preset,
-            "preset_applied": ctx.preset_applied,
-            "prompt_dir": ctx.prompt_dir,
         },
         "models": {"summarizer": resolve_spec(ctx, "summarizer")},
         "prompts": {name: load(name, ctx.prompt_dir).version_id for name in PROMPT_NAMES},
@@ -118,19 +124,12 @@ def _write(run: Run) -> None:
     }
     rd.write_json(rd.summary_tree, record)
     console.print(_stats_table(stats, shape, usage, cost_text(final.get("usage")), seconds))
-    console.print(f"Intermediate summaries: {rd.summary_tree}", soft_wrap=True, markup=False, highlight=False)
+    say(f"Intermediate summaries: {rd.summary_tree}")
     out_path: Path | None = run.job.extra.get("out")
     if out_path is not None:
-        try:
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            out_path.write_text(summary.rstrip("\n") + "\n", encoding="utf-8")
-        except OSError as exc:
-            fail(f"Cannot write {out_path}: {exc.strerror}; choose another --out path.")
-        console.print(f"Summary: {out_path}", soft_wrap=True, markup=False, highlight=False)
-    if run.as_json:
-        print_json(record)
-    else:
-        print_result(summary)
+        write_out(out_path, summary.rstrip("\n") + "\n")
+        say(f"Summary: {out_path}")
+    run.show(record, summary)
 
 
 SETTINGS = (
