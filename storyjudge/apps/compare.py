@@ -1,17 +1,10 @@
 """Summaries of one story side by side: scores with intervals, the pairs' differences, and the facts that differ.
 
-Each summary is a round of a kept run (``storyjudge.core.keptruns``). Its NarrativeFactScore is the share of its
-judged facts that are supported (unjudged ones are out, and counted in the coverage); its interval resamples
-summary sentences, a sentence's facts together, since they share the sentence, its evidence and the judge's
-habits. BooookScore's resamples the scored sentences. Every summary after the first is set against the first.
-The two summaries' facts are aligned one to one (words in common, by a sequence match of their words, and
-evidence scenes in common, the scenes the judge was shown for each). Only when at least ``MIN_PAIRS`` facts
-align, covering at least half of the smaller summary's facts, is the difference paired (a fact and its
-counterpart resampled together, what they share cancelling out); otherwise it is the unpaired difference over
-each summary's sentences, and says so. A pair whose judge (model or prompt version) differs, or with a side whose
-score does not count, gets no difference at all, only why: it would be as much the judge's as the summaries'.
-The same alignment lists the facts supported in one summary whose counterpart is absent or not supported. Runs
-of different stories are refused.
+Each summary is a round of a kept run (``storyjudge.core.keptruns``); every summary after the first is set
+against the first. NFS intervals resample summary sentences (a sentence's facts share its evidence and the
+judge's habits), BooookScore's the scored sentences. The two summaries' facts are aligned one to one (words and
+evidence scenes in common); with enough aligned facts the difference is paired, otherwise unpaired, and it says
+so. A pair judged differently, or with a side whose score does not count, gets no difference, only why.
 """
 
 from __future__ import annotations
@@ -45,21 +38,19 @@ COUNTERPART = 0.3
 MIN_PAIRS = 10
 """Fewest aligned facts for a paired difference (and they must cover half of the smaller summary's facts)."""
 _WORD = re.compile(r"[a-z0-9']+")
+VALUE = {"supported": 1.0, "unsupported": 0.0}
+"""A judged verdict as the difference intervals count it (an unjudged one has none)."""
 
 
 def sentence_counts(card: Mapping[str, Any]) -> tuple[list[float], list[float]]:
     """Supported and judged facts per summary sentence that has judged facts: the units NFS intervals resample."""
     by_sentence: dict[int, list[float]] = {}
     for v in card.get("verdicts") or []:
-        value = _verdict_value(v.get("status", ""))
+        value = VALUE.get(v.get("status", ""))
         if value is not None:
             by_sentence.setdefault(int(v["fact"].get("sentence_index", 0)), []).append(value)
     rows = [by_sentence[i] for i in sorted(by_sentence)]
     return [sum(r) for r in rows], [float(len(r)) for r in rows]
-
-
-def _verdict_value(status: str) -> float | None:
-    return {"supported": 1.0, "unsupported": 0.0}.get(status)
 
 
 def _sentence_values(round_: dict[str, Any]) -> list[float] | None:
@@ -155,18 +146,13 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     }
 
 
-def _fact_words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
 def _scene_ids(verdict: dict[str, Any]) -> set[str]:
     return {str(s.get("id")) for s in (verdict.get("evidence") or {}).get("scenes") or []}
 
 
 def _alignment(left: dict[str, Any], right: dict[str, Any]) -> float:
-    text = difflib.SequenceMatcher(
-        None, _fact_words(left["fact"]["text"]), _fact_words(right["fact"]["text"]), autojunk=False
-    ).ratio()
+    left_words, right_words = (_WORD.findall(v["fact"]["text"].lower()) for v in (left, right))
+    text = difflib.SequenceMatcher(None, left_words, right_words, autojunk=False).ratio()
     a, b = _scene_ids(left), _scene_ids(right)
     scenes = len(a & b) / len(a | b) if a | b else 0.0
     return 0.7 * text + 0.3 * scenes
@@ -217,9 +203,8 @@ def supported_only(
     units: Sequence[Unit],
     passages: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The facts supported in one summary whose counterpart in the other is absent or not supported.
+    """The facts supported in one summary whose counterpart (None: none) in the other is absent or not supported.
 
-    Each with its verdict and evidence, and its counterpart (None when the other summary states nothing near).
     ``passages``: each run's evidence texts (its ``result.json``'s ``passages``), left's then right's.
     """
     only: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
@@ -229,10 +214,8 @@ def supported_only(
                 continue
             fact = (left, right)[side][mine]
             other = None if theirs is None else (right, left)[side][theirs]
-            if fact.get("status") != "supported":
+            if fact.get("status") != "supported" or (other or {}).get("status") == "supported":
                 continue
-            if other is not None and other.get("status") == "supported":
-                continue  # its counterpart is supported too: not a fact only this summary gets right
             only[side].append(
                 {
                     "fact": _fact_view(fact, passages[side]),
@@ -255,7 +238,7 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
     ]
 
     def value(verdicts: Sequence[dict[str, Any]], n: int | None) -> float | None:
-        return None if n is None else _verdict_value(verdicts[n].get("status", ""))
+        return None if n is None else VALUE.get(verdicts[n].get("status", ""))
 
     values = [(value(verdicts_a, i), value(verdicts_b, j)) for i, j, _ in units]
     pairs = sum(x is not None and y is not None for x, y in values)
@@ -435,7 +418,6 @@ def render_html(result: dict[str, Any]) -> str:
 
 def write_html(result: dict[str, Any], path: Path) -> Path:
     """Write compare.html atomically."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(render_html(result), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    from storyjudge.apps.report import write_page
+
+    return write_page(path, render_html(result))

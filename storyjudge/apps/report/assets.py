@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -62,3 +64,11 @@ def _macro(name: str) -> Any:
 def format_score(value: float | None) -> str:
     """A score as 0.625, or n/a when nothing could be judged."""
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def write_page(path: Path, html: str) -> Path:
+    """Write a page atomically, through a temporary file of its own (two writers never share one)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,8 +1,6 @@
-"""Background work for the UI: one step at a time, in a thread, with progress the page polls.
+"""Background work for the UI: one step at a time for the whole server, in a thread the page polls.
 
-One job at a time for the whole server keeps a 2-core machine responsive and the embedded model (one llama.cpp
-context per process) uncontested. A job's outcome is also saved in its run's state, so a reloaded page shows
-how the last step ended.
+One at a time keeps a 2-core machine responsive and the embedded model (one llama.cpp context) uncontested.
 """
 
 from __future__ import annotations
@@ -103,9 +101,10 @@ class JobRunner:
                 )
             yield
 
-    def job_of(self, run: str) -> Job | None:
-        """The latest job of a run in this server's lifetime."""
-        return self.last.get(run)
+    def job_view(self, session: RunSession) -> dict[str, Any] | None:
+        """A run's latest step: this server's job, else the one saved in the run's state."""
+        job = self.last.get(session.name)
+        return job.view() if job else session.state.get("last_job")
 
     def _work(self, session: RunSession, job: Job) -> None:
         try:

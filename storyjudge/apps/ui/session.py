@@ -1,12 +1,8 @@
 """UI runs on disk: one run directory per document, with everything the page shows saved after every step.
 
-A run directory of the UI is an ordinary run directory (``meta.json``, the LLM cache, Chroma, ``ckg.json``,
-the refine graph's checkpoints, ``result.json`` once the loop stops, ``report.html``) plus ``document.txt``
-(the narrative) and ``ui.json`` (the demo's state: settings, the refine graph's thread, and a copy of the
-thread's state after each step: scenes, the initial summary, every scored iteration, usage; see
-``steps.py``) and ``runs/``, every run scored there kept beside the others (``storyjudge.core.keptruns``).
-Reloading the page, or restarting the server, reads it back, so nothing done is lost. The same
-document always lands in the same directory, so its LLM cache makes repeated steps free.
+A UI run directory is an ordinary run directory plus ``document.txt`` (the narrative) and ``ui.json`` (settings,
+the refine graph's thread, and a copy of its state after each step), so a reload or a restart loses nothing.
+The same document always lands in the same directory, so its LLM cache makes repeated steps free.
 """
 
 from __future__ import annotations

@@ -1,35 +1,14 @@
 """The demo's four steps drive one ``refine`` graph (``graphs/refine.py``) on a checkpointed thread.
 
-The UI compiles the refine graph with a SQLite checkpointer in the run directory (``checkpoints.sqlite``, as
-``storyjudge refine`` does) and ``interrupt_before=["summarize", "factscore", "refine"]``. The run's thread id
-is kept in ``ui.json``; each button runs the thread on to its next stop:
+The graph is compiled with a SQLite checkpointer in the run directory and ``interrupt_before=PAUSES``; each
+button runs the thread on to its next stop: ``graph`` (segment and index), ``summary`` (summarize, or the
+user's own summary written as that node's update or the graph's input), ``score`` (factscore and assess),
+``refine`` (one more round through the graph's own guards and stop rules). Pressing ``summary`` or ``score``
+again forks the thread from its checkpoint before that node, so the rounds start afresh.
 
-1. ``graph``: a new thread from the narrative: the ``segment`` and ``index`` nodes (segmentation, CKG, Chroma
-   index, ``ckg.json``), paused before ``summarize`` (a graph that pauses there summarizes after the index, not
-   beside it).
-2. ``summary``: ``summarize``, paused before ``factscore``. With the user's own summary the thread skips the
-   summarizer: paused before ``summarize``, the summary is written as that node's update
-   (``update_state(..., as_node="summarize")``); before the thread has started, the summary goes into the
-   graph's input (``{"document", "summary"}``), which routes from ``index`` straight to ``factscore``.
-3. ``score``: ``factscore`` then ``assess``, which records iteration 0 (with its guard record) and applies the
-   stop rules: paused before ``refine``, or on to ``finish``.
-4. ``refine``: past the pause: ``refine``, ``factscore`` and ``assess`` on the revision, so a round passes the
-   graph's own guards (``nodes.guards``) and stop rules; paused before the next ``refine``, or finished.
-
-Pressing ``summary`` or ``score`` again forks the thread from its checkpoint before ``summarize`` (before the
-first ``factscore``), so a new summary, or a new score, starts the iterations afresh; ``graph`` starts a new
-thread. ``refine`` is refused once the loop has stopped, with the graph's stop reason.
-
-Each scoring (``score``) starts a run of its own (``storyjudge.core.keptruns``): its record is kept in
-``runs/<run id>/`` of the run directory after every step that changes it, refinement rounds included, so a new
-summary or a new score never replaces an earlier run; the page lists them all.
-
-``result.json`` has one writer, the graph's ``finish`` node, when the loop stops; ``report.html`` is then
-rendered from it. While the thread is paused nothing has finished: a ``result.json`` of an earlier thread or
-branch is removed, and ``report.html`` renders the record ``build_result`` makes of the checkpoint's state
-(written nowhere else). After every step the checkpoint's state (scenes, index, initial summary, iterations,
-usage, where the thread is paused, the stop reason) is copied into ``ui.json`` for the page. The nodes' progress
-events (``storyjudge.core.progress``, the custom stream) are passed to the caller as they stream.
+Each scoring starts a kept run (``storyjudge.core.keptruns``). ``result.json`` has one writer, the graph's
+``finish`` node; while the thread is paused, ``report.html`` renders the record ``build_result`` makes of the
+checkpoint's state. After every step the checkpoint's state is copied into ``ui.json`` for the page.
 """
 
 from __future__ import annotations
@@ -39,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import prompts
 from storyjudge.apps.ui.session import RunSession
@@ -52,8 +31,7 @@ from storyjudge.core.resultjson import build_result
 from storyjudge.core.runrecord import load_run
 from storyjudge.core.servercheck import check_server
 
-Step = Literal["graph", "summary", "score", "refine"]
-STEPS: tuple[Step, ...] = ("graph", "summary", "score", "refine")
+STEPS = ("graph", "summary", "score", "refine")
 ROLES_OF: dict[str, tuple[str, ...]] = {
     "graph": ("extractor",),
     "summary": ("summarizer",),
@@ -62,13 +40,8 @@ ROLES_OF: dict[str, tuple[str, ...]] = {
 }
 PAUSES = ("summarize", "factscore", "refine")
 """The refine graph's nodes the UI pauses before: the boundaries of its steps."""
-STOPS: dict[str, frozenset[str]] = {
-    "graph": frozenset({"summarize"}),
-    "summary": frozenset({"factscore"}),
-    "score": frozenset({"refine"}),
-    "refine": frozenset({"refine"}),
-}
-"""Where each step leaves the thread (or at the graph's end)."""
+STOPS = {"graph": "summarize", "summary": "factscore", "score": "refine", "refine": "refine"}
+"""The node each step leaves the thread paused before (or at the graph's end)."""
 PAUSED = "paused in the web UI before the next refinement"
 """The stop reason shown in the report of a paused thread (it has no result.json: the loop has not stopped)."""
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -158,10 +131,10 @@ def _advance(
     start: dict[str, Any],
     config: dict[str, Any],
     ctx: Context,
-    stops: frozenset[str],
+    stop: str,
     on_progress: ProgressFn,
 ) -> None:
-    """Run the thread from ``start`` until it pauses before one of ``stops`` or ends, forwarding progress."""
+    """Run the thread from ``start`` until it pauses before ``stop`` or ends, forwarding progress."""
     while True:
         # subgraphs=True: the nodes that emit progress run inside the index, summarize and factscore graphs
         for _, chunk in graph.stream(
@@ -170,7 +143,7 @@ def _advance(
             if isinstance(chunk, dict) and "progress" in chunk:
                 on_progress(chunk["progress"])
         following = graph.get_state(config).next
-        if not following or stops & set(following):
+        if not following or stop in following:
             return
         graph_input, start = None, config
 
