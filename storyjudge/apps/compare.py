@@ -77,7 +77,6 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     """One summary's figures: scores with intervals, coverage, words, models, calls and cost."""
     round_, record = summary.round, summary.record
     card = round_.get("factscore") or {}
-    verdicts = card.get("verdicts") or []
     supported, judged = sentence_counts(card)
     nfs_ci = card["score_ci95"] if "score_ci95" in card else ratio_interval(supported, judged)
     sentences = _sentence_values(round_)
@@ -111,17 +110,12 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "over": over(len(judged), "sentence"),
             "sentences": len(judged),
             "judged": int(sum(judged)),
-            "corrected": card.get("score_corrected"),
-            "corrected_ci95": card.get("score_corrected_ci95"),
-            "corrected_note": card.get("score_corrected_note"),
+            **{f"corrected{part}": card.get(f"score_corrected{part}") for part in ("", "_ci95", "_note")},
         },
         "corrections": corrections,
         "nfs_without_corrections": judges,
-        "facts": card.get("facts", len(verdicts)),
-        "supported": card.get("supported"),
-        "unsupported": card.get("unsupported"),
-        "unjudged": card.get("unjudged"),
-        "coverage": card.get("coverage"),
+        "facts": card.get("facts", len(card.get("verdicts") or [])),
+        **{key: card.get(key) for key in ("supported", "unsupported", "unjudged", "coverage")},
         "reliable": card_reliable(card),
         "reliability": reliability_text(card),
         "headline": describe_card(card),  # the card in words (``core.coverage``), as every surface shows it
@@ -137,7 +131,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "reliable": coherence.get("reliable"),
         },
         "metrics": dict(round_.get("metrics") or {}),  # added metrics' cards, each with its headline
-        "models": {role: spec for role, spec in sorted(models.items())},
+        "models": dict(sorted(models.items())),
         "judging": _judging(record),
         "calls": (usage.get("total") or {}).get("calls"),
         "cost": cost_text(usage.get("by_model")),

@@ -281,6 +281,18 @@ def current_summary(session: RunSession) -> str:
     return text + "\n" if text else ""
 
 
+def run_file(session: RunSession, name: str) -> bytes:
+    """A run's ``summary.txt`` (``current_summary``), ``result.json`` or ``report.html``; 404 saying what makes it."""
+    if name == "summary.txt":
+        body = current_summary(session).encode("utf-8")
+    else:
+        file = session.rd.result if name == "result.json" else session.rd.report
+        body = file.read_bytes() if file.is_file() else b""
+    if not body:
+        raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
+    return body
+
+
 def _session(server: UIServer, name: str) -> RunSession:
     try:
         return server.store.open(name)
@@ -386,10 +398,7 @@ def build_app(server: UIServer) -> Starlette:
         return json_answer(run_view(session, server.runner))
 
     def report(request: Request) -> Response:
-        file = _session(server, request.path_params["run"]).rd.report
-        if not file.is_file():
-            raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET["report.html"])
-        return _html(file.read_bytes(), REPORT_PAGE_CSP)
+        return _html(run_file(_session(server, request.path_params["run"]), "report.html"), REPORT_PAGE_CSP)
 
     def kept_report(request: Request) -> Response:
         from storyjudge.apps.report import render_report
@@ -422,15 +431,7 @@ def build_app(server: UIServer) -> Starlette:
         name = request.path_params["file"]
         if name not in DOWNLOAD_TYPES:
             raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {request.url.path}.")
-        if name == "summary.txt":
-            body = current_summary(session).encode("utf-8")
-            if not body:
-                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
-        else:
-            file = session.rd.result if name == "result.json" else session.rd.report
-            if not file.is_file():
-                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
-            body = file.read_bytes()
+        body = run_file(session, name)
         disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
         return Response(body, media_type=DOWNLOAD_TYPES[name], headers={"Content-Disposition": disposition})
 

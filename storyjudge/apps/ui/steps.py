@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import prompts
-from storyjudge.apps.ui.session import RunSession
+from storyjudge.apps.ui.session import DOCUMENT_FILE, RunSession
 from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
 from storyjudge.core.keptruns import keep_run, new_run_id
@@ -111,9 +111,7 @@ def _thread_config(thread: str, ctx: Context) -> dict[str, Any]:
 
 def _new_thread(session: RunSession) -> str:
     thread = f"ui-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    with session.lock:
-        session.state["thread"] = thread
-        session.save()
+    session.update(thread=thread)
     return thread
 
 
@@ -302,7 +300,10 @@ def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summ
         graph_input: dict[str, Any] | None = None
         if start is None:  # a new thread from the narrative (the LLM cache makes repeated calls free)
             thread = _new_thread(session)
-            graph_input = {"document": session.document(), "title": session.state["title"]}
+            graph_input = {
+                "document": (session.rd.root / DOCUMENT_FILE).read_text(encoding="utf-8"),
+                "title": session.state["title"],
+            }
             if given_summary:  # the refine graph skips summarize when its input has a summary
                 graph_input["summary"] = given_summary
         config = _thread_config(str(thread), ctx)
