@@ -395,18 +395,15 @@ def render_html(result: dict[str, Any]) -> str:
     """A self-contained compare.html (no script, no outside resource)."""
     from storyjudge.apps.report import CSP, OPEN_WORDS, environment, inline_asset
 
-    return (
-        environment()
-        .get_template("compare.html.j2")
-        .render(
-            csp=CSP,
-            css=inline_asset("report.css"),
-            result=result,
-            rows=table_rows(result),
-            headline=[(v, nfs_text(v)) for v in result["summaries"]],
-            open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
-            pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
-        )
+    template = environment().get_template("compare.html.j2")
+    return template.render(
+        csp=CSP,
+        css=inline_asset("report.css"),
+        result=result,
+        rows=table_rows(result),
+        headline=[(v, nfs_text(v)) for v in result["summaries"]],
+        open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
+        pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storyjudge.apps.report.assets import CSP, _macro, environment, format_score, inline_asset, write_page
+from storyjudge.apps.report.assets import CSP, _macro, environment, inline_asset, write_page
 from storyjudge.apps.report.ckg import graph_view
 from storyjudge.apps.report.curve import curve_view
 from storyjudge.apps.report.rounds import round_views
@@ -55,12 +55,11 @@ def headline(
     it = chosen or by_number[min(by_number)]
     card = it.get("factscore") or {}
     reliable = card_reliable(card)
-    score = card.get("score")
     coverage = card.get("coverage")
     return Headline(
         iteration=int(it.get("iteration", 0)),
         rounds=len(iterations),
-        score=format_score(score) if reliable or score is None else describe(score, None, False),
+        score=describe(card.get("score"), None, reliable),
         coverage="coverage n/a" if coverage is None else f"coverage {float(coverage):.0%}",
         reliable=reliable,
         reliability=reliability_text(card),

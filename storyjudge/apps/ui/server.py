@@ -167,16 +167,13 @@ def render_page(server: UIServer) -> str:
     for example in server.examples.values():
         groups.setdefault(example.group, []).append(example)
     settings = clean_settings(server.defaults)
-    return (
-        environment()
-        .get_template("ui.html.j2")
-        .render(
-            csp=PAGE_CSP,
-            css=inline_asset("report.css") + inline_asset("ui.css"),
-            js=inline_asset("report.js") + inline_asset("ui.js"),
-            groups=sorted(groups.items(), key=lambda kv: kv[0] != "Bundled (public domain)"),
-            settings=settings,
-        )
+    template = environment().get_template("ui.html.j2")
+    return template.render(
+        csp=PAGE_CSP,
+        css=inline_asset("report.css") + inline_asset("ui.css"),
+        js=inline_asset("report.js") + inline_asset("ui.js"),
+        groups=sorted(groups.items(), key=lambda kv: kv[0] != "Bundled (public domain)"),
+        settings=settings,
     )
 
 

@@ -43,9 +43,7 @@ def clean_settings(raw: dict[str, Any] | None, defaults: dict[str, Any] | None =
         "ckg_samples": Context().ckg_samples,
         **(defaults or {}),
     }
-    for name in SETTING_FIELDS:
-        if raw and raw.get(name) is not None:
-            merged[name] = raw[name]
+    merged.update({name: raw[name] for name in SETTING_FIELDS if raw and raw.get(name) is not None})
     try:
         samples = int(merged["ckg_samples"])
     except (TypeError, ValueError):
@@ -98,8 +96,7 @@ class RunSession:
 
 def new_state(title: str, source: str, doc_hash: str, text: str, settings: dict[str, Any]) -> dict[str, Any]:
     """A fresh run's state: the narrative cut into scenes for reading, nothing computed yet."""
-    chunk_size = Context().chunk_size
-    scenes, rule = segment_document(text, chunk_size)
+    scenes, rule = segment_document(text, Context().chunk_size)
     return {
         "version": STATE_VERSION,
         "title": title,

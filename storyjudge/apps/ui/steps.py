@@ -31,13 +31,13 @@ from storyjudge.core.resultjson import build_result
 from storyjudge.core.runrecord import load_run
 from storyjudge.core.servercheck import check_server
 
-STEPS = ("graph", "summary", "score", "refine")
 ROLES_OF: dict[str, tuple[str, ...]] = {
     "graph": ("extractor",),
     "summary": ("summarizer",),
     "score": ("decomposer", "judge"),
     "refine": ("refiner", "decomposer", "judge"),
 }
+STEPS = tuple(ROLES_OF)
 PAUSES = ("summarize", "factscore", "refine")
 """The refine graph's nodes the UI pauses before: the boundaries of its steps."""
 STOPS = {"graph": "summarize", "summary": "factscore", "score": "refine", "refine": "refine"}
