@@ -31,8 +31,6 @@ from storyjudge.core.passages import span_text
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text
 
-JUDGE_ROLES = ("decomposer", "judge")
-JUDGE_PROMPTS = ("decompose", "judge")
 COUNTERPART = 0.3
 """Below this the nearest fact is no counterpart at all."""
 MIN_PAIRS = 10
@@ -68,8 +66,8 @@ def _judging(record: dict[str, Any]) -> dict[str, str]:
     models = (record.get("context") or {}).get("resolved_models") or {}
     prompts = record.get("prompts") or {}
     return {
-        **{f"{role} model": str(models.get(role, "?")) for role in JUDGE_ROLES},
-        **{f"{name} prompt": str(prompts.get(name, "?")) for name in JUDGE_PROMPTS},
+        **{f"{role} model": str(models.get(role, "?")) for role in ("decomposer", "judge")},
+        **{f"{name} prompt": str(prompts.get(name, "?")) for name in ("decompose", "judge")},
     }
 
 
@@ -197,10 +195,7 @@ def supported_only(
     units: Sequence[Unit],
     passages: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The facts supported in one summary whose counterpart (None: none) in the other is absent or not supported.
-
-    ``passages``: each run's evidence texts (its ``result.json``'s ``passages``), left's then right's.
-    """
+    """Per side, the facts supported there whose counterpart (None: none) is absent or not supported."""
     only: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     for i, j, score in units:
         for side, mine, theirs in ((0, i, j), (1, j, i)):

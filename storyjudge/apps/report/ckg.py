@@ -72,11 +72,7 @@ class GraphView:
 
 
 def ckg_graph(data: dict[str, Any] | None) -> nx.MultiDiGraph:
-    """A node-link CKG as a MultiDiGraph, tolerant of both ``edges`` and ``links`` keys.
-
-    An edge may carry one ``predicate`` or a list of ``predicates`` (strings or dicts with ``predicate``,
-    ``count``, ``scenes``); each becomes one parallel edge, so the drawing does not depend on the stored form.
-    """
+    """A node-link CKG (``edges`` or ``links``) as a MultiDiGraph: one parallel edge per listed predicate."""
     graph = nx.MultiDiGraph()
     if not data:
         return graph

@@ -118,8 +118,7 @@ def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> P
     """Render ``report.html`` from a run directory's ``result.json`` (else ``result``, a paused run's) and CKG.
 
     Raises:
-        FileNotFoundError: no ``result`` given and the directory has no ``result.json`` (nothing has been
-            scored there yet).
+        FileNotFoundError: no ``result`` given and no ``result.json`` there (nothing was scored yet).
     """
     rd = RunDir(Path(run_dir))
     if result is None:

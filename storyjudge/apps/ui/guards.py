@@ -19,7 +19,6 @@ API_CSP = "default-src 'none'; form-action 'none'; base-uri 'none'"
 """Every answer that sets no policy of its own (JSON, errors): nothing may load or run, should it be rendered."""
 HEADER_ONLY_CSP = "; frame-ancestors 'none'"
 """What only a header can say (browsers ignore ``frame-ancestors`` in a meta tag): no page is framed."""
-SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
 class TooLarge(Exception):
@@ -60,8 +59,7 @@ class SecurityHeaders:
 class RequestGuard:
     """Refuses a request for another host, a write from another origin, and a body of a bad or too large size.
 
-    ``allowed_hosts`` gives the accepted Host headers (None: any, for a server bound to a public address on
-    purpose); a write's ``Origin`` must then name one of them, or the Host it was sent to.
+    ``allowed_hosts``: the accepted Host headers, which a write's ``Origin`` must name (None: any Host).
     """
 
     def __init__(
@@ -89,7 +87,7 @@ class RequestGuard:
         if allowed is not None and host not in allowed:
             return json_answer({"error": "Unexpected Host header."}, 403)
         origin = headers.get("origin")
-        if scope["method"] not in SAFE_METHODS and origin is not None:
+        if scope["method"] not in ("GET", "HEAD") and origin is not None:
             parts = urlsplit(origin)
             if parts.scheme not in ("http", "https") or parts.netloc not in (allowed or {host}):
                 return json_answer({"error": "Requests from another site are refused."}, 403)

@@ -33,10 +33,7 @@ class RunNotFound(LookupError):
 
 
 def clean_settings(raw: dict[str, Any] | None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The model settings the page may change, validated the way a Context validates them.
-
-    An empty model or base URL means "the default" (the environment's, else the embedded model).
-    """
+    """The model settings the page may change, validated as a Context does (an empty one means the default)."""
     merged: dict[str, Any] = {
         "model": "",
         "base_url": "",

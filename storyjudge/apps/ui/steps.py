@@ -109,12 +109,6 @@ def _thread_config(thread: str, ctx: Context) -> dict[str, Any]:
     return graph_config(ctx, configurable={"thread_id": thread})
 
 
-def _new_thread(session: RunSession) -> str:
-    thread = f"ui-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    session.update(thread=thread)
-    return thread
-
-
 def _checkpoint_before(graph: Any, config: dict[str, Any], node: str) -> Any:
     """The thread's newest checkpoint paused before ``node`` with no scored iteration yet (None: none)."""
     for snapshot in graph.get_state_history(config):
@@ -232,8 +226,7 @@ def run_corrections(state: dict[str, Any]) -> list[dict[str, Any]]:
 def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: str, reason: str) -> None:
     """A person's correction of one verdict: recorded, the round's score recomputed, the run's record kept.
 
-    While the loop waits before its next refinement, the thread's round is replaced by the corrected one (as
-    if ``assess`` had written it), so the refiner reads the corrected verdicts and the person's reason.
+    While the loop waits to refine, the thread's round is replaced too, so the refiner reads the correction.
     """
     from storyjudge.core.corrections import WHO, apply_corrections, correct
 
@@ -271,10 +264,7 @@ def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: 
 
 
 def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
-    """Run the thread on through one step, from where that step starts (see the module docstring).
-
-    ``given_summary``: the summary step's summary of the user's own, used instead of the summarizer's.
-    """
+    """Run the thread on through one step (``given_summary``: the user's own, instead of the summarizer's)."""
     ctx = session.context()
     given_summary = given_summary.strip()
     if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
@@ -299,7 +289,8 @@ def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summ
             return
         graph_input: dict[str, Any] | None = None
         if start is None:  # a new thread from the narrative (the LLM cache makes repeated calls free)
-            thread = _new_thread(session)
+            thread = f"ui-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+            session.update(thread=thread)
             graph_input = {
                 "document": (session.rd.root / DOCUMENT_FILE).read_text(encoding="utf-8"),
                 "title": session.state["title"],
