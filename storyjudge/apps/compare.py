@@ -219,10 +219,10 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
     card_a, card_b = a.round.get("factscore") or {}, b.round.get("factscore") or {}
     verdicts_a, verdicts_b = card_a.get("verdicts") or [], card_b.get("verdicts") or []
     units = align(verdicts_a, verdicts_b)
-    judge_differs = sorted(k for k in va["judging"] if va["judging"][k] != vb["judging"][k])
-    unreliable = [v["label"] for v in (va, vb) if not v["reliable"]]
+    judging = [(k, va["judging"][k], vb["judging"][k]) for k in sorted(va["judging"])]
+    differs = [f"{k}: {in_a} vs {in_b}" for k, in_a, in_b in judging if in_a != in_b]
     why_not = [
-        *(f"judged differently ({k}: {va['judging'][k]} vs {vb['judging'][k]})" for k in judge_differs),
+        *(f"judged differently ({difference})" for difference in differs),
         *(f"{v['label']}'s score is {v['reliability']}" for v in (va, vb) if not v["reliable"]),
     ]
 
@@ -250,7 +250,7 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
     if sa is not None and sb is not None and not why_not:
         coherence = difference_interval(sa, sb, paired=False)
         coherence["over"] = f"{over(len(sa), 'sentence')} and {over(len(sb), 'sentence')}, unpaired"
-    texts = (a.record.get("passages") or {}, b.record.get("passages") or {})
+    texts = (a.record.get("passages") or {}, b.record.get("passages") or {})  # what their evidence names
     only_a, only_b = supported_only(verdicts_a, verdicts_b, units, texts)
     return {
         "a": va["label"],
@@ -258,9 +258,9 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
         "nfs": nfs,
         "booookscore": coherence,
         "aligned_facts": pairs,
-        "comparable": not judge_differs,
-        "unreliable": unreliable,
-        "not_comparable_because": [f"{k}: {va['judging'][k]} vs {vb['judging'][k]}" for k in judge_differs],
+        "comparable": not differs,
+        "unreliable": [v["label"] for v in (va, vb) if not v["reliable"]],
+        "not_comparable_because": differs,
         "no_difference_because": why_not,
         "only_a": only_a,
         "only_b": only_b,

@@ -11,6 +11,7 @@ from storyjudge.apps.report.verdicts import FactRow, Passage, Piece, _fact_rows,
 from storyjudge.core.coverage import card_reliable, reliability_text
 from storyjudge.core.summary_stats import words
 
+FACT_COUNTS = ("facts", "supported", "unsupported", "unjudged")
 OPEN_WORDS = 600
 """Words of summaries a page shows open, in all; the other rounds' summaries start folded (a click opens them)."""
 
@@ -81,8 +82,7 @@ def iteration_view(
         coherence=coherence.get("score"),
         coherence_coverage=coherence.get("coverage"),
         coherence_reliable=bool(coherence.get("reliable", True)),
-        counts={k: int(card.get(k) or 0) for k in ("facts", "supported", "unsupported", "unjudged")}
-        | {"decompose_failures": int(card.get("decompose_failures") or 0)},
+        counts={k: int(card.get(k) or 0) for k in (*FACT_COUNTS, "decompose_failures")},
         pieces=summary_pieces(str(iteration.get("summary", "")), card),
         facts=rows,
         passages=shown,

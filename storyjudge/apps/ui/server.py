@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from storyjudge.apps.report import CSP as REPORT_CSP
 from storyjudge.apps.report import ckg_html, environment, headline_html, inline_asset, round_html, round_views
+from storyjudge.apps.report.rounds import FACT_COUNTS
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.guards import RequestGuard, SecurityHeaders, TooLarge, json_answer
 from storyjudge.apps.ui.jobs import Busy, JobRunner
@@ -185,11 +186,11 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         state = dict(session.state)
         ckg = session.ckg()
     iterations = sorted(state.get("iterations") or [], key=lambda it: it["iteration"])
-    texts = scene_texts(state.get("scenes") or [])  # what the verdicts' evidence names
-    best = (best_of(iterations) or {}).get("iteration")
+    chosen = best_of(iterations)
+    best = chosen["iteration"] if chosen else None
     views = round_views(
         iterations,
-        passages=texts,
+        passages=scene_texts(state.get("scenes") or []),  # what the verdicts' evidence names
         best=best,
         order=[it["iteration"] for it in reversed(iterations)],  # the newest first
         prefix="ui",
@@ -197,7 +198,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     shown = [
         {
             **{name: getattr(view, name) for name in ROUND_FIELDS},
-            **{k: view.counts[k] for k in ("facts", "supported", "unsupported", "unjudged")},
+            **{k: view.counts[k] for k in FACT_COUNTS},
             "headline": describe_card(it["factscore"]),  # the card in words (``core.coverage``)
             "html": round_html(view),
         }
