@@ -144,11 +144,8 @@ def _colors(graph: nx.MultiDiGraph) -> dict[str, str]:
     if simple.number_of_edges() == 0:
         return {node: PALETTE[0] for node in simple.nodes}
     communities = nx.community.greedy_modularity_communities(simple)
-    colors: dict[str, str] = {}
-    for n, members in enumerate(sorted(communities, key=lambda c: (-len(c), sorted(c)))):
-        for node in members:
-            colors[node] = PALETTE[n % len(PALETTE)]
-    return colors
+    ordered = sorted(communities, key=lambda c: (-len(c), sorted(c)))
+    return {node: PALETTE[n % len(PALETTE)] for n, members in enumerate(ordered) for node in members}
 
 
 def _edge_geometry(

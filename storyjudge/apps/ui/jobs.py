@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -113,7 +112,7 @@ class JobRunner:
         except (ConfigError, ModelError, ValueError) as exc:
             status, error = "error", for_ui(str(exc))
         except Exception as exc:  # noqa: BLE001 - shown on the page, logged with its traceback
-            log.error("step %s failed:\n%s", job.step, traceback.format_exc())
+            log.exception("step %s failed", job.step)
             status, error = "error", f"{type(exc).__name__}: {exc}"
         release_freed()  # a server runs step after step: what this one freed goes back before the next
         with job.lock:

@@ -147,10 +147,8 @@ def _initial_summary(
     text = str(iterations[0]["summary"] if iterations else values.get("summary") or "").strip()
     if not text:
         return None
-    if given:
-        return {"text": text, "events": [], "strategy": "given"}
-    events = [e for e in values.get("events") or [] if e.get("stage") != "refine"]
-    return {"text": text, "events": events, "strategy": ctx.strategy}
+    events = [] if given else [e for e in values.get("events") or [] if e.get("stage") != "refine"]
+    return {"text": text, "events": events, "strategy": "given" if given else ctx.strategy}
 
 
 def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Context) -> None:
@@ -168,18 +166,14 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
     rd = session.rd
     with session.lock:
         state = session.state
-        for key in ("scenes", "segmentation"):
-            if values.get(key):
-                state[key] = values[key]
+        state.update({key: values[key] for key in ("scenes", "segmentation") if values.get(key)})
+        state.update({key: values.get(key) or {} for key in ("ckg_stats", "usage", "timings")})
         state["index"] = values.get("index")
-        state["ckg_stats"] = values.get("ckg_stats") or {}
         state["summary"] = _initial_summary(values, iterations, ctx, bool(state.get("summary_given")))
         state["iterations"] = iterations
         state["best_iteration"] = values.get("best_iteration") if iterations else None
         state["next"] = list(snapshot.next)
         state["stop_reason"] = values.get("stop_reason", "") if finished else ""
-        state["usage"] = values.get("usage") or {}
-        state["timings"] = values.get("timings") or {}
         session.save()
         if finished and rd.result.is_file():
             write_report(rd.root)  # the finish node wrote result.json
