@@ -8,7 +8,7 @@ The web UI draws its graph and rounds with the same functions, so the two never 
 from storyjudge.apps.report.assets import CSP, asset_text, environment, inline_asset, write_page
 from storyjudge.apps.report.ckg import ckg_graph, ckg_html, graph_view
 from storyjudge.apps.report.page import headline, headline_html, render_report, write_report
-from storyjudge.apps.report.rounds import OPEN_WORDS, iteration_html, round_html, round_views
+from storyjudge.apps.report.rounds import OPEN_WORDS, round_html, round_views
 from storyjudge.apps.report.verdicts import summary_pieces
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "headline",
     "headline_html",
     "inline_asset",
-    "iteration_html",
     "render_report",
     "round_html",
     "round_views",

@@ -154,8 +154,3 @@ def round_views(
 def round_html(view: IterationView) -> str:
     """A round's view as an HTML fragment: its highlighted summary and fact table."""
     return str(_macro("iteration_view")(view))
-
-
-def iteration_html(iteration: dict[str, Any], **options: Any) -> str:
-    """One iteration as an HTML fragment; ``options`` are ``iteration_view``'s."""
-    return round_html(iteration_view(iteration, **options))
