@@ -40,7 +40,6 @@ class FactRow:
     rationale: str
     feedback: str
     error: str
-    query: str
     evidence: list[tuple[Passage, float]]  # each passage the judge saw, with its retrieval score
     ckg_lines: list[str]
     correction: dict[str, str] | None = None  # a person's correction of the judge's verdict
@@ -130,7 +129,6 @@ def _fact_rows(
                 rationale=str(verdict.get("rationale", "")),
                 feedback=str(verdict.get("feedback", "")),
                 error=str(verdict.get("error", "")),
-                query=str(evidence.get("query", "")),
                 evidence=links,
                 ckg_lines=[str(line) for line in evidence.get("ckg_lines") or []],
                 correction=verdict.get("correction"),
