@@ -264,10 +264,7 @@ def compared(session: RunSession, query: str) -> dict[str, Any]:
         if not RUN_ID.match(str(ref.path)):
             raise ApiError(HTTPStatus.BAD_REQUEST, f"No run named {name!r}.")
         refs.append(RunRef(runs_folder(session.rd.root) / ref.path, ref.round))
-    try:
-        return compare(refs)
-    except ValueError as exc:
-        raise ApiError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+    return compare(refs)  # a ValueError is answered 400 with its message, as every route's
 
 
 def current_summary(session: RunSession) -> str:
@@ -379,8 +376,7 @@ def build_app(server: UIServer) -> Starlette:
     def step(body: dict[str, Any], run: str, step: str) -> Response:
         session = _session(server, run)
         if "settings" in body:
-            settings = clean_settings(body.get("settings"), session.state.get("settings"))
-            session.update(settings=settings)
+            session.update(settings=clean_settings(body.get("settings"), session.state.get("settings")))
         started = server.runner.start(session, step, str(body.get("summary") or "").strip())
         return json_answer({"job": started.view()}, HTTPStatus.ACCEPTED)
 
