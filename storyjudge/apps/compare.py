@@ -1,17 +1,10 @@
 """Summaries of one story side by side: scores with intervals, the pairs' differences, and the facts that differ.
 
-Each summary is a round of a kept run (``storyjudge.core.keptruns``). Its NarrativeFactScore is the share of its
-judged facts that are supported (unjudged ones are out, and counted in the coverage); its interval resamples
-summary sentences, a sentence's facts together, since they share the sentence, its evidence and the judge's
-habits. BooookScore's resamples the scored sentences. Every summary after the first is set against the first.
-The two summaries' facts are aligned one to one (words in common, by a sequence match of their words, and
-evidence scenes in common, the scenes the judge was shown for each). Only when at least ``MIN_PAIRS`` facts
-align, covering at least half of the smaller summary's facts, is the difference paired (a fact and its
-counterpart resampled together, what they share cancelling out); otherwise it is the unpaired difference over
-each summary's sentences, and says so. A pair whose judge (model or prompt version) differs, or with a side whose
-score does not count, gets no difference at all, only why: it would be as much the judge's as the summaries'.
-The same alignment lists the facts supported in one summary whose counterpart is absent or not supported. Runs
-of different stories are refused.
+Each summary is a round of a kept run (``storyjudge.core.keptruns``); every summary after the first is set
+against the first. NFS intervals resample summary sentences (a sentence's facts share its evidence and the
+judge's habits), BooookScore's the scored sentences. The two summaries' facts are aligned one to one (words and
+evidence scenes in common); with enough aligned facts the difference is paired, otherwise unpaired, and it says
+so. A pair judged differently, or with a side whose score does not count, gets no difference, only why.
 """
 
 from __future__ import annotations
@@ -38,28 +31,24 @@ from storyjudge.core.passages import span_text
 from storyjudge.core.summary_stats import words
 from storyjudge.core.usage import cost_text
 
-JUDGE_ROLES = ("decomposer", "judge")
-JUDGE_PROMPTS = ("decompose", "judge")
 COUNTERPART = 0.3
 """Below this the nearest fact is no counterpart at all."""
 MIN_PAIRS = 10
 """Fewest aligned facts for a paired difference (and they must cover half of the smaller summary's facts)."""
 _WORD = re.compile(r"[a-z0-9']+")
+VALUE = {"supported": 1.0, "unsupported": 0.0}
+"""A judged verdict as the difference intervals count it (an unjudged one has none)."""
 
 
 def sentence_counts(card: Mapping[str, Any]) -> tuple[list[float], list[float]]:
     """Supported and judged facts per summary sentence that has judged facts: the units NFS intervals resample."""
     by_sentence: dict[int, list[float]] = {}
     for v in card.get("verdicts") or []:
-        value = _verdict_value(v.get("status", ""))
+        value = VALUE.get(v.get("status", ""))
         if value is not None:
             by_sentence.setdefault(int(v["fact"].get("sentence_index", 0)), []).append(value)
     rows = [by_sentence[i] for i in sorted(by_sentence)]
     return [sum(r) for r in rows], [float(len(r)) for r in rows]
-
-
-def _verdict_value(status: str) -> float | None:
-    return {"supported": 1.0, "unsupported": 0.0}.get(status)
 
 
 def _sentence_values(round_: dict[str, Any]) -> list[float] | None:
@@ -77,8 +66,8 @@ def _judging(record: dict[str, Any]) -> dict[str, str]:
     models = (record.get("context") or {}).get("resolved_models") or {}
     prompts = record.get("prompts") or {}
     return {
-        **{f"{role} model": str(models.get(role, "?")) for role in JUDGE_ROLES},
-        **{f"{name} prompt": str(prompts.get(name, "?")) for name in JUDGE_PROMPTS},
+        **{f"{role} model": str(models.get(role, "?")) for role in ("decomposer", "judge")},
+        **{f"{name} prompt": str(prompts.get(name, "?")) for name in ("decompose", "judge")},
     }
 
 
@@ -86,7 +75,6 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     """One summary's figures: scores with intervals, coverage, words, models, calls and cost."""
     round_, record = summary.round, summary.record
     card = round_.get("factscore") or {}
-    verdicts = card.get("verdicts") or []
     supported, judged = sentence_counts(card)
     nfs_ci = card["score_ci95"] if "score_ci95" in card else ratio_interval(supported, judged)
     sentences = _sentence_values(round_)
@@ -120,17 +108,12 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "over": over(len(judged), "sentence"),
             "sentences": len(judged),
             "judged": int(sum(judged)),
-            "corrected": card.get("score_corrected"),
-            "corrected_ci95": card.get("score_corrected_ci95"),
-            "corrected_note": card.get("score_corrected_note"),
+            **{f"corrected{part}": card.get(f"score_corrected{part}") for part in ("", "_ci95", "_note")},
         },
         "corrections": corrections,
         "nfs_without_corrections": judges,
-        "facts": card.get("facts", len(verdicts)),
-        "supported": card.get("supported"),
-        "unsupported": card.get("unsupported"),
-        "unjudged": card.get("unjudged"),
-        "coverage": card.get("coverage"),
+        "facts": card.get("facts", len(card.get("verdicts") or [])),
+        **{key: card.get(key) for key in ("supported", "unsupported", "unjudged", "coverage")},
         "reliable": card_reliable(card),
         "reliability": reliability_text(card),
         "headline": describe_card(card),  # the card in words (``core.coverage``), as every surface shows it
@@ -146,7 +129,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "reliable": coherence.get("reliable"),
         },
         "metrics": dict(round_.get("metrics") or {}),  # added metrics' cards, each with its headline
-        "models": {role: spec for role, spec in sorted(models.items())},
+        "models": dict(sorted(models.items())),
         "judging": _judging(record),
         "calls": (usage.get("total") or {}).get("calls"),
         "cost": cost_text(usage.get("by_model")),
@@ -155,18 +138,13 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     }
 
 
-def _fact_words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
 def _scene_ids(verdict: dict[str, Any]) -> set[str]:
     return {str(s.get("id")) for s in (verdict.get("evidence") or {}).get("scenes") or []}
 
 
 def _alignment(left: dict[str, Any], right: dict[str, Any]) -> float:
-    text = difflib.SequenceMatcher(
-        None, _fact_words(left["fact"]["text"]), _fact_words(right["fact"]["text"]), autojunk=False
-    ).ratio()
+    left_words, right_words = (_WORD.findall(v["fact"]["text"].lower()) for v in (left, right))
+    text = difflib.SequenceMatcher(None, left_words, right_words, autojunk=False).ratio()
     a, b = _scene_ids(left), _scene_ids(right)
     scenes = len(a & b) / len(a | b) if a | b else 0.0
     return 0.7 * text + 0.3 * scenes
@@ -217,11 +195,7 @@ def supported_only(
     units: Sequence[Unit],
     passages: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The facts supported in one summary whose counterpart in the other is absent or not supported.
-
-    Each with its verdict and evidence, and its counterpart (None when the other summary states nothing near).
-    ``passages``: each run's evidence texts (its ``result.json``'s ``passages``), left's then right's.
-    """
+    """Per side, the facts supported there whose counterpart (None: none) is absent or not supported."""
     only: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     for i, j, score in units:
         for side, mine, theirs in ((0, i, j), (1, j, i)):
@@ -229,10 +203,8 @@ def supported_only(
                 continue
             fact = (left, right)[side][mine]
             other = None if theirs is None else (right, left)[side][theirs]
-            if fact.get("status") != "supported":
+            if fact.get("status") != "supported" or (other or {}).get("status") == "supported":
                 continue
-            if other is not None and other.get("status") == "supported":
-                continue  # its counterpart is supported too: not a fact only this summary gets right
             only[side].append(
                 {
                     "fact": _fact_view(fact, passages[side]),
@@ -247,15 +219,15 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
     card_a, card_b = a.round.get("factscore") or {}, b.round.get("factscore") or {}
     verdicts_a, verdicts_b = card_a.get("verdicts") or [], card_b.get("verdicts") or []
     units = align(verdicts_a, verdicts_b)
-    judge_differs = sorted(k for k in va["judging"] if va["judging"][k] != vb["judging"][k])
-    unreliable = [v["label"] for v in (va, vb) if not v["reliable"]]
+    judging = [(k, va["judging"][k], vb["judging"][k]) for k in sorted(va["judging"])]
+    differs = [f"{k}: {in_a} vs {in_b}" for k, in_a, in_b in judging if in_a != in_b]
     why_not = [
-        *(f"judged differently ({k}: {va['judging'][k]} vs {vb['judging'][k]})" for k in judge_differs),
+        *(f"judged differently ({difference})" for difference in differs),
         *(f"{v['label']}'s score is {v['reliability']}" for v in (va, vb) if not v["reliable"]),
     ]
 
     def value(verdicts: Sequence[dict[str, Any]], n: int | None) -> float | None:
-        return None if n is None else _verdict_value(verdicts[n].get("status", ""))
+        return None if n is None else VALUE.get(verdicts[n].get("status", ""))
 
     values = [(value(verdicts_a, i), value(verdicts_b, j)) for i, j, _ in units]
     pairs = sum(x is not None and y is not None for x, y in values)
@@ -278,7 +250,7 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
     if sa is not None and sb is not None and not why_not:
         coherence = difference_interval(sa, sb, paired=False)
         coherence["over"] = f"{over(len(sa), 'sentence')} and {over(len(sb), 'sentence')}, unpaired"
-    texts = (a.record.get("passages") or {}, b.record.get("passages") or {})
+    texts = (a.record.get("passages") or {}, b.record.get("passages") or {})  # what their evidence names
     only_a, only_b = supported_only(verdicts_a, verdicts_b, units, texts)
     return {
         "a": va["label"],
@@ -286,9 +258,9 @@ def _pair(a: Summary, b: Summary, va: dict[str, Any], vb: dict[str, Any]) -> dic
         "nfs": nfs,
         "booookscore": coherence,
         "aligned_facts": pairs,
-        "comparable": not judge_differs,
-        "unreliable": unreliable,
-        "not_comparable_because": [f"{k}: {va['judging'][k]} vs {vb['judging'][k]}" for k in judge_differs],
+        "comparable": not differs,
+        "unreliable": [v["label"] for v in (va, vb) if not v["reliable"]],
+        "not_comparable_because": differs,
         "no_difference_because": why_not,
         "only_a": only_a,
         "only_b": only_b,
@@ -418,24 +390,20 @@ def render_html(result: dict[str, Any]) -> str:
     """A self-contained compare.html (no script, no outside resource)."""
     from storyjudge.apps.report import CSP, OPEN_WORDS, environment, inline_asset
 
-    return (
-        environment()
-        .get_template("compare.html.j2")
-        .render(
-            csp=CSP,
-            css=inline_asset("report.css"),
-            result=result,
-            rows=table_rows(result),
-            headline=[(v, nfs_text(v)) for v in result["summaries"]],
-            open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
-            pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
-        )
+    template = environment().get_template("compare.html.j2")
+    return template.render(
+        csp=CSP,
+        css=inline_asset("report.css"),
+        result=result,
+        rows=table_rows(result),
+        headline=[(v, nfs_text(v)) for v in result["summaries"]],
+        open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
+        pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
     )
 
 
 def write_html(result: dict[str, Any], path: Path) -> Path:
     """Write compare.html atomically."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(render_html(result), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    from storyjudge.apps.report import write_page
+
+    return write_page(path, render_html(result))

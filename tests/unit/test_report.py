@@ -17,8 +17,9 @@ from storyjudge.apps.report import (
     ckg_graph,
     graph_view,
     headline,
-    iteration_html,
     render_report,
+    round_html,
+    round_views,
     summary_pieces,
     write_report,
 )
@@ -211,7 +212,9 @@ def test_graph_view_sizes_by_degree_lists_states_and_is_reproducible() -> None:
 
 
 def test_iteration_fragment_alone(result: dict[str, Any]) -> None:
-    html = iteration_html(result["iterations"][1], previous_score=0.625, best=True)
+    views = round_views(result["iterations"][:2], passages={}, best=1, order=[])
+    assert views[0].score == 0.625
+    html = round_html(views[1])
     assert "+0.264" in html and "best" in html
     assert "Say the chamberlains" in html
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -12,14 +14,12 @@ from markupsafe import Markup
 from storyjudge.core.coverage import UNRELIABLE, check_verdict, describe
 from storyjudge.core.usage import cost_text, price_known
 
-ASSET_PACKAGE = "storyjudge.apps"
-ASSET_DIR = "assets"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 
 def asset_text(name: str) -> str:
     """A file shipped in ``storyjudge/apps/assets`` (works from a wheel as well as from a checkout)."""
-    return resources.files(ASSET_PACKAGE).joinpath(ASSET_DIR, name).read_text(encoding="utf-8")
+    return resources.files("storyjudge.apps").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def inline_asset(name: str) -> Markup:
@@ -41,7 +41,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["score"] = format_score
+    env.filters["score"] = lambda value: "n/a" if value is None else f"{value:.3f}"  # None: nothing judged
     env.filters["delta"] = lambda value: "" if value is None else f"{value:+.3f}"  # a change, with its sign
     env.filters["thousands"] = lambda n: f"{int(n or 0):,}"
     env.filters["cost_of"] = lambda u, spec: (
@@ -59,6 +59,9 @@ def _macro(name: str) -> Any:
     return getattr(environment().get_template("parts.html.j2").module, name)
 
 
-def format_score(value: float | None) -> str:
-    """A score as 0.625, or n/a when nothing could be judged."""
-    return "n/a" if value is None else f"{value:.3f}"
+def write_page(path: Path, html: str) -> Path:
+    """Write a page atomically, through a temporary file of its own (two writers never share one)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path

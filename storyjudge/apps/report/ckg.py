@@ -72,11 +72,7 @@ class GraphView:
 
 
 def ckg_graph(data: dict[str, Any] | None) -> nx.MultiDiGraph:
-    """A node-link CKG as a MultiDiGraph, tolerant of both ``edges`` and ``links`` keys.
-
-    An edge may carry one ``predicate`` or a list of ``predicates`` (strings or dicts with ``predicate``,
-    ``count``, ``scenes``); each becomes one parallel edge, so the drawing does not depend on the stored form.
-    """
+    """A node-link CKG (``edges`` or ``links``) as a MultiDiGraph: one parallel edge per listed predicate."""
     graph = nx.MultiDiGraph()
     if not data:
         return graph
@@ -148,11 +144,8 @@ def _colors(graph: nx.MultiDiGraph) -> dict[str, str]:
     if simple.number_of_edges() == 0:
         return {node: PALETTE[0] for node in simple.nodes}
     communities = nx.community.greedy_modularity_communities(simple)
-    colors: dict[str, str] = {}
-    for n, members in enumerate(sorted(communities, key=lambda c: (-len(c), sorted(c)))):
-        for node in members:
-            colors[node] = PALETTE[n % len(PALETTE)]
-    return colors
+    ordered = sorted(communities, key=lambda c: (-len(c), sorted(c)))
+    return {node: PALETTE[n % len(PALETTE)] for n, members in enumerate(ordered) for node in members}
 
 
 def _edge_geometry(
@@ -185,25 +178,20 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     height = int(width * 0.62)
     positions = _layout(graph, width, height, margin=70)
     colors = _colors(graph)
-    keys = {node: f"n{i}" for i, node in enumerate(graph.nodes)}
     names = {
         node: str(attrs.get("name") or attrs.get("label") or node) for node, attrs in graph.nodes(data=True)
     }
-
     pairs: dict[tuple[str, str], list[Relation]] = defaultdict(list)
     views: dict[str, NodeView] = {}
-    for node in graph.nodes:
-        attrs = graph.nodes[node]
-        aliases = [str(a) for a in attrs.get("aliases") or [] if str(a) != names[node]]
+    for n, (node, attrs) in enumerate(graph.nodes(data=True)):
         degree = sum(1 for u, v in (*graph.in_edges(node), *graph.out_edges(node)) if u != v)
-        x, y = positions[node]
         scenes = attrs.get("scenes") or []
         views[node] = NodeView(
-            key=keys[node],
+            key=f"n{n}",
             name=names[node],
-            aliases=aliases,
-            x=round(x, 1),
-            y=round(y, 1),
+            aliases=[str(a) for a in attrs.get("aliases") or [] if str(a) != names[node]],
+            x=round(positions[node][0], 1),
+            y=round(positions[node][1], 1),
             r=round(min(30.0, 7.0 + 3.2 * math.sqrt(degree)), 1),
             degree=degree,
             color=colors.get(node, PALETTE[0]),
@@ -232,25 +220,21 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
         )
         shown = "; ".join(r.predicate for r in relations[:LABEL_PREDICATES])
         more = len(relations) - LABEL_PREDICATES
-        label = shown + (f" +{more}" if more > 0 else "")
-        title = "\n".join(
-            f"{names[source]} -[{r.predicate}]-> {names[target]} (x{r.count})" for r in relations
-        )
-        total = sum(r.count for r in relations)
         edges.append(
             EdgeView(
-                source=keys[source],
-                target=keys[target],
+                source=views[source].key,
+                target=views[target].key,
                 path=path,
                 label_x=round(mid_x, 1),
                 label_y=round(mid_y, 1),
-                label=label,
-                title=title,
-                width=round(1.0 + math.log1p(total) * 0.8, 2),
+                label=shown + (f" +{more}" if more > 0 else ""),
+                title="\n".join(
+                    f"{names[source]} -[{r.predicate}]-> {names[target]} (x{r.count})" for r in relations
+                ),
+                width=round(1.0 + math.log1p(sum(r.count for r in relations)) * 0.8, 2),
             )
         )
     states.sort(key=lambda item: (item[0], -item[1].count))
-    nodes = sorted(views.values(), key=lambda v: v.degree)  # hubs drawn last, on top
     stats = {
         "characters": count,
         "relations": sum(len(r) for r in pairs.values()),
@@ -260,7 +244,7 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     return GraphView(
         width=width,
         height=height,
-        nodes=nodes,
+        nodes=sorted(views.values(), key=lambda v: v.degree),  # hubs drawn last, on top
         edges=edges,
         states=states,
         stats=stats,

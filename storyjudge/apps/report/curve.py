@@ -65,28 +65,22 @@ def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> 
     def y_of(value: float) -> float:
         return top + (1.0 - max(0.0, min(1.0, value))) * plot_h
 
-    nfs = [(it, (it.get("factscore") or {}).get("score")) for it in ordered]
-    coherence = [(it, (it.get("coherence") or {}).get("score")) for it in ordered]
-    series = [Series("NarrativeFactScore", "nfs", [])]
-    if any(value is not None for _, value in coherence):
-        series.append(Series("BooookScore", "coh", []))
-    for line, values in zip(series, (nfs, coherence), strict=False):
-        for it, value in values:
+    nfs, coherence = Series("NarrativeFactScore", "nfs", []), Series("BooookScore", "coh", [])
+    rejected: list[Mark] = []
+    unreliable: list[Mark] = []
+    for it, number in zip(ordered, numbers, strict=True):
+        card = it.get("factscore") or {}
+        for line, value in ((nfs, card.get("score")), (coherence, (it.get("coherence") or {}).get("score"))):
             if value is not None:
-                number = int(it.get("iteration", 0))
                 line.points.append((x_of(number), y_of(float(value)), number, float(value)))
-    rejected = [
-        Mark(x_of(number), y_of(float(value)), number, str(it.get("note") or "not accepted"))
-        for it, value in nfs
-        if value is not None and not it.get("accepted", True)
-        for number in [int(it.get("iteration", 0))]
-    ]
-    unreliable = [
-        Mark(x_of(number), y_of(float(value)), number, reliability_text(it.get("factscore") or {}))
-        for it, value in nfs
-        if value is not None and it.get("accepted", True) and not card_reliable(it.get("factscore") or {})
-        for number in [int(it.get("iteration", 0))]
-    ]
+        if card.get("score") is None:
+            continue
+        at = (x_of(number), y_of(float(card["score"])), number)
+        if not it.get("accepted", True):
+            rejected.append(Mark(*at, str(it.get("note") or "not accepted")))
+        elif not card_reliable(card):
+            unreliable.append(Mark(*at, reliability_text(card)))
+    series = [nfs, coherence] if coherence.points else [nfs]
     return CurveView(
         rejected=rejected,
         unreliable=unreliable,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storyjudge.apps.report.assets import CSP, _macro, environment, format_score, inline_asset
+from storyjudge.apps.report.assets import CSP, _macro, environment, inline_asset, write_page
 from storyjudge.apps.report.ckg import graph_view
 from storyjudge.apps.report.curve import curve_view
 from storyjudge.apps.report.rounds import round_views
@@ -56,12 +55,11 @@ def headline(
     it = chosen or by_number[min(by_number)]
     card = it.get("factscore") or {}
     reliable = card_reliable(card)
-    score = card.get("score")
     coverage = card.get("coverage")
     return Headline(
         iteration=int(it.get("iteration", 0)),
         rounds=len(iterations),
-        score=format_score(score) if reliable or score is None else describe(score, None, False),
+        score=describe(card.get("score"), None, reliable),
         coverage="coverage n/a" if coverage is None else f"coverage {float(coverage):.0%}",
         reliable=reliable,
         reliability=reliability_text(card),
@@ -116,21 +114,11 @@ def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:
     )
 
 
-def story_ckg(run_dir: Path) -> Path:
-    """The CKG of the story a kept run (``<story>/runs/<id>/``) belongs to (a missing path for another folder)."""
-    story = RunDir(run_dir.parent.parent)
-    return story.ckg if run_dir.parent.name == RUNS_FOLDER and story.meta.is_file() else RunDir(run_dir).ckg
-
-
 def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> Path:
-    """Render ``report.html`` from a run directory's ``result.json`` and CKG; returns its path.
-
-    ``result`` renders that record instead of ``result.json`` (the web UI's view of a run that is paused, and
-    so has no ``result.json`` yet).
+    """Render ``report.html`` from a run directory's ``result.json`` (else ``result``, a paused run's) and CKG.
 
     Raises:
-        FileNotFoundError: no ``result`` given and the directory has no ``result.json`` (nothing has been
-            scored there yet).
+        FileNotFoundError: no ``result`` given and no ``result.json`` there (nothing was scored yet).
     """
     rd = RunDir(Path(run_dir))
     if result is None:
@@ -139,10 +127,8 @@ def write_report(run_dir: str | Path, result: dict[str, Any] | None = None) -> P
                 f"{rd.root} has no result.json; run 'storyjudge refine' or 'score' into it first."
             )
         result = load_run(rd.result).record()  # RunRecordError: one line naming the file and field
-    ckg_file = rd.ckg if rd.ckg.is_file() else story_ckg(rd.root)
+    story = RunDir(rd.root.parent.parent)  # a kept run (``<story>/runs/<id>/``) draws its story's CKG
+    kept = rd.root.parent.name == RUNS_FOLDER and story.meta.is_file()
+    ckg_file = story.ckg if kept and not rd.ckg.is_file() else rd.ckg
     ckg = json.loads(ckg_file.read_text(encoding="utf-8")) if ckg_file.is_file() else None
-    html = render_report(result, ckg)
-    tmp = rd.report.with_name(f".report.{uuid.uuid4().hex}.html.tmp")  # a file of its own per writer
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(rd.report)
-    return rd.report
+    return write_page(rd.report, render_report(result, ckg))

@@ -11,6 +11,7 @@ from storyjudge.apps.report.verdicts import FactRow, Passage, Piece, _fact_rows,
 from storyjudge.core.coverage import card_reliable, reliability_text
 from storyjudge.core.summary_stats import words
 
+FACT_COUNTS = ("facts", "supported", "unsupported", "unjudged")
 OPEN_WORDS = 600
 """Words of summaries a page shows open, in all; the other rounds' summaries start folded (a click opens them)."""
 
@@ -61,11 +62,9 @@ def iteration_view(
     open_summary: bool = True,
     prefix: str = "it",
 ) -> IterationView:
-    """Describe one iteration (summary, highlights, facts) for drawing.
-
-    ``passages``: the texts its evidence names (``result.json``'s ``passages``, or the run's scene texts).
-    """
+    """Describe one iteration for drawing; ``passages``: the texts its evidence names (by scene id)."""
     card = iteration.get("factscore") or {}
+    coherence = iteration.get("coherence") or {}
     number = int(iteration.get("iteration", 0))
     key = f"{prefix}{number}"
     rows, shown = _fact_rows(key, card, passages or {})
@@ -80,11 +79,10 @@ def iteration_view(
         note=str(iteration.get("note", "")),
         coverage=card.get("coverage"),
         reliable=card_reliable(card),
-        coherence=(iteration.get("coherence") or {}).get("score"),
-        coherence_coverage=(iteration.get("coherence") or {}).get("coverage"),
-        coherence_reliable=bool((iteration.get("coherence") or {}).get("reliable", True)),
-        counts={k: int(card.get(k) or 0) for k in ("facts", "supported", "unsupported", "unjudged")}
-        | {"decompose_failures": int(card.get("decompose_failures") or 0)},
+        coherence=coherence.get("score"),
+        coherence_coverage=coherence.get("coverage"),
+        coherence_reliable=bool(coherence.get("reliable", True)),
+        counts={k: int(card.get(k) or 0) for k in (*FACT_COUNTS, "decompose_failures")},
         pieces=summary_pieces(str(iteration.get("summary", "")), card),
         facts=rows,
         passages=shown,
@@ -93,9 +91,7 @@ def iteration_view(
         corrections=int(card.get("corrections") or 0),
         judge_check=card.get("judge_check"),
         annotator_checks=[
-            c["annotator_check"]
-            for c in (iteration.get("coherence") or {}).get("summaries") or []
-            if c.get("annotator_check")
+            c["annotator_check"] for c in coherence.get("summaries") or [] if c.get("annotator_check")
         ],
         unreliable_why=reliability_text(card),
         interval=_interval_text(card.get("score_ci95"), card.get("score_ci95_over")),
@@ -113,16 +109,11 @@ def iteration_view(
 
 
 def _interval_text(ci: Any, over: Any) -> str:
-    """``95% CI [0.200, 0.800] over 6 sentences`` ("" without an interval)."""
     return f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}] over {over}" if ci and over else ""
 
 
 def open_rounds(iterations: list[dict[str, Any]], order: list[int]) -> set[int]:
-    """The rounds whose summary starts open: taken in ``order`` while the words shown stay within ``OPEN_WORDS``.
-
-    A page of short summaries shows them all; one long summary (thousands of words) starts folded, so the page
-    stays a few screens long until a section is opened.
-    """
+    """The rounds whose summary starts open: taken in ``order`` while the words shown stay within ``OPEN_WORDS``."""
     sizes = {int(it.get("iteration", 0)): len(words(str(it.get("summary", "")))) for it in iterations}
     shown: set[int] = set()
     total = 0
@@ -141,11 +132,7 @@ def round_views(
     order: list[int],
     prefix: str = "it",
 ) -> list[IterationView]:
-    """Every round's view, each with its change from the last scored round before it.
-
-    ``best``: the round marked best (None: none); ``order``: the rounds whose summaries start open, first
-    first, while they fit ``OPEN_WORDS`` (``open_rounds``).
-    """
+    """Every round's view, each with its change from the last scored round before it (``order``: ``open_rounds``)."""
     shown = open_rounds(iterations, order)
     views: list[IterationView] = []
     previous: float | None = None
@@ -167,8 +154,3 @@ def round_views(
 def round_html(view: IterationView) -> str:
     """A round's view as an HTML fragment: its highlighted summary and fact table."""
     return str(_macro("iteration_view")(view))
-
-
-def iteration_html(iteration: dict[str, Any], **options: Any) -> str:
-    """One iteration as an HTML fragment; ``options`` are ``iteration_view``'s."""
-    return round_html(iteration_view(iteration, **options))

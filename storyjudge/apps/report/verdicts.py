@@ -1,8 +1,4 @@
-"""A round's verdicts and evidence: highlighted sentences, and fact rows with the passages the judge saw.
-
-A summary sentence is coloured by the verdicts of the facts drawn from it; each fact's row carries the judge's
-rationale and links to the passages of the story it was judged against.
-"""
+"""A round's verdicts and evidence: sentences coloured by their facts' verdicts, fact rows with their passages."""
 
 from __future__ import annotations
 
@@ -44,7 +40,6 @@ class FactRow:
     rationale: str
     feedback: str
     error: str
-    query: str
     evidence: list[tuple[Passage, float]]  # each passage the judge saw, with its retrieval score
     ckg_lines: list[str]
     correction: dict[str, str] | None = None  # a person's correction of the judge's verdict
@@ -72,10 +67,10 @@ def sentence_status(verdicts: list[dict[str, Any]]) -> str:
 
 
 def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
-    """The summary cut into its scored sentences, keeping the original text between them (paragraphs).
+    """The summary cut into its scored sentences, keeping the text between them (paragraphs).
 
-    Sentences are found in order in the summary; if one cannot be found (a splitter that normalised spaces),
-    the sentences are shown joined by spaces instead, so no text is ever shown twice or lost.
+    If a sentence cannot be found in order (a splitter that normalised spaces), the sentences are joined by
+    spaces instead, so no text is ever shown twice or lost.
     """
     per_sentence = (card or {}).get("per_sentence") or []
     if not per_sentence:
@@ -84,24 +79,17 @@ def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
     for verdict in (card or {}).get("verdicts") or []:
         by_sentence[int(verdict["fact"]["sentence_index"])].append(verdict)
     views = [
-        SentenceView(
-            index=int(entry["index"]),
-            text=str(entry["sentence"]),
-            status=sentence_status(by_sentence[int(entry["index"])]),
-            verdicts=by_sentence[int(entry["index"])],
-        )
+        SentenceView(int(entry["index"]), str(entry["sentence"]), sentence_status(facts), facts)
         for entry in per_sentence
+        for facts in [by_sentence[int(entry["index"])]]
     ]
     pieces: list[Piece] = []
     cursor = 0
     for view in views:
         found = summary.find(view.text, cursor)
         if found < 0:
-            joined: list[Piece] = []
-            for n, other in enumerate(views):
-                joined.extend([Piece(" ")] if n else [])
-                joined.append(Piece(other.text, other))
-            return joined
+            spaced = [(Piece(" "), Piece(other.text, other)) for other in views]
+            return [piece for pair in spaced for piece in pair][1:]
         if found > cursor:
             pieces.append(Piece(summary[cursor:found]))
         pieces.append(Piece(view.text, view))
@@ -141,7 +129,6 @@ def _fact_rows(
                 rationale=str(verdict.get("rationale", "")),
                 feedback=str(verdict.get("feedback", "")),
                 error=str(verdict.get("error", "")),
-                query=str(evidence.get("query", "")),
                 evidence=links,
                 ckg_lines=[str(line) for line in evidence.get("ckg_lines") or []],
                 correction=verdict.get("correction"),

@@ -1,4 +1,1 @@
-"""The web UI of the seed-001 demo: pick a narrative, build and see its CKG, summarize, score, refine.
-
-``storyjudge ui`` serves it; ``server.make_server`` gives a bound server for tests and scripts.
-"""
+"""The web UI (``storyjudge ui``): pick a narrative, build and see its CKG, summarize, score, refine."""

@@ -13,19 +13,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BUNDLED = (
     (
-        "macbeth-witches",
         "macbeth-witches.md",
         "Macbeth, Act I, scenes i-iii (4 scenes as read: the long scene iii in 2 parts; the quickest demo)",
     ),
-    ("macbeth-act1", "macbeth-act1.md", "Macbeth, Act I (8 scenes as read: its 7, scene iii in 2 parts)"),
-    ("macbeth", "macbeth.md", "Macbeth (33 scenes as read: 5 acts, 28 scenes, the long ones in parts)"),
-    (
-        "frankenstein",
-        "frankenstein.txt",
-        "Frankenstein (63 scenes as read: 4 letters, 24 chapters, in parts)",
-    ),
+    ("macbeth-act1.md", "Macbeth, Act I (8 scenes as read: its 7, scene iii in 2 parts)"),
+    ("macbeth.md", "Macbeth (33 scenes as read: 5 acts, 28 scenes, the long ones in parts)"),
+    ("frankenstein.txt", "Frankenstein (63 scenes as read: 4 letters, 24 chapters, in parts)"),
 )
-"""Each label counts the scenes as the page shows them (the default chunk size splits a long scene into parts)."""
+"""Each file's label counts the scenes as the page shows them (the default chunk size splits long scenes)."""
 
 
 @dataclass(frozen=True)
@@ -72,31 +67,26 @@ def _story_title(document: str, fallback: str) -> str:
 
 def squality_examples(path: Path) -> list[Example]:
     """One example per story of a SQuALITY JSONL file (title from the story's first line)."""
-    found: list[Example] = []
-    seen: set[str] = set()
+    found: dict[str, Example] = {}  # by story: SQuALITY has several rows per story
     with path.open(encoding="utf-8") as lines:
         for n, raw in enumerate(lines):
             if not raw.strip():
                 continue
             record = json.loads(raw)
-            metadata = record.get("metadata") or {}
-            passage = str(metadata.get("passage_id") or n)
-            if passage in seen:
+            passage = str((record.get("metadata") or {}).get("passage_id") or n)
+            if passage in found:
                 continue
-            seen.add(passage)
             title = _story_title(str(record.get("document", "")), f"story {passage}")
             words = len(str(record.get("document", "")).split())
-            found.append(
-                Example(
-                    id=f"squality-{passage}",
-                    title=title,
-                    label=f"{title} ({words:,} words)",
-                    group="SQuALITY stories (dev split)",
-                    path=path,
-                    line=n,
-                )
+            found[passage] = Example(
+                id=f"squality-{passage}",
+                title=title,
+                label=f"{title} ({words:,} words)",
+                group="SQuALITY stories (dev split)",
+                path=path,
+                line=n,
             )
-    return found
+    return list(found.values())
 
 
 def list_examples(squality: Path | None = None) -> list[Example]:
@@ -104,12 +94,11 @@ def list_examples(squality: Path | None = None) -> list[Example]:
     from eval.datasets import SQUALITY_DEV
 
     found: list[Example] = []
-    for ident, filename, label in BUNDLED:
+    for filename, label in BUNDLED:
         for folder in example_dirs():
             if (folder / filename).is_file():
-                found.append(
-                    Example(ident, Path(filename).stem, label, "Bundled (public domain)", folder / filename)
-                )
+                stem = Path(filename).stem  # the example's id and its run's name
+                found.append(Example(stem, stem, label, "Bundled (public domain)", folder / filename))
                 break
     source = squality or SQUALITY_DEV
     if source.is_file():

@@ -1,47 +1,33 @@
 """The UI server's guards, as ASGI middleware around every route: Host, Origin, body size, security headers.
 
-- Host: a server bound to loopback answers only requests addressed to it (a DNS-rebinding page cannot reach it).
-- Origin: a write (any method but GET and HEAD) from a page of another origin is refused, whatever its content
-  type; a browser sends ``Origin`` with every cross-site POST.
-- Body: a declared length that is not a whole number is refused at once (nothing waits for a body that never
-  comes), one over the limit too, and a body sent in chunks is cut off at the limit.
-- Headers: every answer is uncached, not sniffed, sends no referrer and carries a Content-Security-Policy (the
-  route's own, else one under which nothing may load or run) with ``frame-ancestors 'none'``.
+A server bound to loopback answers only requests addressed to it (no DNS rebinding); a write from a page of
+another origin is refused; a body's size is checked before and while it is read; every answer is uncached, not
+sniffed, sends no referrer and carries a Content-Security-Policy with ``frame-ancestors 'none'``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 API_CSP = "default-src 'none'; form-action 'none'; base-uri 'none'"
 """Every answer that sets no policy of its own (JSON, errors): nothing may load or run, should it be rendered."""
 HEADER_ONLY_CSP = "; frame-ancestors 'none'"
 """What only a header can say (browsers ignore ``frame-ancestors`` in a meta tag): no page is framed."""
-SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
 class TooLarge(Exception):
     """A request body went past the limit while it was read."""
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode("utf-8")
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+def json_answer(value: Any, status: int = 200) -> JSONResponse:
+    """A JSON answer, as every route and refusal of the UI gives it."""
+    return JSONResponse(value, status_code=status, media_type="application/json; charset=utf-8")
 
 
 class SecurityHeaders:
@@ -73,8 +59,7 @@ class SecurityHeaders:
 class RequestGuard:
     """Refuses a request for another host, a write from another origin, and a body of a bad or too large size.
 
-    ``allowed_hosts`` gives the accepted Host headers (None: any, for a server bound to a public address on
-    purpose); a write's ``Origin`` must then name one of them, or the Host it was sent to.
+    ``allowed_hosts``: the accepted Host headers, which a write's ``Origin`` must name (None: any Host).
     """
 
     def __init__(
@@ -89,27 +74,29 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, self._limited(receive), send)
+
+    def _refusal(self, scope: Scope) -> Response | None:
         headers = Headers(scope=scope)
         host = headers.get("host", "")
         allowed = self.allowed_hosts()
         if allowed is not None and host not in allowed:
-            await _refuse(send, 403, "Unexpected Host header.")
-            return
+            return json_answer({"error": "Unexpected Host header."}, 403)
         origin = headers.get("origin")
-        if scope["method"] not in SAFE_METHODS and origin is not None:
+        if scope["method"] not in ("GET", "HEAD") and origin is not None:
             parts = urlsplit(origin)
             if parts.scheme not in ("http", "https") or parts.netloc not in (allowed or {host}):
-                await _refuse(send, 403, "Requests from another site are refused.")
-                return
+                return json_answer({"error": "Requests from another site are refused."}, 403)
         declared = headers.get("content-length")
-        if declared is not None:
-            if not declared.isdigit():
-                await _refuse(send, 400, "Content-Length must be a whole number of bytes.")
-                return
-            if int(declared) > self.max_body:
-                await _refuse(send, 413, self._too_large())
-                return
-        await self.app(scope, self._limited(receive), send)
+        if declared is not None and not declared.isdigit():
+            return json_answer({"error": "Content-Length must be a whole number of bytes."}, 400)
+        if declared is not None and int(declared) > self.max_body:
+            return json_answer({"error": self._too_large()}, 413)
+        return None
 
     def _too_large(self) -> str:
         return f"The text is too large (over {self.max_body // (1024 * 1024)} MB)."

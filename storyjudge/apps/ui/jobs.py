@@ -1,8 +1,6 @@
-"""Background work for the UI: one step at a time, in a thread, with progress the page polls.
+"""Background work for the UI: one step at a time for the whole server, in a thread the page polls.
 
-One job at a time for the whole server keeps a 2-core machine responsive and the embedded model (one llama.cpp
-context per process) uncontested. A job's outcome is also saved in its run's state, so a reloaded page shows
-how the last step ended.
+One at a time keeps a 2-core machine responsive and the embedded model (one llama.cpp context) uncontested.
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -103,9 +100,10 @@ class JobRunner:
                 )
             yield
 
-    def job_of(self, run: str) -> Job | None:
-        """The latest job of a run in this server's lifetime."""
-        return self.last.get(run)
+    def job_view(self, session: RunSession) -> dict[str, Any] | None:
+        """A run's latest step: this server's job, else the one saved in the run's state."""
+        job = self.last.get(session.name)
+        return job.view() if job else session.state.get("last_job")
 
     def _work(self, session: RunSession, job: Job) -> None:
         try:
@@ -114,7 +112,7 @@ class JobRunner:
         except (ConfigError, ModelError, ValueError) as exc:
             status, error = "error", for_ui(str(exc))
         except Exception as exc:  # noqa: BLE001 - shown on the page, logged with its traceback
-            log.error("step %s failed:\n%s", job.step, traceback.format_exc())
+            log.exception("step %s failed", job.step)
             status, error = "error", f"{type(exc).__name__}: {exc}"
         release_freed()  # a server runs step after step: what this one freed goes back before the next
         with job.lock:

@@ -1,9 +1,6 @@
 """Error messages in the UI's words: the core's messages name CLI options, the page has fields.
 
-The core and the method raise ``ConfigError``/``ValueError`` with what to do, written for the command line
-(``--base-url``, ``--model``). Before a message reaches the page, ``for_ui`` says it with the page's fields
-(Model spec, Base URL, CKG extraction samples); an option the page has no field for becomes its setting name
-and ``STORYJUDGE_<FIELD>`` environment variable, which the UI reads when it starts.
+An option the page has no field for becomes its setting's ``STORYJUDGE_<FIELD>`` environment variable.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """The UI's HTTP server: Starlette routes under uvicorn, a JSON API and one page of our own.
 
-The page, a few JSON endpoints and a background thread per step; no template CDN, web fonts or analytics, and
-nothing here makes an outbound call. It binds 127.0.0.1 by default. The guards are middleware around every
-route (``guards.py``): only requests addressed to the bound host (DNS-rebinding guard), no write from another
-origin, POST bodies as JSON only and within a size limit, and a Content-Security-Policy on every answer. Routes
-that touch the disk or render run in Starlette's thread pool; steps run in the job runner's thread.
+Nothing here makes an outbound call; it binds 127.0.0.1 by default, and the guards (``guards.py``) wrap every
+route. Routes that touch the disk or render run in Starlette's thread pool; steps run in the job runner's thread.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable
@@ -25,13 +21,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from storyjudge.apps.report import CSP as REPORT_CSP
 from storyjudge.apps.report import ckg_html, environment, headline_html, inline_asset, round_html, round_views
+from storyjudge.apps.report.rounds import FACT_COUNTS
 from storyjudge.apps.ui.examples import Example, list_examples
-from storyjudge.apps.ui.guards import API_CSP, HEADER_ONLY_CSP, RequestGuard, SecurityHeaders, TooLarge
+from storyjudge.apps.ui.guards import RequestGuard, SecurityHeaders, TooLarge, json_answer
 from storyjudge.apps.ui.jobs import Busy, JobRunner
 from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
@@ -45,9 +42,6 @@ from storyjudge.core.passages import scene_texts
 from storyjudge.core.rundir import RunDir, RunDirMismatch
 from storyjudge.core.usage import cost_text, totals
 
-__all__ = ["API_CSP", "HEADER_ONLY_CSP", "PAGE_CSP", "REPORT_PAGE_CSP", "UIServer", "make_server"]
-
-log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 60 * 1024 * 1024
 PAGE_CSP = (
     "default-src 'none'; connect-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -67,6 +61,18 @@ NOT_YET = {
     "report.html": "No report yet: compute the factuality score first.",
 }
 """Why a download is not there yet, and what makes it."""
+ROUND_FIELDS = (
+    "iteration",
+    "score",
+    "coverage",
+    "interval",
+    "reliable",
+    "delta",
+    "accepted",
+    "corrections",
+    "note",
+)
+"""What the page's score panel lists of each round's view."""
 SHUTDOWN_SECONDS = 2
 MAX_ROUND = 10_000
 """The highest round number a request may name (a run has a handful)."""
@@ -91,13 +97,17 @@ def is_loopback(host: str) -> bool:
 
 
 class UIServer:
-    """The server and everything its routes share: a bound socket, the Starlette app and its uvicorn server."""
+    """The server and everything its routes share: a bound socket, the Starlette app and its uvicorn server.
+
+    Made bound, not yet serving (port 0 picks a free port).
+    """
 
     def __init__(
         self,
-        address: tuple[str, int],
+        host: str = "127.0.0.1",
+        port: int = 0,
         *,
-        runs_dir: Path,
+        runs_dir: Path = Path("runs"),
         defaults: dict[str, Any] | None = None,
         squality: Path | None = None,
     ) -> None:
@@ -106,15 +116,8 @@ class UIServer:
         self.defaults = defaults or {}  # the settings of new runs given on the command line (model, ...)
         self.examples: dict[str, Example] = {e.id: e for e in list_examples(squality)}
         self.page = render_page(self)
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.socket.bind(address)
-            self.socket.listen(64)
-        except OSError:
-            self.socket.close()
-            raise
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.create_server((host, port), family=family, backlog=64)  # closed if it fails
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
         self.app = build_app(self)
         self._uvicorn: Any = None
@@ -169,16 +172,13 @@ def render_page(server: UIServer) -> str:
     for example in server.examples.values():
         groups.setdefault(example.group, []).append(example)
     settings = clean_settings(server.defaults)
-    return (
-        environment()
-        .get_template("ui.html.j2")
-        .render(
-            csp=PAGE_CSP,
-            css=inline_asset("report.css") + inline_asset("ui.css"),
-            js=inline_asset("report.js") + inline_asset("ui.js"),
-            groups=sorted(groups.items(), key=lambda kv: kv[0] != "Bundled (public domain)"),
-            settings=settings,
-        )
+    template = environment().get_template("ui.html.j2")
+    return template.render(
+        csp=PAGE_CSP,
+        css=inline_asset("report.css") + inline_asset("ui.css"),
+        js=inline_asset("report.js") + inline_asset("ui.js"),
+        groups=sorted(groups.items(), key=lambda kv: kv[0] != "Bundled (public domain)"),
+        settings=settings,
     )
 
 
@@ -190,33 +190,24 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         state = dict(session.state)
         ckg = session.ckg()
     iterations = sorted(state.get("iterations") or [], key=lambda it: it["iteration"])
-    texts = scene_texts(state.get("scenes") or [])  # what the verdicts' evidence names
-    best = best_of(iterations)
+    chosen = best_of(iterations)
+    best = chosen["iteration"] if chosen else None
     views = round_views(
         iterations,
-        passages=texts,
-        best=best["iteration"] if best else None,
+        passages=scene_texts(state.get("scenes") or []),  # what the verdicts' evidence names
+        best=best,
         order=[it["iteration"] for it in reversed(iterations)],  # the newest first
         prefix="ui",
     )
     shown = [
         {
-            "iteration": view.iteration,
-            "score": view.score,
-            "coverage": view.coverage,
-            "interval": view.interval,  # as the round's panel words it
-            "reliable": view.reliable,
+            **{name: getattr(view, name) for name in ROUND_FIELDS},
+            **{k: view.counts[k] for k in FACT_COUNTS},
             "headline": describe_card(it["factscore"]),  # the card in words (``core.coverage``)
-            "delta": view.delta,
-            **{k: view.counts[k] for k in ("facts", "supported", "unsupported", "unjudged")},
-            "accepted": view.accepted,
-            "corrections": view.corrections,
-            "note": view.note,
             "html": round_html(view),
         }
         for it, view in zip(iterations, views, strict=True)
     ]
-    job = runner.job_of(session.name)
     try:
         models = [{"role": r, "spec": s, "note": n} for r, s, n in describe_models(session.context())]
     except ConfigError:
@@ -244,19 +235,19 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         if summary
         else None,
         "iterations": shown,
-        "best_iteration": best["iteration"] if best else None,
+        "best_iteration": best,
         "refinable": refinable(state),
         "stop_reason": state.get("stop_reason") or "",
         "headline": headline_html(
             iterations,
-            best["iteration"] if best else None,
+            best,
             state.get("stop_reason") or ("not refined yet" if refinable(state) else ""),
             prefix="ui",
         ),
         "usage": totals(state.get("usage")) | {"cost": cost_text(state.get("usage"))},
         "report": session.rd.report.is_file(),
         "result": session.rd.result.is_file(),
-        "job": job.view() if job else state.get("last_job"),
+        "job": runner.job_view(session),
         "run_id": state.get("run_id"),
         "runs": story_runs(session.rd.root),
     }
@@ -273,10 +264,7 @@ def compared(session: RunSession, query: str) -> dict[str, Any]:
         if not RUN_ID.match(str(ref.path)):
             raise ApiError(HTTPStatus.BAD_REQUEST, f"No run named {name!r}.")
         refs.append(RunRef(runs_folder(session.rd.root) / ref.path, ref.round))
-    try:
-        return compare(refs)
-    except ValueError as exc:
-        raise ApiError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+    return compare(refs)  # a ValueError is answered 400 with its message, as every route's
 
 
 def current_summary(session: RunSession) -> str:
@@ -292,15 +280,23 @@ def current_summary(session: RunSession) -> str:
     return text + "\n" if text else ""
 
 
+def run_file(session: RunSession, name: str) -> bytes:
+    """A run's ``summary.txt`` (``current_summary``), ``result.json`` or ``report.html``; 404 saying what makes it."""
+    if name == "summary.txt":
+        body = current_summary(session).encode("utf-8")
+    else:
+        file = session.rd.result if name == "result.json" else session.rd.report
+        body = file.read_bytes() if file.is_file() else b""
+    if not body:
+        raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
+    return body
+
+
 def _session(server: UIServer, name: str) -> RunSession:
     try:
         return server.store.open(name)
     except RunNotFound:
         raise ApiError(HTTPStatus.NOT_FOUND, f"No run named {name!r}.") from None
-
-
-def _json(value: Any, status: int = HTTPStatus.OK) -> JSONResponse:
-    return JSONResponse(value, status_code=status, media_type="application/json; charset=utf-8")
 
 
 def _html(body: str | bytes, csp: str) -> Response:
@@ -341,10 +337,12 @@ def build_app(server: UIServer) -> Starlette:
         return _html(server.page, PAGE_CSP)
 
     def examples(request: Request) -> Response:
-        return _json([{"id": e.id, "label": e.label, "group": e.group} for e in server.examples.values()])
+        return json_answer(
+            [{"id": e.id, "label": e.label, "group": e.group} for e in server.examples.values()]
+        )
 
     def runs(request: Request) -> Response:
-        return _json(server.store.list())
+        return json_answer(server.store.list())
 
     def posted(work: Callable[..., Response]) -> Callable[[Request], Awaitable[Response]]:
         """A POST route: the JSON body read here, then ``work(body, **path parameters)`` in the thread pool."""
@@ -367,23 +365,20 @@ def build_app(server: UIServer) -> Starlette:
             title = str(body.get("title") or "").strip() or "pasted text"
             source = "pasted text"
         session = server.store.create(title, text, source, settings)
-        return _json(run_view(session, server.runner), HTTPStatus.CREATED)
+        return json_answer(run_view(session, server.runner), HTTPStatus.CREATED)
 
     def run(request: Request) -> Response:
-        return _json(run_view(_session(server, request.path_params["run"]), server.runner))
+        return json_answer(run_view(_session(server, request.path_params["run"]), server.runner))
 
     def job(request: Request) -> Response:
-        session = _session(server, request.path_params["run"])
-        current = server.runner.job_of(session.name)
-        return _json({"job": current.view() if current else session.state.get("last_job")})
+        return json_answer({"job": server.runner.job_view(_session(server, request.path_params["run"]))})
 
     def step(body: dict[str, Any], run: str, step: str) -> Response:
         session = _session(server, run)
         if "settings" in body:
-            settings = clean_settings(body.get("settings"), session.state.get("settings"))
-            session.update(settings=settings)
+            session.update(settings=clean_settings(body.get("settings"), session.state.get("settings")))
         started = server.runner.start(session, step, str(body.get("summary") or "").strip())
-        return _json({"job": started.view()}, HTTPStatus.ACCEPTED)
+        return json_answer({"job": started.view()}, HTTPStatus.ACCEPTED)
 
     def correction(body: dict[str, Any], run: str) -> Response:
         session = _session(server, run)
@@ -398,13 +393,10 @@ def build_app(server: UIServer) -> Starlette:
             correct_verdict(
                 session, iteration, str(body.get("fact_id") or ""), str(body.get("verdict") or ""), reason
             )
-        return _json(run_view(session, server.runner))
+        return json_answer(run_view(session, server.runner))
 
     def report(request: Request) -> Response:
-        file = _session(server, request.path_params["run"]).rd.report
-        if not file.is_file():
-            raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET["report.html"])
-        return _html(file.read_bytes(), REPORT_PAGE_CSP)
+        return _html(run_file(_session(server, request.path_params["run"]), "report.html"), REPORT_PAGE_CSP)
 
     def kept_report(request: Request) -> Response:
         from storyjudge.apps.report import render_report
@@ -429,7 +421,7 @@ def build_app(server: UIServer) -> Starlette:
         return _html(render_html(result), REPORT_PAGE_CSP)
 
     def compare_api(request: Request) -> Response:
-        return _json(compared(_session(server, request.path_params["run"]), request.url.query))
+        return json_answer(compared(_session(server, request.path_params["run"]), request.url.query))
 
     def download(request: Request) -> Response:
         """A run's summary (the best one, else the initial one), result.json or report.html, as a file."""
@@ -437,15 +429,7 @@ def build_app(server: UIServer) -> Starlette:
         name = request.path_params["file"]
         if name not in DOWNLOAD_TYPES:
             raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {request.url.path}.")
-        if name == "summary.txt":
-            body = current_summary(session).encode("utf-8")
-            if not body:
-                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
-        else:
-            file = session.rd.result if name == "result.json" else session.rd.report
-            if not file.is_file():
-                raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
-            body = file.read_bytes()
+        body = run_file(session, name)
         disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
         return Response(body, media_type=DOWNLOAD_TYPES[name], headers={"Content-Disposition": disposition})
 
@@ -453,14 +437,14 @@ def build_app(server: UIServer) -> Starlette:
         """An exception handler: ``{"error": message}`` with ``status`` (an ApiError's own, when it has one)."""
 
         async def handler(request: Request, exc: Exception) -> Response:
-            return _json({"error": words(str(exc))}, getattr(exc, "status", status))
+            return json_answer({"error": words(str(exc))}, getattr(exc, "status", status))
 
         return handler
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", HTTPStatus.NOT_FOUND)
         message = f"Nothing at {request.url.path}." if status == HTTPStatus.NOT_FOUND else str(exc)
-        return _json({"error": message}, status)
+        return json_answer({"error": message}, status)
 
     routes = [
         Route("/", page),
@@ -497,13 +481,4 @@ def build_app(server: UIServer) -> Starlette:
     )
 
 
-def make_server(
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    runs_dir: Path = Path("runs"),
-    defaults: dict[str, Any] | None = None,
-    squality: Path | None = None,
-) -> UIServer:
-    """A bound, not yet serving, UI server (port 0 picks a free port)."""
-    return UIServer((host, port), runs_dir=runs_dir, defaults=defaults, squality=squality)
+make_server = UIServer  # the name the command line and the tests start a server by

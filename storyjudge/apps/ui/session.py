@@ -1,12 +1,8 @@
 """UI runs on disk: one run directory per document, with everything the page shows saved after every step.
 
-A run directory of the UI is an ordinary run directory (``meta.json``, the LLM cache, Chroma, ``ckg.json``,
-the refine graph's checkpoints, ``result.json`` once the loop stops, ``report.html``) plus ``document.txt``
-(the narrative) and ``ui.json`` (the demo's state: settings, the refine graph's thread, and a copy of the
-thread's state after each step: scenes, the initial summary, every scored iteration, usage; see
-``steps.py``) and ``runs/``, every run scored there kept beside the others (``storyjudge.core.keptruns``).
-Reloading the page, or restarting the server, reads it back, so nothing done is lost. The same
-document always lands in the same directory, so its LLM cache makes repeated steps free.
+A UI run directory is an ordinary run directory plus ``document.txt`` (the narrative) and ``ui.json`` (settings,
+the refine graph's thread, and a copy of its state after each step), so a reload or a restart loses nothing.
+The same document always lands in the same directory, so its LLM cache makes repeated steps free.
 """
 
 from __future__ import annotations
@@ -37,19 +33,14 @@ class RunNotFound(LookupError):
 
 
 def clean_settings(raw: dict[str, Any] | None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The model settings the page may change, validated the way a Context validates them.
-
-    An empty model or base URL means "the default" (the environment's, else the embedded model).
-    """
+    """The model settings the page may change, validated as a Context does (an empty one means the default)."""
     merged: dict[str, Any] = {
         "model": "",
         "base_url": "",
         "ckg_samples": Context().ckg_samples,
         **(defaults or {}),
     }
-    for name in SETTING_FIELDS:
-        if raw and raw.get(name) is not None:
-            merged[name] = raw[name]
+    merged.update({name: raw[name] for name in SETTING_FIELDS if raw and raw.get(name) is not None})
     try:
         samples = int(merged["ckg_samples"])
     except (TypeError, ValueError):
@@ -77,20 +68,11 @@ class RunSession:
         """The run's directory name, which is also its id in URLs."""
         return self.rd.root.name
 
-    @property
-    def ui_file(self) -> Path:
-        """The saved demo state."""
-        return self.rd.root / UI_FILE
-
-    def document(self) -> str:
-        """The narrative."""
-        return (self.rd.root / DOCUMENT_FILE).read_text(encoding="utf-8")
-
     def save(self) -> None:
         """Write the state atomically."""
         with self.lock:
             self.state["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            self.rd.write_json(self.ui_file, self.state)
+            self.rd.write_json(self.rd.root / UI_FILE, self.state)
 
     def update(self, **values: Any) -> None:
         """Change some keys and save."""
@@ -98,26 +80,20 @@ class RunSession:
             self.state.update(values)
             self.save()
 
-    def context(self, **overrides: Any) -> Context:
+    def context(self) -> Context:
         """The Context of a step: the run's model settings, its directory, and environment defaults."""
         settings = self.state.get("settings") or {}
         values: dict[str, Any] = {k: v for k, v in settings.items() if v not in ("", None)}
-        values["run_dir"] = str(self.rd.root)
-        values.update(overrides)
-        return Context(**values)
+        return Context(**values, run_dir=str(self.rd.root))
 
     def ckg(self) -> dict[str, Any] | None:
         """The run's knowledge graph (node-link JSON), once built."""
-        if not self.rd.ckg.is_file():
-            return None
-        data: dict[str, Any] = json.loads(self.rd.ckg.read_text(encoding="utf-8"))
-        return data
+        return json.loads(self.rd.ckg.read_text(encoding="utf-8")) if self.rd.ckg.is_file() else None
 
 
 def new_state(title: str, source: str, doc_hash: str, text: str, settings: dict[str, Any]) -> dict[str, Any]:
     """A fresh run's state: the narrative cut into scenes for reading, nothing computed yet."""
-    chunk_size = Context().chunk_size
-    scenes, rule = segment_document(text, chunk_size)
+    scenes, rule = segment_document(text, Context().chunk_size)
     return {
         "version": STATE_VERSION,
         "title": title,
@@ -162,11 +138,11 @@ class RunStore:
             document = rd.root / DOCUMENT_FILE
             if not document.is_file():
                 document.write_text(text, encoding="utf-8")
-            session = self._load(rd) if (rd.root / UI_FILE).is_file() else None
-            if session is None:
-                session = RunSession(rd, new_state(title, source, doc_hash, text, settings))
-            else:
+            if (rd.root / UI_FILE).is_file():
+                session = self._load(rd)
                 session.state["settings"] = settings
+            else:
+                session = RunSession(rd, new_state(title, source, doc_hash, text, settings))
             session.save()
             self._sessions[rd.root.name] = session
             return session
@@ -198,21 +174,20 @@ class RunStore:
     def list(self) -> list[dict[str, Any]]:
         """Every UI run here, most recently updated first."""
         runs = []
-        if self.root.is_dir():
-            for folder in self.root.iterdir():
-                ui = folder / UI_FILE
-                if RUN_NAME.match(folder.name) and ui.is_file():
-                    try:
-                        state = json.loads(ui.read_text(encoding="utf-8"))
-                    except (OSError, json.JSONDecodeError):
-                        continue
-                    runs.append(
-                        {
-                            "name": folder.name,
-                            "title": state.get("title", folder.name),
-                            "updated": state.get("updated", ""),
-                            "iterations": len(state.get("iterations") or []),
-                            "runs": len(story_runs(folder)),
-                        }
-                    )
+        for ui in self.root.glob(f"*/{UI_FILE}"):
+            folder = ui.parent
+            try:
+                state = json.loads(ui.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue
+            if RUN_NAME.match(folder.name):
+                runs.append(
+                    {
+                        "name": folder.name,
+                        "title": state.get("title", folder.name),
+                        "updated": state.get("updated", ""),
+                        "iterations": len(state.get("iterations") or []),
+                        "runs": len(story_runs(folder)),
+                    }
+                )
         return sorted(runs, key=lambda r: r["updated"], reverse=True)

@@ -1,35 +1,14 @@
 """The demo's four steps drive one ``refine`` graph (``graphs/refine.py``) on a checkpointed thread.
 
-The UI compiles the refine graph with a SQLite checkpointer in the run directory (``checkpoints.sqlite``, as
-``storyjudge refine`` does) and ``interrupt_before=["summarize", "factscore", "refine"]``. The run's thread id
-is kept in ``ui.json``; each button runs the thread on to its next stop:
+The graph is compiled with a SQLite checkpointer in the run directory and ``interrupt_before=PAUSES``; each
+button runs the thread on to its next stop: ``graph`` (segment and index), ``summary`` (summarize, or the
+user's own summary written as that node's update or the graph's input), ``score`` (factscore and assess),
+``refine`` (one more round through the graph's own guards and stop rules). Pressing ``summary`` or ``score``
+again forks the thread from its checkpoint before that node, so the rounds start afresh.
 
-1. ``graph``: a new thread from the narrative: the ``segment`` and ``index`` nodes (segmentation, CKG, Chroma
-   index, ``ckg.json``), paused before ``summarize`` (a graph that pauses there summarizes after the index, not
-   beside it).
-2. ``summary``: ``summarize``, paused before ``factscore``. With the user's own summary the thread skips the
-   summarizer: paused before ``summarize``, the summary is written as that node's update
-   (``update_state(..., as_node="summarize")``); before the thread has started, the summary goes into the
-   graph's input (``{"document", "summary"}``), which routes from ``index`` straight to ``factscore``.
-3. ``score``: ``factscore`` then ``assess``, which records iteration 0 (with its guard record) and applies the
-   stop rules: paused before ``refine``, or on to ``finish``.
-4. ``refine``: past the pause: ``refine``, ``factscore`` and ``assess`` on the revision, so a round passes the
-   graph's own guards (``nodes.guards``) and stop rules; paused before the next ``refine``, or finished.
-
-Pressing ``summary`` or ``score`` again forks the thread from its checkpoint before ``summarize`` (before the
-first ``factscore``), so a new summary, or a new score, starts the iterations afresh; ``graph`` starts a new
-thread. ``refine`` is refused once the loop has stopped, with the graph's stop reason.
-
-Each scoring (``score``) starts a run of its own (``storyjudge.core.keptruns``): its record is kept in
-``runs/<run id>/`` of the run directory after every step that changes it, refinement rounds included, so a new
-summary or a new score never replaces an earlier run; the page lists them all.
-
-``result.json`` has one writer, the graph's ``finish`` node, when the loop stops; ``report.html`` is then
-rendered from it. While the thread is paused nothing has finished: a ``result.json`` of an earlier thread or
-branch is removed, and ``report.html`` renders the record ``build_result`` makes of the checkpoint's state
-(written nowhere else). After every step the checkpoint's state (scenes, index, initial summary, iterations,
-usage, where the thread is paused, the stop reason) is copied into ``ui.json`` for the page. The nodes' progress
-events (``storyjudge.core.progress``, the custom stream) are passed to the caller as they stream.
+Each scoring starts a kept run (``storyjudge.core.keptruns``). ``result.json`` has one writer, the graph's
+``finish`` node; while the thread is paused, ``report.html`` renders the record ``build_result`` makes of the
+checkpoint's state. After every step the checkpoint's state is copied into ``ui.json`` for the page.
 """
 
 from __future__ import annotations
@@ -39,10 +18,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import prompts
-from storyjudge.apps.ui.session import RunSession
+from storyjudge.apps.ui.session import DOCUMENT_FILE, RunSession
 from storyjudge.core.concurrency import graph_config
 from storyjudge.core.context import Context
 from storyjudge.core.keptruns import keep_run, new_run_id
@@ -52,23 +31,17 @@ from storyjudge.core.resultjson import build_result
 from storyjudge.core.runrecord import load_run
 from storyjudge.core.servercheck import check_server
 
-Step = Literal["graph", "summary", "score", "refine"]
-STEPS: tuple[Step, ...] = ("graph", "summary", "score", "refine")
 ROLES_OF: dict[str, tuple[str, ...]] = {
     "graph": ("extractor",),
     "summary": ("summarizer",),
     "score": ("decomposer", "judge"),
     "refine": ("refiner", "decomposer", "judge"),
 }
+STEPS = tuple(ROLES_OF)
 PAUSES = ("summarize", "factscore", "refine")
 """The refine graph's nodes the UI pauses before: the boundaries of its steps."""
-STOPS: dict[str, frozenset[str]] = {
-    "graph": frozenset({"summarize"}),
-    "summary": frozenset({"factscore"}),
-    "score": frozenset({"refine"}),
-    "refine": frozenset({"refine"}),
-}
-"""Where each step leaves the thread (or at the graph's end)."""
+STOPS = {"graph": "summarize", "summary": "factscore", "score": "refine", "refine": "refine"}
+"""The node each step leaves the thread paused before (or at the graph's end)."""
 PAUSED = "paused in the web UI before the next refinement"
 """The stop reason shown in the report of a paused thread (it has no result.json: the loop has not stopped)."""
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -136,14 +109,6 @@ def _thread_config(thread: str, ctx: Context) -> dict[str, Any]:
     return graph_config(ctx, configurable={"thread_id": thread})
 
 
-def _new_thread(session: RunSession) -> str:
-    thread = f"ui-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    with session.lock:
-        session.state["thread"] = thread
-        session.save()
-    return thread
-
-
 def _checkpoint_before(graph: Any, config: dict[str, Any], node: str) -> Any:
     """The thread's newest checkpoint paused before ``node`` with no scored iteration yet (None: none)."""
     for snapshot in graph.get_state_history(config):
@@ -158,10 +123,10 @@ def _advance(
     start: dict[str, Any],
     config: dict[str, Any],
     ctx: Context,
-    stops: frozenset[str],
+    stop: str,
     on_progress: ProgressFn,
 ) -> None:
-    """Run the thread from ``start`` until it pauses before one of ``stops`` or ends, forwarding progress."""
+    """Run the thread from ``start`` until it pauses before ``stop`` or ends, forwarding progress."""
     while True:
         # subgraphs=True: the nodes that emit progress run inside the index, summarize and factscore graphs
         for _, chunk in graph.stream(
@@ -170,7 +135,7 @@ def _advance(
             if isinstance(chunk, dict) and "progress" in chunk:
                 on_progress(chunk["progress"])
         following = graph.get_state(config).next
-        if not following or stops & set(following):
+        if not following or stop in following:
             return
         graph_input, start = None, config
 
@@ -182,10 +147,8 @@ def _initial_summary(
     text = str(iterations[0]["summary"] if iterations else values.get("summary") or "").strip()
     if not text:
         return None
-    if given:
-        return {"text": text, "events": [], "strategy": "given"}
-    events = [e for e in values.get("events") or [] if e.get("stage") != "refine"]
-    return {"text": text, "events": events, "strategy": ctx.strategy}
+    events = [] if given else [e for e in values.get("events") or [] if e.get("stage") != "refine"]
+    return {"text": text, "events": events, "strategy": "given" if given else ctx.strategy}
 
 
 def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Context) -> None:
@@ -203,18 +166,14 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
     rd = session.rd
     with session.lock:
         state = session.state
-        for key in ("scenes", "segmentation"):
-            if values.get(key):
-                state[key] = values[key]
+        state.update({key: values[key] for key in ("scenes", "segmentation") if values.get(key)})
+        state.update({key: values.get(key) or {} for key in ("ckg_stats", "usage", "timings")})
         state["index"] = values.get("index")
-        state["ckg_stats"] = values.get("ckg_stats") or {}
         state["summary"] = _initial_summary(values, iterations, ctx, bool(state.get("summary_given")))
         state["iterations"] = iterations
         state["best_iteration"] = values.get("best_iteration") if iterations else None
         state["next"] = list(snapshot.next)
         state["stop_reason"] = values.get("stop_reason", "") if finished else ""
-        state["usage"] = values.get("usage") or {}
-        state["timings"] = values.get("timings") or {}
         session.save()
         if finished and rd.result.is_file():
             write_report(rd.root)  # the finish node wrote result.json
@@ -261,8 +220,7 @@ def run_corrections(state: dict[str, Any]) -> list[dict[str, Any]]:
 def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: str, reason: str) -> None:
     """A person's correction of one verdict: recorded, the round's score recomputed, the run's record kept.
 
-    While the loop waits before its next refinement, the thread's round is replaced by the corrected one (as
-    if ``assess`` had written it), so the refiner reads the corrected verdicts and the person's reason.
+    While the loop waits to refine, the thread's round is replaced too, so the refiner reads the correction.
     """
     from storyjudge.core.corrections import WHO, apply_corrections, correct
 
@@ -300,10 +258,7 @@ def correct_verdict(session: RunSession, iteration: int, fact_id: str, verdict: 
 
 
 def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summary: str = "") -> None:
-    """Run the thread on through one step, from where that step starts (see the module docstring).
-
-    ``given_summary``: the summary step's summary of the user's own, used instead of the summarizer's.
-    """
+    """Run the thread on through one step (``given_summary``: the user's own, instead of the summarizer's)."""
     ctx = session.context()
     given_summary = given_summary.strip()
     if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
@@ -328,8 +283,12 @@ def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summ
             return
         graph_input: dict[str, Any] | None = None
         if start is None:  # a new thread from the narrative (the LLM cache makes repeated calls free)
-            thread = _new_thread(session)
-            graph_input = {"document": session.document(), "title": session.state["title"]}
+            thread = f"ui-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+            session.update(thread=thread)
+            graph_input = {
+                "document": (session.rd.root / DOCUMENT_FILE).read_text(encoding="utf-8"),
+                "title": session.state["title"],
+            }
             if given_summary:  # the refine graph skips summarize when its input has a summary
                 graph_input["summary"] = given_summary
         config = _thread_config(str(thread), ctx)
