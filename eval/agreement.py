@@ -1,12 +1,8 @@
 """Agreement between a metric and human labels: classification, rank correlation, bootstrap intervals.
 
-Labels are binary with the *unfaithful* (or confusing) class as the positive one, because that is the class a
-judge exists to find: precision and recall are reported for it. Every statistic returns ``None`` when it is
-undefined on the data (one class only, constant scores) instead of a number that looks meaningful.
-
-Bootstrap intervals resample items with replacement from a seeded generator, so the same data and seed give
-the same interval. When items are clustered (sentences of one summary), pass ``groups`` and whole clusters are
-resampled, which keeps the interval honest about the dependence between sentences of one summary.
+The unfaithful (or confusing) class is the positive one: it is what a judge exists to find. A statistic
+undefined on the data is None, never a number that looks meaningful. Bootstrap intervals are seeded and,
+given ``groups``, resample whole clusters (the sentences of one summary are not independent).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Dataset loaders: STORYSUMM (faithfulness labels), SQuALITY (reference plot summaries), plain documents.
 
-Every loader takes a path or a dataset name (``squality:dev``, see :func:`resolve`) and works on any file of the
-same format; without one it reads the split bundled in ``eval/data`` (STORYSUMM val, SQuALITY dev), so a clone
-or an installed package evaluates without a download. Other splits come from ``storyjudge data get`` into the
-data cache (:func:`data_home`). Loaders return :class:`EvalItem` records, the one shape the experiment runner
-consumes, and a list of notes about anything they had to repair, so a glitch in the data is said in the output
-instead of being silently absorbed.
-
-STORYSUMM stores several fields as strings that hold Python or JSON lists (``"['a', 'b']"``, ``"[1, 0]"``);
-some copies already hold real lists. Both are accepted. Labels: ``label`` 1 faithful / 0 unfaithful per
-summary, ``errors`` one 1 (faithful) / 0 (unfaithful) per summary sentence.
+A loader takes a path or a dataset name (``squality:dev``, :func:`resolve`); without one it reads the split
+bundled in ``eval/data``. Items come with notes on whatever the loader repaired, so a glitch in the data is
+said, not absorbed. STORYSUMM lists may be real lists or strings holding them; ``label`` and ``errors``:
+1 faithful, 0 unfaithful (per summary, per sentence).
 """
 
 from __future__ import annotations

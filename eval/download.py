@@ -1,14 +1,8 @@
-"""The public datasets fetched from their published sources and converted for the loaders (``storyjudge data get``).
+"""The public datasets fetched at fixed commits, checked and converted for the loaders (``storyjudge data get``).
 
-Every file is addressed at a fixed commit of the authors' GitHub repository, so its bytes cannot change under a
-checksum. Where this project has seen a file's bytes, its sha256 is pinned here and a download that differs is
-refused; any other file is held to the sha256 recorded when it was first fetched (``SOURCES.json`` beside the
-data), so a later fetch that differs is refused too. Nothing is half-written: files arrive under temporary
-names in the target folder, and only when every file of a split has arrived, matched its checksum and been
-converted are they renamed into place, the converted split last.
-
-``STORYJUDGE_DATA_URL`` replaces ``https://raw.githubusercontent.com`` (a mirror, or a test's local server that
-serves ``/<owner>/<repo>/<commit>/<path>``).
+A file's sha256 is pinned where known, else held to the one recorded at its first fetch (``SOURCES.json``).
+Files arrive under temporary names and are renamed into place only once the whole split has arrived, matched
+and converted. ``STORYJUDGE_DATA_URL`` replaces ``https://raw.githubusercontent.com`` (a mirror, a test server).
 """
 
 from __future__ import annotations

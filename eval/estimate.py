@@ -1,10 +1,7 @@
 """Dry run: how many LLM calls and tokens a run or an experiment would take, and its price for known models.
 
-One model of the work serves both: ``estimate_range`` counts, for one narrative, the calls each graph makes
-(CKG extraction per scene part and sample, decomposition per summary sentence, a judge call per atomic fact, a
-coherence call per sentence, the summarizer's chunk and merge calls, one refine call plus a new scoring round
-per refinement iteration) at a low and a high end; an experiment's estimate sums the high ends of its items. The
-assumptions it rests on are returned with it and printed.
+``estimate_range`` counts, for one narrative, the calls each graph makes at a low and a high end; an
+experiment sums the high ends of its items. The assumptions are returned with it and printed.
 """
 
 from __future__ import annotations

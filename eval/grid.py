@@ -1,15 +1,8 @@
 """Experiment configuration: the grid of settings, its validation, and the Context of each cell.
 
-A config (YAML or JSON) names datasets and the axes of a grid -- model specs x summarization strategies x
-chunk sizes x loop settings -- and a task:
-
-- ``refine``: summarize each narrative and refine it (the ``refine`` graph), then score every iteration
-  (NarrativeFactScore comes with the graph; BooookScore, ROUGE against references, BERTScore and summary
-  statistics as the config's ``metrics`` ask);
-- ``score``: judge the summaries a dataset gives (STORYSUMM) with the ``factscore`` and/or ``coherence``
-  graphs. Strategy and loop settings do not affect this task, so those axes collapse to one value.
-
-Every setting is checked when the config is loaded, so a typo fails in a second, not after an hour of runs.
+A config (YAML or JSON) names datasets, a task (``refine``: summarize, refine and score every round;
+``score``: judge the summaries STORYSUMM gives) and the grid's axes: models x strategies x chunk sizes x loop
+settings (``score`` ignores strategy and loop). Every setting is checked at load, not after an hour of runs.
 """
 
 from __future__ import annotations

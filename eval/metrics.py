@@ -1,15 +1,9 @@
-"""Reference-based metrics over a whole set, per-item values kept: ROUGE, and BERTScore where possible.
+"""Reference-based metrics over a set, per-item values kept: ROUGE, and BERTScore where a local model is.
 
-ROUGE-1/2/L come from the maintained ``rouge-score`` package (F1, precision and recall, Porter stemming). With
-several references per item (SQuALITY has four), each reference is scored and the item keeps the best one, the
-usual multi-reference convention; the mean over references is kept too.
-
-BERTScore needs a transformer checkpoint. Nothing is ever downloaded: it runs only when a local model
-directory is configured (``STORYJUDGE_BERTSCORE_MODEL`` or the ``model_path`` argument), and otherwise reports
-itself as unavailable with the reason. The implementation is ours (greedy cosine matching of contextual token
-embeddings, no idf weighting, no baseline rescaling); long texts are embedded in consecutive windows rather
-than truncated. Its numbers are comparable across runs with the same model and layer, not with published
-BERTScore tables.
+ROUGE-1/2/L (``rouge-score``, stemmed) keep each item's best reference and the mean over references.
+BERTScore never downloads: it runs only with a local model directory (``STORYJUDGE_BERTSCORE_MODEL``), else
+says why not. It is ours (greedy cosine matching, no idf or rescaling, long texts in windows): comparable
+across runs with one model and layer, not with published tables.
 """
 
 from __future__ import annotations

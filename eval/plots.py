@@ -1,7 +1,6 @@
 """PNG plots of an experiment: score per refinement iteration, NFS vs BooookScore, cost vs score.
 
-matplotlib runs on its file-only Agg backend (no display, safe in threads and on servers). A plot with nothing
-to show is not drawn; the returned notes say which and why, so an empty figure never passes for a result.
+A plot with nothing to show is not drawn and a note says why, so an empty figure never passes for a result.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Agreement of NarrativeFactScore (and BooookScore) with human labels on STORYSUMM-format data.
 
-The experiment runner scores each (story, summary) pair with the ``factscore`` graph, each story being one
-scene set; this module turns those scores into predictions and compares them with the labels:
-
-- summary level: a summary is predicted unfaithful when any of its facts is unsupported; a summary none of
-  whose facts could be judged gets no prediction (an abstention, counted and left out, never guessed);
-- NFS itself against the label: Spearman and Kendall tau-b with p-values, ROC AUC, and a threshold sweep that
-  is reported separately because picking its best row on the same data would be tuning on the evaluation set;
-- sentence level: a labelled sentence is predicted unfaithful when any fact of the summary sentences that map
-  onto it is unsupported. The graph splits the summary with its own sentence splitter, so its sentences are
-  mapped onto the dataset's by character overlap, and any sentence the two splitters cut differently is
-  counted.
-
-Sentence-level bootstrap intervals resample whole summaries (sentences of one summary are not independent).
+A summary is predicted unfaithful when any of its facts is unsupported; one with nothing judged abstains
+(counted, never guessed). NFS is also correlated with the label, and a threshold sweep is kept apart (its best
+row would be tuned on the test data). The graph's own sentences are mapped onto the labelled ones by character
+overlap, counting those split differently; sentence-level intervals resample whole summaries.
 """
 
 from __future__ import annotations

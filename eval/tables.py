@@ -1,10 +1,7 @@
 """Summaries of finished runs: a line per cell (parameters, mean scores, spending, time), Markdown and CSV.
 
-Each mean score comes with its 95% bootstrap interval over the cell's items (``<metric>_ci95``), and cells that
-differ in one setting over the same items (refine vs not, one strategy vs the other, model A vs B) are set
-against each other: the paired difference per item with its interval (``differences``), so an experiment says
-whether a gain is larger than the spread between items. A refine cell also compares its best rounds with its
-first summaries, item by item.
+Each mean has its 95% bootstrap interval over items; cells that differ in one setting (and a refine cell's
+best rounds against its first) get paired per-item differences with intervals (``differences``).
 """
 
 from __future__ import annotations

@@ -1,34 +1,14 @@
-"""The critical-path bound of a run, from the requests a test server received.
+"""The critical-path bound of a run: ``L`` x the fewest waves of at most ``C`` calls its dependencies allow.
 
-A run's LLM calls depend on each other; with latency ``L`` per call and ``C`` calls in flight at most, the
-shortest wall time any schedule could reach is ``L`` times the fewest rounds ("waves") of at most ``C`` calls
-that respect the dependencies. Calls answered from the cache never reach the server and cost nothing, so they
-are not counted. The log is cut, in arrival order, into segments:
+Cache hits never reach the server and are not counted. The log is cut, in arrival order, into:
 
-- **Stages**: consecutive requests of one kind (the structured output's schema name, else the first line of
-  the prompt, which names its template) that depend on everything before them and not on each other
-  (extraction, then merging, the refiner, the coherence passes). A stage of ``n`` calls needs
-  ``ceil(n / C)`` waves.
-- **The summarizer beside the extraction**: the extraction's ``n`` calls (``SceneTriples``, a run indexes
-  once) depend on nothing but the scenes, and so do the summarizer's stages (a refine run sends both at once).
-  The summarizer's stages, ``m_1 .. m_k`` calls, need ``w = sum ceil(m_i / C)`` waves and leave their free
-  slots to the extraction calls, which fit anywhere: ``max(w, ceil((n + sum m_i) / C))`` waves.
-- **Pipelined segments**: a run of decomposition (``AtomicFacts``) and judge (``Verdict``) requests, in any
-  interleaving. Each verdict depends only on the decomposition of its own sentence (found from the request
-  bodies: the decomposition whose ``<sentence>`` contains the verdict's ``<fact>``). The calls form an
-  out-forest of unit-time tasks; the fewest waves are computed exactly by Hu's highest-level-first list
-  schedule, which is optimal for in-forests, applied to the reversed forest (a schedule of the reversed graph,
-  read backwards, is one of the original, of the same length). With 20 decompositions of 3 facts each and
-  ``C = 16``, that is 5 waves (80 calls), where a barrier between decomposing and judging needs 2 + 4 = 6.
-- **The first round beside the extraction**: the first pipelined segment's decompositions need only the
-  summary, so they may share the extraction's waves once the summarizer's ``w`` are over, while its verdicts
-  also need the CKG, so every extraction call. ``first_round_waves`` tries each wave ``t`` in which the
-  extraction could end: the slots of waves ``w+1 .. t`` the extraction leaves go to decompositions (those with
-  the most verdicts first), and the rest is the forest above, from wave ``t + 1``. The fewest over ``t`` is
-  the bound (checked against an exhaustive search on small cases in the tests).
-
-    bound = L x (first_round_waves + sum over later stages of ceil(n_stage / C)
-                 + sum over later pipelined segments of hu_waves(segment, C))
+- **stages**: consecutive requests of one kind, each depending on all before it: ``ceil(n / C)`` waves;
+- **the summarizer beside the extraction** (``SceneTriples`` needs only the scenes): the summarizer's
+  ``w = sum ceil(m_i / C)`` waves leave free slots to it: ``max(w, ceil((n + sum m_i) / C))``;
+- **pipelined segments** of decompositions and verdicts, each verdict waiting only for its own sentence's
+  decomposition: an out-forest, scheduled exactly by Hu's algorithm on the reversed forest;
+- **the first round beside the extraction**: its decompositions may share the extraction's waves, its
+  verdicts need the whole CKG; ``first_round_waves`` tries each wave in which the extraction could end.
 """
 
 from __future__ import annotations
@@ -130,10 +110,7 @@ def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
 
 
 def forest_waves(parents: list[int | None], concurrency: int) -> int:
-    """Fewest waves of at most ``concurrency`` unit-time tasks of an out-forest (``parents[i]`` runs before i).
-
-    Hu's algorithm on the reversed forest: each wave runs the ready tasks farthest from their tree's root.
-    """
+    """Fewest waves of ``concurrency`` unit tasks of an out-forest (``parents[i]`` first): Hu's, reversed."""
     depth: dict[int, int] = {}  # tasks on the path from the root, this one included
     for i in range(len(parents)):
         chain: list[int] = []
@@ -167,11 +144,7 @@ def forest_waves(parents: list[int | None], concurrency: int) -> int:
 def first_round_waves(
     extraction: int, lead: list[Stage], segment: list[dict[str, Any]], concurrency: int
 ) -> int:
-    """Fewest waves of the extraction, the summarizer's stages and the first pipelined segment together.
-
-    Decompositions wait for the summarizer's stages; verdicts for their own decomposition and every
-    extraction call (the module docstring).
-    """
+    """Fewest waves of the extraction, the summarizer's stages and the first pipelined segment together."""
     parents = verdict_parents(segment)
     decompositions = [i for i, body in enumerate(segment) if request_kind(body) == DECOMPOSE]
     verdicts_of = Counter(parent for parent in parents if parent is not None)
