@@ -49,13 +49,10 @@ def _locate(text: str, pieces: Sequence[str]) -> list[tuple[int, int] | None]:
 
 
 def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> dict[str, Any]:
-    """Map the graph's summary sentences onto the dataset's labelled sentences by character overlap.
+    """Map the graph's sentences onto the labelled ones by character overlap (graph indices per dataset sentence).
 
-    Returns:
-        ``{"mapping": [[graph sentence indices] per dataset sentence], "split_differently": n,
-        "unplaced": [graph indices that could not be located]}``. A graph sentence that overlaps two dataset
-        sentences maps to both (its facts cannot be attributed to one), and is counted in
-        ``split_differently``.
+    A graph sentence overlapping two labelled ones maps to both and counts in ``split_differently``;
+    ``unplaced``: graph sentences not found.
     """
     text, spans = dataset_spans(dataset_sentences)
     if not graph_sentences:
@@ -79,11 +76,7 @@ def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> d
 def sentence_predictions(
     dataset_sentences: Sequence[str], per_sentence: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """Per labelled sentence: facts, judged, unsupported and the prediction (None when nothing was judged).
-
-    ``per_sentence``: the score card's records (``sentence``, ``facts``, ``supported``, ``judged``) of the
-    graph's own sentences, mapped onto ``dataset_sentences`` (the ones the labels refer to).
-    """
+    """Per labelled sentence: facts, judged, unsupported and the prediction (None when nothing was judged)."""
     graph_sentences = [str(p.get("sentence", "")) for p in per_sentence]
     alignment = align(dataset_sentences, graph_sentences)
     rows = []
@@ -120,11 +113,7 @@ def summary_prediction(card: Mapping[str, Any]) -> bool | None:
 def agreement_report(
     rows: Sequence[Mapping[str, Any]], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
-    """The agreement tables of one set of scored STORYSUMM rows (one runner cell).
-
-    ``rows``: runner rows with ``status`` "ok", ``labels`` (``summary``, ``sentences``, ``coherence``) and
-    ``factscore`` (``score``, ``predicted_unfaithful``, ``sentences``) and optionally ``coherence``.
-    """
+    """The agreement tables of one runner cell's scored STORYSUMM rows."""
     ok = [r for r in rows if r.get("status") == "ok" and (r.get("labels") or {}).get("summary") is not None]
     report: dict[str, Any] = {
         "items": len(rows),
@@ -190,11 +179,7 @@ def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int)
 def _sentence_table(
     rows: Sequence[Mapping[str, Any]], labels: str, scores: str, predicted: str, resamples: int, seed: int
 ) -> tuple[dict[str, Any], int, list[Mapping[str, Any]]]:
-    """The classification table of the labelled sentences, how many were abstained on, and the rows used.
-
-    A row is used when its ``labels[labels]`` line up with its ``[scores]["sentences"]``; a sentence whose
-    ``predicted`` is None (nothing judged) is an abstention. Bootstrap groups are the rows' items.
-    """
+    """The labelled sentences' table (clustered by item), abstentions, and the rows whose labels line up."""
     pred: list[bool] = []
     gold: list[bool] = []
     groups: list[str] = []
@@ -269,32 +254,25 @@ def _metric_cell(entry: Mapping[str, Any]) -> str:
     return f"{_fmt(entry.get('value'))}{interval}"
 
 
+LEVELS = (
+    ("summary", "summary_level"),
+    ("sentence", "sentence_level"),
+    ("coherence (sentence)", "coherence_sentence_level"),
+)
+SHOWN = ("balanced_accuracy", "cohens_kappa", "precision_unfaithful", "recall_unfaithful", "f1_unfaithful")
+
+
 def table_lines(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(level, metric, value [95% CI]) rows for printing the agreement table."""
     lines: list[tuple[str, str, str]] = []
-    for level, key in (
-        ("summary", "summary_level"),
-        ("sentence", "sentence_level"),
-        ("coherence (sentence)", "coherence_sentence_level"),
-    ):
+    for level, key in LEVELS:
         section = report.get(key)
         if not section:
             continue
         table = section["table"]
-        lines.append(
-            (
-                level,
-                "n (unfaithful / predicted)",
-                f"{table['n']} ({table['positives']} / {table['predicted_positives']})",
-            )
-        )
-        for metric in (
-            "balanced_accuracy",
-            "cohens_kappa",
-            "precision_unfaithful",
-            "recall_unfaithful",
-            "f1_unfaithful",
-        ):
+        counts = f"{table['n']} ({table['positives']} / {table['predicted_positives']})"
+        lines.append((level, "n (unfaithful / predicted)", counts))
+        for metric in SHOWN:
             lines.append((level, metric, _metric_cell(table[metric])))
         abstained = section.get("abstained", section.get("abstained_sentences", 0))
         lines.append((level, "abstained (nothing judged)", str(abstained)))
