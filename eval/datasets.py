@@ -307,10 +307,7 @@ def _coherence_labels(record: dict[str, Any], sentences: list[str], where: str) 
 
 
 def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:
-    """Load a SQuALITY-format JSON-lines file (default: the bundled dev split).
-
-    The answers to ``question`` become the references: question 1 asks for the plot.
-    """
+    """Load a SQuALITY-format file (default: bundled dev); ``question``'s answers (1: the plot) are references."""
     file = resolve(path, "squality") if path else SQUALITY_DEV
     items: list[EvalItem] = []
     notes: list[str] = []

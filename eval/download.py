@@ -189,11 +189,9 @@ def get(
     force: bool = False,
     say: Callable[[str], None] = lambda _line: None,
 ) -> Fetched:
-    """Fetch one split of a public dataset into ``home`` (the data cache), check it, convert it.
+    """Fetch one split into ``home`` (the data cache), check and convert it; sources that still match stay.
 
-    Source files already in the folder whose checksum still matches are not fetched again (``force`` fetches
-    them anyway). Raises ValueError with one line that says what failed and what to do; nothing is left
-    half-written.
+    A ValueError says in one line what failed and what to do; nothing is left half-written.
     """
     name = name.lower()
     if name not in PUBLISHED:

@@ -191,11 +191,7 @@ class ExperimentConfig(BaseModel):
     def from_dict(
         cls, data: Any, *, base: Path | None = None, source: str = "experiment config"
     ) -> ExperimentConfig:
-        """Validate a parsed config; relative dataset paths resolve against ``base`` (the config's folder).
-
-        Every cell's Context is built too, so a bad setting fails now, not after an hour of runs. An error is
-        one line starting with ``source``.
-        """
+        """Validate a parsed config and every cell's Context; paths resolve against ``base`` (the config's folder)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: must be a mapping of settings (name: value), not {data!r}")
         if base is not None and isinstance(data.get("metrics"), list):  # a metric's file: beside the config
@@ -273,12 +269,9 @@ def shortcut_config(
     metrics: Sequence[str] | None = None,
     context: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
-    """The config behind ``storyjudge eval storysumm DATASET`` and ``storyjudge eval squality DATASET``.
+    """The config of ``storyjudge eval storysumm|squality DATASET`` (score given summaries; refine stories).
 
-    STORYSUMM: score the given summaries (task ``score``). SQuALITY: summarize and refine each story (task
-    ``refine``) and compare the summaries with the question-1 references. The default output directory depends
-    on the file's content and the model (not the limit), so the same command resumes where it stopped and a
-    later run without ``--limit`` reuses the items a limited run finished.
+    The output directory depends on the file's content and the model, not the limit, so a rerun resumes.
     """
     try:
         path = resolve(file, kind)

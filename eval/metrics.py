@@ -26,10 +26,7 @@ BERTSCORE_LAYER_ENV = "STORYJUDGE_BERTSCORE_LAYER"
 
 
 def aggregate(values: Sequence[float | None], *, seed: int = 0, resamples: int = 1000) -> dict[str, Any]:
-    """Mean, standard deviation and a bootstrap 95% interval of the mean over a set, per-item values kept.
-
-    Items without a value (None, NaN) are counted as ``missing`` and left out, never treated as zero.
-    """
+    """Mean, std and bootstrap 95% interval over a set; missing values (None, NaN) counted, never zero."""
     kept = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     result: dict[str, Any] = {
         "mean": float(np.mean(kept)) if kept else None,
@@ -185,10 +182,9 @@ def bertscore(
     layer: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """BERTScore F1 (best reference per item) over a set, or ``{"available": False, "reason": ...}``.
+    """BERTScore F1 (best reference per item), or ``{"available": False, "reason": ...}``.
 
-    ``model_path``: a local model directory, by default ``$STORYJUDGE_BERTSCORE_MODEL``; ``layer``: the hidden
-    layer used (0 = embeddings), by default ``$STORYJUDGE_BERTSCORE_LAYER`` or the last one.
+    ``layer``: 0 = embeddings; default ``$STORYJUDGE_BERTSCORE_LAYER``, else the last.
     """
     status = bertscore_status(model_path)
     if not status["available"]:

@@ -104,12 +104,9 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
 
 
 def cost_plot(table: Sequence[Mapping[str, Any]], path: Path) -> str | None:
-    """Per cell: what it spent per item against its mean NFS; None when drawn.
+    """Per cell: spending per item against mean NFS; None when drawn.
 
-    Cells of one experiment share an LLM cache, so a cell can find its calls already answered by another and
-    show no tokens or dollars at all. Dollars are plotted only when no call was a cache hit; otherwise the
-    axis is the number of LLM calls per item, made or answered from the cache, which does not depend on run
-    order.
+    Cells share a cache, so dollars only when no call was a hit; else calls made or answered (order-independent).
     """
     scored = [line for line in table if isinstance(line.get("nfs_best", line.get("nfs")), (int, float))]
     scored = [line for line in scored if line.get("ok")]

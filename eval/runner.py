@@ -220,10 +220,7 @@ class Experiment:
         on_row: Callable[[dict[str, Any], int, int], None] | None = None,
         executor: ItemExecutor | None = None,
     ) -> RunOutcome:
-        """Run every pending (cell, item) on ``executor`` (default: threads); returns all rows of the experiment.
-
-        ``on_row(row, done, planned)`` hears of each new row; ``max_cells`` leaves later cells pending.
-        """
+        """Run every pending (cell, item) on ``executor`` (default: threads); ``on_row(row, done, planned)``."""
         started = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
         self._write_config()
@@ -427,9 +424,7 @@ class Experiment:
         if "stats" in metrics:
             row["stats"] = summary_stats(item.summary, item.document)
         if "rouge" in metrics and item.references:
-            from eval.metrics import rouge_item
-
-            row["rouge"] = _rouge_f1(rouge_item(item.summary, item.references))
+            row["rouge"] = _rouge_f1(item.summary, item.references)
 
     def _refine_item(
         self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
@@ -462,7 +457,6 @@ class Experiment:
                     coherence_by_iteration[int(str(entry["id"]).rsplit("-", 1)[1])] = entry.get("score")
         best_number = out.get("best_iteration", iterations[-1]["iteration"])
         best = next((it for it in iterations if it["iteration"] == best_number), iterations[-1])
-        initial = iterations[0]
         row["iterations"] = [
             {
                 **compact_card(it["factscore"]),
@@ -478,38 +472,31 @@ class Experiment:
         row["metrics"] = metric_scores(best.get("metrics"))  # the best round's, as the table reports it
         row["best_iteration"] = best["iteration"]
         row["stop_reason"] = out.get("stop_reason", "")
-        ends = (("initial", initial), ("best", best))
+        ends = {"initial": iterations[0], "best": best}
         row["scores"] = {  # nfs_initial, nfs_initial_coverage, nfs_initial_reliable, nfs_best, ...
-            **{f"nfs_{end}{part}": it["factscore"].get(key) for end, it in ends for part, key in NFS_PARTS},
-            "coherence_initial": coherence_by_iteration.get(initial["iteration"]),
-            "coherence_best": coherence_by_iteration.get(best["iteration"]),
+            **{
+                f"nfs_{end}{part}": it["factscore"].get(key)
+                for end, it in ends.items()
+                for part, key in NFS_PARTS
+            },
+            **{f"coherence_{end}": coherence_by_iteration.get(it["iteration"]) for end, it in ends.items()},
         }
         if "stats" in metrics:
-            row["stats"] = {
-                "initial": summary_stats(initial["summary"], item.document),
-                "best": summary_stats(best["summary"], item.document),
-            }
-        if item.references:
-            if "rouge" in metrics:
-                from eval.metrics import rouge_item
+            row["stats"] = {end: summary_stats(it["summary"], item.document) for end, it in ends.items()}
+        if "rouge" in metrics and item.references:
+            row["rouge"] = {end: _rouge_f1(it["summary"], item.references) for end, it in ends.items()}
+        if "bertscore" in metrics and item.references:
+            from eval.metrics import bertscore
 
-                row["rouge"] = {
-                    "initial": _rouge_f1(rouge_item(initial["summary"], item.references)),
-                    "best": _rouge_f1(rouge_item(best["summary"], item.references)),
-                }
-            if "bertscore" in metrics:
-                from eval.metrics import bertscore
-
-                result = bertscore(
-                    [initial["summary"], best["summary"]],
-                    [item.references, item.references],
-                    model_path=self.config.bertscore_model or None,
-                )
-                row["bertscore"] = (
-                    {"initial": result["per_item"][0]["f1"], "best": result["per_item"][1]["f1"]}
-                    if result.get("available")
-                    else {"available": False, "reason": result.get("reason")}
-                )
+            summaries = [it["summary"] for it in ends.values()]
+            found = bertscore(
+                summaries, [item.references] * 2, model_path=self.config.bertscore_model or None
+            )
+            row["bertscore"] = (
+                {end: one["f1"] for end, one in zip(ends, found["per_item"], strict=True)}
+                if found.get("available")
+                else {"available": False, "reason": found.get("reason")}
+            )
 
 
 NFS_PARTS = (("", "score"), ("_coverage", "coverage"), ("_reliable", "reliable"))
@@ -532,8 +519,11 @@ def metric_scores(cards: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {name: {k: card.get(k) for k in keys if k in card} for name, card in (cards or {}).items()}
 
 
-def _rouge_f1(item: Mapping[str, Any]) -> dict[str, float]:
-    return {kind: float(item[kind]["f1"]) for kind in ("rouge1", "rouge2", "rougeL")}
+def _rouge_f1(summary: str, references: list[str]) -> dict[str, float]:
+    from eval.metrics import rouge_item
+
+    scores = rouge_item(summary, references)
+    return {kind: float(scores[kind]["f1"]) for kind in ("rouge1", "rouge2", "rougeL")}
 
 
 def _read_index(path: Path) -> dict[str, Any] | None:

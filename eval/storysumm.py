@@ -49,10 +49,9 @@ def _locate(text: str, pieces: Sequence[str]) -> list[tuple[int, int] | None]:
 
 
 def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> dict[str, Any]:
-    """Map the graph's sentences onto the labelled ones by character overlap (graph indices per dataset sentence).
+    """Map the graph's sentences onto the labelled ones by character overlap (graph indices per labelled one).
 
-    A graph sentence overlapping two labelled ones maps to both and counts in ``split_differently``;
-    ``unplaced``: graph sentences not found.
+    One overlapping two labelled sentences maps to both and counts in ``split_differently``.
     """
     text, spans = dataset_spans(dataset_sentences)
     if not graph_sentences:
