@@ -92,16 +92,11 @@ def rouge(
 # BERTScore (local models only)
 
 
-def bertscore_model_path(model_path: str | Path | None = None) -> Path | None:
-    """The configured local BERTScore model directory, or None when none is configured."""
-    value = str(model_path) if model_path else os.environ.get(BERTSCORE_MODEL_ENV, "")
-    return Path(value).expanduser() if value else None
-
-
 def bertscore_status(model_path: str | Path | None = None) -> dict[str, Any]:
     """Whether BERTScore can run, and if not, why (said in every report that mentions it)."""
-    path = bertscore_model_path(model_path)
-    if path is None:
+    value = str(model_path) if model_path else os.environ.get(BERTSCORE_MODEL_ENV, "")
+    path = Path(value).expanduser()
+    if not value:
         return {
             "available": False,
             "reason": f"no local model configured: set {BERTSCORE_MODEL_ENV} to a Hugging Face model "
@@ -129,28 +124,26 @@ class _TokenEmbedder:
         limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
         self.window = max(16, min(limit, 512) - 2)
         # shared by parallel evaluation items; the fast tokenizer is not reentrant
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
 
     def embed(self, text: str) -> np.ndarray:
-        with self._lock:
-            return self._embed(text)
-
-    def _embed(self, text: str) -> np.ndarray:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if not ids:
-            return np.zeros((0, 1))
-        chunks = []
-        for start in range(0, len(ids), self.window):
-            window = self.tokenizer.build_inputs_with_special_tokens(ids[start : start + self.window])
-            with self.torch.no_grad():
-                out = self.model(
-                    input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
-                )
-            hidden = out.hidden_states[self.layer][0].numpy()
-            chunks.append(hidden[1:-1])  # drop the special tokens around the window
-        vectors = np.concatenate(chunks, axis=0)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return np.asarray(vectors / np.maximum(norms, 1e-12))
+        """Unit vectors of the text's tokens."""
+        with self.lock:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            if not ids:
+                return np.zeros((0, 1))
+            chunks = []
+            for start in range(0, len(ids), self.window):
+                window = self.tokenizer.build_inputs_with_special_tokens(ids[start : start + self.window])
+                with self.torch.no_grad():
+                    out = self.model(
+                        input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
+                    )
+                hidden = out.hidden_states[self.layer][0].numpy()
+                chunks.append(hidden[1:-1])  # drop the special tokens around the window
+            vectors = np.concatenate(chunks, axis=0)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            return np.asarray(vectors / np.maximum(norms, 1e-12))
 
 
 _embedders: dict[tuple[str, int | None], _TokenEmbedder] = {}
