@@ -73,21 +73,6 @@ def rouge_item(prediction: str, references: Sequence[str]) -> dict[str, Any]:
     return item
 
 
-def rouge(
-    predictions: Sequence[str], references: Sequence[Sequence[str]], *, seed: int = 0
-) -> dict[str, Any]:
-    """ROUGE-1/2/L over a set: per item (best reference) and aggregated F1 with bootstrap intervals."""
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
-    per_item = [rouge_item(p, refs) for p, refs in zip(predictions, references, strict=True)]
-    return {
-        "multi_reference": "max F1 over references (mean over references kept per item)",
-        "stemmer": True,
-        **{kind: aggregate([it[kind]["f1"] for it in per_item], seed=seed) for kind in ROUGE_TYPES},
-        "per_item": per_item,
-    }
-
-
 # ----------------------------------------------------------------------------------------------------
 # BERTScore (local models only)
 
