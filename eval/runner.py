@@ -236,16 +236,13 @@ class Experiment:
         stopped: str | None = None
         busy: set[tuple[str, str]] = set()  # (cell, group) of items in flight, where groups are exclusive
         busy_items: set[tuple[str, str]] = set()
+        exclusive = runner.exclusive_groups
 
         def start_more() -> None:
             nonlocal stopped
             while queue and not stopped and len(busy_items) < runner.width:
                 stopped = budget.exhausted()
-                free = [
-                    n
-                    for n, (c, i) in enumerate(queue)
-                    if not runner.exclusive_groups or group_key(c, i) not in busy
-                ]
+                free = [n for n, (c, i) in enumerate(queue) if not (exclusive and group_key(c, i) in busy)]
                 if stopped or not free:
                     return
                 cell, item = queue.pop(free[0])

@@ -40,9 +40,12 @@ def machine() -> dict[str, str]:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A Markdown table and the blank line after it."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + [
-        "| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows
+    return [
+        *lines,
+        *("| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows),
+        "",
     ]
 
 
@@ -142,11 +145,9 @@ def render(raw: dict[str, Any]) -> str:
             "for the share. Each goal's numbers are in its section below.",
             "",
             *_table(["goal", "what", "target", "measured", "ratio", "met"], goal_rows),
-            "",
             "## Machine",
             "",
             *_table(["", ""], [[key, value] for key, value in raw.get("machine", {}).items()]),
-            "",
             *_latency(raw.get("latency") or [], raw["settings"]),
             *_summarize(raw.get("summarize") or [], raw["settings"]),
             *_checkpoint(raw.get("checkpoint")),
@@ -176,7 +177,6 @@ def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
         "process during the run. Short runs are the median of three.",
         "",
         *_table(header, table),
-        "",
     ]
 
 
@@ -198,7 +198,6 @@ def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str
         "start to its exit.",
         "",
         *_table(["workload", "LLM calls", "bound s", "measured s", "ratio", "met"], table),
-        "",
     ]
 
 
@@ -220,7 +219,6 @@ def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
         "checkpoint, serialized plainly); `result.json` beside.",
         "",
         *_table([*header, "ratio", "met"], [row]),
-        "",
     ]
 
 
@@ -242,7 +240,6 @@ def _startup(startup: dict[str, Any] | None) -> list[str]:
         "a baseline checkout, when given, timed alternately with it).",
         "",
         *_table(["", "seconds", "met"], rows),
-        "",
     ]
 
 
@@ -265,5 +262,4 @@ def _embedding(embedding: dict[str, Any] | None) -> list[str]:
         "threads, the best of a few sizes (`eval/bench/embedding_bound.py`).",
         "",
         *_table(header, [row]),
-        "",
     ]
