@@ -205,21 +205,16 @@ def _align_sentence_labels(
     """
     if len(errors) == len(sentences):
         return errors, None
-    if len(errors) == len(sentences) - 1:
-        if summary_label == 1 and all(e == 1 for e in errors):
-            return [*errors, 1], (
-                f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; the summary is "
-                "labelled faithful, so the missing label was set to faithful"
-            )
-        return None, (
-            f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; which sentence lost "
-            "its label is unknown, so this summary is left out of sentence-level agreement (summary-level "
-            "label kept)"
-        )
-    return None, (
-        f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; left out of "
-        "sentence-level agreement (summary-level label kept)"
-    )
+    said = f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; "
+    left_out = "left out of sentence-level agreement (summary-level label kept)"
+    if len(errors) != len(sentences) - 1:
+        return None, said + left_out
+    if summary_label == 1 and all(e == 1 for e in errors):
+        return [
+            *errors,
+            1,
+        ], said + "the summary is labelled faithful, so the missing label was set to faithful"
+    return None, said + f"which sentence lost its label is unknown, so this summary is {left_out}"
 
 
 def load_storysumm(path: str | Path | None = None) -> Dataset:

@@ -83,10 +83,7 @@ class DatasetSpec(BaseModel):
         """The spec with each file's absolute path (``base``: the config's folder); a dataset name stays a name."""
 
         def locate(p: str) -> str:
-            try:
-                found = resolve(p, self.kind, base)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+            found = resolve(p, self.kind, base)  # a ValueError: the config's error
             given = Path(p).expanduser()
             is_file = (given if given.is_absolute() or base is None else base / given).is_file()
             return p if split_name(p) and not is_file else str(found.resolve())
@@ -203,7 +200,7 @@ class ExperimentConfig(BaseModel):
                 cell_context(config, cell, config.out_dir)
         except ValidationError as exc:
             raise ConfigError(describe_errors(exc, cls, prefix=f"{source}: ")) from None
-        except ConfigError as exc:
+        except ValueError as exc:  # a dataset that cannot be found, a setting a Context refuses
             raise ConfigError(f"{source}: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
         return config
 
