@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
@@ -43,21 +42,14 @@ def request_kind(body: dict[str, Any]) -> str:
     return "(no user message)"
 
 
-@dataclass(frozen=True)
-class Stage:
-    """A run of consecutive requests of one kind."""
-
-    kind: str
-    calls: int
+def _stages(bodies: list[dict[str, Any]]) -> list[int]:
+    """The calls of each stage: a run of consecutive requests of one kind."""
+    return [len(list(run)) for _, run in groupby(bodies, key=request_kind)]
 
 
-def _runs(bodies: list[dict[str, Any]]) -> list[Stage]:
-    return [Stage(kind, len(list(run))) for kind, run in groupby(bodies, key=request_kind)]
-
-
-def waves(found: list[Stage], concurrency: int) -> int:
-    """Rounds of at most ``concurrency`` parallel calls that the stages need."""
-    return sum(math.ceil(stage.calls / concurrency) for stage in found)
+def waves(stages: list[int], concurrency: int) -> int:
+    """Rounds of at most ``concurrency`` parallel calls that stages of these sizes need."""
+    return sum(math.ceil(calls / concurrency) for calls in stages)
 
 
 def beside(
@@ -71,10 +63,9 @@ def beside(
     return extraction, others, rest
 
 
-def beside_waves(extraction: int, lead: list[Stage], concurrency: int) -> int:
+def beside_waves(extraction: int, lead: list[int], concurrency: int) -> int:
     """Fewest waves of ``extraction`` independent calls beside the chain of stages ``lead`` (module docstring)."""
-    chain = waves(lead, concurrency)
-    return max(chain, math.ceil((extraction + sum(stage.calls for stage in lead)) / concurrency))
+    return max(waves(lead, concurrency), math.ceil((extraction + sum(lead)) / concurrency))
 
 
 def segments(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -142,7 +133,7 @@ def forest_waves(parents: list[int | None], concurrency: int) -> int:
 
 
 def first_round_waves(
-    extraction: int, lead: list[Stage], segment: list[dict[str, Any]], concurrency: int
+    extraction: int, lead: list[int], segment: list[dict[str, Any]], concurrency: int
 ) -> int:
     """Fewest waves of the extraction, the summarizer's stages and the first pipelined segment together."""
     parents = verdict_parents(segment)
@@ -150,9 +141,8 @@ def first_round_waves(
     verdicts_of = Counter(parent for parent in parents if parent is not None)
     first = sorted(decompositions, key=lambda i: (-verdicts_of[i], i))  # most verdicts waiting on it first
     chain = waves(lead, concurrency)
-    lead_calls = sum(stage.calls for stage in lead)
-    after_chain = max(0, extraction - (chain * concurrency - lead_calls))  # extraction calls after the chain
-    earliest = max(chain, math.ceil((extraction + lead_calls) / concurrency))
+    after_chain = max(0, extraction - (chain * concurrency - sum(lead)))  # extraction calls after the chain
+    earliest = beside_waves(extraction, lead, concurrency)
     best: int | None = None
     for end in range(earliest, earliest + math.ceil(len(decompositions) / concurrency) + 2):
         room = max(0, (end - chain) * concurrency - after_chain)  # the decompositions' slots by then
@@ -173,10 +163,10 @@ def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
     extraction, lead, rest = beside(bodies)
     parts = segments(rest)
     if parts and request_kind(parts[0][0]) in PIPELINED:
-        total = first_round_waves(len(extraction), _runs(lead), parts[0], concurrency)
+        total = first_round_waves(len(extraction), _stages(lead), parts[0], concurrency)
         parts = parts[1:]
     else:
-        total = beside_waves(len(extraction), _runs(lead), concurrency)
+        total = beside_waves(len(extraction), _stages(lead), concurrency)
     for segment in parts:
         if request_kind(segment[0]) in PIPELINED:
             total += forest_waves(verdict_parents(segment), concurrency)
