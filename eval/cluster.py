@@ -140,10 +140,7 @@ class DaskExecutor:
                 self.cluster.close()
 
 
-# ----------------------------------------------------------------------------------------------------------
-# worker side
-
-_worker_lock = threading.Lock()
+_worker_lock = threading.Lock()  # the worker side from here on
 _semaphores: dict[str, Any] = {}  # output directory (absolute) -> its experiment's distributed.Semaphore
 _experiments: dict[tuple[str, str], Experiment] = {}
 

@@ -73,10 +73,6 @@ def rouge_item(prediction: str, references: Sequence[str]) -> dict[str, Any]:
     return item
 
 
-# ----------------------------------------------------------------------------------------------------
-# BERTScore (local models only)
-
-
 def bertscore_status(model_path: str | Path | None = None) -> dict[str, Any]:
     """Whether BERTScore can run, and if not, why (said in every report that mentions it)."""
     value = str(model_path) if model_path else os.environ.get(BERTSCORE_MODEL_ENV, "")

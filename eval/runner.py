@@ -293,9 +293,6 @@ class Experiment:
         }
         (self.out / "experiment.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
 
-    # ----------------------------------------------------------------------------------------------------
-    # one item
-
     def item_context(self, cell: Cell, item: EvalItem, *, own_cache: bool = False) -> Context:
         """An item's Context: its group's run directory (shared index) and, on a cluster, its own cache file."""
         run_dir = self.out / "runs" / cell.id / record_name(item.group or item.id)
