@@ -226,7 +226,7 @@ class Experiment:
         self._write_config()
         previous = latest_rows(self.log.read())
         done = {(r["cell"], r["item"]["id"]) for r in previous if r.get("status") == "ok"}
-        budget = Budget(self.config.budget)
+        budget = Budget({str(key): value for key, value in self.config.budget.items()})
         for row in previous:
             budget.add(row.get("usage_totals") or {})
         plan = self.plan(max_cells)
@@ -482,10 +482,8 @@ class Experiment:
         if "bertscore" in metrics and item.references:
             from eval.metrics import bertscore
 
-            summaries = [it["summary"] for it in ends.values()]
-            found = bertscore(
-                summaries, [item.references] * 2, model_path=self.config.bertscore_model or None
-            )
+            texts = [it["summary"] for it in ends.values()]
+            found = bertscore(texts, [item.references] * 2, model_path=self.config.bertscore_model or None)
             row["bertscore"] = (
                 {end: one["f1"] for end, one in zip(ends, found["per_item"], strict=True)}
                 if found.get("available")
