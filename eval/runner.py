@@ -382,8 +382,6 @@ class Experiment:
         self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
     ) -> None:
         metrics = self.config.metrics
-        if not item.summary:
-            raise ValueError(f"item {item.id} has no summary to score")
         if "factscore" in metrics:
             out = self._factscore(cell, item, ctx, row)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))

@@ -31,24 +31,21 @@ DOCTOR_ANSWER = json.dumps({"rationale": "The passage says so.", "supported": Tr
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def timed(
-    args: list[str], env: dict[str, str], marks: dict[str, re.Pattern[bytes]], stop_at: str = ""
-) -> dict[str, Any]:
-    """Run ``args`` on a pty; seconds to each mark's first match (stopped at ``stop_at`` if given) and to exit."""
+def timed(args: list[str], env: dict[str, str], *, to_progress: bool = False) -> dict[str, Any]:
+    """Run ``args`` on a pty: seconds to its exit or, ``to_progress``, to its first progress line (then stopped)."""
     leader, follower = pty.openpty()
     started = time.perf_counter()
     process = subprocess.Popen(
         args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower
     )
     os.close(follower)
-    seen: dict[str, float] = {}
+    result: dict[str, Any] = {}
     output = b""
     watch = selectors.DefaultSelector()  # epoll/poll: select() refuses descriptors above 1023
     watch.register(leader, selectors.EVENT_READ)
     try:
         while True:
-            ready = watch.select(0.05)
-            if ready:
+            if watch.select(0.05):
                 try:
                     data = os.read(leader, 65536)
                 except OSError:  # the child closed the terminal
@@ -56,11 +53,8 @@ def timed(
                 if not data:
                     break
                 output += data
-                plain = ANSI.sub(b"", output)
-                for name, pattern in marks.items():
-                    if name not in seen and pattern.search(plain):
-                        seen[name] = time.perf_counter() - started
-                if stop_at and stop_at in seen:
+                if to_progress and PROGRESS_LINE.search(ANSI.sub(b"", output)):
+                    result["first_progress_s"] = round(time.perf_counter() - started, 2)
                     process.send_signal(signal.SIGTERM)
                     break
             elif process.poll() is not None:
@@ -71,10 +65,9 @@ def timed(
         os.close(leader)
         if process.poll() is None:
             process.kill()
-    result: dict[str, Any] = {name: round(value, 2) for name, value in seen.items()}
     result["exit_s"] = round(time.perf_counter() - started, 2)
     result["rc"] = process.returncode
-    if not stop_at and process.returncode != 0:
+    if not to_progress and process.returncode != 0:
         result["tail"] = ANSI.sub(b"", output)[-800:].decode("utf-8", "replace")
     return result
 
@@ -137,10 +130,9 @@ def run_all(latency: float, repeat: int, baseline: Path | None = None) -> dict[s
                     )
                 out["summarize"].append(first_request(book_server, ROOT, tmp / f"summarize-{i}", env))
                 doctor = cli("doctor", base_url=doctor_server.base_url, run_dir=tmp / f"doctor-{i}")
-                out["doctor"].append(timed(doctor, env, {}))
+                out["doctor"].append(timed(doctor, env))
                 refine = cli("refine", str(DOCUMENT), base_url=server.base_url, run_dir=tmp / f"refine-{i}")
-                progress = {"first_progress_s": PROGRESS_LINE}
-                out["refine"].append(timed(refine, env, progress, stop_at="first_progress_s"))
+                out["refine"].append(timed(refine, env, to_progress=True))
     return out
 
 
