@@ -103,11 +103,6 @@ class DaskExecutor:
         self._items: dict[str, tuple[Cell, EvalItem]] = {}
         self._futures: dict[str, Any] = {}
 
-    @property
-    def address(self) -> str:
-        """The scheduler's address."""
-        return str(self.client.scheduler.address)
-
     def submit(self, cell: Cell, item: EvalItem) -> None:
         """Submit the item as a task (never pure: it calls models and writes its run directory)."""
         key = f"item-{slug(cell.id)}-{slug(item.id)}-{os.urandom(4).hex()}"
