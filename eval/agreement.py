@@ -1,12 +1,8 @@
 """Agreement between a metric and human labels: classification, rank correlation, bootstrap intervals.
 
-Labels are binary with the *unfaithful* (or confusing) class as the positive one, because that is the class a
-judge exists to find: precision and recall are reported for it. Every statistic returns ``None`` when it is
-undefined on the data (one class only, constant scores) instead of a number that looks meaningful.
-
-Bootstrap intervals resample items with replacement from a seeded generator, so the same data and seed give
-the same interval. When items are clustered (sentences of one summary), pass ``groups`` and whole clusters are
-resampled, which keeps the interval honest about the dependence between sentences of one summary.
+The unfaithful (or confusing) class is the positive one: it is what a judge exists to find. A statistic
+undefined on the data is None, never a number that looks meaningful. Bootstrap intervals are seeded and,
+given ``groups``, resample whole clusters (the sentences of one summary are not independent).
 """
 
 from __future__ import annotations
@@ -47,11 +43,7 @@ def confusion(pred: Labels, gold: Labels) -> dict[str, int]:
 
 
 def balanced_accuracy(pred: Labels, gold: Labels) -> float | None:
-    """Mean of the recall of each class; None unless both classes occur in the labels.
-
-    With one class only, the "balanced" accuracy would silently be plain accuracy on that class, which is not
-    what a reader of the table expects, so it is reported as undefined.
-    """
+    """Mean of the recall of each class; None unless both classes occur (else it is plain accuracy)."""
     c = confusion(pred, gold)
     positives, negatives = c["tp"] + c["fn"], c["tn"] + c["fp"]
     if positives == 0 or negatives == 0:
@@ -66,11 +58,7 @@ def accuracy(pred: Labels, gold: Labels) -> float | None:
 
 
 def cohens_kappa(pred: Labels, gold: Labels) -> float | None:
-    """Cohen's kappa: agreement beyond what the two marginal distributions give by chance.
-
-    None when chance agreement is already perfect (both raters use a single, identical class), where kappa is
-    0/0.
-    """
+    """Cohen's kappa: agreement beyond chance; None when chance agreement is already perfect (0/0)."""
     c = confusion(pred, gold)
     n = sum(c.values())
     if n == 0:
@@ -135,12 +123,9 @@ def bootstrap_ci(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
-    """Percentile 95% interval of ``statistic(*columns)`` over resampled items (or groups of items).
+    """Percentile 95% interval of ``statistic(*columns)`` over resampled items (whole clusters with ``groups``).
 
-    ``statistic`` takes the resampled ``columns`` (parallel per-item lists, e.g. predictions and labels) and
-    returns a number or None when undefined; with ``groups`` (a cluster id per item) whole clusters are
-    resampled. Returns ``{ci95: [low, high] | None, resamples, undefined, seed, unit}``: ``undefined`` counts
-    the resamples left out as undefined, and ``ci95`` is None when fewer than half were defined.
+    ``undefined`` counts the resamples where the statistic was None; ``ci95`` is None when most were.
     """
     n = len(columns[0]) if columns else 0
     if any(len(c) != n for c in columns):
@@ -195,6 +180,16 @@ def _with_ci(
     return {"value": value, "ci95": ci["ci95"], "undefined_resamples": ci["undefined"]}
 
 
+CLASSIFICATION: dict[str, Callable[..., float | None]] = {
+    "balanced_accuracy": balanced_accuracy,
+    "cohens_kappa": cohens_kappa,
+    "precision_unfaithful": precision,
+    "recall_unfaithful": recall,
+    "f1_unfaithful": f1,
+    "accuracy": accuracy,
+}
+
+
 def classification_table(
     pred: Labels,
     gold: Labels,
@@ -203,22 +198,9 @@ def classification_table(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
-    """Balanced accuracy, kappa, precision/recall/F1 on the unfaithful class, each with a bootstrap 95% CI.
-
-    ``pred`` and ``gold``: predicted and labelled unfaithful (True) per item; ``groups``: cluster ids for a
-    cluster bootstrap (e.g. the summary of each sentence).
-    """
+    """Balanced accuracy, kappa, precision/recall/F1 on the unfaithful class (True), each with a bootstrap 95% CI."""
     pred_array, gold_array = _check_pair(pred, gold)
     p, g = [bool(v) for v in pred_array], [bool(v) for v in gold_array]
-    columns = (p, g)
-    metrics: dict[str, Callable[..., float | None]] = {
-        "balanced_accuracy": balanced_accuracy,
-        "cohens_kappa": cohens_kappa,
-        "precision_unfaithful": precision,
-        "recall_unfaithful": recall,
-        "f1_unfaithful": f1,
-        "accuracy": accuracy,
-    }
     table: dict[str, Any] = {
         "n": len(p),
         "positives": int(sum(g)),
@@ -226,8 +208,8 @@ def classification_table(
         "confusion": confusion(p, g),
         "bootstrap": {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"},
     }
-    for name, fn in metrics.items():
-        table[name] = _with_ci(fn(p, g), fn, columns, groups, resamples, seed)
+    for name, fn in CLASSIFICATION.items():
+        table[name] = _with_ci(fn(p, g), fn, (p, g), groups, resamples, seed)
     return table
 
 
@@ -239,33 +221,25 @@ def correlation_table(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
-    """Spearman's rho and Kendall's tau-b between a score and a label, p-values and bootstrap 95% CIs.
-
-    ``scores`` (higher = judged more faithful) and ``labels`` (1 faithful, 0 unfaithful) share an orientation.
-    """
+    """Spearman's rho and Kendall's tau-b of a score against a label (same orientation), p-values and 95% CIs."""
     x, y = [float(s) for s in scores], [float(v) for v in labels]
-    rho, tau = spearman(x, y), kendall(x, y)
+    table: dict[str, Any] = {"n": len(x)}
+    for name, test, key in (("spearman", spearman, "rho"), ("kendall_tau_b", kendall, "tau")):
+        found = test(x, y)
+        value = partial(_statistic, test, key)
+        table[name] = {**_with_ci(found[key], value, (x, y), groups, resamples, seed), "p": found["p"]}
+    table["bootstrap"] = {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"}
+    return table
 
-    def rho_of(a: Sequence[float], b: Sequence[float]) -> float | None:
-        return spearman(a, b)["rho"]
 
-    def tau_of(a: Sequence[float], b: Sequence[float]) -> float | None:
-        return kendall(a, b)["tau"]
-
-    return {
-        "n": len(x),
-        "spearman": {**_with_ci(rho["rho"], rho_of, (x, y), groups, resamples, seed), "p": rho["p"]},
-        "kendall_tau_b": {**_with_ci(tau["tau"], tau_of, (x, y), groups, resamples, seed), "p": tau["p"]},
-        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"},
-    }
+def _statistic(
+    test: Callable[..., dict[str, float | None]], key: str, *columns: Sequence[float]
+) -> float | None:
+    return test(*columns)[key]
 
 
 def threshold_sweep(scores: Sequence[float], gold_unfaithful: Labels) -> list[dict[str, Any]]:
-    """Predict unfaithful when score < t, for every cut point between observed scores.
-
-    Picking the best row of this sweep on the data it is computed on is optimistic; it is a diagnostic of how
-    separable the scores are, never a tuned result to report as accuracy.
-    """
+    """Predict unfaithful when score < t, for every cut point: a diagnostic, never a tuned result to report."""
     values = sorted({float(s) for s in scores})
     if not values:
         return []
@@ -274,16 +248,10 @@ def threshold_sweep(scores: Sequence[float], gold_unfaithful: Labels) -> list[di
     rows = []
     for t in cuts:
         pred = [s < t for s in scores]
-        rows.append(
-            {
-                "threshold": round(t, 6),
-                "predicted_unfaithful": int(sum(pred)),
-                "balanced_accuracy": balanced_accuracy(pred, gold),
-                "cohens_kappa": cohens_kappa(pred, gold),
-                "precision_unfaithful": precision(pred, gold),
-                "recall_unfaithful": recall(pred, gold),
-            }
-        )
+        row: dict[str, Any] = {"threshold": round(t, 6), "predicted_unfaithful": int(sum(pred))}
+        for name in ("balanced_accuracy", "cohens_kappa", "precision_unfaithful", "recall_unfaithful"):
+            row[name] = CLASSIFICATION[name](pred, gold)
+        rows.append(row)
     return rows
 
 

@@ -1,20 +1,11 @@
 """Experiments on a Dask cluster: a task per (cell, item), one budget of LLM calls in flight for all workers.
 
-``DaskExecutor`` is an ``eval.runner.ItemExecutor``: the driver (``Experiment.run``) submits items and collects
-their rows as they finish (``distributed.as_completed``) and alone writes ``rows.jsonl``, so a stopped
-experiment resumes exactly as with local threads. Without a scheduler address it starts a small
-``LocalCluster`` on 127.0.0.1 (2 worker processes, 1 thread each), whose workers load what items need
-before they join (``eval.dask_preload``), so that one the nanny restarts after a kill is handed work warm.
-
-On the workers every LLM call holds a lease of one ``distributed.Semaphore`` named after the experiment, with
-``max_leases`` the experiment's ``concurrency``: the total in flight across the cluster, not per worker. It is
-installed through ``storyjudge.core.concurrency.set_budget_factory`` for the run directories under the
-experiment's output directory, so the core never imports Dask. Retries back off outside the lease.
-
-Shared state: the output directory must be the same path on every machine (a shared file system); each item
-gets an LLM cache of its own in its run directory (SQLite files are never written by two processes, which on a
-network file system is unsafe), and the items of one narrative run one after another, since they share a run
-directory (its embedded Chroma store). Dask is optional: ``pip install 'storyjudge[dask]'``.
+``DaskExecutor`` is an ``eval.runner.ItemExecutor``; the driver alone writes rows, so resuming is as with
+threads. Without a scheduler it starts a LocalCluster (2 preloaded workers). Every LLM call on the workers
+holds a lease of one ``distributed.Semaphore`` (the experiment's ``concurrency``, cluster-wide), installed
+through ``core.concurrency.set_budget_factory`` so the core never imports Dask. The output directory must be
+shared; each item gets its own LLM cache (no SQLite file written by two processes) and a narrative's items run
+one after another (they share a Chroma store). Dask is optional: ``pip install 'storyjudge[dask]'``.
 """
 
 from __future__ import annotations
@@ -32,21 +23,15 @@ from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.rundir import slug
 
 LOCAL_WORKERS = 2
-"""Worker processes of the LocalCluster started when no scheduler is given (1 thread each)."""
 
 LEASES = {
     "distributed.scheduler.locks.lease-timeout": "6s",
     "distributed.scheduler.locks.lease-validation-interval": "1s",
 }
-"""How soon a dead worker's leases come back: Dask's defaults (30 s, checked every 10 s) hold a killed worker's
-share of the budget for up to 40 s. The driver registers the budget with this timeout and the workers refresh
-their leases at a fifth of it; the validation interval applies where the scheduler is started here (a
-LocalCluster); an external scheduler uses its own
-(``DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VALIDATION_INTERVAL``)."""
-
+"""A dead worker's leases come back in seconds (Dask's defaults hold them up to 40 s); an external scheduler
+uses its own validation interval (``DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VALIDATION_INTERVAL``)."""
 
 PRELOAD = "eval.dask_preload"
-"""The workers' preload module (``dask worker --preload eval.dask_preload --preload-argv EMBEDDER``)."""
 
 
 def embedder_of(config: ExperimentConfig) -> str:
@@ -87,8 +72,7 @@ class DaskExecutor:
         config.out_dir = Path(config.out_dir).resolve()  # workers resolve no relative path against our cwd
         self.config = config
         self.cluster: Any = None
-        # not the process's default client: anything that binds to "the current client" later (another
-        # Client the caller opens, then closes) must not take ours, nor ours theirs
+        # not the default client: a Client the caller opens and closes later must not take ours, nor ours theirs
         if scheduler:
             self.client = distributed.Client(scheduler, timeout="30s", set_as_default=False)
         else:
@@ -106,8 +90,7 @@ class DaskExecutor:
         threads = sum(self.client.nthreads().values())
         self.width = max(1, width or threads)
         self.budget = (budget_name(config), llm_total(config))
-        # bound to our client explicitly: left to itself a Semaphore binds to whichever client is the default
-        # when first used, and closing that one (e.g. a second client opened by the caller) closes its loop
+        # bound to our client: left to itself it binds to the default client, whose closing closes its loop
         with dask.config.set(LEASES):  # the first registration sets the budget's lease timeout
             self.semaphore = distributed.Semaphore(
                 max_leases=self.budget[1],
@@ -119,11 +102,6 @@ class DaskExecutor:
         self._done = distributed.as_completed(loop=self.client.loop)
         self._items: dict[str, tuple[Cell, EvalItem]] = {}
         self._futures: dict[str, Any] = {}
-
-    @property
-    def address(self) -> str:
-        """The scheduler's address."""
-        return str(self.client.scheduler.address)
 
     def submit(self, cell: Cell, item: EvalItem) -> None:
         """Submit the item as a task (never pure: it calls models and writes its run directory)."""
@@ -157,10 +135,7 @@ class DaskExecutor:
                 self.cluster.close()
 
 
-# ----------------------------------------------------------------------------------------------------------
-# worker side
-
-_worker_lock = threading.Lock()
+_worker_lock = threading.Lock()  # the worker side from here on
 _semaphores: dict[str, Any] = {}  # output directory (absolute) -> its experiment's distributed.Semaphore
 _experiments: dict[tuple[str, str], Experiment] = {}
 
@@ -176,10 +151,7 @@ def _budget_for(ctx: Any) -> Any:
 
 
 def install_budget(out_dir: Path, name: str, total: int) -> None:
-    """Make every LLM call of runs under ``out_dir`` in this process hold a lease of the named semaphore.
-
-    Called from a task's thread, where the semaphore finds its worker (LangGraph's branch threads do not).
-    """
+    """Make every LLM call of runs under ``out_dir`` hold a lease (called from a task's thread: it finds its worker)."""
     import dask
     import distributed
 

@@ -1,11 +1,7 @@
-"""The Dask workers' preload: what every item imports and loads, done before the worker joins the cluster.
+"""The Dask workers' preload: imports and the embedder loaded before a worker joins the cluster.
 
-A worker's first item otherwise spends seconds importing LangGraph and the OpenAI client and loading the
-embedder before its first call. At the start of an experiment every worker pays that at once; but a worker
-the nanny restarts after its process was killed joins cold, and the scheduler hands it the lost item (or the
-next one) while the surviving worker may have nothing left to do: measured, 7 to 15 s without any call.
-Loaded here (``dask worker --preload eval.dask_preload --preload-argv EMBEDDER``; the LocalCluster that
-``eval.cluster`` starts passes it), the restarted worker joins warm.
+A worker the nanny restarts after a kill otherwise joins cold and spends 7 to 15 s on its first item
+(``dask worker --preload eval.dask_preload --preload-argv EMBEDDER``; ``eval.cluster``'s LocalCluster passes it).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Dataset loaders: STORYSUMM (faithfulness labels), SQuALITY (reference plot summaries), plain documents.
 
-Every loader takes a path or a dataset name (``squality:dev``, see :func:`resolve`) and works on any file of the
-same format; without one it reads the split bundled in ``eval/data`` (STORYSUMM val, SQuALITY dev), so a clone
-or an installed package evaluates without a download. Other splits come from ``storyjudge data get`` into the
-data cache (:func:`data_home`). Loaders return :class:`EvalItem` records, the one shape the experiment runner
-consumes, and a list of notes about anything they had to repair, so a glitch in the data is said in the output
-instead of being silently absorbed.
-
-STORYSUMM stores several fields as strings that hold Python or JSON lists (``"['a', 'b']"``, ``"[1, 0]"``);
-some copies already hold real lists. Both are accepted. Labels: ``label`` 1 faithful / 0 unfaithful per
-summary, ``errors`` one 1 (faithful) / 0 (unfaithful) per summary sentence.
+A loader takes a path or a dataset name (``squality:dev``, :func:`resolve`); without one it reads the split
+bundled in ``eval/data``. Items come with notes on whatever the loader repaired, so a glitch in the data is
+said, not absorbed. STORYSUMM lists may be real lists or strings holding them; ``label`` and ``errors``:
+1 faithful, 0 unfaithful (per summary, per sentence).
 """
 
 from __future__ import annotations
@@ -71,11 +65,7 @@ def _names() -> str:
 
 
 def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None) -> Path:
-    """The file a dataset path or name stands for; a ValueError naming what was looked for and how to get it.
-
-    A path that exists wins (relative ones against ``base`` when given, else the working directory). A name is
-    looked for first among the bundled splits, then in the data cache.
-    """
+    """The file a path (relative to ``base``) or dataset name (bundled, then cached) stands for, or a ValueError."""
     text = str(spec).strip()
     path = Path(text).expanduser()
     if base is not None and not path.is_absolute():
@@ -209,42 +199,29 @@ def _id_of(value: Any, where: str) -> str:
 def _align_sentence_labels(
     item_id: str, sentences: list[str], errors: list[int], summary_label: int
 ) -> tuple[list[int] | None, str | None]:
-    """Sentence labels that line up with the sentences, or None, and a note when they did not line up.
+    """Sentence labels that line up with the sentences (or None), and a note when they did not.
 
-    The known upstream glitch is one label fewer than sentences. Which sentence lost its label is unknown, so
-    for an unfaithful summary the labels cannot be aligned and the item is left out of sentence-level
-    agreement. For a faithful summary every sentence is faithful by definition, so the missing label is 1.
+    Upstream sometimes has one label too few: in a faithful summary every sentence is faithful, so it is 1.
     """
     if len(errors) == len(sentences):
         return errors, None
-    if len(errors) == len(sentences) - 1:
-        if summary_label == 1 and all(e == 1 for e in errors):
-            return [*errors, 1], (
-                f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; the summary is "
-                "labelled faithful, so the missing label was set to faithful"
-            )
-        return None, (
-            f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; which sentence lost "
-            "its label is unknown, so this summary is left out of sentence-level agreement (summary-level "
-            "label kept)"
-        )
-    return None, (
-        f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; left out of "
-        "sentence-level agreement (summary-level label kept)"
-    )
+    said = f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; "
+    left_out = "left out of sentence-level agreement (summary-level label kept)"
+    if len(errors) != len(sentences) - 1:
+        return None, said + left_out
+    if summary_label == 1 and all(e == 1 for e in errors):
+        return [
+            *errors,
+            1,
+        ], said + "the summary is labelled faithful, so the missing label was set to faithful"
+    return None, said + f"which sentence lost its label is unknown, so this summary is {left_out}"
 
 
 def load_storysumm(path: str | Path | None = None) -> Dataset:
-    """Load a STORYSUMM-format file (default: the bundled validation split).
+    """Load a STORYSUMM-format file (default: the bundled val split); items are grouped by story.
 
-    Args:
-        path: A dataset name (``storysumm:test``) or a file: a JSON object keyed by summary id (the upstream
-            layout), a JSON list or JSON lines of records with ``story``, ``summary`` (list of sentences or a
-            string holding one), ``label``, and optionally ``errors``, ``story-id``, ``model``, ``difficulty``,
-            ``explanations``, ``claims``.
-
-    Returns:
-        A Dataset whose items group summaries by story (``group``), with notes on every label repair.
+    Records (an object keyed by id, a list or JSON lines) hold ``story``, ``summary`` (sentences), ``label``,
+    and optionally ``errors``, ``story-id``, ``model``, ``difficulty``, ``explanations``, ``claims``.
     """
     file = resolve(path, "storysumm") if path else STORYSUMM_VAL
     items: list[EvalItem] = []
@@ -324,20 +301,8 @@ def _coherence_labels(record: dict[str, Any], sentences: list[str], where: str) 
     return labels if len(labels) == len(sentences) else None
 
 
-def _title_of(document: str) -> str:
-    return next((line.strip()[:80] for line in document.splitlines() if line.strip()), "")
-
-
 def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:
-    """Load a SQuALITY-format JSON-lines file (default: the bundled dev split).
-
-    Args:
-        path: A dataset name (``squality:test``) or a file of JSON lines with ``document``, ``metadata``
-            (``uid``, ``passage_id``) and ``questions`` (each with ``question_number`` and ``responses`` holding
-            ``response_text``).
-        question: Which question's answers become the references; question 1 asks for the plot, so its answers
-            are reference plot summaries.
-    """
+    """Load a SQuALITY-format file (default: bundled dev); ``question``'s answers (1: the plot) are references."""
     file = resolve(path, "squality") if path else SQUALITY_DEV
     items: list[EvalItem] = []
     notes: list[str] = []
@@ -366,7 +331,7 @@ def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:
                 id=uid,
                 dataset="squality",
                 document=document,
-                title=_title_of(document),
+                title=next((line.strip()[:80] for line in document.splitlines() if line.strip()), ""),
                 group=uid,
                 references=references,
                 meta={"passage_id": metadata.get("passage_id"), "question": chosen.get("question_text", "")},

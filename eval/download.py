@@ -1,14 +1,8 @@
-"""The public datasets fetched from their published sources and converted for the loaders (``storyjudge data get``).
+"""The public datasets fetched at fixed commits, checked and converted for the loaders (``storyjudge data get``).
 
-Every file is addressed at a fixed commit of the authors' GitHub repository, so its bytes cannot change under a
-checksum. Where this project has seen a file's bytes, its sha256 is pinned here and a download that differs is
-refused; any other file is held to the sha256 recorded when it was first fetched (``SOURCES.json`` beside the
-data), so a later fetch that differs is refused too. Nothing is half-written: files arrive under temporary
-names in the target folder, and only when every file of a split has arrived, matched its checksum and been
-converted are they renamed into place, the converted split last.
-
-``STORYJUDGE_DATA_URL`` replaces ``https://raw.githubusercontent.com`` (a mirror, or a test's local server that
-serves ``/<owner>/<repo>/<commit>/<path>``).
+A file's sha256 is pinned where known, else held to the one recorded at its first fetch (``SOURCES.json``).
+Files arrive under temporary names and are renamed into place only once the whole split has arrived, matched
+and converted. ``STORYJUDGE_DATA_URL`` replaces ``https://raw.githubusercontent.com`` (a mirror, a test server).
 """
 
 from __future__ import annotations
@@ -115,14 +109,6 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def _temp(folder: Path, suffix: str) -> Path:
-    """An empty file under a temporary name in ``folder`` (a rename from it is atomic)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(dir=folder, prefix=".partial-", suffix=suffix)
-    os.close(handle)
-    return Path(name)
-
-
 def _download(url: str, target: Path) -> str:
     """Stream ``url`` into ``target``; its sha256. A short body (fewer bytes than announced) is an error."""
     request = urllib.request.Request(url, headers={"User-Agent": "storyjudge-data"})
@@ -195,11 +181,9 @@ def get(
     force: bool = False,
     say: Callable[[str], None] = lambda _line: None,
 ) -> Fetched:
-    """Fetch one split of a public dataset into ``home`` (the data cache), check it, convert it.
+    """Fetch one split into ``home`` (the data cache), check and convert it; sources that still match stay.
 
-    Source files already in the folder whose checksum still matches are not fetched again (``force`` fetches
-    them anyway). Raises ValueError with one line that says what failed and what to do; nothing is left
-    half-written.
+    A ValueError says in one line what failed and what to do; nothing is left half-written.
     """
     name = name.lower()
     if name not in PUBLISHED:
@@ -211,12 +195,11 @@ def get(
     folder = home / name
     command = f"storyjudge data get {name} --split {split}"
     manifest = _read_manifest(folder)
-    temps: list[Path] = []
     renames: list[tuple[Path, Path]] = []
     files: dict[str, Path] = {}
     notes: list[str] = []
-    base = base_url()
-    try:
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".partial-") as partial:  # renames from it are atomic
         for role, source in SOURCES[(name, split)].items():
             final = folder / "source" / source.path
             recorded = str((manifest.get(source.path) or {}).get("sha256") or "")
@@ -224,10 +207,9 @@ def get(
             if not force and expected and final.is_file() and _sha256(final) == expected:
                 files[role] = final
                 continue
-            url = source.url(base)
+            url = source.url(base_url())
             say(f"fetching {url}")
-            temp = _temp(final.parent, ".download")
-            temps.append(temp)
+            temp = Path(partial) / f"{role}.download"
             try:
                 got = _download(url, temp)
             except (OSError, http.client.HTTPException) as exc:
@@ -253,8 +235,7 @@ def get(
             files[role] = temp
             renames.append((temp, final))
         out_final = split_file(name, split, home)
-        out_temp = _temp(folder, PUBLISHED[name].suffix)
-        temps.append(out_temp)
+        out_temp = Path(partial) / out_final.name  # the loader reads it by its suffix
         try:
             CONVERT[name](split, files, out_temp)
             items = _count(name, out_temp)
@@ -268,16 +249,12 @@ def get(
         bundled = BUNDLED_DATA / name / out_final.name
         if bundled.is_file() and _sha256(bundled) != _sha256(out_temp):
             notes.append(f"differs from the copy bundled with storyjudge ({bundled})")
-        manifest_temp = _temp(folder, ".json")
-        temps.append(manifest_temp)
+        manifest_temp = Path(partial) / MANIFEST
         manifest_temp.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
         for temp, final in renames:
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(temp, final)
         os.replace(manifest_temp, folder / MANIFEST)
         os.replace(out_temp, out_final)
-    finally:
-        for temp in temps:
-            temp.unlink(missing_ok=True)
     sources = [folder / "source" / s.path for s in SOURCES[(name, split)].values()]
     return Fetched(name, split, out_final, items, sources, notes)

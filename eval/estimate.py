@@ -1,10 +1,7 @@
 """Dry run: how many LLM calls and tokens a run or an experiment would take, and its price for known models.
 
-One model of the work serves both: ``estimate_range`` counts, for one narrative, the calls each graph makes
-(CKG extraction per scene part and sample, decomposition per summary sentence, a judge call per atomic fact, a
-coherence call per sentence, the summarizer's chunk and merge calls, one refine call plus a new scoring round
-per refinement iteration) at a low and a high end; an experiment's estimate sums the high ends of its items. The
-assumptions it rests on are returned with it and printed.
+``estimate_range`` counts, for one narrative, the calls each graph makes at a low and a high end; an
+experiment sums the high ends of its items. The assumptions are returned with it and printed.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ def _planted_calls(ctx: Context) -> int:
     return most + math.ceil(most * TRUE_SHARE)
 
 
-# Each bound rests on what the text and the settings fix (scenes, chunks, merges, the summary's length budget,
-# the evidence budget, the rounds) and on the assumptions below, printed with the range.
+# the text and the settings fix the rest; these assumptions are printed with the range
 SUMMARY_SHARE_LOW = 0.25
 """Low: the generated summary has at least this share of its length budget (max_summary_tokens)."""
 FACT_TOKENS_RANGE = (40, 5)
@@ -154,15 +150,11 @@ def _summarize_range(rng: _Range, ctx: Context, scenes: list[Any]) -> None:
 def estimate_range(
     ctx: Context, task: str, document: str, summary: str = "", *, metrics: Collection[str] = ()
 ) -> dict[str, Any]:
-    """The fewest and the most LLM calls and tokens one ``refine`` ("refine") or ``score`` ("score") run takes.
+    """The fewest and the most LLM calls and tokens one ``refine`` or ``score`` run takes (no retries counted).
 
-    Low: the first round only (the target reached or nothing to refine at once), a summary of a quarter of its
-    budget, few facts, short answers. High: every round up to ``max_iterations``, each summary at its length
-    budget (a refinement may add a tenth and 10 words, up to max_summary_tokens: linear in rounds), as many
-    facts as that budget holds, every verdict asked anew, full evidence, every summary regenerated to the
-    limit. Neither end counts the retries of failed calls (the run shows each one). ``metrics``: what an
-    experiment scores besides; NarrativeFactScore always when ``metrics`` is empty or the task refines,
-    BooookScore when asked or ``coherence_guard`` is set.
+    Low: the first round, a short summary, few facts, short answers. High: every round up to
+    ``max_iterations`` at the length budget, every verdict anew, full evidence, every summary regenerated.
+    ``metrics``: what an experiment scores besides NarrativeFactScore.
     """
     from nodes.extract import extraction_tasks
     from storyjudge.core.segmentation import segment_document
@@ -237,12 +229,7 @@ def _call_seconds(
 
 
 def wall_time(ctx: Context, ranged: dict[str, Any], run_dir: str | Path | None) -> dict[str, Any]:
-    """A wall-time range: each role's calls times its call's seconds.
-
-    ``concurrency`` calls run at once (the embedded model: one). Seconds per call come from the requests
-    answered in the story's folder when there are a few (10th and 90th percentile), else from tokens at an
-    assumed speed; the basis says which.
-    """
+    """A wall-time range: each role's calls times its seconds per call, measured in ``run_dir`` or assumed."""
     from storyjudge.core.usage import measured_seconds
 
     totals = {"low": 0.0, "high": 0.0}
@@ -276,12 +263,7 @@ def wall_time(ctx: Context, ranged: dict[str, Any], run_dir: str | Path | None) 
 def estimate_run(
     ctx: Context, task: str, document: str, summary: str = "", *, run_dir: str | Path | None = None
 ) -> dict[str, Any]:
-    """What one ``storyjudge refine`` (task "refine") or ``score`` ("score") run would take: a low-high range.
-
-    ``calls``, ``input_tokens``, ``output_tokens`` and ``usd`` are the high end; ``low`` and ``high`` both ends;
-    ``wall_seconds`` a wall-time range from the latency measured in ``run_dir`` (the story's folder) or assumed.
-    USD at each role's model's list price (None when one has none), known without an API key.
-    """
+    """What one ``storyjudge refine`` or ``score`` run would take: the high end's counts and USD, both ends, time."""
     ranged = estimate_range(ctx, task, document, summary)
     high = ranged["high"]
     return {
@@ -317,10 +299,7 @@ def estimate_run(
 def estimate_item(
     config: ExperimentConfig, cell: Cell, item: EvalItem, *, indexed: bool = False
 ) -> dict[str, Any]:
-    """The most calls and tokens one item of one cell takes (its range's high end), and their USD.
-
-    ``indexed``: another item of the same story already built the index (it is reused, not extracted again).
-    """
+    """The high end of one item's range, and its USD (``indexed``: its story's index is already built)."""
     ctx = cell_context(config, cell, config.out_dir)
     summary = item.summary if cell.task == "score" else ""
     ranged = _Range(estimate_range(ctx, cell.task, item.document, summary, metrics=config.metrics)["roles"])

@@ -1,15 +1,8 @@
 """Experiment configuration: the grid of settings, its validation, and the Context of each cell.
 
-A config (YAML or JSON) names datasets and the axes of a grid -- model specs x summarization strategies x
-chunk sizes x loop settings -- and a task:
-
-- ``refine``: summarize each narrative and refine it (the ``refine`` graph), then score every iteration
-  (NarrativeFactScore comes with the graph; BooookScore, ROUGE against references, BERTScore and summary
-  statistics as the config's ``metrics`` ask);
-- ``score``: judge the summaries a dataset gives (STORYSUMM) with the ``factscore`` and/or ``coherence``
-  graphs. Strategy and loop settings do not affect this task, so those axes collapse to one value.
-
-Every setting is checked when the config is loaded, so a typo fails in a second, not after an hour of runs.
+A config (YAML or JSON) names datasets, a task (``refine``: summarize, refine and score every round;
+``score``: judge the summaries STORYSUMM gives) and the grid's axes: models x strategies x chunk sizes x loop
+settings (``score`` ignores strategy and loop). Every setting is checked at load, not after an hour of runs.
 """
 
 from __future__ import annotations
@@ -90,10 +83,7 @@ class DatasetSpec(BaseModel):
         """The spec with each file's absolute path (``base``: the config's folder); a dataset name stays a name."""
 
         def locate(p: str) -> str:
-            try:
-                found = resolve(p, self.kind, base)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+            found = resolve(p, self.kind, base)  # a ValueError: the config's error
             given = Path(p).expanduser()
             is_file = (given if given.is_absolute() or base is None else base / given).is_file()
             return p if split_name(p) and not is_file else str(found.resolve())
@@ -198,11 +188,7 @@ class ExperimentConfig(BaseModel):
     def from_dict(
         cls, data: Any, *, base: Path | None = None, source: str = "experiment config"
     ) -> ExperimentConfig:
-        """Validate a parsed config; relative dataset paths resolve against ``base`` (the config's folder).
-
-        Every cell's Context is built too, so a bad setting fails now, not after an hour of runs. An error is
-        one line starting with ``source``.
-        """
+        """Validate a parsed config and every cell's Context; paths resolve against ``base`` (the config's folder)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: must be a mapping of settings (name: value), not {data!r}")
         if base is not None and isinstance(data.get("metrics"), list):  # a metric's file: beside the config
@@ -214,7 +200,7 @@ class ExperimentConfig(BaseModel):
                 cell_context(config, cell, config.out_dir)
         except ValidationError as exc:
             raise ConfigError(describe_errors(exc, cls, prefix=f"{source}: ")) from None
-        except ConfigError as exc:
+        except ValueError as exc:  # a dataset that cannot be found, a setting a Context refuses
             raise ConfigError(f"{source}: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
         return config
 
@@ -280,12 +266,9 @@ def shortcut_config(
     metrics: Sequence[str] | None = None,
     context: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
-    """The config behind ``storyjudge eval storysumm DATASET`` and ``storyjudge eval squality DATASET``.
+    """The config of ``storyjudge eval storysumm|squality DATASET`` (score given summaries; refine stories).
 
-    STORYSUMM: score the given summaries (task ``score``). SQuALITY: summarize and refine each story (task
-    ``refine``) and compare the summaries with the question-1 references. The default output directory depends
-    on the file's content and the model (not the limit), so the same command resumes where it stopped and a
-    later run without ``--limit`` reuses the items a limited run finished.
+    The output directory depends on the file's content and the model, not the limit, so a rerun resumes.
     """
     try:
         path = resolve(file, kind)

@@ -1,15 +1,9 @@
-"""Reference-based metrics over a whole set, per-item values kept: ROUGE, and BERTScore where possible.
+"""Reference-based metrics over a set, per-item values kept: ROUGE, and BERTScore where a local model is.
 
-ROUGE-1/2/L come from the maintained ``rouge-score`` package (F1, precision and recall, Porter stemming). With
-several references per item (SQuALITY has four), each reference is scored and the item keeps the best one, the
-usual multi-reference convention; the mean over references is kept too.
-
-BERTScore needs a transformer checkpoint. Nothing is ever downloaded: it runs only when a local model
-directory is configured (``STORYJUDGE_BERTSCORE_MODEL`` or the ``model_path`` argument), and otherwise reports
-itself as unavailable with the reason. The implementation is ours (greedy cosine matching of contextual token
-embeddings, no idf weighting, no baseline rescaling); long texts are embedded in consecutive windows rather
-than truncated. Its numbers are comparable across runs with the same model and layer, not with published
-BERTScore tables.
+ROUGE-1/2/L (``rouge-score``, stemmed) keep each item's best reference and the mean over references.
+BERTScore never downloads: it runs only with a local model directory (``STORYJUDGE_BERTSCORE_MODEL``), else
+says why not. It is ours (greedy cosine matching, no idf or rescaling, long texts in windows): comparable
+across runs with one model and layer, not with published tables.
 """
 
 from __future__ import annotations
@@ -32,10 +26,7 @@ BERTSCORE_LAYER_ENV = "STORYJUDGE_BERTSCORE_LAYER"
 
 
 def aggregate(values: Sequence[float | None], *, seed: int = 0, resamples: int = 1000) -> dict[str, Any]:
-    """Mean, standard deviation and a bootstrap 95% interval of the mean over a set, per-item values kept.
-
-    Items without a value (None, NaN) are counted as ``missing`` and left out, never treated as zero.
-    """
+    """Mean, std and bootstrap 95% interval over a set; missing values (None, NaN) counted, never zero."""
     kept = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     result: dict[str, Any] = {
         "mean": float(np.mean(kept)) if kept else None,
@@ -82,35 +73,11 @@ def rouge_item(prediction: str, references: Sequence[str]) -> dict[str, Any]:
     return item
 
 
-def rouge(
-    predictions: Sequence[str], references: Sequence[Sequence[str]], *, seed: int = 0
-) -> dict[str, Any]:
-    """ROUGE-1/2/L over a set: per item (best reference) and aggregated F1 with bootstrap intervals."""
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
-    per_item = [rouge_item(p, refs) for p, refs in zip(predictions, references, strict=True)]
-    return {
-        "multi_reference": "max F1 over references (mean over references kept per item)",
-        "stemmer": True,
-        **{kind: aggregate([it[kind]["f1"] for it in per_item], seed=seed) for kind in ROUGE_TYPES},
-        "per_item": per_item,
-    }
-
-
-# ----------------------------------------------------------------------------------------------------
-# BERTScore (local models only)
-
-
-def bertscore_model_path(model_path: str | Path | None = None) -> Path | None:
-    """The configured local BERTScore model directory, or None when none is configured."""
-    value = str(model_path) if model_path else os.environ.get(BERTSCORE_MODEL_ENV, "")
-    return Path(value).expanduser() if value else None
-
-
 def bertscore_status(model_path: str | Path | None = None) -> dict[str, Any]:
     """Whether BERTScore can run, and if not, why (said in every report that mentions it)."""
-    path = bertscore_model_path(model_path)
-    if path is None:
+    value = str(model_path) if model_path else os.environ.get(BERTSCORE_MODEL_ENV, "")
+    path = Path(value).expanduser()
+    if not value:
         return {
             "available": False,
             "reason": f"no local model configured: set {BERTSCORE_MODEL_ENV} to a Hugging Face model "
@@ -138,28 +105,26 @@ class _TokenEmbedder:
         limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
         self.window = max(16, min(limit, 512) - 2)
         # shared by parallel evaluation items; the fast tokenizer is not reentrant
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
 
     def embed(self, text: str) -> np.ndarray:
-        with self._lock:
-            return self._embed(text)
-
-    def _embed(self, text: str) -> np.ndarray:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if not ids:
-            return np.zeros((0, 1))
-        chunks = []
-        for start in range(0, len(ids), self.window):
-            window = self.tokenizer.build_inputs_with_special_tokens(ids[start : start + self.window])
-            with self.torch.no_grad():
-                out = self.model(
-                    input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
-                )
-            hidden = out.hidden_states[self.layer][0].numpy()
-            chunks.append(hidden[1:-1])  # drop the special tokens around the window
-        vectors = np.concatenate(chunks, axis=0)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return np.asarray(vectors / np.maximum(norms, 1e-12))
+        """Unit vectors of the text's tokens."""
+        with self.lock:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            if not ids:
+                return np.zeros((0, 1))
+            chunks = []
+            for start in range(0, len(ids), self.window):
+                window = self.tokenizer.build_inputs_with_special_tokens(ids[start : start + self.window])
+                with self.torch.no_grad():
+                    out = self.model(
+                        input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
+                    )
+                hidden = out.hidden_states[self.layer][0].numpy()
+                chunks.append(hidden[1:-1])  # drop the special tokens around the window
+            vectors = np.concatenate(chunks, axis=0)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            return np.asarray(vectors / np.maximum(norms, 1e-12))
 
 
 _embedders: dict[tuple[str, int | None], _TokenEmbedder] = {}
@@ -191,10 +156,9 @@ def bertscore(
     layer: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """BERTScore F1 (best reference per item) over a set, or ``{"available": False, "reason": ...}``.
+    """BERTScore F1 (best reference per item), or ``{"available": False, "reason": ...}``.
 
-    ``model_path``: a local model directory, by default ``$STORYJUDGE_BERTSCORE_MODEL``; ``layer``: the hidden
-    layer used (0 = embeddings), by default ``$STORYJUDGE_BERTSCORE_LAYER`` or the last one.
+    ``layer``: 0 = embeddings; default ``$STORYJUDGE_BERTSCORE_LAYER``, else the last.
     """
     status = bertscore_status(model_path)
     if not status["available"]:

@@ -1,7 +1,6 @@
 """PNG plots of an experiment: score per refinement iteration, NFS vs BooookScore, cost vs score.
 
-matplotlib runs on its file-only Agg backend (no display, safe in threads and on servers). A plot with nothing
-to show is not drawn; the returned notes say which and why, so an empty figure never passes for a result.
+A plot with nothing to show is not drawn and a note says why, so an empty figure never passes for a result.
 """
 
 from __future__ import annotations
@@ -105,12 +104,9 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
 
 
 def cost_plot(table: Sequence[Mapping[str, Any]], path: Path) -> str | None:
-    """Per cell: what it spent per item against its mean NFS; None when drawn.
+    """Per cell: spending per item against mean NFS; None when drawn.
 
-    Cells of one experiment share an LLM cache, so a cell can find its calls already answered by another and
-    show no tokens or dollars at all. Dollars are plotted only when no call was a cache hit; otherwise the
-    axis is the number of LLM calls per item, made or answered from the cache, which does not depend on run
-    order.
+    Cells share a cache, so dollars only when no call was a hit; else calls made or answered (order-independent).
     """
     scored = [line for line in table if isinstance(line.get("nfs_best", line.get("nfs")), (int, float))]
     scored = [line for line in scored if line.get("ok")]

@@ -1,20 +1,14 @@
-"""The experiment runner: every (cell, item) of a grid through the storyjudge graphs, resumable and cached.
+"""The experiment runner: every (cell, item) of a grid through the graphs, resumable and cached.
 
-One JSON line per (cell, item) goes to ``rows.jsonl`` with every parameter, the scores, usage and timings; the
-full graph output of each item goes to ``records/``. A rerun skips (cell, item) pairs that already have an
-``ok`` row, and every LLM call goes through one cache directory for the whole experiment, so an interrupted
-run resumes without paying twice. Items run concurrently (``concurrency`` at once); a ``budget`` of LLM calls
-or dollars stops new items from starting once it is spent (items already running finish, so it can be overshot
-by that much). A model that cannot be reached, or a bad setting, stops the whole run: retrying other items
-cannot help. Any other failure of one item becomes an ``error`` row and the run goes on; a rerun retries it.
-
-Items run on an executor (:class:`ItemExecutor`): :class:`LocalExecutor` (threads, the default) or
-``eval.cluster.DaskExecutor`` (a task per item on a Dask cluster, one LLM budget for the whole cluster). Either
-way only the driver writes ``rows.jsonl``, so resuming is the same.
+One row per (cell, item) goes to ``rows.jsonl``, the full graph output to ``records/``; a rerun skips ``ok``
+rows and shares one LLM cache, so an interrupted run resumes without paying twice. A ``budget`` stops new items
+(running ones finish). An unreachable model or bad setting stops the run; any other failure of an item is an
+``error`` row. Only the driver writes rows, whether items run in threads or on Dask (``eval.cluster``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -51,10 +45,7 @@ METRIC_MODULES = ("eval.metrics", "rouge_score.rouge_scorer")
 
 
 def record_name(item_id: str) -> str:
-    """A file name for an item that no other id shares: its readable form, then a short hash of the exact id.
-
-    "x", "X" and "../../x" all read as "x"; "a/b" and "a-b" as "a-b".
-    """
+    """A file name no other id shares: a readable slug, then a short hash of the exact id."""
     return f"{slug(item_id)}-{hashlib.sha256(item_id.encode()).hexdigest()[:8]}"
 
 
@@ -98,16 +89,10 @@ class RowLog:
 
     def read(self) -> list[dict[str, Any]]:
         """Every row written so far; a torn last line (a killed run) is ignored."""
-        if not self.path.exists():
-            return []
         rows = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
+        for line in self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []:
+            with contextlib.suppress(json.JSONDecodeError):
                 rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
         return rows
 
     def append(self, row: Mapping[str, Any]) -> None:
@@ -127,8 +112,7 @@ def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 ItemOutcome = tuple[str, Any]
-"""What running one item gave: ``("row", row)``, ``("fatal", why)`` (stop the experiment) or ``("error", why)``
-(the item did not come back: the driver writes an ``error`` row for it)."""
+"""``("row", row)``, ``("fatal", why)`` (stop the experiment) or ``("error", why)`` (the item did not come back)."""
 
 
 def group_key(cell: Cell, item: EvalItem) -> tuple[str, str]:
@@ -137,11 +121,7 @@ def group_key(cell: Cell, item: EvalItem) -> tuple[str, str]:
 
 
 class ItemExecutor(Protocol):
-    """Where the items of an experiment run; the driver (``Experiment.run``) submits and collects.
-
-    ``width``: items in flight at most. ``exclusive_groups``: whether items of one group must not run at once
-    (true where they would be in different processes, which must not share an embedded store or a cache).
-    """
+    """Where items run; ``exclusive_groups``: items of one group must not run at once (separate processes)."""
 
     width: int
     exclusive_groups: bool
@@ -150,11 +130,11 @@ class ItemExecutor(Protocol):
         """Start one item."""
 
     def next_done(self) -> tuple[Cell, EvalItem, ItemOutcome]:
-        """Wait for any started item to finish; its cell, item and outcome."""
+        """Wait for any started item to finish."""
         ...
 
     def close(self) -> None:
-        """Stop: cancel what has not started, free threads or the cluster connection."""
+        """Cancel what has not started; free threads or the cluster connection."""
 
 
 class LocalExecutor:
@@ -240,49 +220,36 @@ class Experiment:
         on_row: Callable[[dict[str, Any], int, int], None] | None = None,
         executor: ItemExecutor | None = None,
     ) -> RunOutcome:
-        """Run every pending (cell, item) on an executor; returns all rows of the experiment.
-
-        Only this driver writes rows: the executor runs items (threads here, or a Dask cluster) and hands back
-        what each gave; a new item starts whenever one finishes, while no stop reason and no budget says no.
-
-        Args:
-            max_cells: Stop after the first ``max_cells`` cells of the grid (the rest stay pending).
-            on_row: Called with each new row, the number done and the number planned (for progress display).
-            executor: Where items run; default :class:`LocalExecutor` with the config's ``concurrency`` threads.
-        """
+        """Run every pending (cell, item) on ``executor`` (default: threads); ``on_row(row, done, planned)``."""
         started = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
         self._write_config()
-        previous = self.log.read()
-        done = {(r["cell"], r["item"]["id"]) for r in latest_rows(previous) if r.get("status") == "ok"}
+        previous = latest_rows(self.log.read())
+        done = {(r["cell"], r["item"]["id"]) for r in previous if r.get("status") == "ok"}
         budget = Budget({str(key): value for key, value in self.config.budget.items()})
-        for row in latest_rows(previous):
+        for row in previous:
             budget.add(row.get("usage_totals") or {})
         plan = self.plan(max_cells)
-        pending = [(c, i) for c, i in plan if (c.id, i.id) not in done]
-        runner = executor or LocalExecutor(self, max(1, self.config.concurrency))
+        queue = [(c, i) for c, i in plan if (c.id, i.id) not in done]
+        skipped = finished = len(plan) - len(queue)
+        runner = executor or LocalExecutor(self, self.config.concurrency)
         stopped: str | None = None
-        finished = len(plan) - len(pending)
-        queue = list(pending)
         busy: set[tuple[str, str]] = set()  # (cell, group) of items in flight, where groups are exclusive
+        busy_items: set[tuple[str, str]] = set()
         exclusive = runner.exclusive_groups
 
         def start_more() -> None:
             nonlocal stopped
             while queue and not stopped and len(busy_items) < runner.width:
-                reason = budget.exhausted()
-                if reason:
-                    stopped = reason
-                    return
+                stopped = budget.exhausted()
                 free = [n for n, (c, i) in enumerate(queue) if not (exclusive and group_key(c, i) in busy)]
-                if not free:
+                if stopped or not free:
                     return
                 cell, item = queue.pop(free[0])
                 busy.add(group_key(cell, item))
                 busy_items.add((cell.id, item.id))
                 runner.submit(cell, item)
 
-        busy_items: set[tuple[str, str]] = set()
         try:
             start_more()
             while busy_items:
@@ -303,8 +270,7 @@ class Experiment:
             runner.close()
         planned = {(c.id, i.id) for c, i in plan}  # a smaller --limit or grid than an earlier run's
         rows = [r for r in latest_rows(self.log.read()) if (r["cell"], r["item"]["id"]) in planned]
-        ran = finished - (len(plan) - len(pending))
-        return RunOutcome(rows, ran, len(plan) - len(pending), stopped, time.perf_counter() - started)
+        return RunOutcome(rows, finished - skipped, skipped, stopped, time.perf_counter() - started)
 
     def attempt(self, cell: Cell, item: EvalItem, *, own_cache: bool = False) -> ItemOutcome:
         """Run one item: ``("row", row)``, or ``("fatal", why)`` when its model or settings are unusable."""
@@ -327,16 +293,8 @@ class Experiment:
         }
         (self.out / "experiment.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
 
-    # ----------------------------------------------------------------------------------------------------
-    # one item
-
     def item_context(self, cell: Cell, item: EvalItem, *, own_cache: bool = False) -> Context:
-        """The Context of one item's run: its run directory and, with ``own_cache``, a cache of its own there.
-
-        Items that share a narrative (a group) share a run directory (and its index), named like records (the
-        slug and a hash of the exact group or id: ``x``, ``X`` and ``../../x`` get three). An own cache (each item
-        its own SQLite file in the run directory) is what a cluster uses: no two processes write one file.
-        """
+        """An item's Context: its group's run directory (shared index) and, on a cluster, its own cache file."""
         run_dir = self.out / "runs" / cell.id / record_name(item.group or item.id)
         ctx = cell_context(self.config, cell, run_dir)
         if own_cache:
@@ -401,11 +359,7 @@ class Experiment:
             return self._index_locks.setdefault(key, threading.Lock())
 
     def _factscore(self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
-        """Score the item's summary, reusing the index of its story when another summary of it built one.
-
-        The first summary of a story builds the index while the story's other summaries wait; once it exists
-        they run concurrently.
-        """
+        """Score the summary; the story's first summary builds its index while the others wait, then reuse it."""
         index_file = Path(ctx.run_dir) / "index.json"
         graph_input: dict[str, Any] = {"summary": item.summary, "title": item.title}
         with self._lock_for((cell.id, item.group)):
@@ -428,8 +382,6 @@ class Experiment:
         self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
     ) -> None:
         metrics = self.config.metrics
-        if not item.summary:
-            raise ValueError(f"item {item.id} has no summary to score")
         if "factscore" in metrics:
             out = self._factscore(cell, item, ctx, row)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))
@@ -464,9 +416,7 @@ class Experiment:
         if "stats" in metrics:
             row["stats"] = summary_stats(item.summary, item.document)
         if "rouge" in metrics and item.references:
-            from eval.metrics import rouge_item
-
-            row["rouge"] = _rouge_f1(rouge_item(item.summary, item.references))
+            row["rouge"] = _rouge_f1(item.summary, item.references)
 
     def _refine_item(
         self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
@@ -499,7 +449,6 @@ class Experiment:
                     coherence_by_iteration[int(str(entry["id"]).rsplit("-", 1)[1])] = entry.get("score")
         best_number = out.get("best_iteration", iterations[-1]["iteration"])
         best = next((it for it in iterations if it["iteration"] == best_number), iterations[-1])
-        initial = iterations[0]
         row["iterations"] = [
             {
                 **compact_card(it["factscore"]),
@@ -515,42 +464,32 @@ class Experiment:
         row["metrics"] = metric_scores(best.get("metrics"))  # the best round's, as the table reports it
         row["best_iteration"] = best["iteration"]
         row["stop_reason"] = out.get("stop_reason", "")
-        ends = (("initial", initial), ("best", best))
+        ends = {"initial": iterations[0], "best": best}
         row["scores"] = {  # nfs_initial, nfs_initial_coverage, nfs_initial_reliable, nfs_best, ...
-            **{f"nfs_{end}{part}": it["factscore"].get(key) for end, it in ends for part, key in NFS_PARTS},
-            "coherence_initial": coherence_by_iteration.get(initial["iteration"]),
-            "coherence_best": coherence_by_iteration.get(best["iteration"]),
+            **{
+                f"nfs_{end}{part}": it["factscore"].get(key)
+                for end, it in ends.items()
+                for part, key in NFS_PARTS
+            },
+            **{f"coherence_{end}": coherence_by_iteration.get(it["iteration"]) for end, it in ends.items()},
         }
         if "stats" in metrics:
-            row["stats"] = {
-                "initial": summary_stats(initial["summary"], item.document),
-                "best": summary_stats(best["summary"], item.document),
-            }
-        if item.references:
-            if "rouge" in metrics:
-                from eval.metrics import rouge_item
+            row["stats"] = {end: summary_stats(it["summary"], item.document) for end, it in ends.items()}
+        if "rouge" in metrics and item.references:
+            row["rouge"] = {end: _rouge_f1(it["summary"], item.references) for end, it in ends.items()}
+        if "bertscore" in metrics and item.references:
+            from eval.metrics import bertscore
 
-                row["rouge"] = {
-                    "initial": _rouge_f1(rouge_item(initial["summary"], item.references)),
-                    "best": _rouge_f1(rouge_item(best["summary"], item.references)),
-                }
-            if "bertscore" in metrics:
-                from eval.metrics import bertscore
-
-                result = bertscore(
-                    [initial["summary"], best["summary"]],
-                    [item.references, item.references],
-                    model_path=self.config.bertscore_model or None,
-                )
-                row["bertscore"] = (
-                    {"initial": result["per_item"][0]["f1"], "best": result["per_item"][1]["f1"]}
-                    if result.get("available")
-                    else {"available": False, "reason": result.get("reason")}
-                )
+            texts = [it["summary"] for it in ends.values()]
+            found = bertscore(texts, [item.references] * 2, model_path=self.config.bertscore_model or None)
+            row["bertscore"] = (
+                {end: one["f1"] for end, one in zip(ends, found["per_item"], strict=True)}
+                if found.get("available")
+                else {"available": False, "reason": found.get("reason")}
+            )
 
 
 NFS_PARTS = (("", "score"), ("_coverage", "coverage"), ("_reliable", "reliable"))
-"""The parts of a round's NFS card a refine row keeps for its first and best rounds (``scores``)."""
 
 
 def compact_card(card: Mapping[str, Any]) -> dict[str, Any]:
@@ -570,8 +509,11 @@ def metric_scores(cards: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {name: {k: card.get(k) for k in keys if k in card} for name, card in (cards or {}).items()}
 
 
-def _rouge_f1(item: Mapping[str, Any]) -> dict[str, float]:
-    return {kind: float(item[kind]["f1"]) for kind in ("rouge1", "rouge2", "rougeL")}
+def _rouge_f1(summary: str, references: list[str]) -> dict[str, float]:
+    from eval.metrics import rouge_item
+
+    scores = rouge_item(summary, references)
+    return {kind: float(scores[kind]["f1"]) for kind in ("rouge1", "rouge2", "rougeL")}
 
 
 def _read_index(path: Path) -> dict[str, Any] | None:

@@ -1,18 +1,9 @@
 """Agreement of NarrativeFactScore (and BooookScore) with human labels on STORYSUMM-format data.
 
-The experiment runner scores each (story, summary) pair with the ``factscore`` graph, each story being one
-scene set; this module turns those scores into predictions and compares them with the labels:
-
-- summary level: a summary is predicted unfaithful when any of its facts is unsupported; a summary none of
-  whose facts could be judged gets no prediction (an abstention, counted and left out, never guessed);
-- NFS itself against the label: Spearman and Kendall tau-b with p-values, ROC AUC, and a threshold sweep that
-  is reported separately because picking its best row on the same data would be tuning on the evaluation set;
-- sentence level: a labelled sentence is predicted unfaithful when any fact of the summary sentences that map
-  onto it is unsupported. The graph splits the summary with its own sentence splitter, so its sentences are
-  mapped onto the dataset's by character overlap, and any sentence the two splitters cut differently is
-  counted.
-
-Sentence-level bootstrap intervals resample whole summaries (sentences of one summary are not independent).
+A summary is predicted unfaithful when any of its facts is unsupported; one with nothing judged abstains
+(counted, never guessed). NFS is also correlated with the label, and a threshold sweep is kept apart (its best
+row would be tuned on the test data). The graph's own sentences are mapped onto the labelled ones by character
+overlap, counting those split differently; sentence-level intervals resample whole summaries.
 """
 
 from __future__ import annotations
@@ -58,13 +49,9 @@ def _locate(text: str, pieces: Sequence[str]) -> list[tuple[int, int] | None]:
 
 
 def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> dict[str, Any]:
-    """Map the graph's summary sentences onto the dataset's labelled sentences by character overlap.
+    """Map the graph's sentences onto the labelled ones by character overlap (graph indices per labelled one).
 
-    Returns:
-        ``{"mapping": [[graph sentence indices] per dataset sentence], "split_differently": n,
-        "unplaced": [graph indices that could not be located]}``. A graph sentence that overlaps two dataset
-        sentences maps to both (its facts cannot be attributed to one), and is counted in
-        ``split_differently``.
+    One overlapping two labelled sentences maps to both and counts in ``split_differently``.
     """
     text, spans = dataset_spans(dataset_sentences)
     if not graph_sentences:
@@ -88,11 +75,7 @@ def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> d
 def sentence_predictions(
     dataset_sentences: Sequence[str], per_sentence: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """Per labelled sentence: facts, judged, unsupported and the prediction (None when nothing was judged).
-
-    ``per_sentence``: the score card's records (``sentence``, ``facts``, ``supported``, ``judged``) of the
-    graph's own sentences, mapped onto ``dataset_sentences`` (the ones the labels refer to).
-    """
+    """Per labelled sentence: facts, judged, unsupported and the prediction (None when nothing was judged)."""
     graph_sentences = [str(p.get("sentence", "")) for p in per_sentence]
     alignment = align(dataset_sentences, graph_sentences)
     rows = []
@@ -129,11 +112,7 @@ def summary_prediction(card: Mapping[str, Any]) -> bool | None:
 def agreement_report(
     rows: Sequence[Mapping[str, Any]], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
-    """The agreement tables of one set of scored STORYSUMM rows (one runner cell).
-
-    ``rows``: runner rows with ``status`` "ok", ``labels`` (``summary``, ``sentences``, ``coherence``) and
-    ``factscore`` (``score``, ``predicted_unfaithful``, ``sentences``) and optionally ``coherence``.
-    """
+    """The agreement tables of one runner cell's scored STORYSUMM rows."""
     ok = [r for r in rows if r.get("status") == "ok" and (r.get("labels") or {}).get("summary") is not None]
     report: dict[str, Any] = {
         "items": len(rows),
@@ -199,11 +178,7 @@ def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int)
 def _sentence_table(
     rows: Sequence[Mapping[str, Any]], labels: str, scores: str, predicted: str, resamples: int, seed: int
 ) -> tuple[dict[str, Any], int, list[Mapping[str, Any]]]:
-    """The classification table of the labelled sentences, how many were abstained on, and the rows used.
-
-    A row is used when its ``labels[labels]`` line up with its ``[scores]["sentences"]``; a sentence whose
-    ``predicted`` is None (nothing judged) is an abstention. Bootstrap groups are the rows' items.
-    """
+    """The labelled sentences' table (clustered by item), abstentions, and the rows whose labels line up."""
     pred: list[bool] = []
     gold: list[bool] = []
     groups: list[str] = []
@@ -278,32 +253,25 @@ def _metric_cell(entry: Mapping[str, Any]) -> str:
     return f"{_fmt(entry.get('value'))}{interval}"
 
 
+LEVELS = (
+    ("summary", "summary_level"),
+    ("sentence", "sentence_level"),
+    ("coherence (sentence)", "coherence_sentence_level"),
+)
+SHOWN = ("balanced_accuracy", "cohens_kappa", "precision_unfaithful", "recall_unfaithful", "f1_unfaithful")
+
+
 def table_lines(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(level, metric, value [95% CI]) rows for printing the agreement table."""
     lines: list[tuple[str, str, str]] = []
-    for level, key in (
-        ("summary", "summary_level"),
-        ("sentence", "sentence_level"),
-        ("coherence (sentence)", "coherence_sentence_level"),
-    ):
+    for level, key in LEVELS:
         section = report.get(key)
         if not section:
             continue
         table = section["table"]
-        lines.append(
-            (
-                level,
-                "n (unfaithful / predicted)",
-                f"{table['n']} ({table['positives']} / {table['predicted_positives']})",
-            )
-        )
-        for metric in (
-            "balanced_accuracy",
-            "cohens_kappa",
-            "precision_unfaithful",
-            "recall_unfaithful",
-            "f1_unfaithful",
-        ):
+        counts = f"{table['n']} ({table['positives']} / {table['predicted_positives']})"
+        lines.append((level, "n (unfaithful / predicted)", counts))
+        for metric in SHOWN:
             lines.append((level, metric, _metric_cell(table[metric])))
         abstained = section.get("abstained", section.get("abstained_sentences", 0))
         lines.append((level, "abstained (nothing judged)", str(abstained)))

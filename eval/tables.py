@@ -1,10 +1,7 @@
 """Summaries of finished runs: a line per cell (parameters, mean scores, spending, time), Markdown and CSV.
 
-Each mean score comes with its 95% bootstrap interval over the cell's items (``<metric>_ci95``), and cells that
-differ in one setting over the same items (refine vs not, one strategy vs the other, model A vs B) are set
-against each other: the paired difference per item with its interval (``differences``), so an experiment says
-whether a gain is larger than the spread between items. A refine cell also compares its best rounds with its
-first summaries, item by item.
+Each mean has its 95% bootstrap interval over items; cells that differ in one setting (and a refine cell's
+best rounds against its first) get paired per-item differences with intervals (``differences``).
 """
 
 from __future__ import annotations
@@ -148,11 +145,7 @@ def _with_interval(line: dict[str, Any], metric: str, per_item: Mapping[str, Map
 def differences(
     rows: Sequence[Mapping[str, Any]], table: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Paired differences, item by item, between cells of one task and dataset that differ in one setting.
-
-    And, in a refine cell, its best rounds against its first summaries. A pair is over the items both cells
-    scored (reliably); ``ci95`` is the 95% bootstrap interval of the mean difference (second minus first).
-    """
+    """Paired per-item differences (second minus first) of cells differing in one setting; best vs first rounds."""
     by_cell: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         if row.get("status") == "ok":
@@ -232,10 +225,7 @@ def _write_csv(path: Path, columns: Sequence[str], lines: Iterable[Mapping[str, 
 def write_tables(
     table: Sequence[Mapping[str, Any]], out_dir: Path, diffs: Sequence[Mapping[str, Any]] = ()
 ) -> list[Path]:
-    """``summary.md`` and ``summary.csv`` of a summary table (columns: the union over cells, in order).
-
-    With paired differences (``differences``), summary.md lists them under the table, and differences.csv.
-    """
+    """``summary.md`` and ``summary.csv`` (columns: the union over cells), with the differences and their CSV."""
     columns: list[str] = []
     for line in table:
         columns.extend(k for k in line if k not in columns)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,3 +17,9 @@ def checkout_env(**extra: str) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         **extra,
     }
+
+
+def cli(command: str, *args: str, base_url: str, run_dir: Path) -> list[str]:
+    """``python -m storyjudge COMMAND ARGS`` against the scripted model at ``base_url``."""
+    scripted = ["--model", "openai:scripted", "--base-url", base_url, "--run-dir", str(run_dir)]
+    return [sys.executable, "-m", "storyjudge", command, *args, *scripted]

@@ -1,25 +1,22 @@
-"""Goal 3: how many copies of a refine run's final state its checkpoints hold.
+"""Goal 3: how many copies of a refine run's final state its checkpoints (database and blobs) hold.
 
-Runs ``python -m storyjudge refine`` on a document, as a user would, against the scripted server in a process
-of its own, then reads the run directory: the checkpoint database plus the texts it refers to
-(``checkpoint_blobs/``, where a run has them), over the run's state at its end: every graph's last checkpoint,
-serialized plainly. Lean checkpoints store what changed, not the whole state again at each superstep.
-(``result.json`` is no yardstick since it refers to its passages instead of copying them: it is reported
-beside.)
+``python -m storyjudge refine`` runs as a user would against the scripted server; its checkpoints are set
+against every graph's last checkpoint serialized plainly (``result.json``, which refers to its passages
+instead of copying them, is reported beside).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from eval.bench import ROOT, checkout_env
+from eval.bench import ROOT, checkout_env, cli
 from eval.bench.workload import ServerProcess
 from storyjudge.core.checkpointblobs import BlobSerializer
 
@@ -41,14 +38,10 @@ def final_state_bytes(conn: sqlite3.Connection, blobs: Path) -> int:
 
 def measure(run_dir: Path) -> dict[str, Any]:
     """The sizes of one finished run directory, and how many copies of its final state they hold."""
-    database = run_dir / "checkpoints.sqlite"
-    blobs = run_dir / "checkpoint_blobs"
-    conn = sqlite3.connect(database)
-    try:
+    database, blobs = run_dir / "checkpoints.sqlite", run_dir / "checkpoint_blobs"
+    with contextlib.closing(sqlite3.connect(database)) as conn:
         checkpoints = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
         final = final_state_bytes(conn, blobs)
-    finally:
-        conn.close()
     sizes = {
         "checkpoints": checkpoints,
         "checkpoints_sqlite_bytes": database.stat().st_size,
@@ -66,8 +59,7 @@ def run(document: Path = DOCUMENT) -> dict[str, Any]:
         tmp = Path(tmp_name)
         with ServerProcess(0.0, 16, tmp / "requests.jsonl") as server:
             done = subprocess.run(
-                [sys.executable, "-m", "storyjudge", "refine", str(document), "--model", "openai:scripted",
-                 "--base-url", server.base_url, "--run-dir", str(tmp / "run"), "--concurrency", "16"],
+                cli("refine", str(document), "--concurrency", "16", base_url=server.base_url, run_dir=tmp / "run"),
                 cwd=ROOT, env=checkout_env(STORYJUDGE_CACHE_DIR=str(tmp / "cache")), capture_output=True,
                 text=True, check=False,
             )  # fmt: skip

@@ -1,34 +1,14 @@
-"""The critical-path bound of a run, from the requests a test server received.
+"""The critical-path bound of a run: ``L`` x the fewest waves of at most ``C`` calls its dependencies allow.
 
-A run's LLM calls depend on each other; with latency ``L`` per call and ``C`` calls in flight at most, the
-shortest wall time any schedule could reach is ``L`` times the fewest rounds ("waves") of at most ``C`` calls
-that respect the dependencies. Calls answered from the cache never reach the server and cost nothing, so they
-are not counted. The log is cut, in arrival order, into segments:
+Cache hits never reach the server and are not counted. The log is cut, in arrival order, into:
 
-- **Stages**: consecutive requests of one kind (the structured output's schema name, else the first line of
-  the prompt, which names its template) that depend on everything before them and not on each other
-  (extraction, then merging, the refiner, the coherence passes). A stage of ``n`` calls needs
-  ``ceil(n / C)`` waves.
-- **The summarizer beside the extraction**: the extraction's ``n`` calls (``SceneTriples``, a run indexes
-  once) depend on nothing but the scenes, and so do the summarizer's stages (a refine run sends both at once).
-  The summarizer's stages, ``m_1 .. m_k`` calls, need ``w = sum ceil(m_i / C)`` waves and leave their free
-  slots to the extraction calls, which fit anywhere: ``max(w, ceil((n + sum m_i) / C))`` waves.
-- **Pipelined segments**: a run of decomposition (``AtomicFacts``) and judge (``Verdict``) requests, in any
-  interleaving. Each verdict depends only on the decomposition of its own sentence (found from the request
-  bodies: the decomposition whose ``<sentence>`` contains the verdict's ``<fact>``). The calls form an
-  out-forest of unit-time tasks; the fewest waves are computed exactly by Hu's highest-level-first list
-  schedule, which is optimal for in-forests, applied to the reversed forest (a schedule of the reversed graph,
-  read backwards, is one of the original, of the same length). With 20 decompositions of 3 facts each and
-  ``C = 16``, that is 5 waves (80 calls), where a barrier between decomposing and judging needs 2 + 4 = 6.
-- **The first round beside the extraction**: the first pipelined segment's decompositions need only the
-  summary, so they may share the extraction's waves once the summarizer's ``w`` are over, while its verdicts
-  also need the CKG, so every extraction call. ``first_round_waves`` tries each wave ``t`` in which the
-  extraction could end: the slots of waves ``w+1 .. t`` the extraction leaves go to decompositions (those with
-  the most verdicts first), and the rest is the forest above, from wave ``t + 1``. The fewest over ``t`` is
-  the bound (checked against an exhaustive search on small cases in the tests).
-
-    bound = L x (first_round_waves + sum over later stages of ceil(n_stage / C)
-                 + sum over later pipelined segments of hu_waves(segment, C))
+- **stages**: consecutive requests of one kind, each depending on all before it: ``ceil(n / C)`` waves;
+- **the summarizer beside the extraction** (``SceneTriples`` needs only the scenes): the summarizer's
+  ``w = sum ceil(m_i / C)`` waves leave free slots to it: ``max(w, ceil((n + sum m_i) / C))``;
+- **pipelined segments** of decompositions and verdicts, each verdict waiting only for its own sentence's
+  decomposition: an out-forest, scheduled exactly by Hu's algorithm on the reversed forest;
+- **the first round beside the extraction**: its decompositions may share the extraction's waves, its
+  verdicts need the whole CKG; ``first_round_waves`` tries each wave in which the extraction could end.
 """
 
 from __future__ import annotations
@@ -36,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
@@ -63,21 +42,14 @@ def request_kind(body: dict[str, Any]) -> str:
     return "(no user message)"
 
 
-@dataclass(frozen=True)
-class Stage:
-    """A run of consecutive requests of one kind."""
-
-    kind: str
-    calls: int
+def _stages(bodies: list[dict[str, Any]]) -> list[int]:
+    """The calls of each stage: a run of consecutive requests of one kind."""
+    return [len(list(run)) for _, run in groupby(bodies, key=request_kind)]
 
 
-def _runs(bodies: list[dict[str, Any]]) -> list[Stage]:
-    return [Stage(kind, len(list(run))) for kind, run in groupby(bodies, key=request_kind)]
-
-
-def waves(found: list[Stage], concurrency: int) -> int:
-    """Rounds of at most ``concurrency`` parallel calls that the stages need."""
-    return sum(math.ceil(stage.calls / concurrency) for stage in found)
+def waves(stages: list[int], concurrency: int) -> int:
+    """Rounds of at most ``concurrency`` parallel calls that stages of these sizes need."""
+    return sum(math.ceil(calls / concurrency) for calls in stages)
 
 
 def beside(
@@ -91,10 +63,9 @@ def beside(
     return extraction, others, rest
 
 
-def beside_waves(extraction: int, lead: list[Stage], concurrency: int) -> int:
+def beside_waves(extraction: int, lead: list[int], concurrency: int) -> int:
     """Fewest waves of ``extraction`` independent calls beside the chain of stages ``lead`` (module docstring)."""
-    chain = waves(lead, concurrency)
-    return max(chain, math.ceil((extraction + sum(stage.calls for stage in lead)) / concurrency))
+    return max(waves(lead, concurrency), math.ceil((extraction + sum(lead)) / concurrency))
 
 
 def segments(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -130,10 +101,7 @@ def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
 
 
 def forest_waves(parents: list[int | None], concurrency: int) -> int:
-    """Fewest waves of at most ``concurrency`` unit-time tasks of an out-forest (``parents[i]`` runs before i).
-
-    Hu's algorithm on the reversed forest: each wave runs the ready tasks farthest from their tree's root.
-    """
+    """Fewest waves of ``concurrency`` unit tasks of an out-forest (``parents[i]`` first): Hu's, reversed."""
     depth: dict[int, int] = {}  # tasks on the path from the root, this one included
     for i in range(len(parents)):
         chain: list[int] = []
@@ -165,21 +133,16 @@ def forest_waves(parents: list[int | None], concurrency: int) -> int:
 
 
 def first_round_waves(
-    extraction: int, lead: list[Stage], segment: list[dict[str, Any]], concurrency: int
+    extraction: int, lead: list[int], segment: list[dict[str, Any]], concurrency: int
 ) -> int:
-    """Fewest waves of the extraction, the summarizer's stages and the first pipelined segment together.
-
-    Decompositions wait for the summarizer's stages; verdicts for their own decomposition and every
-    extraction call (the module docstring).
-    """
+    """Fewest waves of the extraction, the summarizer's stages and the first pipelined segment together."""
     parents = verdict_parents(segment)
     decompositions = [i for i, body in enumerate(segment) if request_kind(body) == DECOMPOSE]
     verdicts_of = Counter(parent for parent in parents if parent is not None)
     first = sorted(decompositions, key=lambda i: (-verdicts_of[i], i))  # most verdicts waiting on it first
     chain = waves(lead, concurrency)
-    lead_calls = sum(stage.calls for stage in lead)
-    after_chain = max(0, extraction - (chain * concurrency - lead_calls))  # extraction calls after the chain
-    earliest = max(chain, math.ceil((extraction + lead_calls) / concurrency))
+    after_chain = max(0, extraction - (chain * concurrency - sum(lead)))  # extraction calls after the chain
+    earliest = beside_waves(extraction, lead, concurrency)
     best: int | None = None
     for end in range(earliest, earliest + math.ceil(len(decompositions) / concurrency) + 2):
         room = max(0, (end - chain) * concurrency - after_chain)  # the decompositions' slots by then
@@ -200,10 +163,10 @@ def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
     extraction, lead, rest = beside(bodies)
     parts = segments(rest)
     if parts and request_kind(parts[0][0]) in PIPELINED:
-        total = first_round_waves(len(extraction), _runs(lead), parts[0], concurrency)
+        total = first_round_waves(len(extraction), _stages(lead), parts[0], concurrency)
         parts = parts[1:]
     else:
-        total = beside_waves(len(extraction), _runs(lead), concurrency)
+        total = beside_waves(len(extraction), _stages(lead), concurrency)
     for segment in parts:
         if request_kind(segment[0]) in PIPELINED:
             total += forest_waves(verdict_parents(segment), concurrency)

@@ -1,16 +1,8 @@
 """Goal 5: the default embedder's achieved FLOP/s as a share of this machine's float32 matmul FLOP/s.
 
-Indexing is embedding-bound, and embedding is matrix products: a transformer encoder's forward pass is, but for
-a few per-cent of softmax, layer norms and GELU, dense float32 matmuls. So the bound is what this machine's
-torch does in a float32 matmul, measured here on the same intra-op threads as the embedder (a few sizes, the
-encoder's own shapes among them, best of several runs). The embedder's work per passage comes from its shape
-(``config.json``): per layer and token, 2 x (4 h^2 + 2 h i) FLOPs in the projections and the feed-forward,
-plus 2 x 2 s h in attention scores and their weighted sum (s tokens, h hidden, i intermediate); embedding
-look-ups and pooling are negligible. Passages are exactly 128 tokens ([CLS] and [SEP] included) and
-are embedded the way indexing embeds them: ``embed_documents`` on batches of ``sceneindex.BATCH``. It runs in a
-process of its own (its torch threads and loaded model its own):
-
-    python -m eval.bench.embedding_bound --json PATH [--repeat 3]
+An encoder's forward pass is almost all float32 matmuls, so the bound is ``torch.mm`` on the embedder's
+threads. The embedder's FLOPs come from its shape; passages of exactly 128 tokens are embedded as indexing
+does. Run in a process of its own: ``python -m eval.bench.embedding_bound --json PATH [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -29,11 +21,7 @@ SIZES = ((128 * 32, 384, 1536), (128 * 32, 1536, 384), (128 * 32, 384, 384), (10
 def matmul_flops(
     threads: int, repeat: int = 3, sizes: tuple[tuple[int, int, int], ...] = SIZES, seconds: float = 1.0
 ) -> dict[str, Any]:
-    """Best float32 FLOP/s per size on ``threads`` torch threads; the bound is the best of them.
-
-    Each timing repeats the product for about ``seconds``, as long as one batch of the embedder takes, so that
-    the bound is not the luck of a 10 ms window with the other core free while the embedder's seconds are not.
-    """
+    """Best float32 FLOP/s per size on ``threads`` threads, each timed over ``seconds`` (as long as a batch)."""
     import torch
 
     before = torch.get_num_threads()
@@ -77,7 +65,7 @@ def passages_of(tokenizer: Any, tokens: int, count: int) -> list[str]:
         "the witches meet macbeth upon the heath and hail him thane of cawdor and king hereafter while banquo "
         "asks what they are and whether they can look into the seeds of time"
     ).split()
-    out = []
+    out = []  # a decoded text can re-tokenize one token longer or shorter: only the exact ones are kept
     for i in range(count):
         ids: list[int] = []
         j = i
@@ -85,17 +73,11 @@ def passages_of(tokenizer: Any, tokens: int, count: int) -> list[str]:
             ids += tokenizer(words[j % len(words)], add_special_tokens=False)["input_ids"]
             j += 7
         out.append(tokenizer.decode(ids[: tokens - 2]))
-    # a decoded text can re-tokenize one token longer or shorter: keep the exact ones
-    exact = [t for t in out if len(tokenizer(t)["input_ids"]) == tokens]
-    return exact
+    return [t for t in out if len(tokenizer(t)["input_ids"]) == tokens]
 
 
 def run(tokens: int = 128, passages: int = 256, repeat: int = 3) -> dict[str, Any]:
-    """Measure the bound and the embedder side by side, interleaved; the share is achieved / bound.
-
-    On a shared machine another job's load hits one measurement and not the next: each round times the
-    matmuls and then the embedder, and the best of the rounds is kept for each.
-    """
+    """The bound and the embedder, interleaved (the best round of each, against load); share = achieved / bound."""
     import torch
 
     from storyjudge.core.embeddings import ENCODE_BATCH, get_embedder, minilm_path

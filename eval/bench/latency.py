@@ -1,9 +1,7 @@
 """Goal 1: coherence, factscore and refine at K calls in flight against their critical-path bound.
 
-Against the scripted server in a process of its own (``L`` seconds per call, ``K`` calls served at once), each
-workload runs at concurrency ``K`` on a fresh LLM cache. Its bound is ``L`` x the fewest waves that the calls the
-server received allow (:mod:`eval.bench.critical_path`). The index that factscore and refine search is built
-once beforehand, and each graph is compiled once before its runs, as a program compiles a module's graph once.
+Each workload runs at concurrency ``K`` on a fresh cache against the scripted server (``L`` s per call, ``K``
+at once); the index and the compiled graphs are made once beforehand, untimed.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ from storyjudge.core.scripted_server import OpenAIServer
 
 Runner = Callable[[Context], dict[str, Any]]
 SHORT_RUN_REPEATS = 3
-"""Short runs are repeated, each on a fresh cache, and the median kept: one busy second elsewhere on a shared
-machine would otherwise decide their ratio."""
+"""Short runs are repeated and the median kept: one busy second elsewhere would otherwise decide their ratio."""
 
 
 def context(

@@ -9,21 +9,16 @@ import subprocess
 import time
 from typing import Any
 
-LATENCY_GOAL = 1.10
-"""Goal 1: factscore and refine at K in flight within this factor of their critical-path bound."""
-COHERENCE_GOAL = 1.05
-"""Goal 1: coherence scoring within this factor of its bound."""
-SEQUENTIAL_GOAL = 1.10
-"""Goal 2: a chain of dependent calls, process start included, within this factor of its bound."""
-CHECKPOINT_GOAL = 3.0
-"""Goal 3: a refine run's checkpoints (database and texts) at most this many times its final state."""
-STARTUP_GOAL_S = 3.0
-"""Goal 4: seconds to doctor's exit and to refine's first progress line."""
-FIRST_REQUEST_GOAL_S = 2.5
-"""Goal 4: seconds from the start of ``summarize BOOK --strategy incremental`` to its first request."""
+LATENCY_GOAL = 1.10  # goal 1: factscore and refine, x their critical-path bound
+COHERENCE_GOAL = 1.05  # goal 1: coherence scoring, x its bound
+SEQUENTIAL_GOAL = 1.10  # goal 2: a chain of dependent calls, process start included, x its bound
+CHECKPOINT_GOAL = 3.0  # goal 3: a refine run's checkpoints, x its final state
+STARTUP_GOAL_S = 3.0  # goal 4: seconds to doctor's exit and to refine's first progress line
+FIRST_REQUEST_GOAL_S = (
+    2.5  # goal 4: seconds to the first request of ``summarize BOOK --strategy incremental``
+)
 FIRST_REQUEST = "summarize first request"
-EMBEDDING_GOAL = 0.60
-"""Goal 5: the embedder's FLOP/s as a share of the machine's float32 matmul FLOP/s, at least this."""
+EMBEDDING_GOAL = 0.60  # goal 5: the embedder's FLOP/s as a share of float32 matmul FLOP/s, at least
 
 
 def load() -> str:
@@ -45,9 +40,12 @@ def machine() -> dict[str, str]:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A Markdown table and the blank line after it."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + [
-        "| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows
+    return [
+        *lines,
+        *("| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows),
+        "",
     ]
 
 
@@ -65,10 +63,7 @@ def latency_goal(row: dict[str, Any]) -> float:
 
 
 def startup_seconds(startup: dict[str, Any]) -> dict[str, float | None]:
-    """Median seconds of the runs: doctor to its exit, refine to its first progress line, summarize to its request.
-
-    A baseline checkout's summarize runs, when some were timed beside this checkout's, get a line of their own.
-    """
+    """Median seconds: doctor to exit, refine to first progress, summarize (and a baseline's) to its request."""
     seconds = {
         "doctor exit": _median([float(r["exit_s"]) for r in startup.get("doctor", []) if r.get("rc") == 0]),
         "refine first progress line": _median(
@@ -83,16 +78,8 @@ def startup_seconds(startup: dict[str, Any]) -> dict[str, float | None]:
     return seconds
 
 
-def _startup_goal(name: str) -> float:
-    return FIRST_REQUEST_GOAL_S if name == FIRST_REQUEST else STARTUP_GOAL_S
-
-
 def goals(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per goal: what was measured, its ratio to the target, whether it is met.
-
-    A goal whose part was skipped is listed as not measured. Ratios are measured / target, so <= 1 meets a goal
-    with an upper limit; the embedding share is a lower limit, and its ratio is share / target (>= 1 meets it).
-    """
+    """One row per goal: what was measured, measured / target (share / target for embedding), whether it is met."""
     found: dict[int, tuple[str, float | None, bool | None]] = {}
     if latency := [r for r in raw.get("latency") or [] if r.get("wall_s") and r.get("bound_s")]:
         worst = max(latency, key=lambda r: r["wall_s"] / r["bound_s"] / latency_goal(r))
@@ -158,11 +145,9 @@ def render(raw: dict[str, Any]) -> str:
             "for the share. Each goal's numbers are in its section below.",
             "",
             *_table(["goal", "what", "target", "measured", "ratio", "met"], goal_rows),
-            "",
             "## Machine",
             "",
             *_table(["", ""], [[key, value] for key, value in raw.get("machine", {}).items()]),
-            "",
             *_latency(raw.get("latency") or [], raw["settings"]),
             *_summarize(raw.get("summarize") or [], raw["settings"]),
             *_checkpoint(raw.get("checkpoint")),
@@ -192,7 +177,6 @@ def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
         "process during the run. Short runs are the median of three.",
         "",
         *_table(header, table),
-        "",
     ]
 
 
@@ -214,7 +198,6 @@ def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str
         "start to its exit.",
         "",
         *_table(["workload", "LLM calls", "bound s", "measured s", "ratio", "met"], table),
-        "",
     ]
 
 
@@ -236,21 +219,17 @@ def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
         "checkpoint, serialized plainly); `result.json` beside.",
         "",
         *_table([*header, "ratio", "met"], [row]),
-        "",
     ]
 
 
 def _startup(startup: dict[str, Any] | None) -> list[str]:
     if not startup:
         return []
-    rows = [
-        [
-            what,
-            "" if value is None else f"{value:.2f}",
-            _met(None if value is None or what.startswith("baseline") else value <= _startup_goal(what)),
-        ]
-        for what, value in startup_seconds(startup).items()
-    ]
+    rows = []
+    for what, value in startup_seconds(startup).items():
+        goal = FIRST_REQUEST_GOAL_S if what == FIRST_REQUEST else STARTUP_GOAL_S
+        met = None if value is None or what.startswith("baseline") else value <= goal
+        rows.append([what, "" if value is None else f"{value:.2f}", _met(met)])
     return [
         "## Start-up (goal 4)",
         "",
@@ -261,7 +240,6 @@ def _startup(startup: dict[str, Any] | None) -> list[str]:
         "a baseline checkout, when given, timed alternately with it).",
         "",
         *_table(["", "seconds", "met"], rows),
-        "",
     ]
 
 
@@ -284,5 +262,4 @@ def _embedding(embedding: dict[str, Any] | None) -> list[str]:
         "threads, the best of a few sizes (`eval/bench/embedding_bound.py`).",
         "",
         *_table(header, [row]),
-        "",
     ]

@@ -79,35 +79,20 @@ def run(
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument(
-        "--latency", type=float, default=0.3, help="seconds per call at the scripted server (L)"
-    )
-    parser.add_argument(
-        "--slots", type=int, default=16, help="serving slots K, also storyjudge's concurrency"
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="a tenth of the coherence workload, fewer repeats"
-    )
-    parser.add_argument("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)"
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--latency", type=float, default=0.3, help="seconds per call at the scripted server (L)")
+    add("--slots", type=int, default=16, help="serving slots K, also storyjudge's concurrency")
+    add("--quick", action="store_true", help="a tenth of the coherence workload, fewer repeats")
+    add("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
+    add("--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)")
+    add(
         "--baseline",
         type=Path,
         default=None,
         help="another checkout whose start-up is timed beside this one's",
     )
-    args = parser.parse_args(argv)
-    skip = tuple(part.strip() for part in args.skip.split(",") if part.strip())
-    if unknown := sorted(set(skip) - set(PARTS)):
+    args = vars(parser.parse_args(argv))
+    args["skip"] = tuple(part.strip() for part in args["skip"].split(",") if part.strip())
+    if unknown := sorted(set(args["skip"]) - set(PARTS)):
         parser.error(f"unknown part(s) {unknown} in --skip; choose from {', '.join(PARTS)}")
-    path = run(
-        latency=args.latency,
-        slots=args.slots,
-        quick=args.quick,
-        skip=skip,
-        out=args.out,
-        baseline=args.baseline,
-    )
-    print(f"wrote {path}")
+    print(f"wrote {run(**args)}")

@@ -1,15 +1,8 @@
 """Goal 2: the summarizers' chains of calls against their critical-path bound, process start included.
 
-Incremental updating is one chain of dependent calls (each step needs the summary so far), so its bound is
-``L x calls``. Hierarchical merging summarizes the chunks in parallel and merges each group once it is
-summarized; merges within a level are sequential (each takes the previous merge as prior context), so its
-bound is the longest chain of dependent calls in the tree (attempts included, those answered from the cache
-not), where a merge also waits until the calls of everything below it could have been served at the
-concurrency. Artifact removal is one more call after either.
-
-Each strategy is measured twice on ``examples/frankenstein.txt`` against the scripted server in its own
-process: the graph alone in this process (its HTTP client already made, as in :mod:`eval.bench.latency`), and
-``python -m storyjudge summarize`` as a user runs it, process start, imports and client set-up included.
+Incremental updating is one chain (bound ``L x calls``); hierarchical merging's bound is the longest chain of
+dependent calls in its tree (``tree_waves``); artifact removal is one more call. Each strategy runs on
+``examples/frankenstein.txt`` twice: the graph alone in this process, and ``python -m storyjudge summarize``.
 """
 
 from __future__ import annotations
@@ -17,12 +10,11 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from eval.bench import ROOT, checkout_env
+from eval.bench import ROOT, checkout_env, cli
 from eval.bench.latency import context, warm_up
 from eval.bench.workload import ServerProcess
 
@@ -38,10 +30,8 @@ def _calls(summary: dict[str, Any], compressed: bool = False) -> int:
 def tree_waves(tree: list[dict[str, Any]], concurrency: int) -> tuple[int, int]:
     """(waves on the critical path, summarizer calls) of a summarize tree.
 
-    A summary's calls run one after the other, once its sources (one level down) and its prior (same level)
-    are done; an attempt answered from the LLM cache (a request identical to an earlier one) takes no wave.
-    Nor can a summary start before every summary it depends on, directly or through others, has been served
-    at ``concurrency`` calls at a time: it ends no earlier than ceil(those calls / concurrency) + its own calls.
+    A summary's calls run in turn once its sources and prior are done, and no earlier than everything it
+    depends on could have been served ``concurrency`` at a time; cache hits take no wave.
     """
     if tree and "step" in tree[0]:  # incremental: every step waits for the one before
         calls = sum(_calls(step["summary"], bool(step.get("compressed"))) for step in tree)
@@ -95,10 +85,9 @@ def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> di
     run_dir = tmp / f"cli-{strategy}"
     begin = len(server.completions)
     started = time.perf_counter()
+    args = (str(DOCUMENT), "--strategy", strategy, "--concurrency", str(slots))
     done = subprocess.run(
-        [sys.executable, "-m", "storyjudge", "summarize", str(DOCUMENT), "--strategy", strategy,
-         "--model", "openai:scripted", "--base-url", server.base_url, "--run-dir", str(run_dir),
-         "--concurrency", str(slots)],
+        cli("summarize", *args, base_url=server.base_url, run_dir=run_dir),
         cwd=ROOT, env=checkout_env(), capture_output=True, text=True, check=False,
     )  # fmt: skip
     wall = time.perf_counter() - started

@@ -1,14 +1,8 @@
-"""Goal 4: how fast the CLI starts: ``doctor``, ``refine``, and a novel's ``summarize`` to its first request.
+"""Goal 4: how fast the CLI starts, each command in a fresh process, timed from its start.
 
-``doctor`` runs against a server that answers its one question, timed to its exit; ``refine`` against the
-scripted server in a process of its own, stopped once its first progress bar line is on the terminal (both on
-a pseudo-terminal, so rich draws its progress bars as a user sees them). ``summarize --strategy incremental``
-of a novel (a chain of dependent calls: its start is part of every run's wall time) is timed to the arrival
-of its first chat request at a scripted server in this process, then stopped. Times are from the process
-start, each command in a fresh process.
-
-With a ``baseline`` checkout, ``summarize`` is also timed running that checkout's code, the two alternating, so
-that a change is measured side by side under the same load: ``python -m eval.bench.startup --baseline DIR``.
+``doctor`` to its exit and ``refine`` to its first progress line run on a pseudo-terminal (rich draws as for a
+user); ``summarize --strategy incremental`` of a novel is timed to its first request at the server. With
+``--baseline DIR`` another checkout's ``summarize`` is timed alternately, under the same load.
 """
 
 from __future__ import annotations
@@ -20,13 +14,12 @@ import re
 import selectors
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from eval.bench import ROOT, checkout_env
+from eval.bench import ROOT, checkout_env, cli
 from eval.bench.workload import BenchResponder, ServerProcess
 from storyjudge.core.scripted_server import OpenAIServer
 
@@ -38,32 +31,21 @@ DOCTOR_ANSWER = json.dumps({"rationale": "The passage says so.", "supported": Tr
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def timed(
-    args: list[str], env: dict[str, str], marks: dict[str, re.Pattern[bytes]], stop_at: str = ""
-) -> dict[str, Any]:
-    """Run ``python -m storyjudge ARGS`` on a pty; seconds from start to each mark's first match, and to exit.
-
-    With ``stop_at``, the process is stopped (SIGTERM) once that mark has been seen.
-    """
+def timed(args: list[str], env: dict[str, str], *, to_progress: bool = False) -> dict[str, Any]:
+    """Run ``args`` on a pty: seconds to its exit or, ``to_progress``, to its first progress line (then stopped)."""
     leader, follower = pty.openpty()
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "storyjudge", *args],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=follower,
-        stderr=follower,
+        args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower
     )
     os.close(follower)
-    seen: dict[str, float] = {}
+    result: dict[str, Any] = {}
     output = b""
     watch = selectors.DefaultSelector()  # epoll/poll: select() refuses descriptors above 1023
     watch.register(leader, selectors.EVENT_READ)
     try:
         while True:
-            ready = watch.select(0.05)
-            if ready:
+            if watch.select(0.05):
                 try:
                     data = os.read(leader, 65536)
                 except OSError:  # the child closed the terminal
@@ -71,11 +53,8 @@ def timed(
                 if not data:
                     break
                 output += data
-                plain = ANSI.sub(b"", output)
-                for name, pattern in marks.items():
-                    if name not in seen and pattern.search(plain):
-                        seen[name] = time.perf_counter() - started
-                if stop_at and stop_at in seen:
+                if to_progress and PROGRESS_LINE.search(ANSI.sub(b"", output)):
+                    result["first_progress_s"] = round(time.perf_counter() - started, 2)
                     process.send_signal(signal.SIGTERM)
                     break
             elif process.poll() is not None:
@@ -86,20 +65,15 @@ def timed(
         os.close(leader)
         if process.poll() is None:
             process.kill()
-    result: dict[str, Any] = {name: round(value, 2) for name, value in seen.items()}
     result["exit_s"] = round(time.perf_counter() - started, 2)
     result["rc"] = process.returncode
-    if not stop_at and process.returncode != 0:
+    if not to_progress and process.returncode != 0:
         result["tail"] = ANSI.sub(b"", output)[-800:].decode("utf-8", "replace")
     return result
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """CPU seconds (user and system, all threads) a running process has used; None where /proc has no answer.
-
-    Read while the command waits for its first answer, it is the work done before the first request, which
-    load from other processes on a shared machine does not inflate as it does the wall time.
-    """
+    """CPU seconds a running process has used (None without /proc): work that others' load does not inflate."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
@@ -110,15 +84,13 @@ def cpu_seconds(pid: int) -> float | None:
 def first_request(server: OpenAIServer, root: Path, run_dir: Path, env: dict[str, str]) -> dict[str, Any]:
     """``summarize NOVEL --strategy incremental`` of the checkout at ``root``: seconds to its first request.
 
-    The server's log stamps each request on arrival (``time.monotonic``, one clock for both processes); the
-    command is stopped once one has come (``cpu_s``: its CPU seconds by then), or when it ends without any
-    (``rc`` and its last words then).
+    The server stamps requests with ``time.monotonic`` (one clock for both processes); ``cpu_s``: the command's
+    CPU seconds by then. It is stopped then, or gives ``rc`` and its last words when no request came.
     """
     before = len(server.log)
     started = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, "-m", "storyjudge", "summarize", str(root / NOVEL), "--strategy", "incremental",
-         "--model", "openai:scripted", "--base-url", server.base_url, "--run-dir", str(run_dir)],
+        cli("summarize", str(root / NOVEL), "--strategy", "incremental", base_url=server.base_url, run_dir=run_dir),
         cwd=root, env={**env, "PYTHONPATH": str(root), "STORYJUDGE_CACHE_DIR": f"{run_dir}-cache"},
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
@@ -139,11 +111,7 @@ def first_request(server: OpenAIServer, root: Path, run_dir: Path, env: dict[str
 
 
 def run_all(latency: float, repeat: int, baseline: Path | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Every measurement ``repeat`` times, interleaved so that load on a shared machine hits each alike.
-
-    With ``baseline`` (another checkout), ``summarize_baseline`` holds its summarize runs, each one right
-    before this checkout's.
-    """
+    """Every measurement ``repeat`` times, interleaved so that load hits each alike (a baseline's runs first)."""
     out: dict[str, list[dict[str, Any]]] = {"doctor": [], "refine": [], "summarize": []}
     if baseline is not None:
         out["summarize_baseline"] = []
@@ -161,20 +129,10 @@ def run_all(latency: float, repeat: int, baseline: Path | None = None) -> dict[s
                         first_request(book_server, baseline, tmp / f"summarize-baseline-{i}", env)
                     )
                 out["summarize"].append(first_request(book_server, ROOT, tmp / f"summarize-{i}", env))
-                doctor = ["doctor", "--model", "openai:scripted", "--base-url", doctor_server.base_url]
-                out["doctor"].append(timed([*doctor, "--run-dir", str(tmp / f"doctor-{i}")], env, {}))
-                refine = [
-                    "refine",
-                    str(DOCUMENT),
-                    "--model",
-                    "openai:scripted",
-                    "--base-url",
-                    server.base_url,
-                ]
-                out["refine"].append(
-                    timed([*refine, "--run-dir", str(tmp / f"refine-{i}")], env,
-                          {"first_progress_s": PROGRESS_LINE}, stop_at="first_progress_s")
-                )  # fmt: skip
+                doctor = cli("doctor", base_url=doctor_server.base_url, run_dir=tmp / f"doctor-{i}")
+                out["doctor"].append(timed(doctor, env))
+                refine = cli("refine", str(DOCUMENT), base_url=server.base_url, run_dir=tmp / f"refine-{i}")
+                out["refine"].append(timed(refine, env, to_progress=True))
     return out
 
 

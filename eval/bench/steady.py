@@ -1,15 +1,8 @@
-"""A long-lived process holds steady: threads and resident memory after each run of the web UI and of an eval.
+"""A long-lived process holds steady: threads and resident memory after each web UI run and eval item.
 
-``python -m eval.bench.steady --ui 8 --eval 33`` runs, in this one process and against the scripted server:
-
-- the web UI (its server in a thread, driven over HTTP as the page does): ``--ui`` runs of the witches'
-  scenes of Macbeth, each a new document (the example with a line of its own, so a run directory and an index
-  of its own), each its three steps (knowledge graph, summary, score);
-- ``eval run`` over the first ``--eval`` items of STORYSUMM val (score only, ``--parallel`` items at once).
-
-After each run (each item) it prints the process's threads (``/proc/self/task``) and resident memory, and at
-the end the threads by name, so a pool that keeps what a finished run no longer uses shows where it is.
-Numbers, not a verdict: a steady process adds no threads and little memory per run once warm.
+``python -m eval.bench.steady --ui 8 --eval 33`` drives, in this process against the scripted server, the web
+UI over HTTP (each run a new copy of the witches' scenes, its three steps) and ``eval run`` over STORYSUMM val,
+printing threads and memory after each and the threads by name at the end: numbers, not a verdict.
 """
 
 from __future__ import annotations
@@ -27,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.bench import ROOT
+from eval.bench.workload import block
 from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
 
 WITCHES = ROOT / "examples" / "macbeth-witches.md"
@@ -65,23 +59,18 @@ def sample() -> dict[str, Any]:
     return {"threads": threads(), "rss_mb": round(rss_mb(), 1)}
 
 
-def _block(text: str, tag: str) -> str:
-    found = re.findall(rf"<{tag}[^>]*>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
-    return found[-1].strip() if found else ""
-
-
 def respond(body: dict[str, Any]) -> str:
     """The scripted model for every role: a plausible answer of the right shape, everything supported."""
     name, text = schema_name(body), last_user_text(body)
     if name == "SceneTriples":
-        scene = _block(text, "scene")
+        scene = block(text, "scene")
         cast = [person for person in ("Macbeth", "Banquo", "Duncan", "Lady Macbeth") if person in scene]
         triples = [
             {"subject": a, "predicate": "meets", "object": b} for a, b in zip(cast, cast[1:], strict=False)
         ]
         return json.dumps({"characters": [{"name": p, "aliases": []} for p in cast], "triples": triples})
     if name == "AtomicFacts":
-        return json.dumps({"facts": [_block(text, "sentence")]})
+        return json.dumps({"facts": [block(text, "sentence")]})
     if name == "Verdict":
         return json.dumps({"rationale": "Stated.", "supported": True, "feedback": "", "evidence": []})
     if name:
@@ -149,10 +138,7 @@ def _ui_step(address: tuple[str, int], name: str, step: str, settings: dict[str,
 def eval_items(
     count: int, root: Path, *, parallel: int = 2, on_item: Callable[[int, dict[str, Any]], None]
 ) -> list[dict[str, Any]]:
-    """``eval run`` (score, factscore) over the first ``count`` STORYSUMM val items, sampled as it goes.
-
-    A sample after each item (while others still run), and one after the run (``on_item`` gets 0 for it).
-    """
+    """``eval run`` over the first ``count`` STORYSUMM val items: a sample after each, and one at the end (0)."""
     from eval.grid import ExperimentConfig
     from eval.runner import Experiment
 

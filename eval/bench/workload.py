@@ -1,13 +1,8 @@
-"""The benchmark's scripted model endpoint: a story, summaries, a model for them, and its server process.
+"""The benchmark's scripted model: a story, its summaries, deterministic answers, and a server process.
 
-The story has ``chapters`` chapters about a fixed cast. The scripted model plays every role deterministically:
-the extractor lists the cast members a scene names, the summarizer writes one ``sentences``-sentence book
-summary (the story fits one chunk), the decomposer splits each summary sentence into its three clauses, the
-judge rejects exactly the facts that say someone "steals", and the refiner repairs the first two of them per
-round. So a 2-iteration refine run scores 0.933 -> 0.967 -> 1.0 and each stage's number of calls is known.
-
-The server runs in a process of its own, as a real endpoint would (in the benchmark's process its request
-handling would compete for the interpreter lock), and logs every body it answers for the bound to read.
+The judge rejects exactly the facts that say someone "steals" and the refiner repairs two per round, so a
+2-iteration refine scores 0.933 -> 0.967 -> 1.0 with known calls per stage. The server runs in its own process
+(as a real endpoint would, off the benchmark's interpreter lock) and logs each body for the bound.
 """
 
 from __future__ import annotations
