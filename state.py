@@ -1,13 +1,8 @@
 """Graph states and Send payloads of the five graphs.
 
-States are TypedDicts (``typing_extensions``' TypedDict, so LangGraph Studio can build their JSON schemas on
-Python 3.11); channels that many branches write use ``operator.add`` (or ``merge_usage``) reducers. The records
-they carry are in ``storyjudge.core.records``; the LLM answer schemas are in ``prompts.schemas``.
-
-The graphs' input schemas are Studio's input forms: each field a person may fill carries a description
-(``Annotated[..., Field(description=...)]``), a field the graph cannot run without is ``Required``, and a field
-that only a caller program or a parent graph sets is left out of the form (``SkipJsonSchema``), though it is
-still accepted.
+``typing_extensions``' TypedDict lets LangGraph Studio build JSON schemas on Python 3.11. Input schemas are
+Studio's forms: fields a person fills carry a description; fields only a program or parent graph sets are
+``SkipJsonSchema``.
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ from storyjudge.core.records import (
     IndexRef,
     Iteration,
     NodeLinkGraph,
-    PlantedVerdict,
     Scene,
     ScoreCard,
     SentenceAnnotation,
@@ -194,10 +188,7 @@ class FactScoreInput(TypedDict, total=False):
 
 
 class SentenceTask(TypedDict):
-    """Send payload: one summary sentence to decompose, find evidence for and judge.
-
-    Retrieval reads the scenes and the CKG by reference (``story``, ``index``): a payload never copies them.
-    """
+    """Send payload: one summary sentence to decompose, find evidence for and judge (scenes and CKG by reference)."""
 
     summary: str
     sentence: str
@@ -229,15 +220,10 @@ class FactScoreState(IndexState, total=False):
     failed_sentences: Annotated[list[FailedSentence], operator.add]
     facts: list[Fact]  # this iteration's distinct facts, in summary order (set by the score)
     verdicts: Annotated[list[FactVerdict], operator.add]
-    planted_verdicts: Annotated[list[PlantedVerdict], operator.add]  # never counted in the score
-    planted_usage: Annotated[Usage, merge_usage]  # what the planted facts cost (also in ``usage``)
-    planted_checks: Annotated[
-        list[dict[str, Any]], operator.add
-    ]  # {iteration, check}: each round's JudgeCheck
+    # {iteration, check}: each round's JudgeCheck of the planted facts (never counted in the score)
+    planted_checks: Annotated[list[dict[str, Any]], operator.add]
     factscore: ScoreCard
-    metrics: dict[
-        str, dict[str, Any]
-    ]  # the round's cards of the added metrics (``Context.metrics``), by name
+    metrics: dict[str, dict[str, Any]]  # the added metrics' cards (``Context.metrics``), by name
 
 
 class FactScoreOutput(IndexOutput, total=False):
