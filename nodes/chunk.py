@@ -1,13 +1,8 @@
 """Cutting a narrative into the chunks the book summarizer reads, never losing text.
 
-A plain document is cut with ``split_filled`` (paragraphs, each chunk filled up with the sentences of the next
-one), so the chunks join back to exactly the document; they are never more than the official BooookScore
-chunker makes (each is a dependent call of incremental updating), and where whole sentences would need more,
-a chunk runs on to a clause or word bound. ``chunker="official"`` cuts exactly where that chunker does
-(``storyjudge.core.officialchunks``). Scenes are packed greedily: consecutive scenes share a chunk while the chunk
-stays within the budget, and a scene is only split when it alone is over the budget; scene boundaries are
-where the narrative itself changes place or time, so a summary that reads whole scenes loses less than one
-that reads halves.
+A document's chunks join back to exactly it and are never more than the official BooookScore chunker makes.
+Scenes are packed greedily and split only when one alone is over the budget: a summary that reads whole scenes
+loses less than one that reads halves.
 """
 
 from __future__ import annotations
@@ -29,17 +24,14 @@ from storyjudge.core.records import Scene, SummaryChunk
 from storyjudge.core.textsplit import split_by_tokens, split_filled
 from storyjudge.core.tokens import count_tokens
 
-SCENE_JOINER = "\n\n"
-"""Placed between two packed scenes not contiguous in the source (contiguous ones join with nothing)."""
+SCENE_JOINER = "\n\n"  # between two packed scenes not contiguous in the source
 
 
 def chunk_document(text: str, max_tokens: int, chunker: str = "sentences") -> list[SummaryChunk]:
     """Chunks whose texts concatenate to exactly ``text``: of at most ``max_tokens``, or the official ones.
 
-    By default chunks end at paragraph or sentence bounds, unless that would make more chunks than the official
-    BooookScore chunker: then a chunk whose whole sentences stop short of the official chunk's end goes on to
-    a clause or word bound at or past it. The official chunker counts its budget on the text without blank
-    lines, which the chunks here keep, so an official chunk can hold a token or two more than ``max_tokens``.
+    Chunks end at paragraph or sentence bounds, unless that would make more chunks than the official chunker:
+    then a chunk runs on to a clause or word bound at or past the official chunk's end.
     """
     if chunker == "official":
         pieces = [(piece, count_tokens(piece)) for piece in split_official(text, max_tokens)]
@@ -71,12 +63,7 @@ def _joiner(previous: Scene, following: Scene) -> str:
 
 
 def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]:
-    """Chunks of whole consecutive scenes (at most ``max_tokens``); a scene over the budget alone is split.
-
-    Every scene's text appears in exactly one chunk, or, when split, its parts appear in consecutive chunks
-    and join back to it; packed scenes are joined with nothing when contiguous in the source, else with a
-    blank line.
-    """
+    """Chunks of whole consecutive scenes (at most ``max_tokens``); a scene over the budget alone is split."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
     chunks: list[SummaryChunk] = []
@@ -120,10 +107,6 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
         group_text = candidate
     flush()
     return chunks
-
-
-# ----------------------------------------------------------------------------------------------------------
-# the graph's first node: chunk the narrative and fix the budgets
 
 
 def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:

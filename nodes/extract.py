@@ -1,10 +1,7 @@
-"""CKG triple extraction (NarrativeFactScore stage 1): k samples per scene, fanned out with ``Send``.
+"""CKG triple extraction (NarrativeFactScore stage 1): k samples per scene, one ``Send`` branch each.
 
-Each (scene, sample) is its own branch, so a remote model serves them concurrently (bounded by
-``ctx.concurrency`` inside ``storyjudge.core.llm``); sample ``i`` carries ``sample=i`` so the k answers are
-distinct cache entries. Branches are sent scene by scene, so an in-process model meets the same prompt k times
-in a row and reuses its prompt cache. A scene longer than the extractor's window is read in parts, each part a
-branch of its own; the CKG counts a triple once per (scene, sample) however many parts state it.
+Sample ``i`` is its own cache entry; branches go scene by scene so an in-process model reuses its prompt cache.
+A scene longer than the extractor's window is read in parts, one branch each.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
 
 PROMPT = "extract_triples"
-TOKENIZER_MARGIN = 0.8
-"""Share of the window given to scene text: the extractor's tokenizer may count more than cl100k_base."""
+TOKENIZER_MARGIN = 0.8  # share of the window for scene text: the extractor's tokenizer may count more
 
 
 def extractor_window(ctx: Context) -> int:
@@ -81,12 +77,9 @@ def run_context(ctx: Context, run_dir: str) -> Context:
 
 
 def index_beside_extraction(ctx: Context) -> bool:
-    """Whether the passages are embedded while the scenes are extracted, since both need only the scenes.
+    """Whether the passages are embedded while the scenes are extracted: only with a remote extractor.
 
-    A remote extractor waits on the network while the embedder keeps the cores busy, so the two overlap (on a
-    novel, minutes of embedding hide behind the extraction calls). An in-process extractor needs the same
-    cores: run side by side, llama.cpp's and torch's threads would slow each other down, so the index waits
-    for the CKG.
+    An in-process extractor needs the cores the embedder uses, so the index waits for the CKG then.
     """
     return not is_local(resolve_spec(ctx, "extractor"))
 
@@ -94,11 +87,9 @@ def index_beside_extraction(ctx: Context) -> bool:
 def route_extraction(
     state: IndexState, runtime: Runtime[Context]
 ) -> list[Send | Literal["build_ckg"]] | Literal["build_ckg"]:
-    """Fan out one extraction branch per (scene, sample, part), with the index beside them when it may.
+    """Fan out one extraction branch per (scene, sample, part), with the index first beside them when it may.
 
-    The index is sent first: branches start in the order they are sent, a few dozen at a time, and on a
-    novel the embedding takes longer than all the extraction calls. Nothing to extract goes straight on to the
-    CKG.
+    Branches start in the order they are sent, and on a novel the embedding takes longest.
     """
     ctx = context_of(runtime)
     scenes = state.get("scenes") or []

@@ -1,9 +1,4 @@
-"""The factscore graph's last node: a round's facts and verdicts into its score card, and the added metrics' cards.
-
-The math (which facts count, the unjudged rule, coverage, the card) is in ``storyjudge.core.narrativefactscore``;
-this node picks the round's facts, verdicts and the judge check that ``nodes.plant`` recorded out of the graph
-state.
-"""
+"""The factscore graph's last node: a round's score card (``core.narrativefactscore``) and the metrics' cards."""
 
 from __future__ import annotations
 

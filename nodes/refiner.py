@@ -1,13 +1,8 @@
 """The refiner (NarrativeFactScore stage 3): rewrite the summary from the judge's feedback and its evidence.
 
-The paper gives the refiner the whole narrative as global context; a book does not fit a prompt, so it gets an
-outline of the narrative (each scene's id, title and opening sentence, trimmed to fit a share of the room) and
-what the judge saw for the flagged facts (their scenes and the CKG lines of their characters), all within the
-context window: every block that goes into the prompt is counted.
-
-It revises the best accepted round, not simply the latest: after a round that a guard rejected (one that
-deleted supported facts or copied the narrative, see ``nodes/guards.py``) the next round starts again from the
-best summary, told why the earlier attempt was rejected, so a deletion never compounds.
+A book does not fit a prompt, so instead of the whole narrative the refiner gets an outline (each scene's id,
+title and opening) and the flagged facts' evidence, all counted within the context window. It revises the best
+accepted round, told why later attempts were rejected, so a rejected deletion never compounds.
 """
 
 from __future__ import annotations
@@ -32,13 +27,9 @@ from storyjudge.core.textsplit import sentences
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage
 
-CHAT_OVERHEAD_TOKENS = 32
-"""Tokens of the chat framing around the one user message, and slack for tokens merging where blocks join."""
-OUTLINE_MAX_TOKENS = 1500
-"""The outline gets at most this many tokens, and at most a quarter of the room: the flagged facts' evidence
-comes first."""
-OUTLINE_WORDS = (30, 12, 0)
-"""Words of each scene's opening sentence in the outline, tried in turn until the outline fits."""
+CHAT_OVERHEAD_TOKENS = 32  # chat framing around the user message, and slack where blocks join
+OUTLINE_MAX_TOKENS = 1500  # and at most a quarter of the room: the flagged facts' evidence comes first
+OUTLINE_WORDS = (30, 12, 0)  # words of each scene's opening in the outline, tried until it fits
 
 
 def refine_base(state: RefineState) -> tuple[str, ScoreCard | None, int]:
@@ -71,10 +62,7 @@ def render_flagged(verdicts: list[FactVerdict]) -> str:
 def render_evidence(
     verdicts: list[FactVerdict], budget: int, texts: Mapping[str, str]
 ) -> tuple[str, list[str]]:
-    """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget.
-
-    ``texts``: the run's scene texts by id, which the verdicts' evidence spans name.
-    """
+    """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget."""
     blocks: list[str] = []
     used_ids: list[str] = []
     lines = list(dict.fromkeys(line for verdict in verdicts for line in verdict["evidence"]["ckg_lines"]))
@@ -116,11 +104,7 @@ def _outline_line(scene: Scene, limit: int) -> str:
 
 
 def render_outline(scenes: list[Scene], budget: int) -> str:
-    """The narrative's shape: one line per scene (id, title, opening sentence), within ``budget`` tokens.
-
-    Openings are shortened, then dropped, until the outline fits; if titles alone do not fit, evenly spaced
-    scenes are kept and the block says how many. "" when there are no scenes or no room.
-    """
+    """One line per scene (id, title, opening) within ``budget`` tokens, openings shortened, then scenes thinned."""
     if not scenes or budget <= 0:
         return ""
     lines: list[str] = []
@@ -186,9 +170,8 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     text = prompt.render(**parts, outline=outline, evidence=evidence)
     first_sample = len(attempts_before) * (ctx.parse_retries + 1)
     usage: Usage = {}
-    # An empty or cut-off revision would replace the summary with nothing or half of it: ask again (a new
-    # sample, so neither the cache nor a deterministic server returns the same answer), then keep the summary.
-    # A summary revised again after an earlier round starts from fresh samples too.
+    # an empty or cut-off revision is asked again with a new sample (fresh for each revision of one summary),
+    # then the summary is kept
     for attempts in range(1, ctx.parse_retries + 2):
         sample = first_sample + attempts - 1
         answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=sample)

@@ -17,10 +17,7 @@ from storyjudge.core.scenestore import store_for
 
 
 def store_index(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost.
-
-    ``state`` is the graph's, or the scenes and run directory alone when the index is sent beside the extraction.
-    """
+    """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost."""
     ctx = context_of(runtime)
     started = time.perf_counter()
     begun = time.monotonic()
