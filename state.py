@@ -104,11 +104,9 @@ class SummaryPlan(TypedDict):
     """Settings of one summarize run, fixed once the narrative is chunked."""
 
     strategy: Literal["hierarchical", "incremental"]
-    chunk_size: int  # C
     max_summary_tokens: int  # G_n
     context_window: int  # W
     budgets: list[int]  # hierarchical: G_0 .. G_L per level, estimated from the chunk count; [G_n] otherwise
-    chunks: int
 
 
 class SummarizeInput(TypedDict, total=False):
@@ -129,7 +127,17 @@ class SummarizeInput(TypedDict, total=False):
     ]
 
 
-class SummarizeState(TypedDict, total=False):
+class SummarizeOutput(TypedDict, total=False):
+    """What the summarize graph returns (and hands back to the refine graph)."""
+
+    summary: str
+    tree: list[TreeLevel | TreeStep]  # per level (hierarchical) or per step (incremental)
+    events: Annotated[list[Event], operator.add]  # regenerations, compressions, fallbacks
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], add_timings]
+
+
+class SummarizeState(SummarizeOutput, total=False):
     """State of the summarize graph."""
 
     document: str
@@ -138,12 +146,7 @@ class SummarizeState(TypedDict, total=False):
     chunk_size: int
     max_summary_tokens: int
     chunks: list[SummaryChunk]
-    tree: list[TreeLevel | TreeStep]  # per level (hierarchical) or per step (incremental)
-    events: Annotated[list[Event], operator.add]  # regenerations, compressions, fallbacks
     draft: str
-    summary: str
-    usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], add_timings]
 
 
 class SummarizeWork(SummarizeState, total=False):
@@ -152,16 +155,6 @@ class SummarizeWork(SummarizeState, total=False):
     summary_plan: SummaryPlan
     summary_step: int  # incremental: chunks read so far
     summary_marks: Annotated[dict[str, float], operator.or_]  # wall-clock marks for the timings
-
-
-class SummarizeOutput(TypedDict, total=False):
-    """What the summarize graph returns (and hands back to the refine graph)."""
-
-    summary: str
-    tree: list[TreeLevel | TreeStep]
-    events: list[Event]
-    usage: Usage
-    timings: dict[str, float]
 
 
 class FactScoreInput(TypedDict, total=False):
@@ -254,7 +247,16 @@ class CoherenceTask(TypedDict):
     planted: NotRequired[bool]  # a planted confusing sentence, in a copy of the summary (never counted)
 
 
-class CoherenceState(TypedDict, total=False):
+class CoherenceOutput(TypedDict, total=False):
+    """What the coherence graph returns (and hands back to the refine graph's coherence guard)."""
+
+    coherence: CoherenceReport
+    annotations: Annotated[list[SentenceAnnotation], operator.add]
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], add_timings]
+
+
+class CoherenceState(CoherenceOutput, total=False):
     """State of the coherence graph."""
 
     summary: str | None  # input; the split_summaries node consumes it (sets None) so a thread can be reused
@@ -265,21 +267,8 @@ class CoherenceState(TypedDict, total=False):
     started: float  # wall-clock start (time.time()) of this invocation
     sentences: dict[str, list[str]]  # summary id -> sentences
     split: dict[str, str]  # summary id -> the splitter that made its sentences, or "given" with the input
-    annotations: Annotated[list[SentenceAnnotation], operator.add]
     planted: dict[str, list[dict[str, Any]]]  # summary id -> confusing sentences planted in it
     planted_annotations: Annotated[list[SentenceAnnotation], operator.add]  # theirs; never counted
-    coherence: CoherenceReport
-    usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], add_timings]
-
-
-class CoherenceOutput(TypedDict, total=False):
-    """What the coherence graph returns (and hands back to the refine graph's coherence guard)."""
-
-    coherence: CoherenceReport
-    annotations: list[SentenceAnnotation]
-    usage: Usage
-    timings: dict[str, float]
 
 
 class RefineInput(TypedDict, total=False):

@@ -181,17 +181,6 @@ def route_annotations(state: CoherenceState) -> list[Send] | Literal["score_cohe
     return [Send(node, task) for task in tasks]
 
 
-def sentence_messages(summary: str, sentence: str, index: int, prompt_dir: str = "") -> list[Message]:
-    """The per-sentence request; an official-format prompt gets the raw texts, as the official code gives them."""
-    prompt = load("coherence", prompt_dir)
-    if prompt.positional:
-        return [("user", prompt.render(summary=summary, sentence=sentence))]
-    text = prompt.render(
-        summary=data_block("summary", summary), sentence=data_block("sentence", sentence, number=index + 1)
-    )
-    return [("user", text)]
-
-
 def read_answer(
     text: str, finish_reason: str | None, summary: str = "", sentence: str = "", prompt_text: str = ""
 ) -> ConfusionAnswer:
@@ -224,8 +213,15 @@ def annotate_one(
     ctx: Context, task: CoherenceTask, index: int, sentence: str
 ) -> tuple[SentenceAnnotation, Usage]:
     """Ask whether one sentence causes confusion; an unreadable answer is re-asked, then kept as unparsed."""
-    prompt = load("coherence", ctx.prompt_dir)
-    messages = sentence_messages(task["summary"], sentence, index, ctx.prompt_dir)
+    prompt, summary = load("coherence", ctx.prompt_dir), task["summary"]
+    if prompt.positional:  # the official format gets the raw texts, as the official code gives them
+        text = prompt.render(summary=summary, sentence=sentence)
+    else:
+        text = prompt.render(
+            summary=data_block("summary", summary),
+            sentence=data_block("sentence", sentence, number=index + 1),
+        )
+    messages: list[Message] = [("user", text)]
     max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
     usage: Usage = {}
     raw, attempts = "", 0
@@ -270,16 +266,6 @@ def _annotation(
     return annotation
 
 
-def batch_messages(
-    summary: str, indices: list[int], targets: list[str], prompt_dir: str = ""
-) -> list[Message]:
-    """The batched request: fixed part, the summary, then the target sentences numbered as in the summary."""
-    prompt = load("coherence_batched", prompt_dir)
-    numbered = "\n".join(f"{i + 1}. {sentence}" for i, sentence in zip(indices, targets, strict=True))
-    text = prompt.render(summary=data_block("summary", summary), sentences=data_block("sentences", numbered))
-    return [("user", text)]
-
-
 def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Annotate several sentences in one structured call (not the paper's setting).
 
@@ -288,8 +274,10 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
     ctx = context_of(runtime)
     prompt = load("coherence_batched", ctx.prompt_dir)
     indices, targets = task["sentence_indices"], task["targets"]
-    messages = batch_messages(task["summary"], indices, targets, ctx.prompt_dir)
-    answer = ask_structured(ctx, ROLE, prompt, messages, BatchedConfusions)
+    numbered = "\n".join(f"{i + 1}. {sentence}" for i, sentence in zip(indices, targets, strict=True))
+    summary = data_block("summary", task["summary"])
+    text = prompt.render(summary=summary, sentences=data_block("sentences", numbered))
+    answer = ask_structured(ctx, ROLE, prompt, [("user", text)], BatchedConfusions)
     listed: dict[int, dict[str, list[str]]] = {}
     if answer.value is not None:
         for entry in answer.value.sentences:

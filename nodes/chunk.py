@@ -58,10 +58,6 @@ def chunk_document(text: str, max_tokens: int, chunker: str = "sentences") -> li
     return chunks
 
 
-def _joiner(previous: Scene, following: Scene) -> str:
-    return "" if previous["end"] == following["start"] else SCENE_JOINER
-
-
 def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]:
     """Chunks of whole consecutive scenes (at most ``max_tokens``); a scene over the budget alone is split."""
     if max_tokens < 1:
@@ -99,7 +95,8 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
                 emit(piece, offset, offset + len(piece), [scene["id"]])
                 offset += len(piece)
             continue
-        candidate = group_text + _joiner(group[-1], scene) + text if group else text
+        joiner = "" if group and group[-1]["end"] == scene["start"] else SCENE_JOINER
+        candidate = group_text + joiner + text if group else text
         if group and count_tokens(candidate) > max_tokens:
             flush()
             candidate = text
@@ -186,11 +183,9 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
     progress.emit("summarize", total=calls + (1 if ctx.artifact_removal else 0))
     plan = SummaryPlan(
         strategy=strategy,  # type: ignore[typeddict-item]
-        chunk_size=chunk_size,
         max_summary_tokens=top,
         context_window=window,
         budgets=budgets,
-        chunks=len(chunks),
     )
     now = time.time()
     return {

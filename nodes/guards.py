@@ -127,13 +127,6 @@ def rejection_reasons(record: GuardRecord, ctx: Context) -> list[str]:
     return reasons
 
 
-def rejection_note(record: GuardRecord) -> str:
-    """The Iteration note of a rejected refinement, or "" when it passed."""
-    if not record["reasons"]:
-        return ""
-    return "refinement guard: " + "; ".join(record["reasons"]) + "; not accepted as best"
-
-
 def guard_round(
     summary: str, card: ScoreCard, narrative: str, *, revised: Iteration | None, ctx: Context
 ) -> tuple[GuardRecord, str]:
@@ -147,7 +140,9 @@ def guard_round(
         revises=revised["iteration"] if revised else None,
         ctx=ctx,
     )
-    return record, rejection_note(record)
+    if not record["reasons"]:
+        return record, ""
+    return record, "refinement guard: " + "; ".join(record["reasons"]) + "; not accepted as best"
 
 
 def revised_iteration(previous: list[Iteration], refined_from: int | None) -> Iteration | None:

@@ -144,8 +144,7 @@ def close_group(
 ) -> tuple[int, str, list[str], list[dict[str, Any]]]:
     """(end, context, group, events) of a mergeable group: at least two summaries, within the room.
 
-    If two do not fit (kept over-budget summaries), the prior context is dropped, then each member is cut to
-    an equal share of the room, and events say so.
+    If two do not fit, the prior context is dropped, then each member is cut to an equal share, with events.
     """
     notes: list[dict[str, Any]] = []
     if end == start + 1 and end < len(texts):
@@ -290,10 +289,9 @@ Finished = tuple[MergeJob | None, TreeSummary | BaseException, Written | None]
 
 
 class TreeRun:
-    """Runs the calls of one tree: chunk summaries up to the run's width at once, each merge when it is decided.
+    """Runs one tree's calls: chunk summaries up to the run's width at once, each merge once it is decided.
 
-    Only this thread decides what starts next, and the update is assembled in tree order, so it does not depend
-    on which call answered first.
+    Only this thread decides what starts next, and the update is assembled in tree order.
     """
 
     def __init__(self, ctx: Context, plan: SummaryPlan, chunks: list[SummaryChunk]) -> None:
@@ -350,10 +348,7 @@ class TreeRun:
         finished: list[Finished] = []
         for future in wait_any(self._running):
             job, error = self._running.pop(future), future.exception()
-            if error is not None:
-                finished.append((job, error, None))
-            else:
-                finished.append((job, *future.result()))
+            finished.append((job, error, None) if error is not None else (job, *future.result()))
         return finished
 
     def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:

@@ -19,7 +19,6 @@ from nodes.summary_writer import (
     REGENERATION_TEMPERATURE,
     Written,
     chunk_info,
-    count_words,
     event,
     prompt_cost,
     word_limit,
@@ -81,7 +80,7 @@ def render_update(chunk_text: str, summary: str, words: int, prompt_dir: str = "
 def render_compress(summary: str, words: int, prompt_dir: str = "") -> str:
     """The compression prompt (the seed's A.2.1)."""
     return load("compress", prompt_dir).render(
-        summary=data_block("summary", summary), current_words=count_words(summary), word_limit=words
+        summary=data_block("summary", summary), current_words=len(summary.split()), word_limit=words
     )
 
 

@@ -45,11 +45,6 @@ def earlier_attempts(iterations: list[Iteration], base: int) -> list[Iteration]:
     return [it for it in iterations if "guard" in it and it["guard"]["revises"] == base]
 
 
-def flagged_verdicts(card: ScoreCard | None) -> list[FactVerdict]:
-    """The unsupported facts of a score card."""
-    return [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
-
-
 def render_flagged(verdicts: list[FactVerdict]) -> str:
     """Flagged facts with their feedback, as one data block."""
     lines = []
@@ -146,7 +141,7 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     started = time.perf_counter()
     summary, card, base = refine_base(state)
     attempts_before = earlier_attempts(state.get("iterations") or [], base)
-    flagged = flagged_verdicts(card)
+    flagged = [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
     progress.emit("refine", total=1, round=state.get("iteration", 0) + 1)  # the round it writes
     n_words = len(words(summary))
     summary_tokens = count_tokens(summary)

@@ -1,8 +1,7 @@
 """What both book-summarization strategies share: token budgets (seed 000, appendix A), checks, regeneration.
 
-Every call keeps prompt + output within the context window W, counting the prompt in cl100k_base with a margin
-for the model's tokenizer and chat template. An over-budget, cut-off or empty summary is regenerated a bounded
-number of times, then the best attempt is kept and an event says so: nothing is silently defaulted.
+Prompts are counted in cl100k_base with a margin for the model's tokenizer and chat template. An unusable
+summary is regenerated a bounded number of times, then the best attempt is kept and an event says so.
 """
 
 from __future__ import annotations
@@ -65,11 +64,6 @@ def room_for_prompt(max_tokens: int, context_window: int) -> int:
 def word_limit(tokens: int) -> int:
     """Words to ask for in a summary whose budget is ``tokens``."""
     return max(1, round(tokens * WORDS_PER_TOKEN))
-
-
-def count_words(text: str) -> int:
-    """Words as the prompts count them: whitespace-separated."""
-    return len(text.split())
 
 
 def ends_sentence(text: str) -> bool:
@@ -166,8 +160,8 @@ def write(
 ) -> Written:
     """Ask for a summary (``render``: the message for a word limit), regenerating unusable answers.
 
-    Returns the first usable answer, else the best attempt (fewest problems, closest to ``token_limit``), a
-    cut-off one without its dangling sentence. Each regeneration is an event, and so is keeping a best attempt.
+    Returns the first usable answer, else the best attempt (a cut-off one without its dangling sentence), with
+    an event for each regeneration and for the attempt kept.
     """
     attempts: list[tuple[tuple[int, int, int], str, int, int]] = []
     usage: Usage = {}

@@ -30,7 +30,6 @@ class Prompt:
     version: str
     text: str
     positional: tuple[str, ...] = ()
-    source: str = ""
 
     @property
     def version_id(self) -> str:
@@ -78,7 +77,7 @@ def _parse(name: str, path: Path) -> Prompt:
     header, sep, body = raw.partition("\n---\n")
     match = re.fullmatch(r"version:\s*(\S+)\s*", header.strip())
     if sep and match:
-        return Prompt(name=name, version=match.group(1), text=body.strip("\n"), source=str(path))
+        return Prompt(name=name, version=match.group(1), text=body.strip("\n"))
     count = _auto_fields(raw)
     if count is not None and not raw.lstrip().startswith("version"):
         order = POSITIONAL_FIELDS.get(name)
@@ -93,9 +92,7 @@ def _parse(name: str, path: Path) -> Prompt:
                 f"{path}: the official format of {name!r} has {len(order)} '{{}}' placeholders "
                 f"({', then '.join(order)}), this file has {count}"
             )
-        return Prompt(
-            name=name, version=OFFICIAL_LABEL, text=raw.strip("\n"), positional=order, source=str(path)
-        )
+        return Prompt(name=name, version=OFFICIAL_LABEL, text=raw.strip("\n"), positional=order)
     raise ValueError(f"{path}: the first line must be 'version: <label>', followed by a '---' line")
 
 
