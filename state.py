@@ -200,7 +200,14 @@ class PlantTask(TypedDict):
     index: IndexRef | None
 
 
-class FactScoreState(IndexState, total=False):
+class FactScoreOutput(IndexOutput, total=False):
+    """What the factscore graph returns (and hands back to the refine graph): its index, and the score cards."""
+
+    factscore: ScoreCard
+    metrics: dict[str, dict[str, Any]]  # the added metrics' cards (``Context.metrics``), by name
+
+
+class FactScoreState(IndexState, FactScoreOutput, total=False):
     """State of the factscore graph (extends the index state it may build first)."""
 
     summary: str
@@ -215,15 +222,6 @@ class FactScoreState(IndexState, total=False):
     verdicts: Annotated[list[FactVerdict], operator.add]
     # {iteration, check}: each round's JudgeCheck of the planted facts (never counted in the score)
     planted_checks: Annotated[list[dict[str, Any]], operator.add]
-    factscore: ScoreCard
-    metrics: dict[str, dict[str, Any]]  # the added metrics' cards (``Context.metrics``), by name
-
-
-class FactScoreOutput(IndexOutput, total=False):
-    """What the factscore graph returns (and hands back to the refine graph): its index, and the score cards."""
-
-    factscore: ScoreCard
-    metrics: dict[str, dict[str, Any]]
 
 
 class CoherenceInput(TypedDict, total=False):
@@ -282,17 +280,6 @@ class RefineInput(TypedDict, total=False):
     started_at: SkipJsonSchema[float]
 
 
-class RefineState(FactScoreState, SummarizeState, total=False):
-    """State of the refine graph (shares channels with the graphs it composes)."""
-
-    started_at: float
-    iterations: Annotated[list[Iteration], merge_rounds]
-    refined_from: int  # the iteration whose summary the latest refinement revised
-    best_iteration: int
-    stop_reason: str
-    coherence: CoherenceReport
-
-
 class RefineOutput(TypedDict, total=False):
     """What a refine run returns."""
 
@@ -302,7 +289,15 @@ class RefineOutput(TypedDict, total=False):
     summary: str  # the best summary
     best_iteration: int
     stop_reason: str
-    iterations: list[Iteration]
+    iterations: Annotated[list[Iteration], merge_rounds]
     ckg_stats: CKGStats
-    usage: Usage
-    timings: dict[str, float]
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], add_timings]
+
+
+class RefineState(FactScoreState, SummarizeState, RefineOutput, total=False):
+    """State of the refine graph (shares channels with the graphs it composes)."""
+
+    started_at: float
+    refined_from: int  # the iteration whose summary the latest refinement revised
+    coherence: CoherenceReport
