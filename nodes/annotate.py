@@ -200,7 +200,7 @@ def annotate_sentences(task: CoherenceTask, runtime: Runtime[Context]) -> dict[s
             for index, sentence in zip(task["sentence_indices"], task["targets"], strict=True)
         ]
     )
-    usage = reduce(merge_usage, (cost for _, cost in done), {})
+    usage: Usage = reduce(merge_usage, (cost for _, cost in done), Usage())
     return {_channel(task): [annotation for annotation, _ in done], "usage": usage}
 
 

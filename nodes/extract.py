@@ -114,7 +114,6 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
         attributes["title"] = scene["title"]
     text = prompt.render(scene=prompts.data_block("scene", scene["text"], **attributes))
     sample = task["sample"]
-    part = task.get("part", 0)
     # the CKG build waits for every sample, the summarizer's next call beside the index for one of its own
     with priority(AFTER_EVERY_OTHER):
         answer = ask_structured(
@@ -126,22 +125,16 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
             temperature=ctx.extraction_temperature,
             sample=sample,
         )
-    found = answer.value
+    characters, triples = (answer.value.characters, answer.value.triples) if answer.value else ([], [])
     record = SceneExtraction(
         scene_id=scene["id"],
         sample=sample,
         ok=answer.ok,
-        characters=[CharacterRecord(name=c.name, aliases=list(c.aliases)) for c in found.characters]
-        if found
-        else [],
-        triples=[
-            TripleRecord(subject=t.subject, predicate=t.predicate, object=t.object) for t in found.triples
-        ]
-        if found
-        else [],
+        characters=[CharacterRecord(name=c.name, aliases=list(c.aliases)) for c in characters],
+        triples=[TripleRecord(subject=t.subject, predicate=t.predicate, object=t.object) for t in triples],
     )
-    if part:
-        record["part"] = part
+    if task.get("part"):
+        record["part"] = task["part"]
     if not answer.ok:
         record["error"] = answer.error or "no answer"
     progress.emit("extract", advance=1)
