@@ -41,14 +41,12 @@ BATCH_SENTENCES = 8  # sentences per call in batched mode
 SENTENCE_GROUP = 4
 ANSWER_TOKENS = 256  # a per-sentence answer is two short lines; a cap keeps a rambling model cheap
 SINGLE_ID = "summary"  # id of the summary given as {"summary": ...}
+GIVEN = "given"  # the split recorded for a summary whose sentences came with the input
 FORMAT_REMINDER = (
     "That answer could not be read. Annotate the same sentence again and answer in exactly this form, "
     'nothing else:\nQuestions: <your clarifying questions, or "no confusion">\n'
     'Types: <the confusion types, separated by commas, or "no confusion">'
 )
-
-
-GIVEN = "given"  # the split recorded for a summary whose sentences came with the input
 
 
 def given_sentences(summary_id: str, value: Any) -> list[str]:

@@ -25,10 +25,9 @@ MIN_COPY_WORDS = 20
 
 
 def word_budget(words_before: int, max_length_ratio: float, most_words: int | None = None) -> int:
-    """Most words a refinement may have (the refiner is asked for this); never past ``most_words`` by growing.
+    """Most words a refinement may have (the refiner is asked for this).
 
-    ``most_words`` (``budget_words``) caps the growth, so rounds of refinement cannot lengthen a summary without
-    bound.
+    ``most_words`` (``budget_words``) caps growth, so rounds of refinement cannot lengthen a summary unboundedly.
     """
     grown = int(words_before * max_length_ratio) + WORD_SLACK
     return grown if most_words is None else min(grown, max(words_before, most_words))

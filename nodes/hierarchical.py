@@ -182,8 +182,7 @@ class MergeJob:
 class MergeLevel:
     """One merge level, fed the summaries of the level below in order, as they are written.
 
-    Whether the level is the last and where a group ends depend only on a prefix of its inputs, so a merge can
-    start before the level below is complete and still be the one the level-by-level order makes.
+    Whether the level is the last and where a group ends depend only on a prefix of its inputs.
     """
 
     number: int
@@ -439,7 +438,7 @@ def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str,
     """Summarize every chunk and merge the summaries level by level, each call sent once its inputs exist.
 
     One node, not ``Send`` branches: a LangGraph step waits for all its branches, so no merge could start
-    before the slowest chunk. Answers are cached as they arrive, so a resumed run redoes none.
+    before the slowest chunk.
     """
     ctx = context_of(runtime)
     plan = state["summary_plan"]

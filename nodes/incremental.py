@@ -107,14 +107,13 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     chunk = state["chunks"][step]
     window, top = plan["context_window"], plan["max_summary_tokens"]
     words = step_words(step, len(state["chunks"]), top)
-    running = state.get("draft", "") if step else ""
     build: Callable[[int], str]
     if step == 0:
         prompt = load("incremental_init", ctx.prompt_dir)
         build = partial(render_init, chunk["text"], prompt_dir=ctx.prompt_dir)
     else:
         prompt = load("incremental_update", ctx.prompt_dir)
-        build = partial(render_update, chunk["text"], running, prompt_dir=ctx.prompt_dir)
+        build = partial(render_update, chunk["text"], state.get("draft", ""), prompt_dir=ctx.prompt_dir)
     render = cache(build)  # the allowance below and the first attempt use the same prompt
 
     allowance = max(1, min(UPDATE_OUTPUT_FACTOR * top, window - prompt_cost(render(words))))

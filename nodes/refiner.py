@@ -144,8 +144,7 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     flagged = [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
     progress.emit("refine", total=1, round=state.get("iteration", 0) + 1)  # the round it writes
     n_words = len(words(summary))
-    summary_tokens = count_tokens(summary)
-    max_tokens = max(ctx.max_output_tokens, int(summary_tokens * 1.5) + 64)
+    max_tokens = max(ctx.max_output_tokens, int(count_tokens(summary) * 1.5) + 64)
     prompt = prompts.load("refine", ctx.prompt_dir)
     parts = {
         "min_words": min_words(n_words, ctx.min_length_ratio),
