@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -41,47 +42,25 @@ def chunk_document(text: str, max_tokens: int, chunker: str = "sentences") -> li
             official = official_starts(text, max_tokens)
             if len(pieces) > len(official):
                 pieces = split_filled(text, max_tokens, reach=official[1:])
-    chunks: list[SummaryChunk] = []
-    offset = 0
-    for index, (piece, tokens) in enumerate(pieces):
-        chunks.append(
-            SummaryChunk(
-                index=index,
-                text=piece,
-                tokens=tokens,
-                start=offset,
-                end=offset + len(piece),
-                scene_ids=[],
-            )
-        )
-        offset += len(piece)
-    return chunks
+    bounds = [0, *accumulate(len(piece) for piece, _ in pieces)]
+    return [
+        SummaryChunk(index=index, text=piece, tokens=tokens, start=start, end=end, scene_ids=[])
+        for index, ((piece, tokens), start, end) in enumerate(zip(pieces, bounds, bounds[1:], strict=False))
+    ]
 
 
 def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]:
     """Chunks of whole consecutive scenes (at most ``max_tokens``); a scene over the budget alone is split."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
-    chunks: list[SummaryChunk] = []
+    parts: list[tuple[str, int, int, list[str]]] = []  # text, start, end, scene ids
     group: list[Scene] = []
     group_text = ""
-
-    def emit(text: str, start: int, end: int, scene_ids: list[str]) -> None:
-        chunks.append(
-            SummaryChunk(
-                index=len(chunks),
-                text=text,
-                tokens=count_tokens(text),
-                start=start,
-                end=end,
-                scene_ids=scene_ids,
-            )
-        )
 
     def flush() -> None:
         nonlocal group, group_text
         if group:
-            emit(group_text, group[0]["start"], group[-1]["end"], [s["id"] for s in group])
+            parts.append((group_text, group[0]["start"], group[-1]["end"], [s["id"] for s in group]))
         group, group_text = [], ""
 
     for scene in scenes:
@@ -92,7 +71,7 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
             flush()
             offset = scene["start"]
             for piece in split_by_tokens(text, max_tokens):
-                emit(piece, offset, offset + len(piece), [scene["id"]])
+                parts.append((piece, offset, offset + len(piece), [scene["id"]]))
                 offset += len(piece)
             continue
         joiner = "" if group and group[-1]["end"] == scene["start"] else SCENE_JOINER
@@ -103,7 +82,10 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
         group.append(scene)
         group_text = candidate
     flush()
-    return chunks
+    return [
+        SummaryChunk(index=index, text=text, tokens=count_tokens(text), start=start, end=end, scene_ids=ids)
+        for index, (text, start, end, ids) in enumerate(parts)
+    ]
 
 
 def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:

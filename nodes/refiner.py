@@ -54,12 +54,9 @@ def render_flagged(verdicts: list[FactVerdict]) -> str:
     return prompts.data_block("flagged_facts", "\n".join(lines))
 
 
-def render_evidence(
-    verdicts: list[FactVerdict], budget: int, texts: Mapping[str, str]
-) -> tuple[str, list[str]]:
+def render_evidence(verdicts: list[FactVerdict], budget: int, texts: Mapping[str, str]) -> str:
     """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget."""
-    blocks: list[str] = []
-    used_ids: list[str] = []
+    blocks: dict[str, str] = {}
     lines = list(dict.fromkeys(line for verdict in verdicts for line in verdict["evidence"]["ckg_lines"]))
     graph_block = prompts.data_block("graph", "\n".join(lines[:60]) or "(no relations)")
     left = budget - count_tokens(graph_block)
@@ -67,16 +64,13 @@ def render_evidence(
         (scene for verdict in verdicts for scene in verdict["evidence"]["scenes"]), key=lambda s: -s["score"]
     )
     for scene in scenes:
-        if scene["id"] in used_ids:
+        if scene["id"] in blocks:
             continue
         block = prompts.data_block("scene", span_text(scene, texts), id=scene["id"], title=scene["title"])
-        cost = count_tokens(block)
-        if cost > left:
-            continue
-        blocks.append(block)
-        used_ids.append(scene["id"])
-        left -= cost
-    return "\n\n".join([*blocks, graph_block]), used_ids
+        if (cost := count_tokens(block)) <= left:
+            blocks[scene["id"]] = block
+            left -= cost
+    return "\n\n".join([*blocks.values(), graph_block])
 
 
 def _opening(scene: Scene, limit: int) -> str:
@@ -160,7 +154,7 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     room = max(0, ctx.context_window - max_tokens - fixed - CHAT_OVERHEAD_TOKENS)
     outline = render_outline(state.get("scenes") or [], min(room // 4, OUTLINE_MAX_TOKENS))
     texts = scene_texts(state.get("scenes") or [])
-    evidence, scene_ids = render_evidence(flagged, max(0, room - count_tokens(outline)), texts)
+    evidence = render_evidence(flagged, max(0, room - count_tokens(outline)), texts)
     text = prompt.render(**parts, outline=outline, evidence=evidence)
     first_sample = len(attempts_before) * (ctx.parse_retries + 1)
     usage: Usage = {}
