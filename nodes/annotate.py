@@ -180,13 +180,12 @@ def route_annotations(state: CoherenceState) -> list[Send] | Literal["score_cohe
 
 
 def read_answer(
-    text: str, finish_reason: str | None, summary: str = "", sentence: str = "", prompt_text: str = ""
+    text: str, finish_reason: str | None, summary: str, sentence: str, prompt_text: str
 ) -> ConfusionAnswer:
     """The annotation in an answer; a cut-off answer, or one copying the prompt or reminder, is unreadable."""
     if cut_off(finish_reason):
         return ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish_reason!r})")
-    fixed = prompt_text or load("coherence").text
-    return parse_confusion(text, prompt=(fixed, FORMAT_REMINDER), data=(summary, sentence))
+    return parse_confusion(text, prompt=(prompt_text, FORMAT_REMINDER), data=(summary, sentence))
 
 
 def annotate_sentences(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
