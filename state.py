@@ -216,9 +216,7 @@ class FactScoreState(IndexState, FactScoreOutput, total=False):
     story: StoryRef  # where the round's branches read the scenes and the CKG (``core.storyref``)
     previous_summary: str  # a refinement round's: the summary refined (which of this one's sentences are new)
     raw_facts: Annotated[list[Fact], operator.add]
-    decompose_failures: Annotated[int, operator.add]  # every round's, summed; scores count failed_sentences
     failed_sentences: Annotated[list[FailedSentence], operator.add]
-    facts: list[Fact]  # this iteration's distinct facts, in summary order (set by the score)
     verdicts: Annotated[list[FactVerdict], operator.add]
     # {iteration, check}: each round's JudgeCheck of the planted facts (never counted in the score)
     planted_checks: Annotated[list[dict[str, Any]], operator.add]

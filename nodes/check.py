@@ -53,7 +53,6 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
         usage = merge_usage(usage, cost)
     return {
         "raw_facts": raw,
-        "decompose_failures": len(failed),
         "failed_sentences": failed,
         "verdicts": [verdict for verdict, _ in judged],
         "usage": usage,
