@@ -232,7 +232,7 @@ def annotate_one(
             answer = ask_text(ctx, ROLE, prompt, asked, max_tokens=max_tokens, sample=attempts)
             attempts += 1
             usage, raw = merge_usage(usage, answer.usage), answer.text
-            parsed = read_answer(raw, answer.finish_reason, task["summary"], sentence, prompt.text)
+            parsed = read_answer(raw, answer.finish_reason, summary, sentence, prompt.text)
     except CallFailed as exc:  # the server kept failing: this sentence is not scored, the run goes on
         parsed = ConfusionAnswer(None, error=f"no answer from the server: {exc}")
     if parsed.error:
