@@ -10,7 +10,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import prompts
@@ -120,13 +120,8 @@ class Written:
     attempts: int
     valid: bool
     word_limit: int
-    usage: Usage = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def calls(self) -> int:
-        """Attempts that reached the model (not answered from the LLM cache)."""
-        return int(totals(self.usage)["calls"])
+    usage: Usage
+    events: list[dict[str, Any]]
 
     def as_summary(
         self, level: int, index: int, sources: list[int], prior: int | None, budget: int
@@ -142,7 +137,7 @@ class Written:
             budget=budget,
             word_limit=self.word_limit,
             attempts=self.attempts,
-            calls=self.calls,
+            calls=int(totals(self.usage)["calls"]),  # attempts not answered from the LLM cache
             valid=self.valid,
         )
 
