@@ -7,7 +7,7 @@ redoes only the sentences that had not finished.
 from __future__ import annotations
 
 import time
-from functools import partial
+from functools import partial, reduce
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -49,8 +49,7 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
     progress.emit("retrieve", advance=1)
     judged = judge_all(ctx, facts, evidence, scenes)
     progress.emit("judge", advance=1)
-    for _, cost in judged:
-        usage = merge_usage(usage, cost)
+    usage = reduce(merge_usage, (cost for _, cost in judged), usage)
     return {
         "raw_facts": raw,
         "failed_sentences": failed,
