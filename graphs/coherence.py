@@ -9,7 +9,7 @@ Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary", "sentences"?},
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -47,5 +47,3 @@ def build_graph(checkpointer: Any = None) -> Any:
 
 
 graph = build_graph()
-
-__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]

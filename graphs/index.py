@@ -8,7 +8,7 @@ The refine and factscore graphs add it as a subgraph; its output (``IndexOutput`
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -41,5 +41,3 @@ def build_graph(checkpointer: Any = None) -> Any:
 
 
 graph = build_graph()
-
-__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -68,5 +68,3 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
 
 
 graph = build_graph()
-
-__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]
