@@ -102,13 +102,11 @@ def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
 
 
 def _chunks(state: SummarizeWork, chunk_size: int, chunker: str) -> list[SummaryChunk]:
-    scenes = state.get("scenes") or []
-    if scenes:
-        chunks = chunk_scenes(scenes, chunk_size)
-    elif (state.get("document") or "").strip():
-        chunks = chunk_document(state["document"], chunk_size, chunker)
+    document = state.get("document") or ""
+    if state.get("scenes"):
+        chunks = chunk_scenes(state["scenes"], chunk_size)
     else:
-        chunks = []
+        chunks = chunk_document(document, chunk_size, chunker) if document.strip() else []
     if not chunks:
         raise ValueError("Nothing to summarize: give a non-empty 'document' or a list of 'scenes' with text.")
     return chunks

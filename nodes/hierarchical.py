@@ -357,9 +357,7 @@ class TreeRun:
         while self.levels and self.fed < len(self.chunks) and self.chunks[self.fed]["index"] in self.leaves:
             self.levels[0].inputs.append(self.leaves[self.chunks[self.fed]["index"]][0])
             self.fed += 1
-            if self.fed == len(self.chunks):
-                self.levels[0].complete = True
-                break
+            self.levels[0].complete = self.fed == len(self.chunks)
         if len(self.leaves) == len(self.chunks):
             self.leaves_done_at = time.time()
 
