@@ -1,13 +1,8 @@
 """Graph states and Send payloads of the five graphs.
 
-States are TypedDicts (``typing_extensions``' TypedDict, so LangGraph Studio can build their JSON schemas on
-Python 3.11); channels that many branches write use ``operator.add`` (or ``merge_usage``) reducers. The records
-they carry are in ``storyjudge.core.records``; the LLM answer schemas are in ``prompts.schemas``.
-
-The graphs' input schemas are Studio's input forms: each field a person may fill carries a description
-(``Annotated[..., Field(description=...)]``), a field the graph cannot run without is ``Required``, and a field
-that only a caller program or a parent graph sets is left out of the form (``SkipJsonSchema``), though it is
-still accepted.
+``typing_extensions``' TypedDict lets LangGraph Studio build JSON schemas on Python 3.11. Input schemas are
+Studio's forms: fields a person fills carry a description; fields only a program or parent graph sets are
+``SkipJsonSchema``.
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ from storyjudge.core.records import (
     IndexRef,
     Iteration,
     NodeLinkGraph,
-    PlantedVerdict,
     Scene,
     ScoreCard,
     SentenceAnnotation,
@@ -110,11 +104,9 @@ class SummaryPlan(TypedDict):
     """Settings of one summarize run, fixed once the narrative is chunked."""
 
     strategy: Literal["hierarchical", "incremental"]
-    chunk_size: int  # C
     max_summary_tokens: int  # G_n
     context_window: int  # W
     budgets: list[int]  # hierarchical: G_0 .. G_L per level, estimated from the chunk count; [G_n] otherwise
-    chunks: int
 
 
 class SummarizeInput(TypedDict, total=False):
@@ -135,7 +127,17 @@ class SummarizeInput(TypedDict, total=False):
     ]
 
 
-class SummarizeState(TypedDict, total=False):
+class SummarizeOutput(TypedDict, total=False):
+    """What the summarize graph returns (and hands back to the refine graph)."""
+
+    summary: str
+    tree: list[TreeLevel | TreeStep]  # per level (hierarchical) or per step (incremental)
+    events: Annotated[list[Event], operator.add]  # regenerations, compressions, fallbacks
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], add_timings]
+
+
+class SummarizeState(SummarizeOutput, total=False):
     """State of the summarize graph."""
 
     document: str
@@ -144,12 +146,7 @@ class SummarizeState(TypedDict, total=False):
     chunk_size: int
     max_summary_tokens: int
     chunks: list[SummaryChunk]
-    tree: list[TreeLevel | TreeStep]  # per level (hierarchical) or per step (incremental)
-    events: Annotated[list[Event], operator.add]  # regenerations, compressions, fallbacks
     draft: str
-    summary: str
-    usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], add_timings]
 
 
 class SummarizeWork(SummarizeState, total=False):
@@ -158,16 +155,6 @@ class SummarizeWork(SummarizeState, total=False):
     summary_plan: SummaryPlan
     summary_step: int  # incremental: chunks read so far
     summary_marks: Annotated[dict[str, float], operator.or_]  # wall-clock marks for the timings
-
-
-class SummarizeOutput(TypedDict, total=False):
-    """What the summarize graph returns (and hands back to the refine graph)."""
-
-    summary: str
-    tree: list[TreeLevel | TreeStep]
-    events: list[Event]
-    usage: Usage
-    timings: dict[str, float]
 
 
 class FactScoreInput(TypedDict, total=False):
@@ -194,10 +181,7 @@ class FactScoreInput(TypedDict, total=False):
 
 
 class SentenceTask(TypedDict):
-    """Send payload: one summary sentence to decompose, find evidence for and judge.
-
-    Retrieval reads the scenes and the CKG by reference (``story``, ``index``): a payload never copies them.
-    """
+    """Send payload: one summary sentence to decompose, find evidence for and judge (scenes and CKG by reference)."""
 
     summary: str
     sentence: str
@@ -216,7 +200,14 @@ class PlantTask(TypedDict):
     index: IndexRef | None
 
 
-class FactScoreState(IndexState, total=False):
+class FactScoreOutput(IndexOutput, total=False):
+    """What the factscore graph returns (and hands back to the refine graph): its index, and the score cards."""
+
+    factscore: ScoreCard
+    metrics: dict[str, dict[str, Any]]  # the added metrics' cards (``Context.metrics``), by name
+
+
+class FactScoreState(IndexState, FactScoreOutput, total=False):
     """State of the factscore graph (extends the index state it may build first)."""
 
     summary: str
@@ -225,26 +216,10 @@ class FactScoreState(IndexState, total=False):
     story: StoryRef  # where the round's branches read the scenes and the CKG (``core.storyref``)
     previous_summary: str  # a refinement round's: the summary refined (which of this one's sentences are new)
     raw_facts: Annotated[list[Fact], operator.add]
-    decompose_failures: Annotated[int, operator.add]  # every round's, summed; scores count failed_sentences
     failed_sentences: Annotated[list[FailedSentence], operator.add]
-    facts: list[Fact]  # this iteration's distinct facts, in summary order (set by the score)
     verdicts: Annotated[list[FactVerdict], operator.add]
-    planted_verdicts: Annotated[list[PlantedVerdict], operator.add]  # never counted in the score
-    planted_usage: Annotated[Usage, merge_usage]  # what the planted facts cost (also in ``usage``)
-    planted_checks: Annotated[
-        list[dict[str, Any]], operator.add
-    ]  # {iteration, check}: each round's JudgeCheck
-    factscore: ScoreCard
-    metrics: dict[
-        str, dict[str, Any]
-    ]  # the round's cards of the added metrics (``Context.metrics``), by name
-
-
-class FactScoreOutput(IndexOutput, total=False):
-    """What the factscore graph returns (and hands back to the refine graph): its index, and the score cards."""
-
-    factscore: ScoreCard
-    metrics: dict[str, dict[str, Any]]
+    # {iteration, check}: each round's JudgeCheck of the planted facts (never counted in the score)
+    planted_checks: Annotated[list[dict[str, Any]], operator.add]
 
 
 class CoherenceInput(TypedDict, total=False):
@@ -268,7 +243,16 @@ class CoherenceTask(TypedDict):
     planted: NotRequired[bool]  # a planted confusing sentence, in a copy of the summary (never counted)
 
 
-class CoherenceState(TypedDict, total=False):
+class CoherenceOutput(TypedDict, total=False):
+    """What the coherence graph returns (and hands back to the refine graph's coherence guard)."""
+
+    coherence: CoherenceReport
+    annotations: Annotated[list[SentenceAnnotation], operator.add]
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], add_timings]
+
+
+class CoherenceState(CoherenceOutput, total=False):
     """State of the coherence graph."""
 
     summary: str | None  # input; the split_summaries node consumes it (sets None) so a thread can be reused
@@ -279,21 +263,8 @@ class CoherenceState(TypedDict, total=False):
     started: float  # wall-clock start (time.time()) of this invocation
     sentences: dict[str, list[str]]  # summary id -> sentences
     split: dict[str, str]  # summary id -> the splitter that made its sentences, or "given" with the input
-    annotations: Annotated[list[SentenceAnnotation], operator.add]
     planted: dict[str, list[dict[str, Any]]]  # summary id -> confusing sentences planted in it
     planted_annotations: Annotated[list[SentenceAnnotation], operator.add]  # theirs; never counted
-    coherence: CoherenceReport
-    usage: Annotated[Usage, merge_usage]
-    timings: Annotated[dict[str, float], add_timings]
-
-
-class CoherenceOutput(TypedDict, total=False):
-    """What the coherence graph returns (and hands back to the refine graph's coherence guard)."""
-
-    coherence: CoherenceReport
-    annotations: list[SentenceAnnotation]
-    usage: Usage
-    timings: dict[str, float]
 
 
 class RefineInput(TypedDict, total=False):
@@ -307,17 +278,6 @@ class RefineInput(TypedDict, total=False):
     started_at: SkipJsonSchema[float]
 
 
-class RefineState(FactScoreState, SummarizeState, total=False):
-    """State of the refine graph (shares channels with the graphs it composes)."""
-
-    started_at: float
-    iterations: Annotated[list[Iteration], merge_rounds]
-    refined_from: int  # the iteration whose summary the latest refinement revised
-    best_iteration: int
-    stop_reason: str
-    coherence: CoherenceReport
-
-
 class RefineOutput(TypedDict, total=False):
     """What a refine run returns."""
 
@@ -327,7 +287,15 @@ class RefineOutput(TypedDict, total=False):
     summary: str  # the best summary
     best_iteration: int
     stop_reason: str
-    iterations: list[Iteration]
+    iterations: Annotated[list[Iteration], merge_rounds]
     ckg_stats: CKGStats
-    usage: Usage
-    timings: dict[str, float]
+    usage: Annotated[Usage, merge_usage]
+    timings: Annotated[dict[str, float], add_timings]
+
+
+class RefineState(FactScoreState, SummarizeState, RefineOutput, total=False):
+    """State of the refine graph (shares channels with the graphs it composes)."""
+
+    started_at: float
+    refined_from: int  # the iteration whose summary the latest refinement revised
+    coherence: CoherenceReport

@@ -3,17 +3,13 @@
     split_summaries --(Send per group of sentences | per batch)--> annotate_sentences | annotate_batch
                     --> score_coherence
 
-Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary"}, ...]}``; an item may carry ``sentences``, the
-summary already split (e.g. a data set's official split), used instead of ``ctx.sentence_splitter``. Output
-``coherence`` (per-summary scores, each with the ``split`` that made its sentences, the system score with its
-bootstrap interval, per-type rates, the mode, the splitter, and a top-level ``score``: the summary's own score
-when there is one summary), ``annotations`` (one per sentence), ``usage`` and ``timings``.
-The refine graph adds this graph as a node for its coherence guard.
+Input ``{"summary": text}`` or ``{"summaries": [{"id", "summary", "sentences"?}, ...]}``. Output ``coherence``
+(per-summary and system scores), ``annotations``, ``usage`` and ``timings``; the refine graph's coherence guard.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -35,7 +31,7 @@ def build_graph(checkpointer: Any = None) -> Any:
         CoherenceState, input_schema=CoherenceInput, output_schema=CoherenceOutput, context_schema=Context
     )
     builder.add_node("split_summaries", split_summaries)
-    # Send targets take a CoherenceTask, not the graph state; langgraph's add_node overloads cannot type that.
+    # Send targets take a CoherenceTask, which langgraph's add_node overloads cannot type
     builder.add_node("annotate_sentences", annotate_sentences)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("annotate_batch", annotate_batch)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("score_coherence", score_coherence)
@@ -51,5 +47,3 @@ def build_graph(checkpointer: Any = None) -> Any:
 
 
 graph = build_graph()
-
-__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]

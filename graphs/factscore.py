@@ -3,11 +3,7 @@ r"""The ``factscore`` graph: NarrativeFactScore of a given summary.
     [index] -> split_summary -> check_sentence (Send per sentence: decompose, retrieve, judge) -> score_nfs
                              \-> check_planted (one Send: the round's planted control facts, judged) -----/
 
-Each sentence's facts are judged as soon as that sentence is decomposed (``nodes.check``): the method needs no
-barrier between decomposing one sentence and judging another's facts, so the graph has none.
-
-Indexing (segmentation, CKG, Chroma) runs first unless the input already carries an index, as it does inside the
-refine graph, which reuses this graph once per iteration.
+Indexing runs first unless the input carries an index, as inside the refine graph (once per iteration).
 """
 
 from __future__ import annotations

@@ -3,14 +3,12 @@
     segment -> extract_scene (Send per scene x sample) -> build_ckg
             -> store_index (beside the extraction; after build_ckg when an in-process model extracts)
 
-Input ``{"document": text}`` or ``{"scenes": [...]}``, optionally ``"title"``. The refine and factscore graphs
-add it as a subgraph; its output is limited to what they use (``IndexOutput``), so the per-sample extractions
-stay inside.
+The refine and factscore graphs add it as a subgraph; its output (``IndexOutput``) leaves the extractions out.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -29,12 +27,11 @@ def build_graph(checkpointer: Any = None) -> Any:
         IndexState, input_schema=IndexInput, output_schema=IndexOutput, context_schema=Context
     )
     builder.add_node("segment", segment)
-    # Send targets take an ExtractTask, not the graph state; langgraph's add_node overloads cannot type that.
+    # Send targets take an ExtractTask, which langgraph's add_node overloads cannot type
     builder.add_node("extract_scene", extract_scene)  # type: ignore[call-overload, arg-type, unused-ignore]
     builder.add_node("build_ckg", build_ckg_node)
     builder.add_node("store_index", store_index)
     builder.add_edge(START, "segment")
-    # Send targets take an ExtractTask (extract_scene) or the scenes alone (store_index beside the extraction)
     builder.add_conditional_edges("segment", route_extraction, ["extract_scene", "store_index", "build_ckg"])
     builder.add_edge("extract_scene", "build_ckg")
     builder.add_conditional_edges("build_ckg", route_after_ckg, ["store_index", END])
@@ -44,5 +41,3 @@ def build_graph(checkpointer: Any = None) -> Any:
 
 
 graph = build_graph()
-
-__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]

@@ -3,18 +3,15 @@ r"""The ``refine`` graph, storyjudge's main job: summarize a narrative, then jud
     segment -> index ---------> factscore -> [coherence] -> assess --(refine)--> refine -> factscore ...
             \-> [summarize] -/                                   \-(finish)--> finish
 
-It composes the index, summarize, factscore and coherence graphs as subgraphs; each factscore round starts from
-fresh channels and tags its facts with the iteration, so verdicts never leak from one round into another.
-``segment`` splits the narrative and claims the run directory before anything writes there; a remote summarizer
-then works beside the index (``nodes.summarize_beside_index``), and ``factscore`` starts once both are
-done. The index subgraph's own segmentation of the same text is answered from memory.
+It composes the other graphs as subgraphs; facts are tagged with their iteration, so verdicts never leak from
+one round into another. A remote summarizer works beside the index (``nodes.summarize_beside_index``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -35,9 +32,8 @@ from storyjudge.core.context import Context
 def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None = None) -> Any:
     """Compile the refine graph (pass a checkpointer, e.g. SqliteSaver, for resumable runs).
 
-    ``interrupt_before`` names nodes to pause before (it needs a checkpointer): the web UI pauses before
-    ``summarize``, ``factscore`` and ``refine`` and resumes the thread one step at a time. A graph that pauses
-    before ``summarize`` summarizes after the index, so that the pause falls between the two.
+    ``interrupt_before`` names nodes to pause before (the web UI's steps); pausing before ``summarize``
+    summarizes after the index, so that the pause falls between the two.
     """
     beside = "summarize" not in (interrupt_before or ())
     builder = StateGraph(
@@ -72,5 +68,3 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
 
 
 graph = build_graph()
-
-__all__: list[Literal["build_graph", "graph"]] = ["build_graph", "graph"]

@@ -3,13 +3,8 @@
     plan_summary ─(hierarchical)─> summarize_tree ──────┐
                  └(incremental)──> incremental_step ⟲ ─┴─> remove_artifacts
 
-``summarize_tree`` writes the chunk summaries and the merges as one dataflow, each call sent as soon as its
-inputs exist (``nodes.hierarchical``).
-
-Input: ``document`` or ``scenes``, optionally ``strategy``, ``chunk_size`` and ``max_summary_tokens`` (else
-the context's). Output: ``summary``, ``tree`` (the intermediate summaries per level or per step), ``events``
-(regenerations, compressions, fallbacks), ``usage`` and ``timings``; the working channels stay private, so the
-graph can be a node of the refine graph, whose state shares those keys.
+Output: ``summary``, ``tree`` (per level or step), ``events``, ``usage`` and ``timings``; the working channels
+stay private, so the graph can be a node of the refine graph, whose state shares those keys.
 """
 
 from __future__ import annotations

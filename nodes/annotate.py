@@ -1,13 +1,8 @@
 """BooookScore nodes: split summaries into sentences, annotate them concurrently, score.
 
-The paper's setting (``per-sentence``) asks the annotator once per sentence with the full summary and the
-target sentence, and reads the "Questions: ... / Types: ..." answer with :mod:`storyjudge.core.confusion`. The
-``batched`` setting (``ctx.batched_coherence``) asks about several sentences per call with a JSON answer:
-cheaper, but not what the paper validated, and every score it produces says so.
-
-Each summary also gets ``ctx.planted_sentences`` confusing sentences (``storyjudge.core.planted``), each asked
-about inside its own copy of the summary, by the same prompt in the same mode. Their annotations go to their own
-channel and decide only whether the summary's score can be trusted.
+``per-sentence`` is the paper's setting (one call per sentence); ``batched`` asks about several sentences per
+call with a JSON answer: cheaper, not what the paper validated, and its scores say so. Planted confusing
+sentences (``storyjudge.core.planted``) are annotated the same way into their own channel, never counted.
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from functools import partial
+from functools import partial, reduce
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -41,22 +36,17 @@ ROLE = "coherence"
 PER_SENTENCE = "per-sentence"
 BATCHED = "batched"
 BATCH_SENTENCES = 8  # sentences per call in batched mode
+# sentences per task in the per-sentence setting (each still its own call): LangGraph's bookkeeping of a step
+# grows with the square of its tasks, so a task per sentence cost seconds of CPU on 100 summaries
 SENTENCE_GROUP = 4
-"""Consecutive sentences of one summary per task in the per-sentence setting (each still its own call).
-
-A task per sentence made 2,000 tasks of one graph step for 100 summaries, and LangGraph's bookkeeping of a
-step's writes grows with the square of its tasks: about 2 s of CPU in a 40 s run, holding the interpreter
-lock the calls need. Groups of four cut that sixteen-fold and keep calls ready for every slot."""
 ANSWER_TOKENS = 256  # a per-sentence answer is two short lines; a cap keeps a rambling model cheap
 SINGLE_ID = "summary"  # id of the summary given as {"summary": ...}
+GIVEN = "given"  # the split recorded for a summary whose sentences came with the input
 FORMAT_REMINDER = (
     "That answer could not be read. Annotate the same sentence again and answer in exactly this form, "
     'nothing else:\nQuestions: <your clarifying questions, or "no confusion">\n'
     'Types: <the confusion types, separated by commas, or "no confusion">'
 )
-
-
-GIVEN = "given"  # the split recorded for a summary whose sentences came with the input
 
 
 def given_sentences(summary_id: str, value: Any) -> list[str]:
@@ -112,12 +102,9 @@ def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
 
 
 def split_summaries(state: CoherenceState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Normalise the input and split every summary into sentences (the paper's required preprocessing).
+    """Normalise the input and split every summary into sentences, unless the input gives its ``sentences``.
 
-    ``ctx.sentence_splitter`` splits each summary, unless the input gives its ``sentences`` (for instance the
-    official split of a released data set), which are then used as they are. With ``repeated_sentences="once"``
-    a sentence the summary repeats is kept once, so it is asked about and counted once, as the official code
-    does by keying its annotations by sentence.
+    With ``repeated_sentences="once"`` a repeated sentence is asked about and counted once, as the official code.
     """
     ctx = context_of(runtime)
     summaries = input_summaries(state)
@@ -192,40 +179,17 @@ def route_annotations(state: CoherenceState) -> list[Send] | Literal["score_cohe
     return [Send(node, task) for task in tasks]
 
 
-def sentence_messages(summary: str, sentence: str, index: int, prompt_dir: str = "") -> list[Message]:
-    """The per-sentence request: fixed definitions and examples first, then the summary, then the sentence.
-
-    A prompt in the official BooookScore format (``{}`` placeholders) gets the raw summary and sentence, as the
-    official code gives them; storyjudge's own format gets them as delimited data blocks.
-    """
-    prompt = load("coherence", prompt_dir)
-    if prompt.positional:
-        return [("user", prompt.render(summary=summary, sentence=sentence))]
-    text = prompt.render(
-        summary=data_block("summary", summary), sentence=data_block("sentence", sentence, number=index + 1)
-    )
-    return [("user", text)]
-
-
 def read_answer(
-    text: str, finish_reason: str | None, summary: str = "", sentence: str = "", prompt_text: str = ""
+    text: str, finish_reason: str | None, summary: str, sentence: str, prompt_text: str
 ) -> ConfusionAnswer:
-    """The annotation in an answer; a cut-off answer is unreadable ("Questions: no c" is no question).
-
-    An answer that copies the prompt or the format reminder (rather than the summary or sentence it was given)
-    is unreadable too.
-    """
+    """The annotation in an answer; a cut-off answer, or one copying the prompt or reminder, is unreadable."""
     if cut_off(finish_reason):
         return ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish_reason!r})")
-    fixed = prompt_text or load("coherence").text
-    return parse_confusion(text, prompt=(fixed, FORMAT_REMINDER), data=(summary, sentence))
+    return parse_confusion(text, prompt=(prompt_text, FORMAT_REMINDER), data=(summary, sentence))
 
 
 def annotate_sentences(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Annotate a group of one summary's sentences, each with its own call (the paper's setting), asked at once.
-
-    The run's LLM slots bound the calls in flight, whichever group makes them.
-    """
+    """Annotate a group of one summary's sentences, each with its own call (the paper's setting), asked at once."""
     ctx = context_of(runtime)
     done = in_parallel(
         [
@@ -233,9 +197,7 @@ def annotate_sentences(task: CoherenceTask, runtime: Runtime[Context]) -> dict[s
             for index, sentence in zip(task["sentence_indices"], task["targets"], strict=True)
         ]
     )
-    usage: Usage = done[0][1]
-    for _, cost in done[1:]:
-        usage = merge_usage(usage, cost)
+    usage: Usage = reduce(merge_usage, (cost for _, cost in done), Usage())
     return {_channel(task): [annotation for annotation, _ in done], "usage": usage}
 
 
@@ -248,8 +210,15 @@ def annotate_one(
     ctx: Context, task: CoherenceTask, index: int, sentence: str
 ) -> tuple[SentenceAnnotation, Usage]:
     """Ask whether one sentence causes confusion; an unreadable answer is re-asked, then kept as unparsed."""
-    prompt = load("coherence", ctx.prompt_dir)
-    messages = sentence_messages(task["summary"], sentence, index, ctx.prompt_dir)
+    prompt, summary = load("coherence", ctx.prompt_dir), task["summary"]
+    if prompt.positional:  # the official format gets the raw texts, as the official code gives them
+        text = prompt.render(summary=summary, sentence=sentence)
+    else:
+        text = prompt.render(
+            summary=data_block("summary", summary),
+            sentence=data_block("sentence", sentence, number=index + 1),
+        )
+    messages: list[Message] = [("user", text)]
     max_tokens = min(ctx.max_output_tokens, ANSWER_TOKENS)
     usage: Usage = {}
     raw, attempts = "", 0
@@ -263,7 +232,7 @@ def annotate_one(
             answer = ask_text(ctx, ROLE, prompt, asked, max_tokens=max_tokens, sample=attempts)
             attempts += 1
             usage, raw = merge_usage(usage, answer.usage), answer.text
-            parsed = read_answer(raw, answer.finish_reason, task["summary"], sentence, prompt.text)
+            parsed = read_answer(raw, answer.finish_reason, summary, sentence, prompt.text)
     except CallFailed as exc:  # the server kept failing: this sentence is not scored, the run goes on
         parsed = ConfusionAnswer(None, error=f"no answer from the server: {exc}")
     if parsed.error:
@@ -294,27 +263,18 @@ def _annotation(
     return annotation
 
 
-def batch_messages(
-    summary: str, indices: list[int], targets: list[str], prompt_dir: str = ""
-) -> list[Message]:
-    """The batched request: fixed part, the summary, then the target sentences numbered as in the summary."""
-    prompt = load("coherence_batched", prompt_dir)
-    numbered = "\n".join(f"{i + 1}. {sentence}" for i, sentence in zip(indices, targets, strict=True))
-    text = prompt.render(summary=data_block("summary", summary), sentences=data_block("sentences", numbered))
-    return [("user", text)]
-
-
 def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Annotate several sentences in one structured call (not the paper's setting).
 
-    Sentences the answer does not list cause no confusion, as the prompt instructs; entries for numbers
-    outside the batch are ignored. A failed parse leaves every sentence of the batch unparsed.
+    Unlisted sentences cause no confusion, as the prompt says; a failed parse leaves the whole batch unparsed.
     """
     ctx = context_of(runtime)
     prompt = load("coherence_batched", ctx.prompt_dir)
     indices, targets = task["sentence_indices"], task["targets"]
-    messages = batch_messages(task["summary"], indices, targets, ctx.prompt_dir)
-    answer = ask_structured(ctx, ROLE, prompt, messages, BatchedConfusions)
+    numbered = "\n".join(f"{i + 1}. {sentence}" for i, sentence in zip(indices, targets, strict=True))
+    summary = data_block("summary", task["summary"])
+    text = prompt.render(summary=summary, sentences=data_block("sentences", numbered))
+    answer = ask_structured(ctx, ROLE, prompt, [("user", text)], BatchedConfusions)
     listed: dict[int, dict[str, list[str]]] = {}
     if answer.value is not None:
         for entry in answer.value.sentences:

@@ -1,12 +1,7 @@
-"""Artifact removal (seed 000, M.3), the summarizer's last step, guarded so that it cannot lose content.
+"""Artifact removal (seed 000, M.3): one call removes "in this segment" phrases, guarded against losing content.
 
-Summaries written piece by piece say "in this segment" or "in the updated summary"; one more call removes such
-phrases. A small model asked to edit may instead rewrite, shorten or drop sentences, so the edit is kept only
-if it keeps the summary's content: it may lose at most ``MAX_LOST_SHARE`` of the original's content words, add
-at most ``MAX_ADDED_SHARE`` new ones, and every original sentence must keep at least ``MIN_SENTENCE_KEPT`` of
-its content words. Otherwise the original stays and an event says why. (A sentence from a non-narrative
-section, which M.3 also asks to delete, therefore stays too: losing a real sentence is worse than keeping a
-stray one.)
+A small model may rewrite or drop sentences instead, so the edit is kept only when it loses and adds few content
+words and keeps most of every sentence's; otherwise the draft stays and an event says why.
 """
 
 from __future__ import annotations
@@ -27,14 +22,10 @@ from storyjudge.core.context import Context, context_of
 from storyjudge.core.textsplit import sentences
 from storyjudge.core.tokens import count_tokens
 
-MAX_LOST_SHARE = 0.10
-"""Largest share of the original's content words the edit may lose."""
-MAX_ADDED_SHARE = 0.10
-"""Largest share of new content words (relative to the original's count) the edit may add."""
-MIN_SENTENCE_KEPT = 0.5
-"""Share of a sentence's distinct content words that must survive, else the sentence counts as dropped."""
-MIN_SENTENCE_WORDS = 4
-"""Sentences with fewer content words than this are not checked one by one (too few words to judge)."""
+MAX_LOST_SHARE = 0.10  # of the original's content words
+MAX_ADDED_SHARE = 0.10  # new content words, relative to the original's count
+MIN_SENTENCE_KEPT = 0.5  # of a sentence's distinct content words, else the sentence counts as dropped
+MIN_SENTENCE_WORDS = 4  # shorter sentences are not checked one by one
 
 _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z0-9]+)*")
 STOPWORDS = frozenset(

@@ -1,9 +1,7 @@
 """Each round of the refine loop assessed: record it with its guards' decisions, keep the best, decide to stop.
 
-Round 0 is the first summary, round n the n-th refinement. Stop when the score reaches the target, when it has
-not beaten the best by ``min_delta`` for ``patience`` rounds (saturation, as the paper observes: a rejected or
-unreliable round is no gain), when nothing is left to fix, or after ``max_iterations`` refinements. The stop
-reason says which, in words. The result is the best summary, not the last; ties go to the later one.
+The loop stops at the target score, after ``patience`` rounds without a ``min_delta`` gain, when nothing is
+left to fix, or after ``max_iterations``. The result is the best summary, not the last; ties go to the later.
 """
 
 from __future__ import annotations
@@ -26,16 +24,11 @@ def _score(it: Iteration) -> float:
 
 def is_reliable(it: Iteration) -> bool:
     """Whether the round's score was judged on enough of its facts to count (see storyjudge.core.coverage)."""
-    card = it["factscore"]
-    return card_reliable(card)
+    return card_reliable(it["factscore"])
 
 
 def best_of(iterations: list[Iteration]) -> Iteration | None:
-    """Highest score among accepted rounds whose score is reliable, ties to the later one.
-
-    A round judged on too few of its facts cannot become the best: worse judging must not win. None when no
-    round qualifies (the caller keeps the unrefined summary then, see ``fallback_of``).
-    """
+    """Highest score among accepted rounds whose score is reliable (worse judging must not win), ties to the later."""
     best: Iteration | None = None
     for it in sorted(iterations, key=lambda i: i["iteration"]):
         if it["accepted"] and is_reliable(it) and (best is None or _score(it) >= _score(best)):
@@ -52,10 +45,7 @@ def fallback_of(iterations: list[Iteration]) -> Iteration | None:
 
 
 def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
-    """Consecutive latest rounds that did not beat the best before them by ``min_delta``.
-
-    An unreliable or rejected round is no gain, whatever its number says.
-    """
+    """Consecutive latest rounds that did not beat the best before them by ``min_delta`` (or were not accepted)."""
     ordered = sorted(iterations, key=lambda i: i["iteration"])
     stale = 0
     for n in range(1, len(ordered)):
@@ -67,12 +57,7 @@ def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
 
 
 def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
-    """Why the loop stops now, in words that say what happened, or "" to refine again.
-
-    Round 0 is the first summary; round n the n-th refinement. When the loop stops before ``max_iterations``
-    because of ``patience``, the reason says so, and what the last round did (rejected by a guard and why, not
-    reliable, or no gain over the best).
-    """
+    """Why the loop stops now, in words that say what happened, or "" to refine again."""
     latest = max(iterations, key=lambda i: i["iteration"])
     card = latest["factscore"]
     n = latest["iteration"]

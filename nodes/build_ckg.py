@@ -20,10 +20,7 @@ from storyjudge.core.rundir import RunDir
 def build_ckg_node(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Merge names, keep the predicates seen often enough across samples and scenes, save the graph.
 
-    "Often enough" is ``predicate_min_count`` extractions when that is set, else ``threshold x samples``.
-
-    Only extractions of the current scenes count, so a rerun on the same thread never mixes in another
-    document's.
+    Only the current scenes' extractions count, so a rerun on a thread never mixes in another document's.
     """
     ctx = context_of(runtime)
     started = time.perf_counter()

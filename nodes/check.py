@@ -1,17 +1,13 @@
 """One summary sentence checked end to end: decompose it, retrieve evidence for its facts, judge them.
 
-NarrativeFactScore needs each verdict to wait only for its own sentence's decomposition, not for every
-sentence's: so each sentence is one ``Send`` branch that runs the three steps, and its facts are judged while
-other sentences are still being decomposed. The judge calls of one sentence run in parallel inside the branch;
-the run's LLM slots (``storyjudge.core.concurrency``) still bound the calls in flight, whichever branch makes
-them. A branch writes its facts and verdicts when it is done, so a resumed run redoes only the sentences that
-had not finished (their finished calls come back from the LLM cache).
+One ``Send`` branch per sentence, so a verdict waits only for its own sentence's decomposition; a resumed run
+redoes only the sentences that had not finished.
 """
 
 from __future__ import annotations
 
 import time
-from functools import partial
+from functools import partial, reduce
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -41,10 +37,7 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
     """Facts, evidence and verdicts of one sentence."""
     ctx = context_of(runtime)
     started = time.perf_counter()
-    # A decomposition has the sentence's verdicts waiting on it: it goes before verdicts for a slot. In a
-    # refinement round, a sentence the refiner wrote goes first: its facts are new, while an unchanged
-    # sentence's facts come back as before and their verdicts from the cache. Otherwise the last decomposition
-    # of a round may be the one whose verdicts are calls, a wave after the others.
+    # a decomposition (verdicts wait on it) goes before verdicts for a slot, a new sentence's first of all
     with priority(2 if task.get("new", True) else 1):
         raw, failed, usage = decompose(ctx, task)
     decomposed = time.perf_counter()
@@ -56,11 +49,9 @@ def check_sentence(task: SentenceTask, runtime: Runtime[Context]) -> dict[str, A
     progress.emit("retrieve", advance=1)
     judged = judge_all(ctx, facts, evidence, scenes)
     progress.emit("judge", advance=1)
-    for _, cost in judged:
-        usage = merge_usage(usage, cost)
+    usage = reduce(merge_usage, (cost for _, cost in judged), usage)
     return {
         "raw_facts": raw,
-        "decompose_failures": len(failed),
         "failed_sentences": failed,
         "verdicts": [verdict for verdict, _ in judged],
         "usage": usage,

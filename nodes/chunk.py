@@ -1,19 +1,15 @@
 """Cutting a narrative into the chunks the book summarizer reads, never losing text.
 
-A plain document is cut with ``split_filled`` (paragraphs, each chunk filled up with the sentences of the next
-one), so the chunks join back to exactly the document; they are never more than the official BooookScore
-chunker makes (each is a dependent call of incremental updating), and where whole sentences would need more,
-a chunk runs on to a clause or word bound. ``chunker="official"`` cuts exactly where that chunker does
-(``storyjudge.core.officialchunks``). Scenes are packed greedily: consecutive scenes share a chunk while the chunk
-stays within the budget, and a scene is only split when it alone is over the budget; scene boundaries are
-where the narrative itself changes place or time, so a summary that reads whole scenes loses less than one
-that reads halves.
+A document's chunks join back to exactly it and are never more than the official BooookScore chunker makes.
+Scenes are packed greedily and split only when one alone is over the budget: a summary that reads whole scenes
+loses less than one that reads halves.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -29,17 +25,14 @@ from storyjudge.core.records import Scene, SummaryChunk
 from storyjudge.core.textsplit import split_by_tokens, split_filled
 from storyjudge.core.tokens import count_tokens
 
-SCENE_JOINER = "\n\n"
-"""Placed between two packed scenes not contiguous in the source (contiguous ones join with nothing)."""
+SCENE_JOINER = "\n\n"  # between two packed scenes not contiguous in the source
 
 
 def chunk_document(text: str, max_tokens: int, chunker: str = "sentences") -> list[SummaryChunk]:
     """Chunks whose texts concatenate to exactly ``text``: of at most ``max_tokens``, or the official ones.
 
-    By default chunks end at paragraph or sentence bounds, unless that would make more chunks than the official
-    BooookScore chunker: then a chunk whose whole sentences stop short of the official chunk's end goes on to
-    a clause or word bound at or past it. The official chunker counts its budget on the text without blank
-    lines, which the chunks here keep, so an official chunk can hold a token or two more than ``max_tokens``.
+    Chunks end at paragraph or sentence bounds, unless that would make more chunks than the official chunker:
+    then a chunk runs on to a clause or word bound at or past the official chunk's end.
     """
     if chunker == "official":
         pieces = [(piece, count_tokens(piece)) for piece in split_official(text, max_tokens)]
@@ -49,56 +42,25 @@ def chunk_document(text: str, max_tokens: int, chunker: str = "sentences") -> li
             official = official_starts(text, max_tokens)
             if len(pieces) > len(official):
                 pieces = split_filled(text, max_tokens, reach=official[1:])
-    chunks: list[SummaryChunk] = []
-    offset = 0
-    for index, (piece, tokens) in enumerate(pieces):
-        chunks.append(
-            SummaryChunk(
-                index=index,
-                text=piece,
-                tokens=tokens,
-                start=offset,
-                end=offset + len(piece),
-                scene_ids=[],
-            )
-        )
-        offset += len(piece)
-    return chunks
-
-
-def _joiner(previous: Scene, following: Scene) -> str:
-    return "" if previous["end"] == following["start"] else SCENE_JOINER
+    bounds = [0, *accumulate(len(piece) for piece, _ in pieces)]
+    return [
+        SummaryChunk(index=index, text=piece, tokens=tokens, start=start, end=end, scene_ids=[])
+        for index, ((piece, tokens), start, end) in enumerate(zip(pieces, bounds, bounds[1:], strict=False))
+    ]
 
 
 def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]:
-    """Chunks of whole consecutive scenes (at most ``max_tokens``); a scene over the budget alone is split.
-
-    Every scene's text appears in exactly one chunk, or, when split, its parts appear in consecutive chunks
-    and join back to it; packed scenes are joined with nothing when contiguous in the source, else with a
-    blank line.
-    """
+    """Chunks of whole consecutive scenes (at most ``max_tokens``); a scene over the budget alone is split."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
-    chunks: list[SummaryChunk] = []
+    parts: list[tuple[str, int, int, list[str]]] = []  # text, start, end, scene ids
     group: list[Scene] = []
     group_text = ""
-
-    def emit(text: str, start: int, end: int, scene_ids: list[str]) -> None:
-        chunks.append(
-            SummaryChunk(
-                index=len(chunks),
-                text=text,
-                tokens=count_tokens(text),
-                start=start,
-                end=end,
-                scene_ids=scene_ids,
-            )
-        )
 
     def flush() -> None:
         nonlocal group, group_text
         if group:
-            emit(group_text, group[0]["start"], group[-1]["end"], [s["id"] for s in group])
+            parts.append((group_text, group[0]["start"], group[-1]["end"], [s["id"] for s in group]))
         group, group_text = [], ""
 
     for scene in scenes:
@@ -109,21 +71,21 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
             flush()
             offset = scene["start"]
             for piece in split_by_tokens(text, max_tokens):
-                emit(piece, offset, offset + len(piece), [scene["id"]])
+                parts.append((piece, offset, offset + len(piece), [scene["id"]]))
                 offset += len(piece)
             continue
-        candidate = group_text + _joiner(group[-1], scene) + text if group else text
+        joiner = "" if group and group[-1]["end"] == scene["start"] else SCENE_JOINER
+        candidate = group_text + joiner + text if group else text
         if group and count_tokens(candidate) > max_tokens:
             flush()
             candidate = text
         group.append(scene)
         group_text = candidate
     flush()
-    return chunks
-
-
-# ----------------------------------------------------------------------------------------------------------
-# the graph's first node: chunk the narrative and fix the budgets
+    return [
+        SummaryChunk(index=index, text=text, tokens=count_tokens(text), start=start, end=end, scene_ids=ids)
+        for index, (text, start, end, ids) in enumerate(parts)
+    ]
 
 
 def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
@@ -140,13 +102,11 @@ def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
 
 
 def _chunks(state: SummarizeWork, chunk_size: int, chunker: str) -> list[SummaryChunk]:
-    scenes = state.get("scenes") or []
-    if scenes:
-        chunks = chunk_scenes(scenes, chunk_size)
-    elif (state.get("document") or "").strip():
-        chunks = chunk_document(state["document"], chunk_size, chunker)
+    document = state.get("document") or ""
+    if state.get("scenes"):
+        chunks = chunk_scenes(state["scenes"], chunk_size)
     else:
-        chunks = []
+        chunks = chunk_document(document, chunk_size, chunker) if document.strip() else []
     if not chunks:
         raise ValueError("Nothing to summarize: give a non-empty 'document' or a list of 'scenes' with text.")
     return chunks
@@ -203,11 +163,9 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
     progress.emit("summarize", total=calls + (1 if ctx.artifact_removal else 0))
     plan = SummaryPlan(
         strategy=strategy,  # type: ignore[typeddict-item]
-        chunk_size=chunk_size,
         max_summary_tokens=top,
         context_window=window,
         budgets=budgets,
-        chunks=len(chunks),
     )
     now = time.time()
     return {

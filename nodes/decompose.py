@@ -1,9 +1,6 @@
 """Atomic-fact decomposition (NarrativeFactScore stage 2): one LLM call per summary sentence, fanned out.
 
-Each fact keeps its source sentence, so scores and feedback map back onto the summary. Blank facts and facts
-repeated within a sentence are dropped before any judge sees them; a fact that an earlier sentence already
-stated is dropped when the score is made (``storyjudge.core.narrativefactscore.unique_facts``), since each
-sentence's branch goes on to judging without waiting for the others.
+Each fact keeps its source sentence, so scores and feedback map back onto the summary.
 """
 
 from __future__ import annotations
@@ -27,10 +24,7 @@ from storyjudge.core.usage import Usage
 
 
 def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Split the summary into sentences, and keep the scenes and CKG its branches read by reference.
-
-    An empty summary is a user error, said plainly.
-    """
+    """Split the summary into sentences, and keep the scenes and CKG its branches read by reference."""
     summary = (state.get("summary") or "").strip()
     if not summary:
         raise ValueError("The summary to score is empty; give a summary with at least one sentence.")
@@ -50,13 +44,9 @@ def split_summary(state: FactScoreState, runtime: Runtime[Context]) -> dict[str,
 
 
 def route_sentences(state: FactScoreState, runtime: Runtime[Context]) -> list[Send] | Literal["score_nfs"]:
-    """One branch per sentence: it decomposes, retrieves and judges that sentence on its own.
+    """One branch per sentence (decompose, retrieve, judge), plus one for the round's planted facts.
 
-    In a refinement round the sentences the refiner wrote are sent first, so that their decompositions take
-    the free slots (``check_sentence`` gives them the first slot among those that wait): their facts are the
-    round's new ones, whose verdicts are calls. The score orders everything by sentence, not by branch. The
-    round's planted facts (``nodes.plant``) go in one branch beside them, so their verdicts are asked among the
-    summary's.
+    A refinement round sends the refiner's new sentences first: their verdicts are new calls, not cache hits.
     """
     found = state.get("sentences") or []
     if not found:

@@ -1,10 +1,7 @@
-"""CKG triple extraction (NarrativeFactScore stage 1): k samples per scene, fanned out with ``Send``.
+"""CKG triple extraction (NarrativeFactScore stage 1): k samples per scene, one ``Send`` branch each.
 
-Each (scene, sample) is its own branch, so a remote model serves them concurrently (bounded by
-``ctx.concurrency`` inside ``storyjudge.core.llm``); sample ``i`` carries ``sample=i`` so the k answers are
-distinct cache entries. Branches are sent scene by scene, so an in-process model meets the same prompt k times
-in a row and reuses its prompt cache. A scene longer than the extractor's window is read in parts, each part a
-branch of its own; the CKG counts a triple once per (scene, sample) however many parts state it.
+Sample ``i`` is its own cache entry; branches go scene by scene so an in-process model reuses its prompt cache.
+A scene longer than the extractor's window is read in parts, one branch each.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
 
 PROMPT = "extract_triples"
-TOKENIZER_MARGIN = 0.8
-"""Share of the window given to scene text: the extractor's tokenizer may count more than cl100k_base."""
+TOKENIZER_MARGIN = 0.8  # share of the window for scene text: the extractor's tokenizer may count more
 
 
 def extractor_window(ctx: Context) -> int:
@@ -81,12 +77,9 @@ def run_context(ctx: Context, run_dir: str) -> Context:
 
 
 def index_beside_extraction(ctx: Context) -> bool:
-    """Whether the passages are embedded while the scenes are extracted, since both need only the scenes.
+    """Whether the passages are embedded while the scenes are extracted: only with a remote extractor.
 
-    A remote extractor waits on the network while the embedder keeps the cores busy, so the two overlap (on a
-    novel, minutes of embedding hide behind the extraction calls). An in-process extractor needs the same
-    cores: run side by side, llama.cpp's and torch's threads would slow each other down, so the index waits
-    for the CKG.
+    An in-process extractor needs the cores the embedder uses, so the index waits for the CKG then.
     """
     return not is_local(resolve_spec(ctx, "extractor"))
 
@@ -94,11 +87,9 @@ def index_beside_extraction(ctx: Context) -> bool:
 def route_extraction(
     state: IndexState, runtime: Runtime[Context]
 ) -> list[Send | Literal["build_ckg"]] | Literal["build_ckg"]:
-    """Fan out one extraction branch per (scene, sample, part), with the index beside them when it may.
+    """Fan out one extraction branch per (scene, sample, part), with the index first beside them when it may.
 
-    The index is sent first: branches start in the order they are sent, a few dozen at a time, and on a
-    novel the embedding takes longer than all the extraction calls. Nothing to extract goes straight on to the
-    CKG.
+    Branches start in the order they are sent, and on a novel the embedding takes longest.
     """
     ctx = context_of(runtime)
     scenes = state.get("scenes") or []
@@ -123,7 +114,6 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
         attributes["title"] = scene["title"]
     text = prompt.render(scene=prompts.data_block("scene", scene["text"], **attributes))
     sample = task["sample"]
-    part = task.get("part", 0)
     # the CKG build waits for every sample, the summarizer's next call beside the index for one of its own
     with priority(AFTER_EVERY_OTHER):
         answer = ask_structured(
@@ -135,22 +125,16 @@ def extract_scene(task: ExtractTask, runtime: Runtime[Context]) -> dict[str, Any
             temperature=ctx.extraction_temperature,
             sample=sample,
         )
-    found = answer.value
+    characters, triples = (answer.value.characters, answer.value.triples) if answer.value else ([], [])
     record = SceneExtraction(
         scene_id=scene["id"],
         sample=sample,
         ok=answer.ok,
-        characters=[CharacterRecord(name=c.name, aliases=list(c.aliases)) for c in found.characters]
-        if found
-        else [],
-        triples=[
-            TripleRecord(subject=t.subject, predicate=t.predicate, object=t.object) for t in found.triples
-        ]
-        if found
-        else [],
+        characters=[CharacterRecord(name=c.name, aliases=list(c.aliases)) for c in characters],
+        triples=[TripleRecord(subject=t.subject, predicate=t.predicate, object=t.object) for t in triples],
     )
-    if part:
-        record["part"] = part
+    if task.get("part"):
+        record["part"] = task["part"]
     if not answer.ok:
         record["error"] = answer.error or "no answer"
     progress.emit("extract", advance=1)

@@ -15,11 +15,7 @@ from storyjudge.core.resultjson import build_result, write_result
 
 
 def finish(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """The best summary becomes the output's ``summary``; result.json is written when there is a run directory.
-
-    This is the one writer of a refine run's result.json. Given a start mark (``started_at``), it records the
-    run's wall time there too.
-    """
+    """The best summary becomes the output's ``summary``; the one writer of result.json, with the wall time."""
     ctx = context_of(runtime)
     iterations = state.get("iterations") or []
     best = fallback_of(iterations)

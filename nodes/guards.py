@@ -1,23 +1,10 @@
 """Refinement guards: a refined summary must not win NarrativeFactScore by deleting or by copying.
 
-NarrativeFactScore is a precision (supported / judged facts), so a refiner could raise it without making the
-summary better: drop every doubtful sentence (fewer facts, all of them safe), or paste the narrative's own
-sentences (which the judge will always find in the scenes). A refined summary is therefore accepted only if,
-compared with the summary it revises,
-
-1. it keeps the supported content: its count of supported facts falls by at most ``max_supported_loss`` of the
-   revised summary's supported facts (rounded down), which absorbs the judge's and decomposer's noise when a
-   summary is reworded but not a deletion;
-2. it stays within its length budget from below and from above: at least ``min_length_ratio`` of the revised
-   summary's words, and at most the words the refiner was asked for (``word_budget``: a tenth more, and never
-   past the summary's budget, max_summary_tokens);
-3. it does not copy the narrative: the share of its trigrams found verbatim in the narrative (the copy rate, one
-   minus BooookScore's novel-trigram share) rises by at most ``max_copy_increase`` (judged from
-   ``MIN_COPY_WORDS`` words on; shorter texts have too few trigrams for the share to mean anything).
-
-The functions here are pure: ``measure_round`` records what the guard saw for one round (the loop stores it in
-the Iteration as ``guard``), ``rejection_note`` says why a round is not accepted, or "" when it is. The refine
-graph's ``assess`` node calls ``guard_round``; the web UI drives the refine graph, so its rounds pass it too.
+NarrativeFactScore is a precision, so dropping doubtful sentences or pasting the narrative would raise it. A
+refinement is accepted only if, against the summary it revises, it loses at most ``max_supported_loss`` of the
+supported facts, keeps between ``min_length_ratio`` of the words and what the refiner was asked for
+(``word_budget``), and raises its copy rate (trigrams found verbatim in the narrative) by at most
+``max_copy_increase``.
 """
 
 from __future__ import annotations
@@ -32,22 +19,15 @@ from storyjudge.core.segmentation import join_scenes
 from storyjudge.core.summary_stats import copy_rate, source_trigrams, words
 from storyjudge.core.tokens import count_tokens
 
-WORD_SLACK = 10
-"""Words the refiner may add beyond ``max_length_ratio`` times the revised summary (room for short summaries)."""
-
-
+WORD_SLACK = 10  # words the refiner may add beyond max_length_ratio times the revised summary
+# shorter refinements are not judged for copying: one name ("of Gull Island") would move the share by a fifth
 MIN_COPY_WORDS = 20
-"""A refinement shorter than this is not judged for copying: a handful of trigrams, where one name ("of Gull
-Island") moves the share by a fifth, says nothing about copying (its copy rate is still recorded; the length
-limits judge such a summary)."""
 
 
 def word_budget(words_before: int, max_length_ratio: float, most_words: int | None = None) -> int:
-    """Most words a refinement of a ``words_before``-word summary may have; the refiner is asked for this.
+    """Most words a refinement may have (the refiner is asked for this).
 
-    ``most_words`` (``budget_words``: the words of max_summary_tokens) caps the growth: a refinement may grow
-    to the summary's budget, never past it (a summary already longer keeps at most its own length), so rounds
-    of refinement cannot lengthen a summary without bound.
+    ``most_words`` (``budget_words``) caps growth, so rounds of refinement cannot lengthen a summary unboundedly.
     """
     grown = int(words_before * max_length_ratio) + WORD_SLACK
     return grown if most_words is None else min(grown, max(words_before, most_words))
@@ -85,10 +65,7 @@ def measure_round(
     revises: int | None = None,
     ctx: Context,
 ) -> GuardRecord:
-    """What the guard measures for one round; without a revised summary (round 0) only its own length and copy rate.
-
-    ``narrative`` is the narrative's text or its ``source_trigrams`` (to measure both summaries against one set).
-    """
+    """What the guard measures for one round; without a revised summary (round 0) only its own length and copy rate."""
     known = source_trigrams(narrative) if isinstance(narrative, str) else narrative
     n_words = len(words(summary))
     rate = copy_rate(summary, known)
@@ -149,21 +126,10 @@ def rejection_reasons(record: GuardRecord, ctx: Context) -> list[str]:
     return reasons
 
 
-def rejection_note(record: GuardRecord) -> str:
-    """The Iteration note of a rejected refinement, or "" when it passed."""
-    if not record["reasons"]:
-        return ""
-    return "refinement guard: " + "; ".join(record["reasons"]) + "; not accepted as best"
-
-
 def guard_round(
     summary: str, card: ScoreCard, narrative: str, *, revised: Iteration | None, ctx: Context
 ) -> tuple[GuardRecord, str]:
-    """Measure one round against the Iteration it revised (None for round 0): the record and the rejection note.
-
-    The note is "" when the round is accepted; otherwise it starts with "refinement guard:" and names every
-    limit the round broke.
-    """
+    """Measure one round against the Iteration it revised (None for round 0): the record and the rejection note."""
     record = measure_round(
         summary,
         card,
@@ -173,14 +139,13 @@ def guard_round(
         revises=revised["iteration"] if revised else None,
         ctx=ctx,
     )
-    return record, rejection_note(record)
+    if not record["reasons"]:
+        return record, ""
+    return record, "refinement guard: " + "; ".join(record["reasons"]) + "; not accepted as best"
 
 
 def revised_iteration(previous: list[Iteration], refined_from: int | None) -> Iteration | None:
-    """The earlier round whose summary this round revised (None in round 0: nothing was revised).
-
-    That is round ``refined_from`` when the refiner recorded it, else the latest earlier round.
-    """
+    """The earlier round this round revised: ``refined_from``, else the latest (None in round 0)."""
     if not previous:
         return None
     named = [it for it in previous if it["iteration"] == refined_from]

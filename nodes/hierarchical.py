@@ -1,18 +1,10 @@
 """Hierarchical merging (seed 000, appendix A.1): summarize every chunk, then merge summaries level by level.
 
-Level 0 summarizes each chunk on its own, concurrently. Each higher level merges as many consecutive summaries
-of the level below as fit in one prompt with room for the output (W - G_l), giving the previous merged summary
-*of the same level* as prior context when there is one (the seed's "merge with prior context" prompt); merges
-within a level are therefore sequential. Levels repeat until one summary is left.
-
-The method fixes what each call reads, not when it is sent: a merge is sent as soon as its group and the merge
-before it are known, beside the chunks and merges still being written (``TreeRun``). The summaries are those
-of the level-by-level order, call for call.
-
-Budgets: the top level gets G_n and each level below ``LEVEL_RATIO`` of the one above, for the number of
-levels estimated from the chunk count; a level whose summaries all fit in one merge is the last and gets G_n.
-A merge always takes at least two summaries, so every level at least halves the count and the recursion
-terminates.
+Each merge takes as many consecutive summaries as fit beside its output, with the level's previous merge as
+prior context, so merges within a level are sequential. A merge is sent as soon as its group and the merge
+before it are known (``TreeRun``), yet every call reads what the level-by-level order would give it.
+Budgets: G_n at the top, ``LEVEL_RATIO`` of the level above below it; a merge takes at least two summaries,
+so every level at least halves the count.
 """
 
 from __future__ import annotations
@@ -52,14 +44,8 @@ from storyjudge.core.textsplit import split_by_tokens
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage
 
-MAX_LEVELS = 64
-"""A safety stop: merging at least halves the count, so 64 levels would take 2**64 chunks."""
-_BLOCK_TOKENS = 12
-"""Tokens a data block's tags and separator add per summary (for estimates; real prompts are counted)."""
-
-
-# ----------------------------------------------------------------------------------------------------------
-# prompts
+MAX_LEVELS = 64  # a safety stop: every level at least halves the count
+_BLOCK_TOKENS = 12  # a data block's tags and separator per summary, for estimates (real prompts are counted)
 
 
 def render_leaf(chunk_text: str, words: int, prompt_dir: str = "") -> str:
@@ -82,10 +68,6 @@ def render_merge(context: str, summaries: list[str], words: int, prompt_dir: str
 def merge_overhead(prompt_dir: str = "") -> int:
     """Tokens of the merge prompt (with prior context) around the summaries themselves."""
     return count_tokens(render_merge("x", ["x", "x"], 9999, prompt_dir)) + _BLOCK_TOKENS
-
-
-# ----------------------------------------------------------------------------------------------------------
-# budgets
 
 
 def _budgets(levels: int, max_summary_tokens: int) -> list[int]:
@@ -115,20 +97,12 @@ def merges_needed(n_chunks: int, budgets: list[int], context_window: int, overhe
 
 
 def level_budgets(n_chunks: int, max_summary_tokens: int, context_window: int, overhead: int) -> list[int]:
-    """Token budgets G_0 .. G_L, the top one G_n, for the number of merge levels ``n_chunks`` needs.
-
-    The levels needed depend on the budgets (smaller summaries merge more at a time) and the budgets on the
-    number of levels, so this takes the fewest levels L whose budgets need no more than L merge levels.
-    """
+    """Token budgets G_0 .. G_L (G_L = G_n): the fewest levels L whose budgets need at most L merge levels."""
     for levels in range(MAX_LEVELS):
         budgets = _budgets(levels, max_summary_tokens)
         if len(merges_needed(n_chunks, budgets, context_window, overhead)) <= levels:
             return budgets
     return _budgets(MAX_LEVELS, max_summary_tokens)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# merge groups
 
 
 @dataclass(frozen=True)
@@ -159,11 +133,7 @@ def prior_context(prior: str, room: MergeRoom, where: dict[str, Any]) -> tuple[s
 
 
 def grow_group(texts: list[str], start: int, end: int, context: str, room: MergeRoom) -> int:
-    """Extend the group ``texts[start:end]`` while the next summary still fits beside it.
-
-    Returns the new end. It stops at the first summary that does not fit, or at the end of ``texts``, which may
-    be only the summaries written so far: the tree calls it again, from the same end, as more arrive.
-    """
+    """The new end of the group ``texts[start:end]``, grown while the next summary still fits beside it."""
     while end < len(texts) and room.fits(context, texts[start : end + 1]):
         end += 1
     return end
@@ -172,12 +142,9 @@ def grow_group(texts: list[str], start: int, end: int, context: str, room: Merge
 def close_group(
     texts: list[str], start: int, end: int, context: str, room: MergeRoom, where: dict[str, Any]
 ) -> tuple[int, str, list[str], list[dict[str, Any]]]:
-    """The group ``texts[start:end]`` made mergeable: at least two summaries, within the room.
+    """(end, context, group, events) of a mergeable group: at least two summaries, within the room.
 
-    A merge of one summary alone would never shrink the level, so a group takes two when two are left. If even
-    two do not fit (only possible when kept over-budget summaries are far too long), the prior context is
-    dropped, then each member is cut to an equal share of the room, and events say so.
-    Returns (end, context, group texts, events).
+    If two do not fit, the prior context is dropped, then each member is cut to an equal share, with events.
     """
     notes: list[dict[str, Any]] = []
     if end == start + 1 and end < len(texts):
@@ -198,10 +165,6 @@ def close_group(
     return end, context, group, notes
 
 
-# ----------------------------------------------------------------------------------------------------------
-# the tree as a dataflow
-
-
 @dataclass
 class MergeJob:
     """One merge, decided: its group, its prior context and budget, and the events deciding it raised."""
@@ -219,11 +182,7 @@ class MergeJob:
 class MergeLevel:
     """One merge level, fed the summaries of the level below in order, as they are written.
 
-    Every decision of the sequential method depends only on a prefix of the level's summaries: whether the
-    level is the last (all of them fit one merge; a prefix that does not fit says no), and where a group ends
-    (at the first summary that does not fit beside it). So a merge starts as soon as its group and the merge
-    before it are known, while the rest of the level below is still being written, and gives exactly the
-    merges of the level-by-level order.
+    Whether the level is the last and where a group ends depend only on a prefix of its inputs.
     """
 
     number: int
@@ -290,11 +249,7 @@ class MergeLevel:
 
 
 def write_leaf(ctx: Context, chunk: SummaryChunk, budget: int) -> tuple[TreeSummary, Written]:
-    """Summarize one chunk within the level-0 budget G_0.
-
-    Earlier chunks go first for a slot, regenerations included: the first merge waits for the first group, not
-    for every chunk to have had its first attempt.
-    """
+    """Summarize one chunk within G_0; earlier chunks go first for a slot, as the first merge waits on them."""
     with priority(-1 - chunk["index"]):
         written = write(
             ctx,
@@ -310,7 +265,7 @@ def write_leaf(ctx: Context, chunk: SummaryChunk, budget: int) -> tuple[TreeSumm
 
 
 def write_merge(ctx: Context, job: MergeJob) -> tuple[TreeSummary, Written]:
-    """Write one merge: with the prior context when it has one, else with the plain merge prompt."""
+    """Write one merge, with its prior context when it has one."""
     name = "merge_context" if job.context else "merge"
     with priority(1):  # the rest of the tree waits on a merge: it goes before every chunk summary for a slot
         written = write(
@@ -328,17 +283,14 @@ def write_merge(ctx: Context, job: MergeJob) -> tuple[TreeSummary, Written]:
     return merged, written
 
 
+# a call's outcome: its merge (None for a chunk), its summary or error, its writing
 Finished = tuple[MergeJob | None, TreeSummary | BaseException, Written | None]
-"""A call's outcome as the tree reads it: its merge (None for a chunk), its summary or error, its writing."""
 
 
 class TreeRun:
-    """Runs the calls of one tree: chunk summaries up to the run's width at once, each merge when it is decided.
+    """Runs one tree's calls: chunk summaries up to the run's width at once, each merge once it is decided.
 
-    The calls run on the tree's own workers (one per chunk in flight and one per level at most), which end with
-    it; this thread alone decides what starts next, so every decision sees one consistent tree. Results are
-    collected here and the update is assembled in order (chunks, then levels), so it does not depend on which
-    call answered first.
+    Only this thread decides what starts next, and the update is assembled in tree order.
     """
 
     def __init__(self, ctx: Context, plan: SummaryPlan, chunks: list[SummaryChunk]) -> None:
@@ -353,11 +305,9 @@ class TreeRun:
         self._pool: ThreadPoolExecutor | None = None
 
     def run(self) -> None:
-        """Write the whole tree; the first failed call's error is raised as soon as it is read.
-
-        The calls still in flight then end on their own (their answers are cached), and their workers with them.
-        """
-        width = self._width()
+        """Write the whole tree; the first failed call's error is raised (calls in flight end on their own)."""
+        # twice the LLM slots: no slot waits while a chunk reads its answer and decides to regenerate
+        width = branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
         self._pool = ThreadPoolExecutor(width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
         try:
             self._run(width)
@@ -389,14 +339,6 @@ class TreeRun:
                 progress.emit("summarize", advance=1)
             self._close_levels()
 
-    def _width(self) -> int:
-        """Chunk summaries in flight: as many as the run's graph branches (twice its LLM slots).
-
-        More than the slots, so that no slot waits while a chunk reads its answer and decides to regenerate;
-        earlier chunks still go first for a slot (``write_leaf``).
-        """
-        return branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
-
     def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
         assert self._pool is not None
         self._running[self._pool.submit(contextvars.copy_context().run, call)] = job
@@ -405,10 +347,7 @@ class TreeRun:
         finished: list[Finished] = []
         for future in wait_any(self._running):
             job, error = self._running.pop(future), future.exception()
-            if error is not None:
-                finished.append((job, error, None))
-            else:
-                finished.append((job, *future.result()))
+            finished.append((job, error, None) if error is not None else (job, *future.result()))
         return finished
 
     def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:
@@ -418,9 +357,7 @@ class TreeRun:
         while self.levels and self.fed < len(self.chunks) and self.chunks[self.fed]["index"] in self.leaves:
             self.levels[0].inputs.append(self.leaves[self.chunks[self.fed]["index"]][0])
             self.fed += 1
-            if self.fed == len(self.chunks):
-                self.levels[0].complete = True
-                break
+            self.levels[0].complete = self.fed == len(self.chunks)
         if len(self.leaves) == len(self.chunks):
             self.leaves_done_at = time.time()
 
@@ -498,10 +435,8 @@ class TreeRun:
 def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     """Summarize every chunk and merge the summaries level by level, each call sent once its inputs exist.
 
-    One node, not a fan-out and a loop of levels: LangGraph ends a step only when all its branches have, so
-    with chunk summaries as ``Send`` branches no merge could start before the slowest chunk, though a merge
-    needs only its own group and the merge before it. Each call's answer is in the LLM cache as soon as it
-    arrives, so a run stopped midway redoes none of them on resume.
+    One node, not ``Send`` branches: a LangGraph step waits for all its branches, so no merge could start
+    before the slowest chunk.
     """
     ctx = context_of(runtime)
     plan = state["summary_plan"]

@@ -1,13 +1,8 @@
 """Incremental updating (seed 000, appendix A.2): one running summary, updated chunk by chunk, compressed.
 
-Step 0 summarizes the first chunk; every later step gives the model the next chunk and the running summary and
-asks for the updated summary. The prompts ask for a length that grows with the share of the book read
-(``word_limit(G_n) * (step + 1) / chunks``, as in the official code), so every chunk gets an equal share of the
-final summary. When an updated summary is longer than G_n tokens, the compression prompt (A.2.1) condenses it
-to that step's target, at temperature 1 as in the seed, with bounded retries: compression happens exactly
-then. A summary still over G_n after compression keeps its newest sentences (``keep_newest``): the oldest
-part goes, never the chunk just read, and a ``clipped_for_budget`` event says how much went.
-One step per graph step, so a checkpointed run resumes at the chunk it stopped at.
+The asked length grows with the share of the book read, as in the official code. An update over G_n tokens is
+compressed (A.2.1); one still over keeps its newest sentences, with an event. One step per graph step, so a
+checkpointed run resumes at the chunk it stopped at.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ from nodes.summary_writer import (
     REGENERATION_TEMPERATURE,
     Written,
     chunk_info,
-    count_words,
     event,
     prompt_cost,
     word_limit,
@@ -38,10 +32,8 @@ from storyjudge.core.textsplit import sentence_spans
 from storyjudge.core.tokens import count_tokens, decode, encode
 from storyjudge.core.usage import merge_usage, totals
 
-MIN_STEP_WORDS = 40
-"""The running summary is never asked to be shorter than this (a 2% share of 585 words would be 11)."""
-UPDATE_OUTPUT_FACTOR = 2
-"""An update may write up to this many times G_n tokens: an answer over G_n is compressed, not cut off."""
+MIN_STEP_WORDS = 40  # the running summary is never asked to be shorter
+UPDATE_OUTPUT_FACTOR = 2  # an update may write this many times G_n tokens: compressed, not cut off
 
 
 def step_words(step: int, chunks: int, max_summary_tokens: int) -> int:
@@ -53,9 +45,7 @@ def step_words(step: int, chunks: int, max_summary_tokens: int) -> int:
 def keep_newest(text: str, limit: int) -> str:
     """The end of ``text`` within ``limit`` tokens, cut at a sentence start where one fits.
 
-    A running summary that is still over G_n after compression loses its oldest part, never the chunk just
-    read: what the book said last is what every later update builds on. A last sentence longer than the whole
-    limit keeps its last ``limit`` tokens.
+    The oldest part goes, never the chunk just read: every later update builds on it.
     """
     if count_tokens(text) <= limit:
         return text
@@ -90,7 +80,7 @@ def render_update(chunk_text: str, summary: str, words: int, prompt_dir: str = "
 def render_compress(summary: str, words: int, prompt_dir: str = "") -> str:
     """The compression prompt (the seed's A.2.1)."""
     return load("compress", prompt_dir).render(
-        summary=data_block("summary", summary), current_words=count_words(summary), word_limit=words
+        summary=data_block("summary", summary), current_words=len(summary.split()), word_limit=words
     )
 
 
@@ -117,14 +107,13 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     chunk = state["chunks"][step]
     window, top = plan["context_window"], plan["max_summary_tokens"]
     words = step_words(step, len(state["chunks"]), top)
-    running = state.get("draft", "") if step else ""
     build: Callable[[int], str]
     if step == 0:
         prompt = load("incremental_init", ctx.prompt_dir)
         build = partial(render_init, chunk["text"], prompt_dir=ctx.prompt_dir)
     else:
         prompt = load("incremental_update", ctx.prompt_dir)
-        build = partial(render_update, chunk["text"], running, prompt_dir=ctx.prompt_dir)
+        build = partial(render_update, chunk["text"], state.get("draft", ""), prompt_dir=ctx.prompt_dir)
     render = cache(build)  # the allowance below and the first attempt use the same prompt
 
     allowance = max(1, min(UPDATE_OUTPUT_FACTOR * top, window - prompt_cost(render(words))))

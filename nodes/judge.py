@@ -1,8 +1,4 @@
-"""The judge (NarrativeFactScore stage 2): one structured verdict per atomic fact.
-
-A verdict that cannot be parsed after retries is *unjudged*: reported, and left out of the score's denominator,
-never counted as supported.
-"""
+"""The judge (NarrativeFactScore stage 2): one structured verdict per atomic fact; an unparsed one is unjudged."""
 
 from __future__ import annotations
 
@@ -41,10 +37,7 @@ def render_evidence(evidence: Evidence, texts: Mapping[str, str]) -> tuple[str, 
 def judge_fact(
     ctx: Context, fact: Fact, evidence: Evidence, texts: Mapping[str, str]
 ) -> tuple[FactVerdict, Usage]:
-    """Verdict for one fact; an answer that cannot be read is an ``unjudged`` verdict with its error.
-
-    The verdict keeps its evidence as the judge's references, not the texts it was shown.
-    """
+    """Verdict for one fact; an answer that cannot be read is an ``unjudged`` verdict with its error."""
     prompt = prompts.load("judge", ctx.prompt_dir)
     scenes, ckg = render_evidence(evidence, texts)
     text = prompt.render(scenes=scenes, ckg=ckg, fact=prompts.data_block("fact", fact["text"]))

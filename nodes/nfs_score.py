@@ -1,9 +1,4 @@
-"""The factscore graph's last node: a round's facts and verdicts into its score card, and the added metrics' cards.
-
-The math (which facts count, the unjudged rule, coverage, the card) is in ``storyjudge.core.narrativefactscore``;
-this node picks the round's facts, verdicts and the judge check that ``nodes.plant`` recorded out of the graph
-state.
-"""
+"""The factscore graph's last node: a round's score card (``core.narrativefactscore``) and the metrics' cards."""
 
 from __future__ import annotations
 
@@ -21,8 +16,7 @@ def score_nfs(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any
     """Aggregate this iteration's verdicts into its score card."""
     iteration = state.get("iteration", 0)
     failed = {f["sentence_index"] for f in state.get("failed_sentences") or [] if f["iteration"] == iteration}
-    facts = unique_facts(state.get("raw_facts") or [], iteration)
-    kept = {fact["id"] for fact in facts}
+    kept = {fact["id"] for fact in unique_facts(state.get("raw_facts") or [], iteration)}
     # a fact an earlier sentence already stated was judged in its own branch too (by the same call, which
     # the LLM cache or single-flight answered once); like the facts, it counts once, for the first sentence
     verdicts = [v for v in state.get("verdicts") or [] if v["fact"]["id"] in kept]
@@ -41,7 +35,7 @@ def score_nfs(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any
         judge=judge,
     )
     if not ctx.metrics:
-        return {"factscore": card, "facts": facts, "metrics": {}}
+        return {"factscore": card, "metrics": {}}
     view = RoundView(
         iteration=iteration,
         summary=state.get("summary") or "",
@@ -49,4 +43,4 @@ def score_nfs(state: FactScoreState, runtime: Runtime[Context]) -> dict[str, Any
         ckg=dict(state.get("ckg") or {}),
         factscore=dict(card),
     )
-    return {"factscore": card, "facts": facts, "metrics": round_cards(ctx.metrics, view)}
+    return {"factscore": card, "metrics": round_cards(ctx.metrics, view)}

@@ -1,12 +1,8 @@
 """Planted facts (``storyjudge.core.planted``): control facts judged beside a round's own, to check the judge.
 
-One branch per round, sent beside the sentence branches, so its verdicts are asked among theirs: the same
-judge prompt and the same evidence path (retrieval by the fact's text, the CKG lines of its characters), and
-nothing in a request tells a planted fact from a summary's. The facts are judged in batches up to the check's
-next look (``planted.rule``), and planting stops as soon as the decision is clear: a clearly good or clearly
-bad judge costs one batch. Every round plants the same facts in the same order, so after the first round the
-verdicts come from the LLM cache. Its verdicts and check go to their own channels and never reach the score's
-counts.
+One branch per round beside the sentence branches, with the same prompt and evidence path, so nothing tells a
+planted fact from a summary's. Facts are judged in batches up to the check's next look (``planted.rule``) until
+the decision is clear; the check goes to its own channel and never reaches the score's counts.
 """
 
 from __future__ import annotations
@@ -65,9 +61,4 @@ def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
     check = judge_check(
         verdicts, decision, max_false=most, built=len(false_pool), why=why, usage=totals(usage)
     )
-    return {
-        "planted_verdicts": verdicts,
-        "planted_checks": [{"iteration": iteration, "check": check}],
-        "planted_usage": usage,
-        "usage": usage,
-    }
+    return {"planted_checks": [{"iteration": iteration, "check": check}], "usage": usage}

@@ -1,13 +1,8 @@
 """The refiner (NarrativeFactScore stage 3): rewrite the summary from the judge's feedback and its evidence.
 
-The paper gives the refiner the whole narrative as global context; a book does not fit a prompt, so it gets an
-outline of the narrative (each scene's id, title and opening sentence, trimmed to fit a share of the room) and
-what the judge saw for the flagged facts (their scenes and the CKG lines of their characters), all within the
-context window: every block that goes into the prompt is counted.
-
-It revises the best accepted round, not simply the latest: after a round that a guard rejected (one that
-deleted supported facts or copied the narrative, see ``nodes/guards.py``) the next round starts again from the
-best summary, told why the earlier attempt was rejected, so a deletion never compounds.
+A book does not fit a prompt, so instead of the whole narrative the refiner gets an outline (each scene's id,
+title and opening) and the flagged facts' evidence, all counted within the context window. It revises the best
+accepted round, told why later attempts were rejected, so a rejected deletion never compounds.
 """
 
 from __future__ import annotations
@@ -32,13 +27,9 @@ from storyjudge.core.textsplit import sentences
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage
 
-CHAT_OVERHEAD_TOKENS = 32
-"""Tokens of the chat framing around the one user message, and slack for tokens merging where blocks join."""
-OUTLINE_MAX_TOKENS = 1500
-"""The outline gets at most this many tokens, and at most a quarter of the room: the flagged facts' evidence
-comes first."""
-OUTLINE_WORDS = (30, 12, 0)
-"""Words of each scene's opening sentence in the outline, tried in turn until the outline fits."""
+CHAT_OVERHEAD_TOKENS = 32  # chat framing around the user message, and slack where blocks join
+OUTLINE_MAX_TOKENS = 1500  # and at most a quarter of the room: the flagged facts' evidence comes first
+OUTLINE_WORDS = (30, 12, 0)  # words of each scene's opening in the outline, tried until it fits
 
 
 def refine_base(state: RefineState) -> tuple[str, ScoreCard | None, int]:
@@ -54,11 +45,6 @@ def earlier_attempts(iterations: list[Iteration], base: int) -> list[Iteration]:
     return [it for it in iterations if "guard" in it and it["guard"]["revises"] == base]
 
 
-def flagged_verdicts(card: ScoreCard | None) -> list[FactVerdict]:
-    """The unsupported facts of a score card."""
-    return [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
-
-
 def render_flagged(verdicts: list[FactVerdict]) -> str:
     """Flagged facts with their feedback, as one data block."""
     lines = []
@@ -68,15 +54,9 @@ def render_flagged(verdicts: list[FactVerdict]) -> str:
     return prompts.data_block("flagged_facts", "\n".join(lines))
 
 
-def render_evidence(
-    verdicts: list[FactVerdict], budget: int, texts: Mapping[str, str]
-) -> tuple[str, list[str]]:
-    """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget.
-
-    ``texts``: the run's scene texts by id, which the verdicts' evidence spans name.
-    """
-    blocks: list[str] = []
-    used_ids: list[str] = []
+def render_evidence(verdicts: list[FactVerdict], budget: int, texts: Mapping[str, str]) -> str:
+    """Distinct evidence scenes of the flagged facts (best first) and their CKG lines, within a token budget."""
+    blocks: dict[str, str] = {}
     lines = list(dict.fromkeys(line for verdict in verdicts for line in verdict["evidence"]["ckg_lines"]))
     graph_block = prompts.data_block("graph", "\n".join(lines[:60]) or "(no relations)")
     left = budget - count_tokens(graph_block)
@@ -84,16 +64,13 @@ def render_evidence(
         (scene for verdict in verdicts for scene in verdict["evidence"]["scenes"]), key=lambda s: -s["score"]
     )
     for scene in scenes:
-        if scene["id"] in used_ids:
+        if scene["id"] in blocks:
             continue
         block = prompts.data_block("scene", span_text(scene, texts), id=scene["id"], title=scene["title"])
-        cost = count_tokens(block)
-        if cost > left:
-            continue
-        blocks.append(block)
-        used_ids.append(scene["id"])
-        left -= cost
-    return "\n\n".join([*blocks, graph_block]), used_ids
+        if (cost := count_tokens(block)) <= left:
+            blocks[scene["id"]] = block
+            left -= cost
+    return "\n\n".join([*blocks.values(), graph_block])
 
 
 def _opening(scene: Scene, limit: int) -> str:
@@ -116,11 +93,7 @@ def _outline_line(scene: Scene, limit: int) -> str:
 
 
 def render_outline(scenes: list[Scene], budget: int) -> str:
-    """The narrative's shape: one line per scene (id, title, opening sentence), within ``budget`` tokens.
-
-    Openings are shortened, then dropped, until the outline fits; if titles alone do not fit, evenly spaced
-    scenes are kept and the block says how many. "" when there are no scenes or no room.
-    """
+    """One line per scene (id, title, opening) within ``budget`` tokens, openings shortened, then scenes thinned."""
     if not scenes or budget <= 0:
         return ""
     lines: list[str] = []
@@ -162,11 +135,10 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     started = time.perf_counter()
     summary, card, base = refine_base(state)
     attempts_before = earlier_attempts(state.get("iterations") or [], base)
-    flagged = flagged_verdicts(card)
+    flagged = [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
     progress.emit("refine", total=1, round=state.get("iteration", 0) + 1)  # the round it writes
     n_words = len(words(summary))
-    summary_tokens = count_tokens(summary)
-    max_tokens = max(ctx.max_output_tokens, int(summary_tokens * 1.5) + 64)
+    max_tokens = max(ctx.max_output_tokens, int(count_tokens(summary) * 1.5) + 64)
     prompt = prompts.load("refine", ctx.prompt_dir)
     parts = {
         "min_words": min_words(n_words, ctx.min_length_ratio),
@@ -182,13 +154,12 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     room = max(0, ctx.context_window - max_tokens - fixed - CHAT_OVERHEAD_TOKENS)
     outline = render_outline(state.get("scenes") or [], min(room // 4, OUTLINE_MAX_TOKENS))
     texts = scene_texts(state.get("scenes") or [])
-    evidence, scene_ids = render_evidence(flagged, max(0, room - count_tokens(outline)), texts)
+    evidence = render_evidence(flagged, max(0, room - count_tokens(outline)), texts)
     text = prompt.render(**parts, outline=outline, evidence=evidence)
     first_sample = len(attempts_before) * (ctx.parse_retries + 1)
     usage: Usage = {}
-    # An empty or cut-off revision would replace the summary with nothing or half of it: ask again (a new
-    # sample, so neither the cache nor a deterministic server returns the same answer), then keep the summary.
-    # A summary revised again after an earlier round starts from fresh samples too.
+    # an empty or cut-off revision is asked again with a new sample (fresh for each revision of one summary),
+    # then the summary is kept
     for attempts in range(1, ctx.parse_retries + 2):
         sample = first_sample + attempts - 1
         answer = ask_text(ctx, "refiner", prompt, [("user", text)], max_tokens=max_tokens, sample=sample)

@@ -1,8 +1,7 @@
 """Evidence retrieval: for every fact, the top-k scenes from the scene index plus the CKG lines of its characters.
 
-Queries are expanded with the aliases of the characters a fact mentions (from the name graph), so "the Thane of
-Cawdor" finds Macbeth's scenes. Scenes go to the judge whole while they fit its token budget; past it, only the
-best-matching passage is shown, and the evidence record says so.
+Queries add the aliases of the characters a fact names. Scenes go whole while they fit the judge's budget, then
+only their best-matching passage, and the evidence says so.
 """
 
 from __future__ import annotations
@@ -39,19 +38,12 @@ def expand_query(fact: str, ckg: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1024)
 def _tokens(text: str) -> int:
-    """Tokens of a retrieved scene or passage, counted once: a run retrieves the same scenes for many facts.
-
-    About a thousand texts, so a novel's scenes fit and a long experiment's process holds no more than that.
-    """
+    """Tokens of a retrieved scene or passage, counted once: a run retrieves the same scenes for many facts."""
     return count_tokens(text)
 
 
 def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: int) -> list[EvidenceScene]:
-    """Whole scenes in rank order while they fit, then best passages; never silently cut.
-
-    Each is kept as its span of the scene's text (the whole text, or where the passage is in it): the text is
-    the run's, once, and a hit of a scene the run does not have is not evidence it can name.
-    """
+    """Whole scenes in rank order while they fit, then best passages, as spans of the run's scenes; never cut."""
     chosen: list[EvidenceScene] = []
     left = budget
     for hit in hits:
@@ -77,10 +69,7 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
 
 
 def _searches(index: IndexRef, queries: list[str], k: int) -> dict[str, list[dict[str, Any]]]:
-    """Scene hits for each of a sentence's queries (query -> hits), asked of the index in one call.
-
-    Remembered: a refinement round asks again for the facts of every sentence it kept.
-    """
+    """Scene hits for each query, in one call; remembered, as a refinement round asks again for kept sentences."""
     hits = _remembered_searches(json.dumps(index, sort_keys=True), tuple(queries), k)
     return {query: list(found) for query, found in zip(queries, hits, strict=True)}
 
@@ -89,8 +78,7 @@ def _searches(index: IndexRef, queries: list[str], k: int) -> dict[str, list[dic
 def _remembered_searches(
     index_json: str, queries: tuple[str, ...], k: int
 ) -> tuple[tuple[dict[str, Any], ...], ...]:
-    # Collections are named by a hash of the scenes and embedder their passages come from (and the store is in
-    # the key), so the same index reference always gives the same hits.
+    # collections are named by a hash of their scenes and embedder: one index reference, the same hits
     from storyjudge.core.sceneindex import search_scenes_many
 
     return tuple(tuple(hits) for hits in search_scenes_many(json.loads(index_json), list(queries), k))
@@ -99,13 +87,7 @@ def _remembered_searches(
 def gather_evidence(
     ctx: Context, facts: list[Fact], ckg: dict[str, Any], scenes: list[Scene], index: IndexRef | None
 ) -> dict[str, Evidence]:
-    """Evidence for each of ``facts`` (fact id -> evidence): queries embedded in one pass, searched in one call.
-
-    Evidence names spans of ``scenes`` (``core.passages``); the judge reads their texts from the same scenes.
-
-    Called from the sentence branches at once: the embedder takes its lock per batch and Chroma clients are
-    shared per store under a lock, so searches of several branches can overlap with other branches' LLM waits.
-    """
+    """Evidence for each of ``facts`` (fact id -> evidence): queries embedded in one pass, searched in one call."""
     from storyjudge.core.charactergraph import subgraph_lines
 
     by_id = {scene["id"]: scene for scene in scenes}

@@ -18,11 +18,7 @@ from storyjudge.core.segmentation import guess_title, join_scenes, normalize_sce
 
 
 def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Split the narrative into scenes and claim the run directory for it.
-
-    ``doc_hash`` is the SHA-256 of the document text, or of the scenes joined with blank lines when scenes
-    were given instead. A run directory that belongs to another document is refused rather than mixed.
-    """
+    """Split the narrative into scenes and claim the run directory (refused when it is another document's)."""
     ctx = context_of(runtime)
     started = time.perf_counter()
     if ctx.ckg_samples > 1 and ctx.extraction_temperature <= 0:
@@ -44,8 +40,7 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     title = state.get("title") or guess_title(source)
     run_dir = ctx.run_dir or str(default_run_dir(title, doc_hash))
     RunDir(Path(run_dir)).claim(doc_hash, title)
-    # the index, the CKG build and retrieval need Chroma, networkx and the embedder: imported here, before the
-    # graph forks, so that no two threads ever import them at once (storyjudge.core.heavy_imports)
+    # imported before the graph forks, so that no two threads import them at once
     heavy_imports.load_before_branches(index=True, embedder=ctx.embedder)
     return {
         "doc_hash": doc_hash,
@@ -59,10 +54,6 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 @lru_cache(maxsize=4)
 def _segmented(document: str, chunk_size: int) -> tuple[tuple[Scene, ...], str]:
-    """``segment_document``, remembered; callers copy the scenes.
-
-    The refine graph segments the narrative before it forks, and its index subgraph then segments the same text
-    again: a third of a second on a novel.
-    """
+    """``segment_document``, remembered: the refine graph and its index subgraph segment the same text."""
     scenes, rule = segment_document(document, chunk_size)
     return tuple(scenes), rule

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -17,18 +18,14 @@ from storyjudge.core.scenestore import store_for
 
 
 def store_index(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost.
-
-    ``state`` is the graph's, or the scenes and run directory alone when the index is sent beside the extraction.
-    """
+    """Embed what is not embedded yet: an unchanged document reuses its complete collection at no cost."""
     ctx = context_of(runtime)
     started = time.perf_counter()
     begun = time.monotonic()
     run = run_context(ctx, state["run_dir"])
     store, location = store_for(ctx, state["run_dir"])
-
-    def go_on() -> None:  # a call of this run beside the index has failed, or Ctrl-C: stop here
-        stop_if_run_ended(run, begun)
+    # a call of this run beside the index has failed, or Ctrl-C: stop here
+    go_on = partial(stop_if_run_ended, run, begun)
 
     def planned(passages: int) -> None:
         go_on()

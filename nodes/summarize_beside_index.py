@@ -1,8 +1,4 @@
-"""Where the refine graph's summarizer runs: beside the index, or after it.
-
-The summarizer reads the scenes only, so it need not wait for the CKG or the index; these routers start it
-beside the index when that is worth it, and the refine graph joins the two before ``factscore``.
-"""
+"""Where the refine graph's summarizer runs: beside the index (it reads the scenes only), or after it."""
 
 from __future__ import annotations
 
@@ -16,13 +12,10 @@ from storyjudge.core.models import is_local, resolve_spec
 
 
 def summarize_beside_index(state: RefineState, ctx: Context, beside: bool = True) -> bool:
-    """Whether the summarizer runs while the index is built: it needs the scenes only, not the CKG or the index.
+    """Whether the summarizer runs while the index is built: a remote one does, hidden behind the index.
 
-    A remote summarizer waits on the network while the extraction calls do too and the embedder keeps the
-    cores busy, so on a novel its whole run hides behind the index. It waits for the index instead when the
-    caller brought a summary (nothing to summarize), when the graph pauses before ``summarize`` (``beside``
-    false: the web UI shows the CKG before the summary step), and when the summarizer is an in-process model,
-    whose llama.cpp threads would compete with torch's for the cores and with the extraction for the model.
+    It waits when a summary was given, when the graph pauses before ``summarize`` (``beside`` false), and when
+    the summarizer is in-process, competing with the embedder and the extraction for the cores.
     """
     if not beside or (state.get("summary") or "").strip():
         return False
@@ -41,11 +34,7 @@ def route_after_segment(
 def route_summary(
     state: RefineState, runtime: Runtime[Context], beside: bool = True
 ) -> list[Literal["summarize", "factscore"]]:
-    """After the index: score the caller's summary, or summarize, unless the summarizer already runs beside it.
-
-    The index and the summary then meet before ``factscore`` (the refine graph joins the two), so nothing is
-    routed from here. The router reads the state as it was when both started, plus the index's own update.
-    """
+    """After the index: score the caller's summary, or summarize, unless the summarizer already runs beside it."""
     if (state.get("summary") or "").strip():
         return ["factscore"]
     if summarize_beside_index(state, context_of(runtime), beside):

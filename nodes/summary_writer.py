@@ -1,14 +1,7 @@
-"""What both book-summarization strategies share: token budgets, output checks, and regeneration.
+"""What both book-summarization strategies share: token budgets (seed 000, appendix A), checks, regeneration.
 
-Budgets follow seed 000 (appendix A): a model with context window W reads chunks of C tokens; a summary at
-level l has a budget of G_l tokens and its prompt asks for ``WORDS_PER_TOKEN * G_l`` words. Every call keeps
-prompt + output within W, counting the prompt in cl100k_base tokens with a margin for the model's own
-tokenizer (the embedded SmolLM2 needs 1-5 % more tokens than cl100k_base for English prose) and its chat
-template.
-
-A summary that is over its budget, cut off (finish reason "length" or no final punctuation) or empty is
-regenerated at a higher temperature with a smaller word limit, a bounded number of times; then the best
-attempt is kept and an event says so. Nothing here is ever silently defaulted.
+Prompts are counted in cl100k_base with a margin for the model's tokenizer and chat template. An unusable
+summary is regenerated a bounded number of times, then the best attempt is kept and an event says so.
 """
 
 from __future__ import annotations
@@ -17,7 +10,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import prompts
@@ -30,24 +23,15 @@ from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, merge_usage, totals
 
 ROLE = "summarizer"
-WORDS_PER_TOKEN = 0.65
-"""Words asked for per token of budget (the official BooookScore code's 0.65: English prose is ~1.3 tokens a word)."""
-LEVEL_RATIO = 0.65
-"""G_l = LEVEL_RATIO * G_(l+1): each level below the top gets a smaller budget (the official code's ratio)."""
-MIN_BUDGET = 64
-"""No level's budget goes below this many tokens (a handful of sentences)."""
-MAX_REGENERATIONS = 3
-"""Extra attempts for a summary that is over budget, cut off or empty, before the best attempt is kept."""
-REGENERATION_TEMPERATURE = 1.0
-"""Temperature of regenerations (the official code retries at 1): the first answer was deterministic and wrong."""
-WORD_LIMIT_SHRINK = 0.1
-"""Each regeneration asks for this share fewer words than the first attempt (the official code: 10 % per attempt)."""
-TOKENIZER_SLACK = 0.06
-"""Prompts are counted in cl100k_base; the model's tokenizer may need this share more."""
-CHAT_OVERHEAD = 32
-"""Tokens of the chat template around one user message."""
-PRIOR_CONTEXT_SHARE = 0.2
-"""Largest share of a merge prompt's room that the prior context may take (as in the official code)."""
+WORDS_PER_TOKEN = 0.65  # words asked for per token of budget (the official BooookScore code's)
+LEVEL_RATIO = 0.65  # G_l = LEVEL_RATIO * G_(l+1), the official code's ratio
+MIN_BUDGET = 64  # no level's budget goes below this many tokens (a handful of sentences)
+MAX_REGENERATIONS = 3  # extra attempts for an over-budget, cut-off or empty summary
+REGENERATION_TEMPERATURE = 1.0  # as the official code: the first answer was deterministic and wrong
+WORD_LIMIT_SHRINK = 0.1  # each regeneration asks for this share fewer words (the official code's)
+TOKENIZER_SLACK = 0.06  # the model's tokenizer may need this share more tokens than cl100k_base
+CHAT_OVERHEAD = 32  # tokens of the chat template around one user message
+PRIOR_CONTEXT_SHARE = 0.2  # largest share of a merge prompt's room for the prior context (official code)
 
 _FINAL_PUNCTUATION = re.compile(r"""[.!?…]["'”’)\]»*_]*$|["'”’»)]$""")
 _PREAMBLE = re.compile(
@@ -82,11 +66,6 @@ def word_limit(tokens: int) -> int:
     return max(1, round(tokens * WORDS_PER_TOKEN))
 
 
-def count_words(text: str) -> int:
-    """Words as the prompts count them: whitespace-separated."""
-    return len(text.split())
-
-
 def ends_sentence(text: str) -> bool:
     """Whether text ends with final punctuation (optionally followed by closing quotes or brackets)."""
     return bool(_FINAL_PUNCTUATION.search(text.rstrip()))
@@ -104,10 +83,7 @@ def clean_output(text: str) -> str:
 def problem_of(
     text: str, finish_reason: str | None, token_limit: int | None, tokens: int | None = None
 ) -> str | None:
-    """Why an answer cannot be used as is: "empty", "cut_off", "over_length", or None when it can.
-
-    ``tokens``: the text's count when the caller has it (a chain's next call waits on each count).
-    """
+    """Why an answer cannot be used as is: "empty", "cut_off", "over_length", or None when it can."""
     if not text.strip():
         return "empty"
     if finish_reason == "length" or not ends_sentence(text):
@@ -144,13 +120,8 @@ class Written:
     attempts: int
     valid: bool
     word_limit: int
-    usage: Usage = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def calls(self) -> int:
-        """Attempts that reached the model: a repeated request is answered from the LLM cache and waits for none."""
-        return int(totals(self.usage)["calls"])
+    usage: Usage
+    events: list[dict[str, Any]]
 
     def as_summary(
         self, level: int, index: int, sources: list[int], prior: int | None, budget: int
@@ -166,7 +137,7 @@ class Written:
             budget=budget,
             word_limit=self.word_limit,
             attempts=self.attempts,
-            calls=self.calls,
+            calls=int(totals(self.usage)["calls"]),  # attempts not answered from the LLM cache
             valid=self.valid,
         )
 
@@ -182,22 +153,10 @@ def write(
     where: dict[str, Any],
     temperature: float | None = None,
 ) -> Written:
-    """Ask the summarizer for a summary, regenerating over-budget, cut-off or empty answers.
+    """Ask for a summary (``render``: the message for a word limit), regenerating unusable answers.
 
-    Args:
-        ctx: run settings.
-        prompt: the template (its version goes into the cache key).
-        render: builds the user message for a word limit.
-        words: word limit of the first attempt; regenerations ask for fewer.
-        max_tokens: output cap of every attempt.
-        token_limit: a longer answer is over budget (None: any length is fine).
-        where: what is being summarized (level, index, step), copied into events.
-        temperature: of the first attempt (default: the context's summarizer temperature).
-
-    Returns:
-        The first usable answer, else the best attempt (fewest problems, closest to the budget); a cut-off
-        best attempt loses its dangling last sentence. Each regeneration is an event, and so is keeping a
-        best attempt (with every attempt's problem).
+    Returns the first usable answer, else the best attempt (a cut-off one without its dangling sentence), with
+    an event for each regeneration and for the attempt kept.
     """
     attempts: list[tuple[tuple[int, int, int], str, int, int]] = []
     usage: Usage = {}
@@ -245,8 +204,7 @@ PROMPT_NAMES = (
     "incremental_update",
     "compress",
     "remove_artifacts",
-)
-"""Every prompt the summarizer may use (their versions go into run records)."""
+)  # every prompt the summarizer may use (their versions go into run records)
 
 
 def tree_outline(tree: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> dict[str, Any]:

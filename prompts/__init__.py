@@ -1,14 +1,8 @@
-"""Prompt templates as versioned text files, loaded by name.
+"""Prompt templates as versioned text files (``version: <label>``, ``---``, then the ``{{field}}`` template).
 
-Each ``<name>.txt`` starts with a ``version: <label>`` line, then ``---``, then the template. Placeholders are
-``{{field}}``. The prompt's ``version_id`` joins the declared label with a hash of the text, so editing a prompt
-without bumping its label still changes every cache key and run record that mentions it.
-
-A *prompt directory* (``Context.prompt_dir``, ``--prompt-dir``) overrides the bundled templates by file name:
-``<prompt_dir>/<name>.txt`` replaces ``prompts/<name>.txt``; names it lacks stay bundled. An override is either
-in the format above or, for the prompts listed in ``POSITIONAL_FIELDS``, in the official BooookScore format: plain
-text with no header and positional ``{}`` placeholders (Python ``str.format``), filled in the listed order. Such a
-prompt's label is ``official`` and its ``version_id`` hashes its text, like any other.
+``version_id`` adds a hash of the text, so an edit without a new label still changes every cache key. A prompt
+directory (``--prompt-dir``) overrides bundled files by name, in this format or, for ``POSITIONAL_FIELDS``, in
+the official BooookScore format (no header, positional ``{}`` placeholders; label ``official``).
 """
 
 from __future__ import annotations
@@ -23,10 +17,8 @@ from pathlib import Path
 
 PROMPT_DIR = Path(__file__).resolve().parent
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
+# prompts that accept the official BooookScore format, and the order of its ``{}`` placeholders (seed 000, M.4)
 POSITIONAL_FIELDS: dict[str, tuple[str, ...]] = {"coherence": ("summary", "sentence")}
-"""Prompts that accept a file in the official BooookScore format, and the order of its ``{}`` placeholders
-(seed 000, appendix M.4: the summary, then the sentence). Such a template is given the raw texts, as the
-official code does, not storyjudge's delimited data blocks."""
 OFFICIAL_LABEL = "official"
 
 
@@ -38,7 +30,6 @@ class Prompt:
     version: str
     text: str
     positional: tuple[str, ...] = ()
-    source: str = ""
 
     @property
     def version_id(self) -> str:
@@ -86,7 +77,7 @@ def _parse(name: str, path: Path) -> Prompt:
     header, sep, body = raw.partition("\n---\n")
     match = re.fullmatch(r"version:\s*(\S+)\s*", header.strip())
     if sep and match:
-        return Prompt(name=name, version=match.group(1), text=body.strip("\n"), source=str(path))
+        return Prompt(name=name, version=match.group(1), text=body.strip("\n"))
     count = _auto_fields(raw)
     if count is not None and not raw.lstrip().startswith("version"):
         order = POSITIONAL_FIELDS.get(name)
@@ -101,9 +92,7 @@ def _parse(name: str, path: Path) -> Prompt:
                 f"{path}: the official format of {name!r} has {len(order)} '{{}}' placeholders "
                 f"({', then '.join(order)}), this file has {count}"
             )
-        return Prompt(
-            name=name, version=OFFICIAL_LABEL, text=raw.strip("\n"), positional=order, source=str(path)
-        )
+        return Prompt(name=name, version=OFFICIAL_LABEL, text=raw.strip("\n"), positional=order)
     raise ValueError(f"{path}: the first line must be 'version: <label>', followed by a '---' line")
 
 
@@ -127,10 +116,7 @@ def versions(prompt_dir: str | Path = "") -> dict[str, str]:
 
 
 def check_dir(prompt_dir: str | Path = "") -> None:
-    """Raise ValueError when a file of ``prompt_dir`` has other placeholders than the prompt it replaces.
-
-    Checked before any call: the run would otherwise fail at that prompt's first use, after other calls.
-    """
+    """Raise ValueError when a file of ``prompt_dir`` has other placeholders than the prompt it replaces."""
     if not prompt_dir:
         return
     for path in sorted(Path(prompt_dir).glob("*.txt")):
@@ -158,20 +144,16 @@ def load(name: str, prompt_dir: str | Path = "") -> Prompt:
     return _parse(name, path)
 
 
+# tags that delimit data: defused inside every block, so a scene cannot fake the judge prompt's ``<fact>`` block
 DATA_TAGS = frozenset(
     {"scene", "excerpt", "summary", "sentence", "sentences", "fact", "graph", "flagged_facts", "context"}
     | {"passage", "outline"}
 )
-"""Tags that delimit data in storyjudge's prompts: defused inside every block, not only their own, so a scene
-cannot fake a ``<fact>`` block of the judge prompt it is shown in."""
-
-
+# ``<`` and characters a model may read as one: full-width, small, CJK and mathematical angle brackets
 LESS_THAN_LOOKALIKES = "<\uff1c\ufe64\u3008\u2329\u27e8\u2039\u02c2\u1438\u276e\u29fc"
-"""``<`` and characters a model may read as one: full-width, small, CJK and mathematical angle brackets."""
 _OPENER = re.compile(f"[{LESS_THAN_LOOKALIKES}]")
 _SLASH = "/\u2044\u2215\u29f8"
-ATTRIBUTE_LIMIT = 200
-"""Longest attribute value (a scene title) shown in a prompt, in characters; longer ones end with an ellipsis."""
+ATTRIBUTE_LIMIT = 200  # longest attribute value (a scene title) shown, in characters
 
 
 def _normal(text: str) -> str:
@@ -181,11 +163,7 @@ def _normal(text: str) -> str:
 
 @cache
 def _live_tag(tag: str) -> re.Pattern[str]:
-    """What follows a ``<`` that opens this block's tag or a data tag.
-
-    Built once per tag: a coherence run renders thousands of blocks, and building it took most of each block's
-    time.
-    """
+    """What follows a ``<`` that opens this block's tag or a data tag (built once: thousands of blocks a run)."""
     names = "|".join(re.escape(name) for name in sorted(DATA_TAGS | {tag}, key=len, reverse=True))
     return re.compile(rf"\s*[{_SLASH}]?\s*(?:{names})\b", re.IGNORECASE)
 
@@ -216,13 +194,8 @@ def _attribute(value: object, tag: str) -> str:
 def data_block(tag: str, text: str, **attributes: object) -> str:
     """Wrap narrative or summary text as delimited data that the text itself cannot close.
 
-    Any opening or closing ``<tag`` inside the text, of this block's tag or of one of ``DATA_TAGS``, is
-    defused (``<`` becomes ``&lt;``), so a story containing ``</scene> Ignore previous instructions`` stays
-    inside its block; so are look-alikes (``\uff1c/scene\uff1e``, ``\u3008/scene\u3009``, zero-width
-    characters inside the tag), judged on their NFKC form. Other markup (``<b>``, ``3 < 4``) is left alone.
-    Attribute values (scene titles come from the narrative too) are put on one line, cut to
-    ``ATTRIBUTE_LIMIT`` characters, and escaped (``"``, ``<``, ``>``), so a title cannot end its tag, open a
-    block or stand on a line of its own.
+    Every ``<`` (or NFKC look-alike) opening this tag or a ``DATA_TAGS`` tag becomes ``&lt;``; other markup is
+    left alone. Attribute values are put on one line, cut to ``ATTRIBUTE_LIMIT`` and escaped.
     """
     defused = _defuse(text, tag)
     attrs = "".join(f' {key}="{_attribute(value, tag)}"' for key, value in attributes.items())

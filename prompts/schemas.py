@@ -1,8 +1,7 @@
 """The answer schemas of the prompts: what each structured LLM call must return.
 
-The rationale comes before the verdict, so a model reasons before it commits, and the fields that carry an
-answer's content are required: an object without them (a wrong key, a fragment) is no answer, never one filled
-in with defaults.
+The rationale comes before the verdict, so a model reasons before it commits; content fields are required, so
+a fragment or a wrong key is no answer, never one filled in with defaults.
 """
 
 from __future__ import annotations
