@@ -9,8 +9,6 @@ from typing import Any
 
 import networkx as nx
 
-from storyjudge.apps.report.assets import _macro
-
 GRAPH_SEED = 7
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 LABEL_PREDICATES = 2  # predicates written on an edge; the rest are in its tooltip and the character's panel
@@ -266,8 +264,3 @@ def extraction_note(meta: dict[str, Any]) -> str:
     if meta.get("guard_cuts"):
         parts.append(f"{meta['guard_cuts']} name merge(s) cut by the over-merge guard")
     return "; ".join(parts)
-
-
-def ckg_html(data: dict[str, Any] | None) -> str:
-    """The interactive CKG (SVG, character list and detail panels) as an HTML fragment."""
-    return str(_macro("ckg_view")(graph_view(data)))

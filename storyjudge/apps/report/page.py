@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storyjudge.apps.report.assets import CSP, _macro, environment, inline_asset, write_page
+from storyjudge.apps.report.assets import CSP, environment, inline_asset, write_page
 from storyjudge.apps.report.ckg import graph_view
 from storyjudge.apps.report.curve import curve_view
 from storyjudge.apps.report.rounds import round_views
@@ -66,14 +66,6 @@ def headline(
         stop=stop_reason or ("not refined" if len(iterations) == 1 else "n/a"),
         chosen=how,
     )
-
-
-def headline_html(
-    iterations: list[dict[str, Any]], best_iteration: int | None, stop_reason: str, prefix: str = "it"
-) -> str:
-    """The headline as an HTML fragment ("" before anything was scored), linking to its round's panel."""
-    view = headline(iterations, best_iteration, stop_reason)
-    return "" if view is None else str(_macro("headline_view")(view, prefix))
 
 
 def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:

@@ -25,10 +25,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from storyjudge.apps.report import CSP as REPORT_CSP
-from storyjudge.apps.report import ckg_html, environment, headline_html, inline_asset, round_html, round_views
+from storyjudge.apps.report import environment, fragment, graph_view, headline, inline_asset, round_views
 from storyjudge.apps.report.rounds import FACT_COUNTS
 from storyjudge.apps.ui.examples import Example, list_examples
-from storyjudge.apps.ui.guards import RequestGuard, SecurityHeaders, TooLarge, json_answer
+from storyjudge.apps.ui.guards import RequestGuard, TooLarge, json_answer
 from storyjudge.apps.ui.jobs import Busy, JobRunner
 from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
@@ -204,7 +204,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
             **{name: getattr(view, name) for name in ROUND_FIELDS},
             **{k: view.counts[k] for k in FACT_COUNTS},
             "headline": describe_card(it["factscore"]),  # the card in words (``core.coverage``)
-            "html": round_html(view),
+            "html": fragment("iteration_view", view),
         }
         for it, view in zip(iterations, views, strict=True)
     ]
@@ -213,6 +213,9 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     except ConfigError:
         models = []
     summary = state.get("summary") or None
+    top = headline(
+        iterations, best, state.get("stop_reason") or ("not refined yet" if refinable(state) else "")
+    )
     embedded = sorted({m["role"] for m in models if m["note"] == LOCAL_NOTE})
     return {
         "name": session.name,
@@ -226,7 +229,9 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
             {"id": s["id"], "title": s.get("title", ""), "text": s.get("text", "")}
             for s in state.get("scenes") or []
         ],
-        "ckg": {"stats": state.get("ckg_stats") or {}, "html": ckg_html(ckg)} if ckg is not None else None,
+        "ckg": {"stats": state.get("ckg_stats") or {}, "html": fragment("ckg_view", graph_view(ckg))}
+        if ckg is not None
+        else None,
         "summary": {
             "text": summary["text"],
             "events": len(summary.get("events") or []),
@@ -238,12 +243,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "best_iteration": best,
         "refinable": refinable(state),
         "stop_reason": state.get("stop_reason") or "",
-        "headline": headline_html(
-            iterations,
-            best,
-            state.get("stop_reason") or ("not refined yet" if refinable(state) else ""),
-            prefix="ui",
-        ),
+        "headline": "" if top is None else fragment("headline_view", top, "ui"),  # "" before any score
         "usage": totals(state.get("usage")) | {"cost": cost_text(state.get("usage"))},
         "report": session.rd.report.is_file(),
         "result": session.rd.result.is_file(),
@@ -473,10 +473,7 @@ def build_app(server: UIServer) -> Starlette:
     }
     return Starlette(
         routes=routes,
-        middleware=[
-            Middleware(SecurityHeaders),
-            Middleware(RequestGuard, allowed_hosts=server.allowed_hosts, max_body=MAX_BODY_BYTES),
-        ],
+        middleware=[Middleware(RequestGuard, allowed_hosts=server.allowed_hosts, max_body=MAX_BODY_BYTES)],
         exception_handlers=handlers,
     )
 
