@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,19 +80,10 @@ def ckg_graph(data: dict[str, Any] | None) -> nx.MultiDiGraph:
     for edge in data.get("edges") or data.get("links") or []:
         source, target = str(edge["source"]), str(edge["target"])
         base = {k: v for k, v in edge.items() if k not in ("source", "target", "key", "predicates")}
-        listed = edge.get("predicates")
-        if not listed:
-            graph.add_edge(source, target, **base)
-            continue
-        for item in listed:
+        for item in edge.get("predicates") or [{}]:  # none listed: the edge as it is
             extra = item if isinstance(item, dict) else {"predicate": str(item)}
             graph.add_edge(source, target, **{**base, **extra})
     return graph
-
-
-def _state_text(predicate: str) -> str:
-    text = predicate.strip()
-    return text[len("state:") :].strip() if text.lower().startswith("state:") else text
 
 
 def _relation(attrs: dict[str, Any], other: str) -> Relation:
@@ -199,7 +191,7 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     for source, target, attrs in graph.edges(data=True):
         if source == target:
             state = _relation(attrs, "")
-            state.predicate = _state_text(state.predicate)
+            state.predicate = re.sub(r"(?i)^state:", "", state.predicate.strip()).strip()
             views[source].states.append(state)
             states.append((names[source], state))
             continue
@@ -252,15 +244,12 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
 
 def extraction_note(meta: dict[str, Any]) -> str:
     """One line on how the CKG was extracted, from the graph attributes the index stores."""
-    parts = []
-    if meta.get("model"):
-        parts.append(f"by {meta['model']}")
-    if meta.get("samples"):
-        parts.append(f"{meta['samples']} extraction sample(s) per scene")
-    if meta.get("threshold") is not None and meta.get("min_count") is not None:
-        parts.append(f"predicate threshold {meta['threshold']} (kept at {meta['min_count']}+ occurrences)")
-    if meta.get("failed_extractions"):
-        parts.append(f"{meta['failed_extractions']} extraction(s) could not be parsed")
-    if meta.get("guard_cuts"):
-        parts.append(f"{meta['guard_cuts']} name merge(s) cut by the over-merge guard")
-    return "; ".join(parts)
+    threshold = meta.get("threshold") is not None and meta.get("min_count") is not None
+    parts = {
+        "by {model}": meta.get("model"),
+        "{samples} extraction sample(s) per scene": meta.get("samples"),
+        "predicate threshold {threshold} (kept at {min_count}+ occurrences)": threshold,
+        "{failed_extractions} extraction(s) could not be parsed": meta.get("failed_extractions"),
+        "{guard_cuts} name merge(s) cut by the over-merge guard": meta.get("guard_cuts"),
+    }
+    return "; ".join(text.format_map(meta) for text, shown in parts.items() if shown)

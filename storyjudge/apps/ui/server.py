@@ -50,17 +50,12 @@ PAGE_CSP = (
 """The page's policy, in its meta tag and in the header it is served with."""
 REPORT_PAGE_CSP = REPORT_CSP + "; form-action 'none'; base-uri 'none'"
 RUN = "{run:str}"
-DOWNLOAD_TYPES = {
-    "summary.txt": "text/plain; charset=utf-8",
-    "result.json": "application/json; charset=utf-8",
-    "report.html": "text/html; charset=utf-8",
+DOWNLOADS = {
+    "summary.txt": ("text/plain", "No summary yet: generate or give the initial summary first."),
+    "result.json": ("application/json", "No result.json yet: it is written when the refinement loop stops."),
+    "report.html": ("text/html", "No report yet: compute the factuality score first."),
 }
-NOT_YET = {
-    "summary.txt": "No summary yet: generate or give the initial summary first.",
-    "result.json": "No result.json yet: it is written when the refinement loop stops.",
-    "report.html": "No report yet: compute the factuality score first.",
-}
-"""Why a download is not there yet, and what makes it."""
+"""A run's files: their type, and why one is not there yet (what makes it)."""
 ROUND_FIELDS = (
     "iteration",
     "score",
@@ -288,7 +283,7 @@ def run_file(session: RunSession, name: str) -> bytes:
         file = session.rd.result if name == "result.json" else session.rd.report
         body = file.read_bytes() if file.is_file() else b""
     if not body:
-        raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
+        raise ApiError(HTTPStatus.NOT_FOUND, DOWNLOADS[name][1])
     return body
 
 
@@ -427,11 +422,11 @@ def build_app(server: UIServer) -> Starlette:
         """A run's summary (the best one, else the initial one), result.json or report.html, as a file."""
         session = _session(server, request.path_params["run"])
         name = request.path_params["file"]
-        if name not in DOWNLOAD_TYPES:
+        if name not in DOWNLOADS:
             raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {request.url.path}.")
         body = run_file(session, name)
-        disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
-        return Response(body, media_type=DOWNLOAD_TYPES[name], headers={"Content-Disposition": disposition})
+        headers = {"Content-Disposition": f'attachment; filename="{session.name}-{name}"'}  # names: [a-z0-9-]
+        return Response(body, media_type=f"{DOWNLOADS[name][0]}; charset=utf-8", headers=headers)
 
     def answer(status: int, words: Callable[[str], str] = str) -> Callable[..., Any]:
         """An exception handler: ``{"error": message}`` with ``status`` (an ApiError's own, when it has one)."""

@@ -34,24 +34,14 @@ class RunNotFound(LookupError):
 
 def clean_settings(raw: dict[str, Any] | None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """The model settings the page may change, validated as a Context does (an empty one means the default)."""
-    merged: dict[str, Any] = {
-        "model": "",
-        "base_url": "",
-        "ckg_samples": Context().ckg_samples,
-        **(defaults or {}),
-    }
+    merged: dict[str, Any] = {"ckg_samples": Context().ckg_samples, **(defaults or {})}
     merged.update({name: raw[name] for name in SETTING_FIELDS if raw and raw.get(name) is not None})
+    settings: dict[str, Any] = {name: str(merged.get(name) or "").strip() for name in ("model", "base_url")}
     try:
-        samples = int(merged["ckg_samples"])
+        settings["ckg_samples"] = int(merged["ckg_samples"])
     except (TypeError, ValueError):
         raise ConfigError("Invalid setting: ckg_samples must be a whole number.") from None
-    settings = {
-        "model": str(merged["model"] or "").strip(),
-        "base_url": str(merged["base_url"] or "").strip(),
-        "ckg_samples": samples,
-    }
-    given: dict[str, Any] = {k: v for k, v in settings.items() if v != ""}
-    Context(**given)  # raises ConfigError on a bad value
+    Context(**{k: v for k, v in settings.items() if v != ""})  # raises ConfigError on a bad value
     return settings
 
 

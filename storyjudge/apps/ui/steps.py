@@ -17,7 +17,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 import prompts
@@ -97,12 +97,9 @@ def _refine_graph(session: RunSession) -> Iterator[Any]:
     from graphs.refine import build_graph
     from storyjudge.core.checkpointblobs import BlobSerializer
 
-    conn = sqlite3.connect(session.rd.checkpoints, check_same_thread=False)
-    try:
+    with closing(sqlite3.connect(session.rd.checkpoints, check_same_thread=False)) as conn:
         saver = SqliteSaver(conn, serde=BlobSerializer(session.rd.checkpoint_blobs))
         yield build_graph(checkpointer=saver, interrupt_before=PAUSES)
-    finally:
-        conn.close()
 
 
 def _thread_config(thread: str, ctx: Context) -> dict[str, Any]:
