@@ -388,7 +388,8 @@ def pair_line(pair: dict[str, Any]) -> str:
 
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained compare.html (no script, no outside resource)."""
-    from storyjudge.apps.report import CSP, OPEN_WORDS, environment, inline_asset
+    from storyjudge.apps.report.assets import CSP, environment, inline_asset
+    from storyjudge.apps.report.rounds import OPEN_WORDS
 
     template = environment().get_template("compare.html.j2")
     return template.render(
@@ -404,6 +405,6 @@ def render_html(result: dict[str, Any]) -> str:
 
 def write_html(result: dict[str, Any], path: Path) -> Path:
     """Write compare.html atomically."""
-    from storyjudge.apps.report import write_page
+    from storyjudge.apps.report.assets import write_page
 
     return write_page(path, render_html(result))

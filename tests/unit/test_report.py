@@ -12,17 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.report import (
-    asset_text,
-    ckg_graph,
-    fragment,
-    graph_view,
-    headline,
-    render_report,
-    round_views,
-    summary_pieces,
-    write_report,
-)
+from storyjudge.apps.report.assets import asset_text, fragment
+from storyjudge.apps.report.ckg import ckg_graph, graph_view
+from storyjudge.apps.report.page import headline, render_report, write_report
+from storyjudge.apps.report.rounds import round_views
+from storyjudge.apps.report.verdicts import summary_pieces
 from tests.referenced import referenced
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run"

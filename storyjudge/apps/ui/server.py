@@ -24,9 +24,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from storyjudge.apps.report import CSP as REPORT_CSP
-from storyjudge.apps.report import environment, fragment, graph_view, headline, inline_asset, round_views
-from storyjudge.apps.report.rounds import FACT_COUNTS
+from storyjudge.apps.report.assets import CSP as REPORT_CSP
+from storyjudge.apps.report.assets import environment, fragment, inline_asset
+from storyjudge.apps.report.ckg import graph_view
+from storyjudge.apps.report.page import headline, render_report
+from storyjudge.apps.report.rounds import FACT_COUNTS, round_views
 from storyjudge.apps.ui.examples import Example, list_examples
 from storyjudge.apps.ui.guards import RequestGuard, TooLarge, json_answer
 from storyjudge.apps.ui.jobs import Busy, JobRunner
@@ -262,23 +264,19 @@ def compared(session: RunSession, query: str) -> dict[str, Any]:
     return compare(refs)  # a ValueError is answered 400 with its message, as every route's
 
 
-def current_summary(session: RunSession) -> str:
-    """The summary to take away: the best round's (``nodes.assess.fallback_of``), else the initial summary."""
+def run_file(session: RunSession, name: str) -> bytes:
+    """A run's ``result.json``, ``report.html`` or ``summary.txt``; 404 saying what makes it.
+
+    The summary to take away is the best round's (``nodes.assess.fallback_of``), else the initial summary.
+    """
     from nodes.assess import fallback_of
 
-    with session.lock:
-        state = dict(session.state)
-    chosen = fallback_of(list(state.get("iterations") or []))
-    if chosen is not None:
-        return str(chosen.get("summary") or "").strip() + "\n"
-    text = str((state.get("summary") or {}).get("text") or "").strip()
-    return text + "\n" if text else ""
-
-
-def run_file(session: RunSession, name: str) -> bytes:
-    """A run's ``summary.txt`` (``current_summary``), ``result.json`` or ``report.html``; 404 saying what makes it."""
     if name == "summary.txt":
-        body = current_summary(session).encode("utf-8")
+        with session.lock:
+            state = dict(session.state)
+        chosen = fallback_of(list(state.get("iterations") or []))
+        text = str(chosen["summary"] if chosen else (state.get("summary") or {}).get("text") or "").strip()
+        body = f"{text}\n".encode() if text else b""
     else:
         file = session.rd.result if name == "result.json" else session.rd.report
         body = file.read_bytes() if file.is_file() else b""
@@ -394,8 +392,6 @@ def build_app(server: UIServer) -> Starlette:
         return _html(run_file(_session(server, request.path_params["run"]), "report.html"), REPORT_PAGE_CSP)
 
     def kept_report(request: Request) -> Response:
-        from storyjudge.apps.report import render_report
-
         session = _session(server, request.path_params["run"])
         kept = request.path_params["kept"]
         if not RUN_ID.match(kept):
