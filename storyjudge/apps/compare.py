@@ -53,13 +53,9 @@ def sentence_counts(card: Mapping[str, Any]) -> tuple[list[float], list[float]]:
 
 def _sentence_values(round_: dict[str, Any]) -> list[float] | None:
     """BooookScore's scored sentences of a round as 1 (clean) / 0 (confused); None when it was not scored."""
-    coherence = round_.get("coherence") or {}
-    rows = coherence.get("summaries") or []
-    if not rows:
-        return None
-    clean = sum(int(r.get("clean", 0)) for r in rows)
-    confused = sum(int(r.get("confused", 0)) for r in rows)
-    return [1.0] * clean + [0.0] * confused
+    rows = (round_.get("coherence") or {}).get("summaries") or []
+    clean, confused = (sum(int(r.get(kind, 0)) for r in rows) for kind in ("clean", "confused"))
+    return [1.0] * clean + [0.0] * confused if rows else None
 
 
 def _judging(record: dict[str, Any]) -> dict[str, str]:
@@ -112,8 +108,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         },
         "corrections": corrections,
         "nfs_without_corrections": judges,
-        "facts": card.get("facts", len(card.get("verdicts") or [])),
-        **{key: card.get(key) for key in ("supported", "unsupported", "unjudged", "coverage")},
+        **{key: card.get(key) for key in ("facts", "supported", "unsupported", "unjudged", "coverage")},
         "reliable": card_reliable(card),
         "reliability": reliability_text(card),
         "headline": describe_card(card),  # the card in words (``core.coverage``), as every surface shows it

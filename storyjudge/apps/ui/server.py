@@ -250,13 +250,13 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     }
 
 
-def compared(session: RunSession, query: str) -> dict[str, Any]:
+def compared(server: UIServer, request: Request) -> dict[str, Any]:
     """The comparison of a story's kept runs named in the query (``runs=ID`` or ``runs=ID#N``, twice or more)."""
     from storyjudge.apps.compare import compare
 
-    names = parse_qs(query).get("runs") or []
+    session = _session(server, request.path_params["run"])
     refs = []
-    for name in names:
+    for name in parse_qs(request.url.query).get("runs") or []:
         ref = RunRef.parse(name)
         if not RUN_ID.match(str(ref.path)):
             raise ApiError(HTTPStatus.BAD_REQUEST, f"No run named {name!r}.")
@@ -408,11 +408,10 @@ def build_app(server: UIServer) -> Starlette:
     def compare_page(request: Request) -> Response:
         from storyjudge.apps.compare import render_html
 
-        result = compared(_session(server, request.path_params["run"]), request.url.query)
-        return _html(render_html(result), REPORT_PAGE_CSP)
+        return _html(render_html(compared(server, request)), REPORT_PAGE_CSP)
 
     def compare_api(request: Request) -> Response:
-        return json_answer(compared(_session(server, request.path_params["run"]), request.url.query))
+        return json_answer(compared(server, request))
 
     def download(request: Request) -> Response:
         """A run's summary (the best one, else the initial one), result.json or report.html, as a file."""
