@@ -58,15 +58,6 @@ def _sentence_values(round_: dict[str, Any]) -> list[float] | None:
     return [1.0] * clean + [0.0] * confused if rows else None
 
 
-def _judging(record: dict[str, Any]) -> dict[str, str]:
-    models = (record.get("context") or {}).get("resolved_models") or {}
-    prompts = record.get("prompts") or {}
-    return {
-        **{f"{role} model": str(models.get(role, "?")) for role in ("decomposer", "judge")},
-        **{f"{name} prompt": str(prompts.get(name, "?")) for name in ("decompose", "judge")},
-    }
-
-
 def summary_view(summary: Summary) -> dict[str, Any]:
     """One summary's figures: scores with intervals, coverage, words, models, calls and cost."""
     round_, record = summary.round, summary.record
@@ -77,6 +68,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     coherence = round_.get("coherence") or {}
     usage = record.get("usage") or {}
     models = (record.get("context") or {}).get("resolved_models") or {}
+    prompts = record.get("prompts") or {}
     corrections = int(card.get("corrections") or 0)
     judges = None
     if corrections:  # the judge's own score beside the one a person corrected
@@ -125,7 +117,10 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         },
         "metrics": dict(round_.get("metrics") or {}),  # added metrics' cards, each with its headline
         "models": dict(sorted(models.items())),
-        "judging": _judging(record),
+        "judging": {  # what makes two scores comparable
+            **{f"{role} model": str(models.get(role, "?")) for role in ("decomposer", "judge")},
+            **{f"{name} prompt": str(prompts.get(name, "?")) for name in ("decompose", "judge")},
+        },
         "calls": (usage.get("total") or {}).get("calls"),
         "cost": cost_text(usage.get("by_model")),
         "created": record.get("created", ""),

@@ -12,6 +12,8 @@ import socket
 import threading
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -165,17 +167,14 @@ class UIServer:
 
 def render_page(server: UIServer) -> str:
     """The single page of the UI, with its styles and scripts inlined."""
-    groups: dict[str, list[Example]] = {}
-    for example in server.examples.values():
-        groups.setdefault(example.group, []).append(example)
-    settings = clean_settings(server.defaults)
     template = environment().get_template("ui.html.j2")
+    groups = groupby(server.examples.values(), attrgetter("group"))  # as ``list_examples`` orders them
     return template.render(
         csp=PAGE_CSP,
         css=inline_asset("report.css") + inline_asset("ui.css"),
         js=inline_asset("report.js") + inline_asset("ui.js"),
-        groups=sorted(groups.items(), key=lambda kv: kv[0] != "Bundled (public domain)"),
-        settings=settings,
+        groups=[(name, list(examples)) for name, examples in groups],
+        settings=clean_settings(server.defaults),
     )
 
 
