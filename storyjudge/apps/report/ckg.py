@@ -96,19 +96,8 @@ def _relation(attrs: dict[str, Any], other: str) -> Relation:
     )
 
 
-def _simple(graph: nx.MultiDiGraph) -> nx.Graph:
-    """Who is related to whom, once per pair, without self-loops (a state is no relation)."""
-    simple = nx.Graph()
-    simple.add_nodes_from(graph.nodes)
-    simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
-    return simple
-
-
-def _layout(
-    graph: nx.MultiDiGraph, width: float, height: float, margin: float
-) -> dict[str, tuple[float, float]]:
-    """Seeded spring layout of the characters (self-loops ignored), scaled into the drawing area."""
-    simple = _simple(graph)
+def _layout(simple: nx.Graph, width: float, height: float, margin: float) -> dict[str, tuple[float, float]]:
+    """Seeded spring layout of the characters, scaled into the drawing area."""
     count = simple.number_of_nodes()
     if count == 0:
         return {}
@@ -128,9 +117,8 @@ def _layout(
     }
 
 
-def _colors(graph: nx.MultiDiGraph) -> dict[str, str]:
+def _colors(simple: nx.Graph) -> dict[str, str]:
     """One colour per community of characters, so factions read at a glance."""
-    simple = _simple(graph)
     if simple.number_of_edges() == 0:
         return {node: PALETTE[0] for node in simple.nodes}
     communities = nx.community.greedy_modularity_communities(simple)
@@ -166,8 +154,11 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     count = graph.number_of_nodes()
     width = int(max(640.0, min(960.0, 240 * math.sqrt(max(count, 1)))) * max(1.0, math.sqrt(count / 30)))
     height = int(width * 0.62)
-    positions = _layout(graph, width, height, margin=70)
-    colors = _colors(graph)
+    simple = nx.Graph()  # who is related to whom, once per pair, without self-loops (a state is no relation)
+    simple.add_nodes_from(graph.nodes)
+    simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
+    positions = _layout(simple, width, height, margin=70)
+    colors = _colors(simple)
     names = {
         node: str(attrs.get("name") or attrs.get("label") or node) for node, attrs in graph.nodes(data=True)
     }

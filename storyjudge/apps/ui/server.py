@@ -393,15 +393,13 @@ def build_app(server: UIServer) -> Starlette:
     def kept_report(request: Request) -> Response:
         session = _session(server, request.path_params["run"])
         kept = request.path_params["kept"]
-        if not RUN_ID.match(kept):
-            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.")
         folder = runs_folder(session.rd.root) / kept
+        if not (RUN_ID.match(kept) and RunDir(folder).result.is_file()):
+            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.")
         try:
             found = load_summary(RunRef(folder))
-        except ValueError as exc:
-            if RunDir(folder).result.is_file():  # there, but not a record of a run's shape: say which field
-                raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc)) from None
-            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.") from None
+        except ValueError as exc:  # there, but not a record of a run's shape: say which field
+            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc)) from None
         return _html(render_report(found.record, session.ckg()), REPORT_PAGE_CSP)
 
     def compare_page(request: Request) -> Response:

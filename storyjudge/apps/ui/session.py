@@ -155,9 +155,9 @@ class RunStore:
         state = json.loads((rd.root / UI_FILE).read_text(encoding="utf-8"))
         job = state.get("last_job") or {}
         if job.get("status") == "running":  # the server stopped while it worked
-            job["status"] = "interrupted"
-            job["error"] = (
-                "The server stopped while this step ran; run it again (finished LLM calls are cached)."
+            job.update(
+                status="interrupted",
+                error="The server stopped while this step ran; run it again (finished LLM calls are cached).",
             )
         return RunSession(rd, state)
 
