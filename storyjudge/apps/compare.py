@@ -128,14 +128,10 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     }
 
 
-def _scene_ids(verdict: dict[str, Any]) -> set[str]:
-    return {str(s.get("id")) for s in (verdict.get("evidence") or {}).get("scenes") or []}
-
-
 def _alignment(left: dict[str, Any], right: dict[str, Any]) -> float:
     left_words, right_words = (_WORD.findall(v["fact"]["text"].lower()) for v in (left, right))
     text = difflib.SequenceMatcher(None, left_words, right_words, autojunk=False).ratio()
-    a, b = _scene_ids(left), _scene_ids(right)
+    a, b = ({str(s.get("id")) for s in (v.get("evidence") or {}).get("scenes") or []} for v in (left, right))
     scenes = len(a & b) / len(a | b) if a | b else 0.0
     return 0.7 * text + 0.3 * scenes
 

@@ -22,7 +22,6 @@ class Headline:
     """What a reader needs first, in words: the chosen round's score, its coverage, whether it counts, the stop."""
 
     iteration: int
-    rounds: int
     score: str  # "0.889", or the words of ``core.coverage.describe``: an unreliable score is never a number
     coverage: str
     reliable: bool
@@ -58,7 +57,6 @@ def headline(
     coverage = card.get("coverage")
     return Headline(
         iteration=int(it.get("iteration", 0)),
-        rounds=len(iterations),
         score=describe(card.get("score"), None, reliable),
         coverage="coverage n/a" if coverage is None else f"coverage {float(coverage):.0%}",
         reliable=reliable,

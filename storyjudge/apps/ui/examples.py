@@ -78,13 +78,9 @@ def squality_examples(path: Path) -> list[Example]:
                 continue
             title = _story_title(str(record.get("document", "")), f"story {passage}")
             words = len(str(record.get("document", "")).split())
+            label = f"{title} ({words:,} words)"
             found[passage] = Example(
-                id=f"squality-{passage}",
-                title=title,
-                label=f"{title} ({words:,} words)",
-                group="SQuALITY stories (dev split)",
-                path=path,
-                line=n,
+                f"squality-{passage}", title, label, "SQuALITY stories (dev split)", path, n
             )
     return list(found.values())
 

@@ -114,7 +114,15 @@ class UIServer:
         self.runner = JobRunner()
         self.defaults = defaults or {}  # the settings of new runs given on the command line (model, ...)
         self.examples: dict[str, Example] = {e.id: e for e in list_examples(squality)}
-        self.page = render_page(self)
+        template = environment().get_template("ui.html.j2")  # the single page, its styles and scripts inlined
+        groups = groupby(self.examples.values(), attrgetter("group"))  # as ``list_examples`` orders them
+        self.page = template.render(
+            csp=PAGE_CSP,
+            css=inline_asset("report.css") + inline_asset("ui.css"),
+            js=inline_asset("report.js") + inline_asset("ui.js"),
+            groups=[(name, list(examples)) for name, examples in groups],
+            settings=clean_settings(self.defaults),
+        )
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.create_server((host, port), family=family, backlog=64)  # closed if it fails
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
@@ -165,19 +173,6 @@ class UIServer:
         self.socket.close()
 
 
-def render_page(server: UIServer) -> str:
-    """The single page of the UI, with its styles and scripts inlined."""
-    template = environment().get_template("ui.html.j2")
-    groups = groupby(server.examples.values(), attrgetter("group"))  # as ``list_examples`` orders them
-    return template.render(
-        csp=PAGE_CSP,
-        css=inline_asset("report.css") + inline_asset("ui.css"),
-        js=inline_asset("report.js") + inline_asset("ui.js"),
-        groups=[(name, list(examples)) for name, examples in groups],
-        settings=clean_settings(server.defaults),
-    )
-
-
 def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     """Everything the page shows for a run; HTML fragments come from the report's escaping renderer."""
     from nodes.assess import best_of
@@ -212,14 +207,13 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     top = headline(
         iterations, best, state.get("stop_reason") or ("not refined yet" if refinable(state) else "")
     )
-    embedded = sorted({m["role"] for m in models if m["note"] == LOCAL_NOTE})
     return {
         "name": session.name,
         "title": state.get("title", ""),
         "source": state.get("source", ""),
         "settings": state.get("settings") or {},
         "models": models,
-        "embedded_roles": embedded,
+        "embedded_roles": sorted({m["role"] for m in models if m["note"] == LOCAL_NOTE}),
         "segmentation": state.get("segmentation", ""),
         "scenes": [
             {"id": s["id"], "title": s.get("title", ""), "text": s.get("text", "")}

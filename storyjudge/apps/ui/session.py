@@ -147,9 +147,8 @@ class RunStore:
             rd = RunDir(self.root / name)
             if not (rd.root / UI_FILE).is_file() or not (rd.root / DOCUMENT_FILE).is_file():
                 raise RunNotFound(name)
-            session = self._load(rd)
-            self._sessions[name] = session
-            return session
+            self._sessions[name] = self._load(rd)
+            return self._sessions[name]
 
     def _load(self, rd: RunDir) -> RunSession:
         state = json.loads((rd.root / UI_FILE).read_text(encoding="utf-8"))
