@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from storyjudge.core.corrections import uncorrected
 from storyjudge.core.coverage import card_reliable, describe, describe_card, reliability_text
 from storyjudge.core.intervals import (
     aligned_difference_interval,
@@ -70,16 +70,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     models = (record.get("context") or {}).get("resolved_models") or {}
     prompts = record.get("prompts") or {}
     corrections = int(card.get("corrections") or 0)
-    judges = None
-    if corrections:  # the judge's own score beside the one a person corrected
-        from storyjudge.core.corrections import uncorrected
-
-        own = uncorrected(card)
-        judges = {
-            "score": own.get("score"),
-            "ci95": ratio_interval(*sentence_counts(own)),
-            "reliable": card_reliable(own),
-        }
+    own = uncorrected(card)  # the judge's own verdicts, shown beside the ones a person corrected
     return {
         "label": summary.label,
         "path": str(summary.ref.path),
@@ -99,7 +90,13 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             **{f"corrected{part}": card.get(f"score_corrected{part}") for part in ("", "_ci95", "_note")},
         },
         "corrections": corrections,
-        "nfs_without_corrections": judges,
+        "nfs_without_corrections": None
+        if not corrections
+        else {
+            "score": own.get("score"),
+            "ci95": ratio_interval(*sentence_counts(own)),
+            "reliable": card_reliable(own),
+        },
         **{key: card.get(key) for key in ("facts", "supported", "unsupported", "unjudged", "coverage")},
         "reliable": card_reliable(card),
         "reliability": reliability_text(card),
@@ -387,10 +384,3 @@ def render_html(result: dict[str, Any]) -> str:
         open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
         pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
     )
-
-
-def write_html(result: dict[str, Any], path: Path) -> Path:
-    """Write compare.html atomically."""
-    from storyjudge.apps.report.assets import write_page
-
-    return write_page(path, render_html(result))

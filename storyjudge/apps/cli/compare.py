@@ -31,7 +31,8 @@ def compare_command(
     ] = Path("compare.html"),
 ) -> None:
     """Compare summaries of one story: scores with 95% intervals, differences, the facts only one supports."""
-    from storyjudge.apps.compare import compare, pair_line, table_rows, write_html
+    from storyjudge.apps.compare import compare, pair_line, render_html, table_rows
+    from storyjudge.apps.report.assets import write_page
     from storyjudge.core.keptruns import RunRef
 
     try:
@@ -39,7 +40,7 @@ def compare_command(
     except ValueError as exc:
         fail(str(exc))
     try:
-        page = write_html(result, html)
+        page = write_page(html, render_html(result))
     except OSError as exc:
         fail(f"Cannot write {html}: {exc.strerror or exc}; choose another --html path.")
     if as_json:
