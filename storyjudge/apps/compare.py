@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from storyjudge.core.corrections import uncorrected
 from storyjudge.core.coverage import card_reliable, describe, describe_card, reliability_text
 from storyjudge.core.intervals import (
     aligned_difference_interval,
@@ -53,22 +53,9 @@ def sentence_counts(card: Mapping[str, Any]) -> tuple[list[float], list[float]]:
 
 def _sentence_values(round_: dict[str, Any]) -> list[float] | None:
     """BooookScore's scored sentences of a round as 1 (clean) / 0 (confused); None when it was not scored."""
-    coherence = round_.get("coherence") or {}
-    rows = coherence.get("summaries") or []
-    if not rows:
-        return None
-    clean = sum(int(r.get("clean", 0)) for r in rows)
-    confused = sum(int(r.get("confused", 0)) for r in rows)
-    return [1.0] * clean + [0.0] * confused
-
-
-def _judging(record: dict[str, Any]) -> dict[str, str]:
-    models = (record.get("context") or {}).get("resolved_models") or {}
-    prompts = record.get("prompts") or {}
-    return {
-        **{f"{role} model": str(models.get(role, "?")) for role in ("decomposer", "judge")},
-        **{f"{name} prompt": str(prompts.get(name, "?")) for name in ("decompose", "judge")},
-    }
+    rows = (round_.get("coherence") or {}).get("summaries") or []
+    clean, confused = (sum(int(r.get(kind, 0)) for r in rows) for kind in ("clean", "confused"))
+    return [1.0] * clean + [0.0] * confused if rows else None
 
 
 def summary_view(summary: Summary) -> dict[str, Any]:
@@ -81,17 +68,9 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     coherence = round_.get("coherence") or {}
     usage = record.get("usage") or {}
     models = (record.get("context") or {}).get("resolved_models") or {}
+    prompts = record.get("prompts") or {}
     corrections = int(card.get("corrections") or 0)
-    judges = None
-    if corrections:  # the judge's own score beside the one a person corrected
-        from storyjudge.core.corrections import uncorrected
-
-        own = uncorrected(card)
-        judges = {
-            "score": own.get("score"),
-            "ci95": ratio_interval(*sentence_counts(own)),
-            "reliable": card_reliable(own),
-        }
+    own = uncorrected(card)  # the judge's own verdicts, shown beside the ones a person corrected
     return {
         "label": summary.label,
         "path": str(summary.ref.path),
@@ -111,9 +90,14 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             **{f"corrected{part}": card.get(f"score_corrected{part}") for part in ("", "_ci95", "_note")},
         },
         "corrections": corrections,
-        "nfs_without_corrections": judges,
-        "facts": card.get("facts", len(card.get("verdicts") or [])),
-        **{key: card.get(key) for key in ("supported", "unsupported", "unjudged", "coverage")},
+        "nfs_without_corrections": None
+        if not corrections
+        else {
+            "score": own.get("score"),
+            "ci95": ratio_interval(*sentence_counts(own)),
+            "reliable": card_reliable(own),
+        },
+        **{key: card.get(key) for key in ("facts", "supported", "unsupported", "unjudged", "coverage")},
         "reliable": card_reliable(card),
         "reliability": reliability_text(card),
         "headline": describe_card(card),  # the card in words (``core.coverage``), as every surface shows it
@@ -130,7 +114,10 @@ def summary_view(summary: Summary) -> dict[str, Any]:
         },
         "metrics": dict(round_.get("metrics") or {}),  # added metrics' cards, each with its headline
         "models": dict(sorted(models.items())),
-        "judging": _judging(record),
+        "judging": {  # what makes two scores comparable
+            **{f"{role} model": str(models.get(role, "?")) for role in ("decomposer", "judge")},
+            **{f"{name} prompt": str(prompts.get(name, "?")) for name in ("decompose", "judge")},
+        },
         "calls": (usage.get("total") or {}).get("calls"),
         "cost": cost_text(usage.get("by_model")),
         "created": record.get("created", ""),
@@ -138,14 +125,10 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     }
 
 
-def _scene_ids(verdict: dict[str, Any]) -> set[str]:
-    return {str(s.get("id")) for s in (verdict.get("evidence") or {}).get("scenes") or []}
-
-
 def _alignment(left: dict[str, Any], right: dict[str, Any]) -> float:
     left_words, right_words = (_WORD.findall(v["fact"]["text"].lower()) for v in (left, right))
     text = difflib.SequenceMatcher(None, left_words, right_words, autojunk=False).ratio()
-    a, b = _scene_ids(left), _scene_ids(right)
+    a, b = ({str(s.get("id")) for s in (v.get("evidence") or {}).get("scenes") or []} for v in (left, right))
     scenes = len(a & b) / len(a | b) if a | b else 0.0
     return 0.7 * text + 0.3 * scenes
 
@@ -388,7 +371,8 @@ def pair_line(pair: dict[str, Any]) -> str:
 
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained compare.html (no script, no outside resource)."""
-    from storyjudge.apps.report import CSP, OPEN_WORDS, environment, inline_asset
+    from storyjudge.apps.report.assets import CSP, environment, inline_asset
+    from storyjudge.apps.report.rounds import OPEN_WORDS
 
     template = environment().get_template("compare.html.j2")
     return template.render(
@@ -400,10 +384,3 @@ def render_html(result: dict[str, Any]) -> str:
         open_text=sum(v["words"] for v in result["summaries"]) <= OPEN_WORDS,  # long ones start folded
         pairs=[(pair, pair_line(pair)) for pair in result["pairs"]],
     )
-
-
-def write_html(result: dict[str, Any], path: Path) -> Path:
-    """Write compare.html atomically."""
-    from storyjudge.apps.report import write_page
-
-    return write_page(path, render_html(result))

@@ -12,17 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from storyjudge.apps.cli import app
-from storyjudge.apps.report import (
-    asset_text,
-    ckg_graph,
-    graph_view,
-    headline,
-    render_report,
-    round_html,
-    round_views,
-    summary_pieces,
-    write_report,
-)
+from storyjudge.apps.report.assets import asset_text, fragment
+from storyjudge.apps.report.ckg import ckg_graph, graph_view
+from storyjudge.apps.report.page import headline, render_report, write_report
+from storyjudge.apps.report.rounds import round_views
+from storyjudge.apps.report.verdicts import summary_pieces
 from tests.referenced import referenced
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run"
@@ -214,7 +208,7 @@ def test_graph_view_sizes_by_degree_lists_states_and_is_reproducible() -> None:
 def test_iteration_fragment_alone(result: dict[str, Any]) -> None:
     views = round_views(result["iterations"][:2], passages={}, best=1, order=[])
     assert views[0].score == 0.625
-    html = round_html(views[1])
+    html = fragment("iteration_view", views[1])
     assert "+0.264" in html and "best" in html
     assert "Say the chamberlains" in html
 

@@ -29,13 +29,14 @@ def compare_command(
     ] = Path("compare.html"),
 ) -> None:
     """Compare summaries of one story: scores with 95% intervals, differences, the facts only one supports."""
-    from storyjudge.apps.compare import compare, pair_line, table_rows, write_html
+    from storyjudge.apps.compare import compare, pair_line, render_html, table_rows
+    from storyjudge.apps.report.assets import write_page
     from storyjudge.core.keptruns import RunRef
 
     with failing(ValueError):
         result = compare([RunRef.parse(r) for r in runs])
     try:
-        page = write_html(result, html)
+        page = write_page(html, render_html(result))
     except OSError as exc:
         fail(f"Cannot write {html}: {exc.strerror or exc}; choose another --html path.")
     if as_json:

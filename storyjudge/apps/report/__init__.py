@@ -5,27 +5,6 @@ reproducible), a Content-Security-Policy forbids every fetch, and Jinja's autoes
 The web UI draws its graph and rounds with the same functions, so the two never drift apart.
 """
 
-from storyjudge.apps.report.assets import CSP, asset_text, environment, inline_asset, write_page
-from storyjudge.apps.report.ckg import ckg_graph, ckg_html, graph_view
-from storyjudge.apps.report.page import headline, headline_html, render_report, write_report
-from storyjudge.apps.report.rounds import OPEN_WORDS, round_html, round_views
-from storyjudge.apps.report.verdicts import summary_pieces
+from storyjudge.apps.report.page import write_report
 
-__all__ = [
-    "CSP",
-    "OPEN_WORDS",
-    "asset_text",
-    "ckg_graph",
-    "ckg_html",
-    "environment",
-    "graph_view",
-    "headline",
-    "headline_html",
-    "inline_asset",
-    "render_report",
-    "round_html",
-    "round_views",
-    "summary_pieces",
-    "write_page",
-    "write_report",
-]
+__all__ = ["write_report"]

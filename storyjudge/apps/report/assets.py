@@ -55,8 +55,9 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def _macro(name: str) -> Any:
-    return getattr(environment().get_template("parts.html.j2").module, name)
+def fragment(macro: str, *args: Any) -> str:
+    """An HTML fragment drawn by a macro of ``parts.html.j2`` (the report's and the web UI's shared parts)."""
+    return str(getattr(environment().get_template("parts.html.j2").module, macro)(*args))
 
 
 def write_page(path: Path, html: str) -> Path:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
-
-from storyjudge.apps.report.assets import _macro
+import numpy as np
 
 GRAPH_SEED = 7
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
@@ -81,19 +81,10 @@ def ckg_graph(data: dict[str, Any] | None) -> nx.MultiDiGraph:
     for edge in data.get("edges") or data.get("links") or []:
         source, target = str(edge["source"]), str(edge["target"])
         base = {k: v for k, v in edge.items() if k not in ("source", "target", "key", "predicates")}
-        listed = edge.get("predicates")
-        if not listed:
-            graph.add_edge(source, target, **base)
-            continue
-        for item in listed:
+        for item in edge.get("predicates") or [{}]:  # none listed: the edge as it is
             extra = item if isinstance(item, dict) else {"predicate": str(item)}
             graph.add_edge(source, target, **{**base, **extra})
     return graph
-
-
-def _state_text(predicate: str) -> str:
-    text = predicate.strip()
-    return text[len("state:") :].strip() if text.lower().startswith("state:") else text
 
 
 def _relation(attrs: dict[str, Any], other: str) -> Relation:
@@ -106,41 +97,25 @@ def _relation(attrs: dict[str, Any], other: str) -> Relation:
     )
 
 
-def _simple(graph: nx.MultiDiGraph) -> nx.Graph:
-    """Who is related to whom, once per pair, without self-loops (a state is no relation)."""
-    simple = nx.Graph()
-    simple.add_nodes_from(graph.nodes)
-    simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
-    return simple
-
-
-def _layout(
-    graph: nx.MultiDiGraph, width: float, height: float, margin: float
-) -> dict[str, tuple[float, float]]:
-    """Seeded spring layout of the characters (self-loops ignored), scaled into the drawing area."""
-    simple = _simple(graph)
+def _layout(simple: nx.Graph, width: float, height: float, margin: float) -> dict[str, tuple[float, float]]:
+    """Seeded spring layout of the characters, scaled into the drawing area."""
     count = simple.number_of_nodes()
     if count == 0:
         return {}
     if count == 1:
         return {next(iter(simple.nodes)): (width / 2, height / 2)}
     raw = nx.spring_layout(simple, seed=GRAPH_SEED, k=1.8 / math.sqrt(count), iterations=200)
-    xs = [float(p[0]) for p in raw.values()]
-    ys = [float(p[1]) for p in raw.values()]
-    span_x = (max(xs) - min(xs)) or 1.0
-    span_y = (max(ys) - min(ys)) or 1.0
-    return {
-        node: (
-            margin + (float(p[0]) - min(xs)) / span_x * (width - 2 * margin),
-            margin + (float(p[1]) - min(ys)) / span_y * (height - 2 * margin),
-        )
-        for node, p in raw.items()
-    }
+    points = np.array(list(raw.values()), dtype=float)
+    low, span = points.min(axis=0), np.ptp(points, axis=0)
+    scaled = margin + (points - low) / np.where(span > 0, span, 1.0) * (
+        width - 2 * margin,
+        height - 2 * margin,
+    )
+    return {node: (float(x), float(y)) for node, (x, y) in zip(raw, scaled, strict=True)}
 
 
-def _colors(graph: nx.MultiDiGraph) -> dict[str, str]:
+def _colors(simple: nx.Graph) -> dict[str, str]:
     """One colour per community of characters, so factions read at a glance."""
-    simple = _simple(graph)
     if simple.number_of_edges() == 0:
         return {node: PALETTE[0] for node in simple.nodes}
     communities = nx.community.greedy_modularity_communities(simple)
@@ -176,8 +151,11 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     count = graph.number_of_nodes()
     width = int(max(640.0, min(960.0, 240 * math.sqrt(max(count, 1)))) * max(1.0, math.sqrt(count / 30)))
     height = int(width * 0.62)
-    positions = _layout(graph, width, height, margin=70)
-    colors = _colors(graph)
+    simple = nx.Graph()  # who is related to whom, once per pair, without self-loops (a state is no relation)
+    simple.add_nodes_from(graph.nodes)
+    simple.add_edges_from((u, v) for u, v in graph.edges() if u != v)
+    positions = _layout(simple, width, height, margin=70)
+    colors = _colors(simple)
     names = {
         node: str(attrs.get("name") or attrs.get("label") or node) for node, attrs in graph.nodes(data=True)
     }
@@ -201,7 +179,7 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
     for source, target, attrs in graph.edges(data=True):
         if source == target:
             state = _relation(attrs, "")
-            state.predicate = _state_text(state.predicate)
+            state.predicate = re.sub(r"(?i)^state:", "", state.predicate.strip()).strip()
             views[source].states.append(state)
             states.append((names[source], state))
             continue
@@ -254,20 +232,12 @@ def graph_view(data: dict[str, Any] | None) -> GraphView:
 
 def extraction_note(meta: dict[str, Any]) -> str:
     """One line on how the CKG was extracted, from the graph attributes the index stores."""
-    parts = []
-    if meta.get("model"):
-        parts.append(f"by {meta['model']}")
-    if meta.get("samples"):
-        parts.append(f"{meta['samples']} extraction sample(s) per scene")
-    if meta.get("threshold") is not None and meta.get("min_count") is not None:
-        parts.append(f"predicate threshold {meta['threshold']} (kept at {meta['min_count']}+ occurrences)")
-    if meta.get("failed_extractions"):
-        parts.append(f"{meta['failed_extractions']} extraction(s) could not be parsed")
-    if meta.get("guard_cuts"):
-        parts.append(f"{meta['guard_cuts']} name merge(s) cut by the over-merge guard")
-    return "; ".join(parts)
-
-
-def ckg_html(data: dict[str, Any] | None) -> str:
-    """The interactive CKG (SVG, character list and detail panels) as an HTML fragment."""
-    return str(_macro("ckg_view")(graph_view(data)))
+    threshold = meta.get("threshold") is not None and meta.get("min_count") is not None
+    parts = {
+        "by {model}": meta.get("model"),
+        "{samples} extraction sample(s) per scene": meta.get("samples"),
+        "predicate threshold {threshold} (kept at {min_count}+ occurrences)": threshold,
+        "{failed_extractions} extraction(s) could not be parsed": meta.get("failed_extractions"),
+        "{guard_cuts} name merge(s) cut by the over-merge guard": meta.get("guard_cuts"),
+    }
+    return "; ".join(text.format_map(meta) for text, shown in parts.items() if shown)

@@ -51,12 +51,11 @@ class CurveView:
 
 
 def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> CurveView:
-    """Scale the scores of every iteration into a small line chart (scores live in [0, 1])."""
+    """Scale the scores of the rounds (scored, in order) into a small line chart (scores live in [0, 1])."""
     width, height, left, top, right, bottom = 560, 240, 48, 16, 16, 36
     plot_w, plot_h = width - left - right, height - top - bottom
-    ordered = sorted(iterations, key=lambda it: int(it.get("iteration", 0)))
-    numbers = [int(it.get("iteration", 0)) for it in ordered]
-    low, high = (min(numbers), max(numbers)) if numbers else (0, 1)
+    numbers = [int(it.get("iteration", 0)) for it in iterations]
+    low, high = min(numbers), max(numbers)
     span = (high - low) or 1
 
     def x_of(number: int) -> float:
@@ -68,7 +67,7 @@ def curve_view(iterations: list[dict[str, Any]], best_iteration: int | None) -> 
     nfs, coherence = Series("NarrativeFactScore", "nfs", []), Series("BooookScore", "coh", [])
     rejected: list[Mark] = []
     unreliable: list[Mark] = []
-    for it, number in zip(ordered, numbers, strict=True):
+    for it, number in zip(iterations, numbers, strict=True):
         card = it.get("factscore") or {}
         for line, value in ((nfs, card.get("score")), (coherence, (it.get("coherence") or {}).get("score"))):
             if value is not None:

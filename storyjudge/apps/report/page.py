@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storyjudge.apps.report.assets import CSP, _macro, environment, inline_asset, write_page
+from storyjudge.apps.report.assets import CSP, environment, inline_asset, write_page
 from storyjudge.apps.report.ckg import graph_view
 from storyjudge.apps.report.curve import curve_view
 from storyjudge.apps.report.rounds import round_views
@@ -22,7 +22,6 @@ class Headline:
     """What a reader needs first, in words: the chosen round's score, its coverage, whether it counts, the stop."""
 
     iteration: int
-    rounds: int
     score: str  # "0.889", or the words of ``core.coverage.describe``: an unreliable score is never a number
     coverage: str
     reliable: bool
@@ -58,7 +57,6 @@ def headline(
     coverage = card.get("coverage")
     return Headline(
         iteration=int(it.get("iteration", 0)),
-        rounds=len(iterations),
         score=describe(card.get("score"), None, reliable),
         coverage="coverage n/a" if coverage is None else f"coverage {float(coverage):.0%}",
         reliable=reliable,
@@ -66,14 +64,6 @@ def headline(
         stop=stop_reason or ("not refined" if len(iterations) == 1 else "n/a"),
         chosen=how,
     )
-
-
-def headline_html(
-    iterations: list[dict[str, Any]], best_iteration: int | None, stop_reason: str, prefix: str = "it"
-) -> str:
-    """The headline as an HTML fragment ("" before anything was scored), linking to its round's panel."""
-    view = headline(iterations, best_iteration, stop_reason)
-    return "" if view is None else str(_macro("headline_view")(view, prefix))
 
 
 def render_report(result: dict[str, Any], ckg: dict[str, Any] | None) -> str:

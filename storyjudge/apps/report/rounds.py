@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from storyjudge.apps.report.assets import _macro
 from storyjudge.apps.report.verdicts import FactRow, Passage, Piece, _fact_rows, summary_pieces
 from storyjudge.core.coverage import card_reliable, reliability_text
 from storyjudge.core.summary_stats import words
@@ -53,75 +52,8 @@ class IterationView:
         return sum(1 for p in self.pieces if p.sentence is not None and p.sentence.status == "unsupported")
 
 
-def iteration_view(
-    iteration: dict[str, Any],
-    *,
-    passages: Mapping[str, str] | None = None,
-    previous_score: float | None = None,
-    best: bool = False,
-    open_summary: bool = True,
-    prefix: str = "it",
-) -> IterationView:
-    """Describe one iteration for drawing; ``passages``: the texts its evidence names (by scene id)."""
-    card = iteration.get("factscore") or {}
-    coherence = iteration.get("coherence") or {}
-    number = int(iteration.get("iteration", 0))
-    key = f"{prefix}{number}"
-    rows, shown = _fact_rows(key, card, passages or {})
-    score = card.get("score")
-    return IterationView(
-        iteration=number,
-        key=key,
-        score=score,
-        delta=(score - previous_score) if score is not None and previous_score is not None else None,
-        best=best,
-        accepted=bool(iteration.get("accepted", True)),
-        note=str(iteration.get("note", "")),
-        coverage=card.get("coverage"),
-        reliable=card_reliable(card),
-        coherence=coherence.get("score"),
-        coherence_coverage=coherence.get("coverage"),
-        coherence_reliable=bool(coherence.get("reliable", True)),
-        counts={k: int(card.get(k) or 0) for k in (*FACT_COUNTS, "decompose_failures")},
-        pieces=summary_pieces(str(iteration.get("summary", "")), card),
-        facts=rows,
-        passages=shown,
-        words=len(words(str(iteration.get("summary", "")))),
-        open_summary=open_summary,
-        corrections=int(card.get("corrections") or 0),
-        judge_check=card.get("judge_check"),
-        annotator_checks=[
-            c["annotator_check"] for c in coherence.get("summaries") or [] if c.get("annotator_check")
-        ],
-        unreliable_why=reliability_text(card),
-        interval=_interval_text(card.get("score_ci95"), card.get("score_ci95_over")),
-        corrected=(
-            ""
-            if "score_corrected_note" not in card
-            else "judge-corrected: none"
-            if card.get("score_corrected") is None
-            else f"judge-corrected estimate {card['score_corrected']:.3f} "
-            + _interval_text(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
-        ),
-        corrected_note=str(card.get("score_corrected_note") or ""),
-        metrics=dict(iteration.get("metrics") or {}),
-    )
-
-
 def _interval_text(ci: Any, over: Any) -> str:
     return f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}] over {over}" if ci and over else ""
-
-
-def open_rounds(iterations: list[dict[str, Any]], order: list[int]) -> set[int]:
-    """The rounds whose summary starts open: taken in ``order`` while the words shown stay within ``OPEN_WORDS``."""
-    sizes = {int(it.get("iteration", 0)): len(words(str(it.get("summary", "")))) for it in iterations}
-    shown: set[int] = set()
-    total = 0
-    for number in order:
-        if number in sizes and total + sizes[number] <= OPEN_WORDS:
-            shown.add(number)
-            total += sizes[number]
-    return shown
 
 
 def round_views(
@@ -132,25 +64,62 @@ def round_views(
     order: list[int],
     prefix: str = "it",
 ) -> list[IterationView]:
-    """Every round's view, each with its change from the last scored round before it (``order``: ``open_rounds``)."""
-    shown = open_rounds(iterations, order)
+    """Every round's view, each with its change from the last scored round before it.
+
+    Summaries start open, taken in ``order``, while the words shown stay within ``OPEN_WORDS``.
+    """
+    sizes = {int(it.get("iteration", 0)): len(words(str(it.get("summary", "")))) for it in iterations}
+    shown: set[int] = set()
+    for number in order:
+        if number in sizes and sum(sizes[n] for n in shown) + sizes[number] <= OPEN_WORDS:
+            shown.add(number)
     views: list[IterationView] = []
     previous: float | None = None
     for iteration in iterations:
+        card = iteration.get("factscore") or {}
+        coherence = iteration.get("coherence") or {}
         number = int(iteration.get("iteration", 0))
-        view = iteration_view(
-            iteration,
-            passages=passages,
-            previous_score=previous,
-            best=number == best,
-            open_summary=number in shown,
-            prefix=prefix,
+        key = f"{prefix}{number}"
+        rows, texts = _fact_rows(key, card, passages)
+        score = card.get("score")
+        views.append(
+            IterationView(
+                iteration=number,
+                key=key,
+                score=score,
+                delta=(score - previous) if score is not None and previous is not None else None,
+                best=number == best,
+                accepted=bool(iteration.get("accepted", True)),
+                note=str(iteration.get("note", "")),
+                coverage=card.get("coverage"),
+                reliable=card_reliable(card),
+                coherence=coherence.get("score"),
+                coherence_coverage=coherence.get("coverage"),
+                coherence_reliable=bool(coherence.get("reliable", True)),
+                counts={k: int(card.get(k) or 0) for k in (*FACT_COUNTS, "decompose_failures")},
+                pieces=summary_pieces(str(iteration.get("summary", "")), card),
+                facts=rows,
+                passages=texts,
+                words=sizes[number],
+                open_summary=number in shown,
+                corrections=int(card.get("corrections") or 0),
+                judge_check=card.get("judge_check"),
+                annotator_checks=[
+                    c["annotator_check"] for c in coherence.get("summaries") or [] if c.get("annotator_check")
+                ],
+                unreliable_why=reliability_text(card),
+                interval=_interval_text(card.get("score_ci95"), card.get("score_ci95_over")),
+                corrected=(
+                    ""
+                    if "score_corrected_note" not in card
+                    else "judge-corrected: none"
+                    if card.get("score_corrected") is None
+                    else f"judge-corrected estimate {card['score_corrected']:.3f} "
+                    + _interval_text(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
+                ),
+                corrected_note=str(card.get("score_corrected_note") or ""),
+                metrics=dict(iteration.get("metrics") or {}),
+            )
         )
-        views.append(view)
-        previous = view.score if view.score is not None else previous
+        previous = score if score is not None else previous
     return views
-
-
-def round_html(view: IterationView) -> str:
-    """A round's view as an HTML fragment: its highlighted summary and fact table."""
-    return str(_macro("iteration_view")(view))

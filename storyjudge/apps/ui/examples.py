@@ -6,6 +6,7 @@ SQuALITY's dev split is the one bundled with the evaluation data (``eval/data``)
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +40,8 @@ class Example:
         if self.line < 0:
             return self.path.read_text(encoding="utf-8")
         with self.path.open(encoding="utf-8") as lines:
-            for n, raw in enumerate(lines):
-                if n == self.line:
-                    return str(json.loads(raw)["document"])
+            for raw in itertools.islice(lines, self.line, None):
+                return str(json.loads(raw)["document"])
         raise FileNotFoundError(f"{self.path} has no line {self.line}")
 
 
@@ -78,13 +78,9 @@ def squality_examples(path: Path) -> list[Example]:
                 continue
             title = _story_title(str(record.get("document", "")), f"story {passage}")
             words = len(str(record.get("document", "")).split())
+            label = f"{title} ({words:,} words)"
             found[passage] = Example(
-                id=f"squality-{passage}",
-                title=title,
-                label=f"{title} ({words:,} words)",
-                group="SQuALITY stories (dev split)",
-                path=path,
-                line=n,
+                f"squality-{passage}", title, label, "SQuALITY stories (dev split)", path, n
             )
     return list(found.values())
 
@@ -95,11 +91,9 @@ def list_examples(squality: Path | None = None) -> list[Example]:
 
     found: list[Example] = []
     for filename, label in BUNDLED:
-        for folder in example_dirs():
-            if (folder / filename).is_file():
-                stem = Path(filename).stem  # the example's id and its run's name
-                found.append(Example(stem, stem, label, "Bundled (public domain)", folder / filename))
-                break
+        path = next((folder / filename for folder in example_dirs() if (folder / filename).is_file()), None)
+        if path is not None:  # its stem: the example's id and its run's name
+            found.append(Example(path.stem, path.stem, label, "Bundled (public domain)", path))
     source = squality or SQUALITY_DEV
     if source.is_file():
         found.extend(squality_examples(source))

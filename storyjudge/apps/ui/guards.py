@@ -30,14 +30,21 @@ def json_answer(value: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(value, status_code=status, media_type="application/json; charset=utf-8")
 
 
-class SecurityHeaders:
-    """Adds the security headers to every answer (the guards' refusals included: it is the outermost)."""
+class RequestGuard:
+    """Refuses another host, a write from another origin, a bad or too large body; adds the security headers.
 
-    def __init__(self, app: ASGIApp) -> None:
+    ``allowed_hosts``: the accepted Host headers, which a write's ``Origin`` must name (None: any Host).
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, allowed_hosts: Callable[[], Collection[str] | None], max_body: int
+    ) -> None:
         self.app = app
+        self.allowed_hosts = allowed_hosts
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass the request on; add the headers to its answer's start."""
+        """Refuse the request, or pass it on with its body read under the limit; the answer gets the headers."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -53,32 +60,11 @@ class SecurityHeaders:
                 ) + HEADER_ONLY_CSP
             await send(message)
 
-        await self.app(scope, receive, with_headers)
-
-
-class RequestGuard:
-    """Refuses a request for another host, a write from another origin, and a body of a bad or too large size.
-
-    ``allowed_hosts``: the accepted Host headers, which a write's ``Origin`` must name (None: any Host).
-    """
-
-    def __init__(
-        self, app: ASGIApp, *, allowed_hosts: Callable[[], Collection[str] | None], max_body: int
-    ) -> None:
-        self.app = app
-        self.allowed_hosts = allowed_hosts
-        self.max_body = max_body
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse the request, or pass it on with its body read under the limit."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
         refusal = self._refusal(scope)
         if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        await self.app(scope, self._limited(receive), send)
+            await refusal(scope, receive, with_headers)
+        else:
+            await self.app(scope, self._limited(receive), with_headers)
 
     def _refusal(self, scope: Scope) -> Response | None:
         headers = Headers(scope=scope)

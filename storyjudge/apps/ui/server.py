@@ -12,6 +12,8 @@ import socket
 import threading
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -24,11 +26,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from storyjudge.apps.report import CSP as REPORT_CSP
-from storyjudge.apps.report import ckg_html, environment, headline_html, inline_asset, round_html, round_views
-from storyjudge.apps.report.rounds import FACT_COUNTS
+from storyjudge.apps.report.assets import CSP as REPORT_CSP
+from storyjudge.apps.report.assets import environment, fragment, inline_asset
+from storyjudge.apps.report.ckg import graph_view
+from storyjudge.apps.report.page import headline, render_report
+from storyjudge.apps.report.rounds import FACT_COUNTS, round_views
 from storyjudge.apps.ui.examples import Example, list_examples
-from storyjudge.apps.ui.guards import RequestGuard, SecurityHeaders, TooLarge, json_answer
+from storyjudge.apps.ui.guards import RequestGuard, TooLarge, json_answer
 from storyjudge.apps.ui.jobs import Busy, JobRunner
 from storyjudge.apps.ui.messages import for_ui
 from storyjudge.apps.ui.session import RunNotFound, RunSession, RunStore, clean_settings
@@ -50,17 +54,12 @@ PAGE_CSP = (
 """The page's policy, in its meta tag and in the header it is served with."""
 REPORT_PAGE_CSP = REPORT_CSP + "; form-action 'none'; base-uri 'none'"
 RUN = "{run:str}"
-DOWNLOAD_TYPES = {
-    "summary.txt": "text/plain; charset=utf-8",
-    "result.json": "application/json; charset=utf-8",
-    "report.html": "text/html; charset=utf-8",
+DOWNLOADS = {
+    "summary.txt": ("text/plain", "No summary yet: generate or give the initial summary first."),
+    "result.json": ("application/json", "No result.json yet: it is written when the refinement loop stops."),
+    "report.html": ("text/html", "No report yet: compute the factuality score first."),
 }
-NOT_YET = {
-    "summary.txt": "No summary yet: generate or give the initial summary first.",
-    "result.json": "No result.json yet: it is written when the refinement loop stops.",
-    "report.html": "No report yet: compute the factuality score first.",
-}
-"""Why a download is not there yet, and what makes it."""
+"""A run's files: their type, and why one is not there yet (what makes it)."""
 ROUND_FIELDS = (
     "iteration",
     "score",
@@ -115,7 +114,15 @@ class UIServer:
         self.runner = JobRunner()
         self.defaults = defaults or {}  # the settings of new runs given on the command line (model, ...)
         self.examples: dict[str, Example] = {e.id: e for e in list_examples(squality)}
-        self.page = render_page(self)
+        template = environment().get_template("ui.html.j2")  # the single page, its styles and scripts inlined
+        groups = groupby(self.examples.values(), attrgetter("group"))  # as ``list_examples`` orders them
+        self.page = template.render(
+            csp=PAGE_CSP,
+            css=inline_asset("report.css") + inline_asset("ui.css"),
+            js=inline_asset("report.js") + inline_asset("ui.js"),
+            groups=[(name, list(examples)) for name, examples in groups],
+            settings=clean_settings(self.defaults),
+        )
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.create_server((host, port), family=family, backlog=64)  # closed if it fails
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
@@ -166,22 +173,6 @@ class UIServer:
         self.socket.close()
 
 
-def render_page(server: UIServer) -> str:
-    """The single page of the UI, with its styles and scripts inlined."""
-    groups: dict[str, list[Example]] = {}
-    for example in server.examples.values():
-        groups.setdefault(example.group, []).append(example)
-    settings = clean_settings(server.defaults)
-    template = environment().get_template("ui.html.j2")
-    return template.render(
-        csp=PAGE_CSP,
-        css=inline_asset("report.css") + inline_asset("ui.css"),
-        js=inline_asset("report.js") + inline_asset("ui.js"),
-        groups=sorted(groups.items(), key=lambda kv: kv[0] != "Bundled (public domain)"),
-        settings=settings,
-    )
-
-
 def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     """Everything the page shows for a run; HTML fragments come from the report's escaping renderer."""
     from nodes.assess import best_of
@@ -204,7 +195,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
             **{name: getattr(view, name) for name in ROUND_FIELDS},
             **{k: view.counts[k] for k in FACT_COUNTS},
             "headline": describe_card(it["factscore"]),  # the card in words (``core.coverage``)
-            "html": round_html(view),
+            "html": fragment("iteration_view", view),
         }
         for it, view in zip(iterations, views, strict=True)
     ]
@@ -213,20 +204,24 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     except ConfigError:
         models = []
     summary = state.get("summary") or None
-    embedded = sorted({m["role"] for m in models if m["note"] == LOCAL_NOTE})
+    top = headline(
+        iterations, best, state.get("stop_reason") or ("not refined yet" if refinable(state) else "")
+    )
     return {
         "name": session.name,
         "title": state.get("title", ""),
         "source": state.get("source", ""),
         "settings": state.get("settings") or {},
         "models": models,
-        "embedded_roles": embedded,
+        "embedded_roles": sorted({m["role"] for m in models if m["note"] == LOCAL_NOTE}),
         "segmentation": state.get("segmentation", ""),
         "scenes": [
             {"id": s["id"], "title": s.get("title", ""), "text": s.get("text", "")}
             for s in state.get("scenes") or []
         ],
-        "ckg": {"stats": state.get("ckg_stats") or {}, "html": ckg_html(ckg)} if ckg is not None else None,
+        "ckg": {"stats": state.get("ckg_stats") or {}, "html": fragment("ckg_view", graph_view(ckg))}
+        if ckg is not None
+        else None,
         "summary": {
             "text": summary["text"],
             "events": len(summary.get("events") or []),
@@ -238,12 +233,7 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
         "best_iteration": best,
         "refinable": refinable(state),
         "stop_reason": state.get("stop_reason") or "",
-        "headline": headline_html(
-            iterations,
-            best,
-            state.get("stop_reason") or ("not refined yet" if refinable(state) else ""),
-            prefix="ui",
-        ),
+        "headline": "" if top is None else fragment("headline_view", top, "ui"),  # "" before any score
         "usage": totals(state.get("usage")) | {"cost": cost_text(state.get("usage"))},
         "report": session.rd.report.is_file(),
         "result": session.rd.result.is_file(),
@@ -253,13 +243,13 @@ def run_view(session: RunSession, runner: JobRunner) -> dict[str, Any]:
     }
 
 
-def compared(session: RunSession, query: str) -> dict[str, Any]:
+def compared(server: UIServer, request: Request) -> dict[str, Any]:
     """The comparison of a story's kept runs named in the query (``runs=ID`` or ``runs=ID#N``, twice or more)."""
     from storyjudge.apps.compare import compare
 
-    names = parse_qs(query).get("runs") or []
+    session = _session(server, request.path_params["run"])
     refs = []
-    for name in names:
+    for name in parse_qs(request.url.query).get("runs") or []:
         ref = RunRef.parse(name)
         if not RUN_ID.match(str(ref.path)):
             raise ApiError(HTTPStatus.BAD_REQUEST, f"No run named {name!r}.")
@@ -267,28 +257,24 @@ def compared(session: RunSession, query: str) -> dict[str, Any]:
     return compare(refs)  # a ValueError is answered 400 with its message, as every route's
 
 
-def current_summary(session: RunSession) -> str:
-    """The summary to take away: the best round's (``nodes.assess.fallback_of``), else the initial summary."""
+def run_file(session: RunSession, name: str) -> bytes:
+    """A run's ``result.json``, ``report.html`` or ``summary.txt``; 404 saying what makes it.
+
+    The summary to take away is the best round's (``nodes.assess.fallback_of``), else the initial summary.
+    """
     from nodes.assess import fallback_of
 
-    with session.lock:
-        state = dict(session.state)
-    chosen = fallback_of(list(state.get("iterations") or []))
-    if chosen is not None:
-        return str(chosen.get("summary") or "").strip() + "\n"
-    text = str((state.get("summary") or {}).get("text") or "").strip()
-    return text + "\n" if text else ""
-
-
-def run_file(session: RunSession, name: str) -> bytes:
-    """A run's ``summary.txt`` (``current_summary``), ``result.json`` or ``report.html``; 404 saying what makes it."""
     if name == "summary.txt":
-        body = current_summary(session).encode("utf-8")
+        with session.lock:
+            state = dict(session.state)
+        chosen = fallback_of(list(state.get("iterations") or []))
+        text = str(chosen["summary"] if chosen else (state.get("summary") or {}).get("text") or "").strip()
+        body = f"{text}\n".encode() if text else b""
     else:
         file = session.rd.result if name == "result.json" else session.rd.report
         body = file.read_bytes() if file.is_file() else b""
     if not body:
-        raise ApiError(HTTPStatus.NOT_FOUND, NOT_YET[name])
+        raise ApiError(HTTPStatus.NOT_FOUND, DOWNLOADS[name][1])
     return body
 
 
@@ -399,39 +385,34 @@ def build_app(server: UIServer) -> Starlette:
         return _html(run_file(_session(server, request.path_params["run"]), "report.html"), REPORT_PAGE_CSP)
 
     def kept_report(request: Request) -> Response:
-        from storyjudge.apps.report import render_report
-
         session = _session(server, request.path_params["run"])
         kept = request.path_params["kept"]
-        if not RUN_ID.match(kept):
-            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.")
         folder = runs_folder(session.rd.root) / kept
+        if not (RUN_ID.match(kept) and RunDir(folder).result.is_file()):
+            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.")
         try:
             found = load_summary(RunRef(folder))
-        except ValueError as exc:
-            if RunDir(folder).result.is_file():  # there, but not a record of a run's shape: say which field
-                raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc)) from None
-            raise ApiError(HTTPStatus.NOT_FOUND, f"No run {kept!r} of this story.") from None
+        except ValueError as exc:  # there, but not a record of a run's shape: say which field
+            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc)) from None
         return _html(render_report(found.record, session.ckg()), REPORT_PAGE_CSP)
 
     def compare_page(request: Request) -> Response:
         from storyjudge.apps.compare import render_html
 
-        result = compared(_session(server, request.path_params["run"]), request.url.query)
-        return _html(render_html(result), REPORT_PAGE_CSP)
+        return _html(render_html(compared(server, request)), REPORT_PAGE_CSP)
 
     def compare_api(request: Request) -> Response:
-        return json_answer(compared(_session(server, request.path_params["run"]), request.url.query))
+        return json_answer(compared(server, request))
 
     def download(request: Request) -> Response:
         """A run's summary (the best one, else the initial one), result.json or report.html, as a file."""
         session = _session(server, request.path_params["run"])
         name = request.path_params["file"]
-        if name not in DOWNLOAD_TYPES:
+        if name not in DOWNLOADS:
             raise ApiError(HTTPStatus.NOT_FOUND, f"Nothing at {request.url.path}.")
         body = run_file(session, name)
-        disposition = f'attachment; filename="{session.name}-{name}"'  # the run name is [a-z0-9-]
-        return Response(body, media_type=DOWNLOAD_TYPES[name], headers={"Content-Disposition": disposition})
+        headers = {"Content-Disposition": f'attachment; filename="{session.name}-{name}"'}  # names: [a-z0-9-]
+        return Response(body, media_type=f"{DOWNLOADS[name][0]}; charset=utf-8", headers=headers)
 
     def answer(status: int, words: Callable[[str], str] = str) -> Callable[..., Any]:
         """An exception handler: ``{"error": message}`` with ``status`` (an ApiError's own, when it has one)."""
@@ -473,10 +454,7 @@ def build_app(server: UIServer) -> Starlette:
     }
     return Starlette(
         routes=routes,
-        middleware=[
-            Middleware(SecurityHeaders),
-            Middleware(RequestGuard, allowed_hosts=server.allowed_hosts, max_body=MAX_BODY_BYTES),
-        ],
+        middleware=[Middleware(RequestGuard, allowed_hosts=server.allowed_hosts, max_body=MAX_BODY_BYTES)],
         exception_handlers=handlers,
     )
 

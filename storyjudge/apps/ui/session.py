@@ -34,24 +34,14 @@ class RunNotFound(LookupError):
 
 def clean_settings(raw: dict[str, Any] | None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """The model settings the page may change, validated as a Context does (an empty one means the default)."""
-    merged: dict[str, Any] = {
-        "model": "",
-        "base_url": "",
-        "ckg_samples": Context().ckg_samples,
-        **(defaults or {}),
-    }
+    merged: dict[str, Any] = {"ckg_samples": Context().ckg_samples, **(defaults or {})}
     merged.update({name: raw[name] for name in SETTING_FIELDS if raw and raw.get(name) is not None})
+    settings: dict[str, Any] = {name: str(merged.get(name) or "").strip() for name in ("model", "base_url")}
     try:
-        samples = int(merged["ckg_samples"])
+        settings["ckg_samples"] = int(merged["ckg_samples"])
     except (TypeError, ValueError):
         raise ConfigError("Invalid setting: ckg_samples must be a whole number.") from None
-    settings = {
-        "model": str(merged["model"] or "").strip(),
-        "base_url": str(merged["base_url"] or "").strip(),
-        "ckg_samples": samples,
-    }
-    given: dict[str, Any] = {k: v for k, v in settings.items() if v != ""}
-    Context(**given)  # raises ConfigError on a bad value
+    Context(**{k: v for k, v in settings.items() if v != ""})  # raises ConfigError on a bad value
     return settings
 
 
@@ -157,17 +147,16 @@ class RunStore:
             rd = RunDir(self.root / name)
             if not (rd.root / UI_FILE).is_file() or not (rd.root / DOCUMENT_FILE).is_file():
                 raise RunNotFound(name)
-            session = self._load(rd)
-            self._sessions[name] = session
-            return session
+            self._sessions[name] = self._load(rd)
+            return self._sessions[name]
 
     def _load(self, rd: RunDir) -> RunSession:
         state = json.loads((rd.root / UI_FILE).read_text(encoding="utf-8"))
         job = state.get("last_job") or {}
         if job.get("status") == "running":  # the server stopped while it worked
-            job["status"] = "interrupted"
-            job["error"] = (
-                "The server stopped while this step ran; run it again (finished LLM calls are cached)."
+            job.update(
+                status="interrupted",
+                error="The server stopped while this step ran; run it again (finished LLM calls are cached).",
             )
         return RunSession(rd, state)
 

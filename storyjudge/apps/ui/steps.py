@@ -17,7 +17,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 import prompts
@@ -97,58 +97,13 @@ def _refine_graph(session: RunSession) -> Iterator[Any]:
     from graphs.refine import build_graph
     from storyjudge.core.checkpointblobs import BlobSerializer
 
-    conn = sqlite3.connect(session.rd.checkpoints, check_same_thread=False)
-    try:
+    with closing(sqlite3.connect(session.rd.checkpoints, check_same_thread=False)) as conn:
         saver = SqliteSaver(conn, serde=BlobSerializer(session.rd.checkpoint_blobs))
         yield build_graph(checkpointer=saver, interrupt_before=PAUSES)
-    finally:
-        conn.close()
 
 
 def _thread_config(thread: str, ctx: Context) -> dict[str, Any]:
     return graph_config(ctx, configurable={"thread_id": thread})
-
-
-def _checkpoint_before(graph: Any, config: dict[str, Any], node: str) -> Any:
-    """The thread's newest checkpoint paused before ``node`` with no scored iteration yet (None: none)."""
-    for snapshot in graph.get_state_history(config):
-        if snapshot.next == (node,) and not snapshot.values.get("iterations"):
-            return snapshot
-    return None
-
-
-def _advance(
-    graph: Any,
-    graph_input: dict[str, Any] | None,
-    start: dict[str, Any],
-    config: dict[str, Any],
-    ctx: Context,
-    stop: str,
-    on_progress: ProgressFn,
-) -> None:
-    """Run the thread from ``start`` until it pauses before ``stop`` or ends, forwarding progress."""
-    while True:
-        # subgraphs=True: the nodes that emit progress run inside the index, summarize and factscore graphs
-        for _, chunk in graph.stream(
-            graph_input, config=start, context=ctx, stream_mode="custom", subgraphs=True
-        ):
-            if isinstance(chunk, dict) and "progress" in chunk:
-                on_progress(chunk["progress"])
-        following = graph.get_state(config).next
-        if not following or stop in following:
-            return
-        graph_input, start = None, config
-
-
-def _initial_summary(
-    values: dict[str, Any], iterations: list[dict[str, Any]], ctx: Context, given: bool = False
-) -> dict[str, Any] | None:
-    """The summary the loop started from: iteration 0's, or the thread's summary before it is scored."""
-    text = str(iterations[0]["summary"] if iterations else values.get("summary") or "").strip()
-    if not text:
-        return None
-    events = [] if given else [e for e in values.get("events") or [] if e.get("stage") != "refine"]
-    return {"text": text, "events": events, "strategy": "given" if given else ctx.strategy}
 
 
 def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Context) -> None:
@@ -169,7 +124,12 @@ def _mirror(session: RunSession, graph: Any, config: dict[str, Any], ctx: Contex
         state.update({key: values[key] for key in ("scenes", "segmentation") if values.get(key)})
         state.update({key: values.get(key) or {} for key in ("ckg_stats", "usage", "timings")})
         state["index"] = values.get("index")
-        state["summary"] = _initial_summary(values, iterations, ctx, bool(state.get("summary_given")))
+        # the summary the loop started from: iteration 0's, or the thread's before it is scored
+        given = bool(state.get("summary_given"))
+        text = str(iterations[0]["summary"] if iterations else values.get("summary") or "").strip()
+        events = [] if given else [e for e in values.get("events") or [] if e.get("stage") != "refine"]
+        summary = {"text": text, "events": events, "strategy": "given" if given else ctx.strategy}
+        state["summary"] = summary if text else None
         state["iterations"] = iterations
         state["best_iteration"] = values.get("best_iteration") if iterations else None
         state["next"] = list(snapshot.next)
@@ -201,15 +161,6 @@ def _keep(session: RunSession, run_id: str, record: dict[str, Any]) -> None:
     """Keep a run's record beside the story's others, saying whose its summary is."""
     source = "given" if session.state.get("summary_given") else "generated"
     keep_run(session.rd.root, run_id, {**record, "summary_source": source})
-
-
-def _keep_unkept(session: RunSession, ctx: Context) -> None:
-    """Keep the rounds of a run scored before runs were kept (it has no run id) before a new step replaces them."""
-    state = session.state
-    if state.get("run_id") or not state.get("iterations"):
-        return
-    values = {**state, "summary": (state.get("summary") or {}).get("text", "")}
-    _keep(session, new_run_id("ui"), _record(values, ctx, state.get("stop_reason") or PAUSED))
 
 
 def run_corrections(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -261,20 +212,26 @@ def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summ
     """Run the thread on through one step (``given_summary``: the user's own, instead of the summarizer's)."""
     ctx = session.context()
     given_summary = given_summary.strip()
+    state = session.state
     if step != "refine":  # a scoring starts a run of its own; the steps before it have none yet
-        _keep_unkept(session, ctx)
+        if not state.get("run_id") and state.get("iterations"):  # scored before runs were kept: keep it first
+            values = {**state, "summary": (state.get("summary") or {}).get("text", "")}
+            _keep(session, new_run_id("ui"), _record(values, ctx, state.get("stop_reason") or PAUSED))
         session.update(run_id=new_run_id("ui") if step == "score" else None)
     if step == "summary":
         session.update(summary_given=bool(given_summary))
     with _refine_graph(session) as graph:
-        thread = session.state.get("thread")
+        thread = state.get("thread")
         start: Any = None
         if thread and step == "refine":
             start = graph.get_state(_thread_config(thread, ctx))
-        elif thread and step in ("summary", "score"):
-            start = _checkpoint_before(
-                graph, _thread_config(thread, ctx), "summarize" if step == "summary" else "factscore"
-            )
+        elif thread and step in (
+            "summary",
+            "score",
+        ):  # the newest checkpoint before the step, none scored yet
+            node = "summarize" if step == "summary" else "factscore"
+            history = graph.get_state_history(_thread_config(thread, ctx))
+            start = next((s for s in history if s.next == (node,) and not s.values.get("iterations")), None)
         if step == "refine" and (start is None or not start.next):
             raise StepRefused("No refinement loop to continue: compute the factuality score again.")
         if given_summary and start is not None:  # paused before summarize: the user's summary is its update
@@ -287,15 +244,25 @@ def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summ
             session.update(thread=thread)
             graph_input = {
                 "document": (session.rd.root / DOCUMENT_FILE).read_text(encoding="utf-8"),
-                "title": session.state["title"],
+                "title": state["title"],
             }
             if given_summary:  # the refine graph skips summarize when its input has a summary
                 graph_input["summary"] = given_summary
         config = _thread_config(str(thread), ctx)
         begin = {**config, "configurable": dict(start.config["configurable"])} if start else config
-        try:
-            _advance(graph, graph_input, begin, config, ctx, STOPS[step], on_progress)
+        try:  # on until the thread pauses before the step's stop, or ends
+            while True:
+                # subgraphs=True: the nodes that emit progress run inside the index, summarize and factscore graphs
+                for _, chunk in graph.stream(
+                    graph_input, config=begin, context=ctx, stream_mode="custom", subgraphs=True
+                ):
+                    if isinstance(chunk, dict) and "progress" in chunk:
+                        on_progress(chunk["progress"])
+                following = graph.get_state(config).next
+                if not following or STOPS[step] in following:
+                    break
+                graph_input, begin = None, config
         finally:
             _mirror(session, graph, config, ctx)
-    if step == "summary" and not (session.state.get("summary") or {}).get("text"):
+    if step == "summary" and not (state.get("summary") or {}).get("text"):
         raise ValueError("The summarizer returned an empty summary; try again or choose another model.")
