@@ -25,6 +25,12 @@ FIELDS = Context.model_fields
 SHORT = {"model": "-m", "concurrency": "-j", "metrics": "--metric"}
 SET_PARAM = "set_values"
 
+
+def flag_option(decl: str, help: str, panel: str | None = None, *more: str) -> Any:
+    """``Annotated[bool, typer.Option(...)]``: an on/off option, off unless given."""
+    return Annotated[bool, typer.Option(decl, *more, help=f"{help} Default: off.", rich_help_panel=panel)]
+
+
 PANELS: dict[str, tuple[str, ...]] = {
     "Model": (
         *("model", "extractor_model", "summarizer_model", "decomposer_model", "judge_model", "refiner_model"),
@@ -160,17 +166,11 @@ def with_settings(
     typer sees them in place of its keyword-only ``settings: Settings``. Given ``body``, the command lends only its
     parameters and help: calling it calls ``body(settings=..., **the rest)``.
     """
-    unknown = [name for name in names if name not in FIELDS]
-    if unknown:
-        raise ValueError(f"not Context fields: {unknown}")
     keyword = inspect.Parameter.KEYWORD_ONLY
 
     def decorate(command: Callable[..., Any]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "settings"]
-        clash = {p.name for p in own} & {*names, SET_PARAM}
-        if clash:
-            raise ValueError(f"{command.__name__} already has parameters {sorted(clash)}")
         added = [
             inspect.Parameter(key, keyword, annotation=hint, default=value)
             for key, (hint, value) in (extra or {}).items()
@@ -206,12 +206,7 @@ def _panel(parameter: inspect.Parameter) -> str | None:
 
 def _by_panel(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
     """Arguments first, in order; then the options in ``PANELS`` order (typer draws panels as it meets them)."""
-    order = [None, *PANELS]
-    required = [p for p in parameters if p.default is inspect.Parameter.empty]
-    options = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in parameters
-        if p.default is not inspect.Parameter.empty
-    ]
-    rank = {name: i for i, name in enumerate(order)}
-    return [*required, *sorted(options, key=lambda p: rank.get(_panel(p), len(order)))]
+    empty = inspect.Parameter.empty
+    rank = {panel: i for i, panel in enumerate([None, *PANELS])}
+    ordered = sorted(parameters, key=lambda p: (p.default is not empty, rank.get(_panel(p), len(rank))))
+    return [p if p.default is empty else p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in ordered]

@@ -37,7 +37,7 @@ from storyjudge.apps.cli.common import (
     run_log,
     stream_graph,
 )
-from storyjudge.apps.cli.options import Settings, with_settings
+from storyjudge.apps.cli.options import Settings, flag_option, with_settings
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.keptruns import new_run_id
@@ -108,42 +108,23 @@ class GraphCommand:
     estimate: Callable[[Job, Context], dict[str, Any]] | None = None  # --dry-run: what a run would take
 
 
-JsonOpt = Annotated[
-    bool,
-    typer.Option(
-        "--json",
-        help="Print the result record alone on standard output, as JSON (tables and progress go to standard "
-        "error). Default: off.",
-        rich_help_panel="Output",
-    ),
-]
-DryRunOpt = Annotated[
-    bool,
-    typer.Option(
-        "--dry-run",
-        help="Estimate the fewest and the most LLM calls, tokens and cost the run can take, from the text and "
-        "the settings; call no model and write nothing. Default: off.",
-        rich_help_panel="Operation",
-    ),
-]
-ResumeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--resume",
-        help="Continue the interrupted run in --run-dir (checkpoints and LLM cache). Default: off.",
-        rich_help_panel="Operation",
-    ),
-]
-
-
-YesOpt = Annotated[
-    bool,
-    typer.Option(
-        "--yes",
-        help="Go on with an input far larger than its kind usually is (a summary of over "
-        "20,000 tokens). Default: off.",
-    ),
-]
+JsonOpt = flag_option(
+    "--json",
+    "Print the result record alone on standard output, as JSON (tables and progress go to standard error).",
+    "Output",
+)
+DryRunOpt = flag_option(
+    "--dry-run",
+    "Estimate the fewest and the most LLM calls, tokens and cost the run can take, from the text and the "
+    "settings; call no model and write nothing.",
+    "Operation",
+)
+ResumeOpt = flag_option(
+    "--resume", "Continue the interrupted run in --run-dir (checkpoints and LLM cache).", "Operation"
+)
+YesOpt = flag_option(
+    "--yes", "Go on with an input far larger than its kind usually is (a summary of over 20,000 tokens)."
+)
 SUMMARY_TOKENS = 20_000
 """Tokens of the longest summary scored without --yes: book summaries are a few thousand."""
 
@@ -215,7 +196,13 @@ def run_graph(
     rd: RunDir | None = None
     if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
         rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allowed)
-    servers_ok = partial(_check_server, ctx, roles)
+
+    def servers_ok() -> (
+        None
+    ):  # a dead server, a refused key, an unknown model: named now, not after the index
+        with failing(ConfigError):
+            check_server(ctx, {resolve_spec(ctx, role) for role in roles})
+
     if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
         servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
     if rd is not None:  # claim and lock it for this document, beside the runs of other kinds
@@ -246,12 +233,6 @@ def run_graph(
             f"space there, or choose another --run-dir / --cache-dir. {_kept(command, ctx, rd)}"
         )
     command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
-
-
-def _check_server(ctx: Context, roles: tuple[str, ...]) -> None:
-    """A dead server, a refused key, an unknown model: named now, not after the embedder and the index."""
-    with failing(ConfigError):
-        check_server(ctx, {resolve_spec(ctx, role) for role in roles})
 
 
 def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
