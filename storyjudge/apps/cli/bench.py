@@ -19,24 +19,6 @@ PARTS = ("latency", "summarize", "checkpoint", "startup", "embedding")
 """The parts of ``eval.bench.run`` (named here too: that module is importable only from a source checkout)."""
 
 
-def _checkout_root() -> Path:
-    """The repository the installed ``eval`` package lives in (the benchmarks need its ``examples/`` too)."""
-    import eval as eval_package
-
-    # the editable install may expose ``eval`` without a __file__; its search path is always there
-    root = Path(next(iter(eval_package.__path__))).resolve().parent
-    if not (
-        (root / "eval" / "bench" / "run.py").is_file() and (root / "examples" / "frankenstein.txt").is_file()
-    ):
-        fail(
-            f"storyjudge bench needs a source checkout with eval/bench/ and examples/ (looked in {root}); "
-            "run it from a clone of the repository."
-        )
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return root
-
-
 @app.command("bench")
 def bench_command(
     latency: Annotated[float, typer.Option(help="Seconds the scripted server waits per call.")] = 0.3,
@@ -66,7 +48,19 @@ def bench_command(
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
         fail(f"unknown part(s) {unknown} in --skip; choose from {', '.join(PARTS)}.")
-    _checkout_root()
+    import eval as eval_package
+
+    # the repository the installed ``eval`` lives in (its __path__: an editable install may give no __file__)
+    root = Path(next(iter(eval_package.__path__))).resolve().parent
+    if not (
+        (root / "eval" / "bench" / "run.py").is_file() and (root / "examples" / "frankenstein.txt").is_file()
+    ):
+        fail(
+            f"storyjudge bench needs a source checkout with eval/bench/ and examples/ (looked in {root}); "
+            "run it from a clone of the repository."
+        )
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     from eval.bench.run import run
 
     console.print("The benchmark takes minutes; the machine should be otherwise idle.")

@@ -8,9 +8,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from storyjudge.apps.cli.common import console, fail, read_text_file, say, write_out
+from storyjudge.apps.cli.common import console, fail, read_text_file, say, text_table, write_out
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import check_verdict, describe, describe_card
@@ -77,30 +76,26 @@ def record(final: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def _prompt_line(result: dict[str, Any]) -> str:
-    prompt = result.get("prompt") or {}
-    mode = result["mode"] + (" (the paper's setting)" if result["mode"] == "per-sentence" else "")
-    used = f"prompt {prompt.get('name', '?')} v{prompt.get('version', '?')} sha256 {prompt.get('sha256', '')[:12]}"
-    return f"{mode}; {used}; model {result['model']}"
-
-
 def _print(result: dict[str, Any]) -> None:
     summaries = result["summaries"]
     many = len(summaries) > 1
     given = result.get("sentences_given", 0)
     split = result.get("sentence_splitter", "?") if not given else f"sentences given for {given}"
-    table = Table(title=f"BooookScore, split: {split}", caption=_prompt_line(result), header_style="bold")
-    for column in ("summary", "score", "coverage", "sentences", "confused", "unparsed"):
-        table.add_column(column)
-    for s in summaries:
-        score = describe(s["score"], None, s.get("reliable"))
-        counts = (s["sentences"], s["confused"], s["unparsed"] + s.get("missing", 0))
-        table.add_row(escape(s["id"]), score, f"{s.get('coverage', 0.0):.0%}", *map(str, counts))
-    console.print(table)
+    prompt = result.get("prompt") or {}
+    mode = result["mode"] + (" (the paper's setting)" if result["mode"] == "per-sentence" else "")
+    used = f"prompt {prompt.get('name', '?')} v{prompt.get('version', '?')} sha256 {prompt.get('sha256', '')[:12]}"
+    rows = (
+        (
+            escape(s["id"]),
+            describe(s["score"], None, s.get("reliable")),
+            f"{s.get('coverage', 0.0):.0%}",
+            *map(str, (s["sentences"], s["confused"], s["unparsed"] + s.get("missing", 0))),
+        )
+        for s in summaries
+    )
+    columns = ("summary", "score", "coverage", "sentences", "confused", "unparsed")
+    caption = f"{mode}; {used}; model {result['model']}"
+    console.print(text_table(f"BooookScore, split: {split}", columns, rows, caption=caption))
     floor = result.get("coverage_floor", 0.0)
     if many:
         boot = result["bootstrap"]
@@ -205,15 +200,7 @@ def _score_line(result: dict[str, Any]) -> str:
 
 SETTINGS = (
     *run_settings("coherence"),
-    *(
-        "batched_coherence",
-        "sentence_splitter",
-        "repeated_sentences",
-        "coverage_floor",
-        "planted_sentences",
-        "max_false_acceptance",
-    ),
+    *("batched_coherence", "sentence_splitter", "repeated_sentences", "coverage_floor", "planted_sentences"),
+    "max_false_acceptance",
 )
-
-
 add_graph_command(GraphCommand("coherence", ("coherence",), SETTINGS, _read, _write, run_dir=False))

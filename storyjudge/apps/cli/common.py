@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from storyjudge.apps.cli import stages
-from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.context import Context
 from storyjudge.core.models import describe_models, is_local
 
 if TYPE_CHECKING:
@@ -74,9 +74,8 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
         else ""
     )
     wall = estimate.get("wall_seconds")
-    if wall:
-        for basis in wall.get("basis", []):
-            say(f"  wall time: {basis}")
+    for basis in (wall or {}).get("basis", []):
+        say(f"  wall time: {basis}")
     took = f"; wall time of the calls {_duration(wall['low'])} to {_duration(wall['high'])}" if wall else ""
     print_result(
         f"Dry run, no model called: {span('calls')} LLM calls, {span('input_tokens', _tokens)} input / "
@@ -134,12 +133,6 @@ def write_out(path: Path, text: str) -> None:
         fail(f"Cannot write {path}: {exc.strerror}; choose another --out path.")
 
 
-def make_context(**given: Any) -> Context:
-    """A Context from CLI settings (None: not given): given ones win over env vars and defaults."""
-    with failing(ConfigError):
-        return Context(**{name: value for name, value in given.items() if value is not None})
-
-
 def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
     """Say which model each role uses (one line when they all use one), and that the embedded one is demo grade."""
     rows = [row for row in describe_models(ctx) if roles is None or row[0] in roles]
@@ -171,8 +164,6 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
             )
         if path.is_dir():
             fail(f"{path} is a directory; give the path of a {what} file inside it.")
-        if path.is_file() and path.stat().st_size > MAX_DOCUMENT_BYTES:  # refused before it is read
-            fail(f"{what} file {path} is over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
         try:
             with path.open("rb") as stream:  # a pipe or a device: at most one byte past the limit
                 raw = stream.read(MAX_DOCUMENT_BYTES + 1)

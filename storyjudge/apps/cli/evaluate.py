@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
 from storyjudge.apps.cli import COMMANDS, app
@@ -128,26 +127,20 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
     """The cells side by side (a column each, scores with their 95% intervals), then the paired differences."""
     from storyjudge.core.intervals import interval_text, signed_text
 
+    def cell(line: dict[str, Any], key: str) -> str:
+        if f"{key}_ci95" in line and isinstance(line.get(key), float | None):
+            return interval_text(line.get(key), line[f"{key}_ci95"])
+        return _fmt(line.get(key))
+
     number: dict[str, str] = {}
     for task in dict.fromkeys(str(line.get("task")) for line in table_rows):
         lines = [line for line in table_rows if str(line.get("task")) == task]
-        table = Table(title=f"{task} cells (means over items, 95% bootstrap interval)", header_style="bold")
-        table.add_column("")
-        for n, line in enumerate(lines, start=1):
-            number[str(line["cell"])] = f"cell {n}"
-            table.add_column(f"cell {n}", overflow="fold")
-        for key in ("cell", "dataset", "model", "strategy", "chunk_size", "loop"):
-            table.add_row(key, *(_fmt(line.get(key)) for line in lines))
-        for key in SUMMARY_COLUMNS.get(task, ()):
-            if not any(key in line for line in lines):
-                continue
-            with_ci = [f"{key}_ci95" in line and isinstance(line.get(key), float | None) for line in lines]
-            cells = [
-                interval_text(line.get(key), line[f"{key}_ci95"]) if ci else _fmt(line.get(key))
-                for line, ci in zip(lines, with_ci, strict=True)
-            ]
-            table.add_row(key, *cells)
-        out.print(table)
+        names = [f"cell {n}" for n in range(1, len(lines) + 1)]
+        number |= {str(line["cell"]): name for line, name in zip(lines, names, strict=True)}
+        scores = [key for key in SUMMARY_COLUMNS.get(task, ()) if any(key in line for line in lines)]
+        keys = ("cell", "dataset", "model", "strategy", "chunk_size", "loop", *scores)
+        rows = ([key, *(cell(line, key) for line in lines)] for key in keys)
+        out.print(text_table(f"{task} cells (means over items, 95% bootstrap interval)", ["", *names], rows))
     if diffs:
         rows = []
         for diff in diffs:
@@ -232,8 +225,7 @@ def _run(
 
     if executor == "dask":  # every worker must find the same directory (a shared file system)
         config.out_dir = Path(config.out_dir).resolve()
-    first_ctx = cell_context(config, cells(config)[0], config.out_dir)
-    print_models(first_ctx)
+    print_models(cell_context(config, cells(config)[0], config.out_dir))
     if dry_run:
         from eval.estimate import estimate
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, get_origin
 
 import typer
 
-from storyjudge.core.context import Context
+from storyjudge.core.context import ConfigError, Context
 
 FIELDS = Context.model_fields
 # other names of an option: a letter where it cannot be mistaken for another setting, a singular
@@ -149,9 +149,10 @@ class Settings:
 
     def context(self, **defaults: Any) -> Context:
         """The run's Context: given settings win over ``defaults``, which win over env vars and field defaults."""
-        from storyjudge.apps.cli.common import make_context
+        from storyjudge.apps.cli.common import failing
 
-        return make_context(**{**defaults, **self.values()})
+        with failing(ConfigError):
+            return Context(**{**defaults, **self.values()})
 
 
 def with_settings(

@@ -348,10 +348,7 @@ def _stream(
     """The graph's final state: streamed anew, resumed, or a finished run's (``servers_ok``: given on a resume)."""
     resume = servers_ok is not None
     servers_ok = servers_ok or (lambda: None)
-    config: dict[str, Any] = {}
-    limit = command.max_concurrency(ctx)
-    if limit is not None:
-        config["max_concurrency"] = limit
+    config: dict[str, Any] = {"max_concurrency": command.max_concurrency(ctx)}  # None: no limit
     if not command.checkpointed or rd is None:
         return dict(stream_graph(_build(command), job.graph_input, ctx, config) or {})
     from langgraph.checkpoint.sqlite import SqliteSaver
