@@ -170,11 +170,10 @@ def main(
 
 
 def entry() -> None:
-    """The ``storyjudge`` program: the app, then an exit that skips tearing down the interpreter's modules.
+    """The ``storyjudge`` program, exiting without tearing down the interpreter's modules.
 
-    Finalizing the ~2,000 modules LangChain, LangGraph and the OpenAI SDK load takes 0.6-0.9 s after every
-    command. The atexit handlers still run and the streams are flushed; a Chroma store opened in the process
-    (which may write its index as it is torn down) keeps the ordinary exit.
+    That teardown takes 0.6-0.9 s; atexit handlers still run, streams are flushed, and a Chroma store (which may
+    write as it is torn down) keeps the ordinary exit.
     """
     import atexit
     import contextlib

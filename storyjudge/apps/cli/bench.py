@@ -1,8 +1,4 @@
-"""``storyjudge bench``: the performance goals measured by ``eval/bench``, written to ``eval/bench/RESULTS.md``.
-
-The benchmarks read the bundled examples and run ``eval/bench`` scripts as processes, so they run from a
-source checkout.
-"""
+"""``storyjudge bench``: the performance goals measured by ``eval/bench``; needs a source checkout."""
 
 from __future__ import annotations
 

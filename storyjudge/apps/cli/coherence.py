@@ -29,10 +29,7 @@ LINE_FORM = '{"id": ..., "summary": ...}'
 
 
 def read_summaries(path: Path) -> dict[str, Any]:
-    """The graph input: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
-
-    A JSONL line may add ``"sentences"``: the summary already split, scored sentence by sentence as given.
-    """
+    """The graph input: one summary, or JSONL {"id", "summary"} lines (``"sentences"``: already split)."""
     text, _ = read_text_file(path, "summary")
     first = text.lstrip()[:1]
     if path.suffix.lower() != ".jsonl" and first != "{":
@@ -57,23 +54,6 @@ def read_summaries(path: Path) -> dict[str, Any]:
     if not summaries:
         fail(f"{path} holds no summaries; give one {LINE_FORM} object per line.")
     return {"summaries": summaries}
-
-
-def record(final: dict[str, Any]) -> dict[str, Any]:
-    """The --out JSON: scores, per summary every sentence's annotation with its raw answer, usage."""
-    coherence = dict(final["coherence"])
-    by_summary: dict[str, list[dict[str, Any]]] = {}
-    for ann in sorted(final.get("annotations", []), key=lambda a: (a["summary_id"], a["index"])):
-        entry = {k: v for k, v in ann.items() if k not in ("run", "summary_id")}
-        by_summary.setdefault(ann["summary_id"], []).append(entry)
-    summaries = [{**s, "annotations": by_summary.get(s["id"], [])} for s in coherence.pop("summaries")]
-    return {
-        **coherence,
-        "summaries": summaries,
-        "usage": final.get("usage", {}),
-        "usage_totals": totals(final.get("usage")),
-        "timings": final.get("timings", {}),
-    }
 
 
 def _print(result: dict[str, Any]) -> None:
@@ -177,25 +157,35 @@ def _read(
 
 
 def _write(run: Run) -> None:
-    result = record(run.final)
-    result["settings"] = {
-        key: getattr(run.ctx, key) for key in ("preset", "preset_applied", "prompt_dir", "temperature")
+    """The result record (``--out``): scores, every sentence's annotation with its raw answer, usage, settings."""
+    final = run.final
+    coherence = dict(final["coherence"])
+    by_summary: dict[str, list[dict[str, Any]]] = {}
+    for ann in sorted(final.get("annotations", []), key=lambda a: (a["summary_id"], a["index"])):
+        entry = {k: v for k, v in ann.items() if k not in ("run", "summary_id")}
+        by_summary.setdefault(ann["summary_id"], []).append(entry)
+    summaries = [{**s, "annotations": by_summary.get(s["id"], [])} for s in coherence.pop("summaries")]
+    result = {
+        **coherence,
+        "summaries": summaries,
+        "usage": final.get("usage", {}),
+        "usage_totals": totals(final.get("usage")),
+        "timings": final.get("timings", {}),
+        "settings": {
+            key: getattr(run.ctx, key) for key in ("preset", "preset_applied", "prompt_dir", "temperature")
+        },
     }
     _print(result)
     out_path: Path | None = run.job.extra["out"]
     if out_path is not None:
         write_out(out_path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         console.print(f"Wrote {out_path}", markup=False)
-    run.show(result, _score_line(result))
-
-
-def _score_line(result: dict[str, Any]) -> str:
-    """The result in one line: the summary's BooookScore, or the system score of many."""
-    if len(result["summaries"]) == 1:
-        one = result["summaries"][0]
-        return f"BooookScore {describe_card(one)}"
-    score = describe(result["system_score"], result.get("coverage"), result.get("reliable"))
-    return f"BooookScore (system) {score} over {len(result['summaries'])} summaries"
+    if len(summaries) == 1:
+        line = f"BooookScore {describe_card(summaries[0])}"
+    else:
+        score = describe(result["system_score"], result.get("coverage"), result.get("reliable"))
+        line = f"BooookScore (system) {score} over {len(summaries)} summaries"
+    run.show(result, line)
 
 
 SETTINGS = (

@@ -202,10 +202,9 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
 
 @contextmanager
 def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None]]:
-    """Yields a handler of the graphs' progress events ``(event, namespace)``.
+    """A handler of progress events: rich bars on a terminal, else plain lines (``STORYJUDGE_PROGRESS``: 1, 0).
 
-    Rich bars on a terminal (or with ``STORYJUDGE_PROGRESS=1``), plain lines otherwise, none with
-    ``STORYJUDGE_PROGRESS=0``. A heartbeat thread lets the tracker speak after a silence.
+    A heartbeat thread lets the tracker speak after a silence.
     """
     import threading
 
@@ -253,8 +252,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def cancel_on_ctrl_c(message: str) -> Iterator[None]:
     """Ctrl-C or SIGTERM cancels every LLM call not yet sent, then exits 130 (143 after SIGTERM).
 
-    The first signal sets the cancellation event (so worker threads fail fast) and raises ``KeyboardInterrupt``;
-    after ``STOP_GRACE_SECONDS``, or on a second signal, the process prints ``message`` and exits at once.
+    ``message`` is printed ``STOP_GRACE_SECONDS`` after the first signal, or at a second one, then the exit.
     """
     import threading
 

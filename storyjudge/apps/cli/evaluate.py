@@ -177,15 +177,6 @@ def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]
     return notes
 
 
-def _roles(config: Any) -> tuple[str, ...]:
-    roles = ["extractor", "decomposer", "judge"]
-    if config.task == "refine":
-        roles += ["summarizer", "refiner"]
-    if "coherence" in config.metrics:
-        roles.append("coherence")
-    return tuple(roles)
-
-
 EXECUTORS = ("local", "dask")
 
 
@@ -211,14 +202,7 @@ def _executor(config: Any, name: str, scheduler: str) -> Any:
         fail(f"cannot reach the Dask scheduler at {scheduler}: {exc}. Check --scheduler.")
 
 
-def _run(
-    config: Any,
-    *,
-    dry_run: bool,
-    print_agreement: bool = False,
-    executor: str = "local",
-    scheduler: str = "",
-) -> None:
+def _run(config: Any, *, dry_run: bool, print_agreement: bool, executor: str, scheduler: str) -> None:
     from eval.grid import cell_context, cells
     from storyjudge.core.models import resolve_spec
     from storyjudge.core.servercheck import check_server
@@ -230,27 +214,28 @@ def _run(
         from eval.estimate import estimate
 
         with failing(ValueError):  # a dataset file that does not read
-            estimated = estimate(config)
-        _print_estimate(estimated)
+            _print_estimate(estimate(config))
         return
     # the servers first, before the runner's imports (the graphs, the metrics): a dead one is named at once
+    roles = ["extractor", "decomposer", "judge"]
+    if config.task == "refine":
+        roles += ["summarizer", "refiner"]
+    if "coherence" in config.metrics:
+        roles.append("coherence")
     looked_at: set[tuple[str, ...]] = set()  # each server once, before any item
     for cell in cells(config):
         ctx = cell_context(config, cell, config.out_dir)
-        specs = {resolve_spec(ctx, role) for role in _roles(config)}
+        specs = {resolve_spec(ctx, role) for role in roles}
         with failing(ConfigError):
-            require_models(ctx, _roles(config))
+            require_models(ctx, roles)
             if (ctx.base_url, *sorted(specs)) not in looked_at:
                 looked_at.add((ctx.base_url, *sorted(specs)))
                 check_server(ctx, specs)
     from eval.runner import Experiment, finish
 
     experiment = Experiment(config)
-    planned = len(experiment.plan())
-    console.print(
-        f"Experiment {config.name}: {len(cells(config))} cell(s), {planned} item run(s) -> {config.out_dir}",
-        markup=False,
-    )
+    planned = f"{len(cells(config))} cell(s), {len(experiment.plan())} item run(s)"
+    console.print(f"Experiment {config.name}: {planned} -> {config.out_dir}", markup=False)
 
     def on_row(row: dict[str, Any], done: int, total: int) -> None:
         status = (

@@ -1,7 +1,4 @@
-"""``storyjudge index``: segment a narrative, extract its Character Knowledge Graph and index its scenes.
-
-Running it again on an unchanged document reuses the cached LLM answers and the complete collections.
-"""
+"""``storyjudge index``: scenes, Character Knowledge Graph and scene index; a rerun reuses cached answers."""
 
 from __future__ import annotations
 

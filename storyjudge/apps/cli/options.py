@@ -1,10 +1,7 @@
 """Command-line options made from the ``Context`` fields they set: one flag per field, the same in every command.
 
-``@with_settings("ckg_samples", ...)`` gives a command an option per named field (its name with dashes, its help
-and default from the field, its --help panel from ``PANELS``) plus ``--set FIELD=VALUE`` for every other field,
-and hands the command one ``Settings`` value. Typer reads options only from a callback's signature and has no
-public way to add parameters made from a model, so the command gets a PEP 362 ``__signature__``; typer itself is
-not patched. Choices (``Literal`` fields) are text options, so that a wrong one is the Context's one-line error.
+Typer reads options only from a callback's signature, so ``with_settings`` gives the command a PEP 362
+``__signature__``. Choices (``Literal`` fields) are text options: a wrong one is the Context's one-line error.
 """
 
 from __future__ import annotations
@@ -161,11 +158,9 @@ def with_settings(
     extra: dict[str, tuple[Any, Any]] | None = None,
     body: Callable[..., None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., None]]:
-    """Add an option per Context field in ``names`` (and ``--set``, unless ``other_settings`` is off) to a command.
+    """Give a command an option per Context field in ``names``, the ``extra`` options (name: (type, default)), --set.
 
-    Its own parameters come first, then the ``extra`` options (name: (annotation, default)), then the settings';
-    typer sees them in place of its keyword-only ``settings: Settings``. Given ``body``, the command lends only its
-    parameters and help: calling it calls ``body(settings=..., **the rest)``.
+    Typer sees them in place of its ``settings: Settings``; given ``body``, calling the command calls ``body``.
     """
     keyword = inspect.Parameter.KEYWORD_ONLY
 

@@ -89,10 +89,7 @@ def _outcome(it: dict[str, Any], best: int | None) -> str:
 
 
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
-    """One row per round (0: the first summary, n: the n-th refinement), within 80 columns.
-
-    No cell is cut: every column is at least as wide as its longest word, so rich wraps a long cell at a space.
-    """
+    """One row per round, within 80 columns; a column is as wide as its longest word, so no cell is cut."""
     table = Table(
         title="NarrativeFactScore per round",
         header_style="bold",
@@ -259,10 +256,7 @@ def embedded_model_note(ctx: Context, final: dict[str, Any], source: Path | None
 
 
 def _restore_own_record(rd: RunDir) -> None:
-    """Put a finished refine run's own record (kept in ``runs/<thread>/``) back on top of the story's folder.
-
-    A run of another kind may have written the story's ``result.json`` since it finished.
-    """
+    """A finished refine run's own record back on top of the story's folder (another kind may have replaced it)."""
     try:
         on_top = json.loads(rd.result.read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):
@@ -273,10 +267,7 @@ def _restore_own_record(rd: RunDir) -> None:
 
 
 def _keep(rd: RunDir, kind: str, summary: str, record: dict[str, Any]) -> bool:
-    """Write the summary and report.html, and keep the run beside the story's earlier ones (``runs/<thread>/``).
-
-    A later run never replaces a kept one. Returns whether the story's report.html was written.
-    """
+    """Write the summary and report.html and keep the run in ``runs/<thread>/``; whether the report was written."""
     rd.summary.write_text(summary.rstrip("\n") + "\n", encoding="utf-8")
     report = _write_report(rd)
     run_id = str(rd.read_meta().get(f"{kind}_thread") or new_run_id(kind))

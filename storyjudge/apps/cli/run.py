@@ -1,10 +1,6 @@
-"""The one way a command runs a graph.
+"""The one way a command runs a graph: a ``GraphCommand`` says how to read its input and write its outputs.
 
-A command is a ``GraphCommand``: its graph, model roles, settings, how its input is read (the reader's
-parameters are the command's arguments) and how its outputs are written. ``run_graph`` checks everything that
-can be checked before anything is written: the input, every setting and model spec, the run directory (read
-only), the model server (a resume looks once it knows the run is not finished); then it claims the run
-directory, streams the graph (from its checkpoint on --resume) and hands the final state to the writer.
+``run_graph`` checks everything it can (input, settings, models, run directory, server) before it writes anything.
 """
 
 from __future__ import annotations
@@ -197,9 +193,8 @@ def run_graph(
     if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
         rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allowed)
 
-    def servers_ok() -> (
-        None
-    ):  # a dead server, a refused key, an unknown model: named now, not after the index
+    def servers_ok() -> None:
+        """A dead server, a refused key, an unknown model: named now, not after the index."""
         with failing(ConfigError):
             check_server(ctx, {resolve_spec(ctx, role) for role in roles})
 
@@ -236,10 +231,7 @@ def run_graph(
 
 
 def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
-    """Refuse a summary longer than the context window, or (without --yes) far longer than summaries are.
-
-    Every prompt about it holds it whole, one per sentence: the cost grows with the square of its length.
-    """
+    """Refuse a summary over the context window, or (without --yes) far longer than summaries (cost: its square)."""
     given = job.graph_input
     texts = [("summary", given["summary"])] if isinstance(given.get("summary"), str) else []
     texts += [(f"summary {item['id']!r}", item["summary"]) for item in given.get("summaries") or []]
@@ -297,12 +289,15 @@ def _using(rd: RunDir) -> Iterator[None]:
 
 
 def _check_checkpoints(rd: RunDir) -> None:
-    """Refuse, before anything is written, a checkpoints file that is not a sound checkpoint database.
-
-    Not SQLite, corrupt pages, or tables of another layout than the installed checkpointer creates.
-    """
+    """Refuse a checkpoints file that is not SQLite, is corrupt, or has another layout than the installed one."""
     if not rd.checkpoints.exists():
         return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with closing(sqlite3.connect(":memory:", check_same_thread=False)) as conn:  # the installed layout
+        SqliteSaver(conn).setup()
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        layout = {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
     problem = ""
     try:
         with closing(sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)) as conn:
@@ -310,7 +305,7 @@ def _check_checkpoints(rd: RunDir) -> None:
             if found and found[0] != "ok":
                 problem = "it is corrupt: " + " ".join(str(found[0]).split())
             else:
-                for table, columns in _checkpoint_columns().items():
+                for table, columns in layout.items():
                     have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                     if have and not columns <= have:
                         problem = f"its {table} table has another layout, from another LangGraph version"
@@ -322,16 +317,6 @@ def _check_checkpoints(rd: RunDir) -> None:
             f"{rd.checkpoints} is not a checkpoint database this version can read ({problem}); remove it to "
             "start the run anew, or choose another --run-dir."
         )
-
-
-def _checkpoint_columns() -> dict[str, set[str]]:
-    """The tables and columns the installed SQLite checkpointer creates (set up in memory, asked)."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    with closing(sqlite3.connect(":memory:", check_same_thread=False)) as conn:
-        SqliteSaver(conn).setup()
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:

@@ -1,8 +1,6 @@
 """Live progress of a graph's stages, fed by the progress events its nodes emit (``storyjudge.core.progress``).
 
-A stage that runs again (the next round's decomposition, a new call of a subgraph) starts anew, labelled with
-the refine loop's round as the run's tables number it. Rich bars on a terminal; plain lines otherwise (a log
-file, CI): a stage's start and finish, and between them at most one every ``PLAIN_EVERY`` seconds.
+A stage that runs again starts anew, labelled with the refine loop's round; rich bars or plain lines.
 """
 
 from __future__ import annotations
@@ -114,10 +112,9 @@ class StageTracker:
 
     @staticmethod
     def _new_round(stage: Stage, namespace: tuple[str, ...], total: int | None, advance: int) -> bool:
-        """Another call of the subgraph holding the stage, or a finished stage given a size again.
+        """Another call of the stage's subgraph, or a finished stage sized again at most at its count.
 
-        A finished stage whose new size exceeds what it did is growing, not restarting (the summarizer adds a
-        level); one sized again at most at its count is the same work once more (one refine call per round).
+        A new size above its count means it grows (the summarizer adds a level), not that it restarts.
         """
         if namespace != stage.namespace:
             return True
