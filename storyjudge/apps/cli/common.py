@@ -140,11 +140,10 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
         _, spec, note = rows[0]
         say(f"Models: {spec} for every role ({note})", soft_wrap=False)
     else:
-        # a spec or a URL may hold "[...]"
-        table = text_table(
-            "Models", ("role", "model", "note"), ((r, escape(s), escape(n)) for r, s, n in rows)
-        )
-        console.print(table)
+        escaped = (
+            (role, escape(spec), escape(note)) for role, spec, note in rows
+        )  # a spec or URL may hold "[...]"
+        console.print(text_table("Models", ("role", "model", "note"), escaped))
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(
             "[yellow]Using the embedded demo model: the pipeline runs offline, but its summaries and verdicts "
@@ -299,7 +298,6 @@ def run_log(rd: RunDir | None) -> Iterator[None]:
     if rd is not None:
         detail = logging.FileHandler(rd.root / "run.log", encoding="utf-8")
         detail.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        detail.setLevel(logging.INFO)
         handlers.append(detail)
     level = logger.level
     logger.setLevel(logging.INFO)
@@ -314,9 +312,7 @@ def run_log(rd: RunDir | None) -> Iterator[None]:
             handler.close()
 
 
-def stream_graph(
-    graph: Any, graph_input: dict[str, Any], ctx: Context, config: dict[str, Any] | None = None
-) -> Any:
+def stream_graph(graph: Any, graph_input: dict[str, Any] | None, ctx: Context, config: dict[str, Any]) -> Any:
     """Run a compiled graph with progress bars; returns its final state. Ctrl-C stops with a resume hint."""
     final: Any = None
     hint = (
@@ -329,7 +325,7 @@ def stream_graph(
         # with subgraphs, the progress of the stages inside them too; the final state is the top graph's
         for namespace, mode, chunk in graph.stream(
             graph_input,
-            config=config or {},
+            config=config,
             context=ctx,
             stream_mode=["custom", "values"],
             subgraphs=True,

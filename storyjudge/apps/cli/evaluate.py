@@ -139,8 +139,8 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
         number |= {str(line["cell"]): name for line, name in zip(lines, names, strict=True)}
         scores = [key for key in SUMMARY_COLUMNS.get(task, ()) if any(key in line for line in lines)]
         keys = ("cell", "dataset", "model", "strategy", "chunk_size", "loop", *scores)
-        rows = ([key, *(cell(line, key) for line in lines)] for key in keys)
-        out.print(text_table(f"{task} cells (means over items, 95% bootstrap interval)", ["", *names], rows))
+        shown = ([key, *(cell(line, key) for line in lines)] for key in keys)
+        out.print(text_table(f"{task} cells (means over items, 95% bootstrap interval)", ["", *names], shown))
     if diffs:
         rows = []
         for diff in diffs:

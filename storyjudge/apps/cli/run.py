@@ -144,9 +144,8 @@ def add_graph_command(command: GraphCommand) -> None:
     if command.estimate is not None:
         extra["dry_run"] = (DryRunOpt, False)
 
-    body = partial(run_graph, command)
-    help_line = COMMANDS[command.name][1]  # the reader lends its parameters, the listing its help
-    app.command(command.name, help=help_line)(
+    body = partial(run_graph, command)  # the reader lends its parameters, COMMANDS its help
+    app.command(command.name, help=COMMANDS[command.name][1])(
         with_settings(*command.settings, extra=extra, body=body)(command.read)
     )
 
@@ -360,7 +359,7 @@ def _stream(
                 pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
                 console.print(f"Resuming {thread} at {', '.join(pending)}", markup=False)
                 servers_ok()
-                return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
+                return dict(stream_graph(graph, None, ctx, config))
         servers_ok()
         return dict(stream_graph(graph, job.graph_input, ctx, config))
 
