@@ -9,7 +9,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -29,7 +29,6 @@ console = Console(stderr=True, emoji=False)  # ":train:" in a split name or a fi
 out = Console(emoji=False)
 
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
-_ENCODINGS = ("utf-8", "utf-16", "cp1252", "latin-1")
 DATA_RUN_CHARS = 1000
 # No word of a language written with spaces is this long; base64, hex dumps and minified data are. Scripts
 # written without spaces (Chinese, Japanese, Thai) are not ASCII, so they never match.
@@ -172,18 +171,14 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
         fail(f"{what} file {path} is empty; give a file with text in it.")
     if len(raw) > MAX_DOCUMENT_BYTES:
         fail(f"{what} file {path} is over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
-    has_bom = raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf"))
-    if b"\x00" in raw[:8192] and not has_bom:
+    utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))  # a byte-order mark; UTF-8 never starts so
+    if b"\x00" in raw[:8192] and not (utf16 or raw.startswith(b"\xef\xbb\xbf")):
         fail(f"{path} looks like a binary file, not text; give a plain-text {what} (.txt, .md or .json).")
     text, encoding = "", ""
-    for encoding in _ENCODINGS:
-        if encoding == "utf-16" and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-            continue
-        try:
+    for encoding in (*(["utf-16"] if utf16 else []), "utf-8", "cp1252", "latin-1"):
+        with suppress(UnicodeDecodeError):
             text = raw.decode("utf-8-sig" if encoding == "utf-8" else encoding)
             break
-        except UnicodeDecodeError:
-            continue
     if encoding != "utf-8":
         console.print(f"[yellow]note:[/] {escape(str(path))} is not UTF-8; decoded it as {encoding}.")
     if not text.strip():
@@ -201,10 +196,7 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
 
 @contextmanager
 def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None]]:
-    """A handler of progress events: rich bars on a terminal, else plain lines (``STORYJUDGE_PROGRESS``: 1, 0).
-
-    A heartbeat thread lets the tracker speak after a silence.
-    """
+    """A handler of progress events: rich bars on a terminal, else plain lines (``STORYJUDGE_PROGRESS``: 1, 0)."""
     import threading
 
     wanted = os.environ.get("STORYJUDGE_PROGRESS", "")
@@ -249,10 +241,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 @contextmanager
 def cancel_on_ctrl_c(message: str) -> Iterator[None]:
-    """Ctrl-C or SIGTERM cancels every LLM call not yet sent, then exits 130 (143 after SIGTERM).
-
-    ``message`` is printed ``STOP_GRACE_SECONDS`` after the first signal, or at a second one, then the exit.
-    """
+    """Ctrl-C or SIGTERM cancels the calls not yet sent, exits 130 (143); forced by a second one or the grace time."""
     import threading
 
     from storyjudge.core.concurrency import cancel

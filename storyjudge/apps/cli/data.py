@@ -57,13 +57,7 @@ def get_command(
     from eval.download import get
 
     with failing(ValueError):
-        fetched = get(
-            name,
-            split,
-            home=folder,
-            force=force,
-            say=lambda line: console.print(line, highlight=False, soft_wrap=True),
-        )
+        fetched = get(name, split, home=folder, force=force, say=say)  # a URL is text, never markup
     for note in fetched.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     ref = f"{fetched.name}:{fetched.split}"

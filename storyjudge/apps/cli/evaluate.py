@@ -1,7 +1,4 @@
-"""``storyjudge eval``: experiment grids (``eval CONFIG.yaml``), agreement with STORYSUMM labels, ROUGE on SQuALITY.
-
-Every command resumes: finished items are skipped and LLM calls are cached in the output directory.
-"""
+"""``storyjudge eval``: experiment grids, agreement with STORYSUMM labels, ROUGE on SQuALITY; every one resumes."""
 
 from __future__ import annotations
 
@@ -145,15 +142,11 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
         rows = []
         for diff in diffs:
             a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
+            words = (diff["metric"], diff["setting"], f"{diff['from']} -> {diff['to']}", diff["items"])
+            difference = signed_text(diff["difference"], diff["ci95"])
+            excludes = "yes" if diff["excludes_zero"] else "no"
             rows.append(
-                [
-                    a if a == b else f"{a} -> {b}",
-                    *(escape(str(diff[key])) for key in ("metric", "setting")),
-                    escape(f"{diff['from']} -> {diff['to']}"),
-                    str(diff["items"]),
-                    signed_text(diff["difference"], diff["ci95"]),
-                    "yes" if diff["excludes_zero"] else "no",
-                ]
+                [a if a == b else f"{a} -> {b}", *(escape(str(w)) for w in words), difference, excludes]
             )
         columns = ("cells", "metric", "setting", "from -> to", "items", "difference [95% CI over items]")
         title = "Paired differences over the same items (second minus first)"
@@ -295,15 +288,8 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     )
     sweep = (summary_level.get("threshold_sweep") or {}).get("rows") or []
     if sweep:
-        rows = [
-            [
-                f"{row['threshold']:.3f}",
-                str(row["predicted_unfaithful"]),
-                _fmt(row["balanced_accuracy"]),
-                _fmt(row["cohens_kappa"]),
-            ]
-            for row in sweep
-        ]
+        keys = ("predicted_unfaithful", "balanced_accuracy", "cohens_kappa")
+        rows = [[f"{row['threshold']:.3f}", *(_fmt(row[key]) for key in keys)] for row in sweep]
         title = "Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)"
         out.print(text_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
         out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")

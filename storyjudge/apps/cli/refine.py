@@ -132,12 +132,7 @@ def _nfs_line(card: dict[str, Any]) -> str:
     not_split = f", {missing} sentence(s) not decomposed" if missing else ""
     check = card.get("judge_check")
     judge = f"; {check['note']}" if check else ""
-    ci = card.get("score_ci95")
-    interval = (
-        f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_ci95_over')}]"
-        if ci and card_reliable(card)
-        else ""
-    )
+    interval = _interval(card.get("score_ci95"), card.get("score_ci95_over")) if card_reliable(card) else ""
     return (
         f"NarrativeFactScore {describe_card(card)}{interval}: "
         f"{card['supported']} supported, {card['unsupported']} unsupported, {card['unjudged']} unjudged of "
@@ -149,13 +144,15 @@ def _corrected_text(card: dict[str, Any]) -> str:
     """The judge-corrected estimate beside the paper's score ("" on cards without a judge check)."""
     if "score_corrected_note" not in card:
         return ""
-    value, ci = card.get("score_corrected"), card.get("score_corrected_ci95")
+    value = card.get("score_corrected")
     if value is None:
         return f"; judge-corrected NFS: none ({card['score_corrected_note']})"
-    interval = (
-        f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_corrected_ci95_over')}]" if ci else ""
-    )
+    interval = _interval(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
     return f"; judge-corrected NFS {value:.3f}{interval} ({card['score_corrected_note']})"
+
+
+def _interval(ci: list[float] | None, over: Any) -> str:
+    return f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {over}]" if ci else ""
 
 
 def _judge_line(iteration: int, card: dict[str, Any]) -> str:

@@ -1,7 +1,4 @@
-"""Live progress of a graph's stages, fed by the progress events its nodes emit (``storyjudge.core.progress``).
-
-A stage that runs again starts anew, labelled with the refine loop's round; rich bars or plain lines.
-"""
+"""Live progress of a graph's stages from the progress events its nodes emit: rich bars or plain lines."""
 
 from __future__ import annotations
 
@@ -96,10 +93,7 @@ class StageTracker:
 
     @staticmethod
     def _new_round(stage: Stage, namespace: tuple[str, ...], total: int | None, advance: int) -> bool:
-        """Another call of the stage's subgraph, or a finished stage sized again at most at its count.
-
-        A new size above its count means it grows (the summarizer adds a level), not that it restarts.
-        """
+        """Another call of the stage's subgraph, or a finished stage sized again at most at its count (not growing)."""
         if namespace != stage.namespace:
             return True
         return stage.finished and total is not None and not advance and total <= stage.done
