@@ -204,12 +204,9 @@ def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None
         yield lambda event, namespace: None
         return
     with ExitStack() as stack:
+        view: stages.BarsView | stages.PlainView = stages.PlainView(console)
         if console.is_terminal or wanted == "1":
-            view: stages.BarsView | stages.PlainView = stages.BarsView(
-                stack.enter_context(stages.bars(console))
-            )
-        else:
-            view = stages.PlainView(console)
+            view = stages.BarsView(stack.enter_context(stages.bars(console)))
         tracker = stages.StageTracker(view)
         stop = threading.Event()
 

@@ -92,11 +92,11 @@ def _fmt(value: Any) -> str:
 
 def _print_estimate(estimate: dict[str, Any]) -> None:
     total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
+    keys = ("cell", "resolved_model", "items", "calls", "input_tokens", "output_tokens")
     rows = [
         [
-            *(escape(str(row[key])) for key in ("cell", "resolved_model", "items", "calls")),
-            *(str(row[key]) for key in ("input_tokens", "output_tokens")),
-            _fmt(row["usd"]) if row["usd"] is not None else "unknown price",
+            *(escape(str(row[key])) for key in keys),
+            "unknown price" if row["usd"] is None else _fmt(row["usd"]),
         ]
         for row in [*estimate["cells"], total]
     ]

@@ -23,9 +23,9 @@ SHORT = {"model": "-m", "concurrency": "-j", "metrics": "--metric"}
 SET_PARAM = "set_values"
 
 
-def flag_option(decl: str, help: str, panel: str | None = None, *more: str) -> Any:
+def flag_option(decl: str, help: str, panel: str | None = None) -> Any:
     """``Annotated[bool, typer.Option(...)]``: an on/off option, off unless given."""
-    return Annotated[bool, typer.Option(decl, *more, help=f"{help} Default: off.", rich_help_panel=panel)]
+    return Annotated[bool, typer.Option(decl, help=f"{help} Default: off.", rich_help_panel=panel)]
 
 
 PANELS: dict[str, tuple[str, ...]] = {
