@@ -58,19 +58,16 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _default_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value) if value != [] else "none"
-
-
 def field_help(name: str) -> str:
     """An option's help: the field's description, then its default (an empty one is explained by the first)."""
     field = FIELDS[name]
     description = str(field.description)
-    if field.default == "":
+    default = field.default
+    if default == "":
         return description
-    return f"{description} Default: {_default_text(field.default)}."
+    if isinstance(default, bool):
+        default = "on" if default else "off"
+    return f"{description} Default: {default if default != [] else 'none'}."
 
 
 def setting_option(name: str) -> Any:
@@ -192,17 +189,15 @@ def with_settings(
     return decorate
 
 
-def _panel(parameter: inspect.Parameter) -> str | None:
-    for info in getattr(parameter.annotation, "__metadata__", ()):
-        panel = getattr(info, "rich_help_panel", None)
-        if panel is not None:
-            return str(panel)
-    return None
-
-
 def _by_panel(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
     """Arguments first, in order; then the options in ``PANELS`` order (typer draws panels as it meets them)."""
     empty = inspect.Parameter.empty
-    rank = {panel: i for i, panel in enumerate([None, *PANELS])}
-    ordered = sorted(parameters, key=lambda p: (p.default is not empty, rank.get(_panel(p), len(rank))))
+    order = {panel: i for i, panel in enumerate([None, *PANELS])}
+
+    def rank(parameter: inspect.Parameter) -> tuple[bool, int]:
+        infos = getattr(parameter.annotation, "__metadata__", ())
+        panel = next((info.rich_help_panel for info in infos if getattr(info, "rich_help_panel", None)), None)
+        return parameter.default is not empty, order.get(panel, len(order))
+
+    ordered = sorted(parameters, key=rank)
     return [p if p.default is empty else p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in ordered]
