@@ -22,8 +22,7 @@ def bench_command(
         int, typer.Option(help="Calls the scripted server serves at once, and the concurrency.")
     ] = 16,
     quick: Annotated[
-        bool,
-        typer.Option("--quick", help="A tenth of the coherence workload, fewer repeats. Default: off."),
+        bool, typer.Option("--quick", help="A tenth of the coherence workload, fewer repeats. Default: off.")
     ] = False,
     skip: Annotated[
         str,
@@ -33,8 +32,7 @@ def bench_command(
         ),
     ] = "",
     out_path: Annotated[
-        Path | None,
-        typer.Option("--out", help="Markdown file to write. Default: eval/bench/RESULTS.md."),
+        Path | None, typer.Option("--out", help="Markdown file to write. Default: eval/bench/RESULTS.md.")
     ] = None,
 ) -> None:
     """Measure every performance goal: latency against its bound, chains of calls, checkpoints, start-up, embedding."""

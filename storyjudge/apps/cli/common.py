@@ -310,11 +310,7 @@ def stream_graph(graph: Any, graph_input: dict[str, Any] | None, ctx: Context, c
     with cancel_on_ctrl_c(stopped), progress_bars() as handle:
         # with subgraphs, the progress of the stages inside them too; the final state is the top graph's
         for namespace, mode, chunk in graph.stream(
-            graph_input,
-            config=config,
-            context=ctx,
-            stream_mode=["custom", "values"],
-            subgraphs=True,
+            graph_input, config=config, context=ctx, stream_mode=["custom", "values"], subgraphs=True
         ):
             if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
                 handle(chunk["progress"], tuple(namespace))

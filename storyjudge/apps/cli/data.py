@@ -11,11 +11,7 @@ from rich.markup import escape
 from storyjudge.apps.cli import COMMANDS, app
 from storyjudge.apps.cli.common import console, failing, out, say
 
-data_app = typer.Typer(
-    name="data",
-    help=COMMANDS["data"][1],
-    no_args_is_help=True,
-)
+data_app = typer.Typer(name="data", help=COMMANDS["data"][1], no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
 DirOpt = Annotated[

@@ -29,12 +29,7 @@ class _ConfigFirstGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-eval_app = typer.Typer(
-    name="eval",
-    cls=_ConfigFirstGroup,
-    help=COMMANDS["eval"][1],
-    no_args_is_help=True,
-)
+eval_app = typer.Typer(name="eval", cls=_ConfigFirstGroup, help=COMMANDS["eval"][1], no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
 OutDirOpt = Annotated[
@@ -46,8 +41,7 @@ OutDirOpt = Annotated[
     ),
 ]
 LimitOpt = Annotated[
-    int | None,
-    typer.Option("--limit", "-n", help="Use only the first N items of the file. Default: all."),
+    int | None, typer.Option("--limit", "-n", help="Use only the first N items of the file. Default: all.")
 ]
 ParallelItemsOpt = Annotated[
     int,
@@ -372,8 +366,7 @@ def _storysumm(
         ),
     ],
     coherence: Annotated[
-        bool,
-        typer.Option("--coherence/--no-coherence", help="Also run BooookScore on each summary."),
+        bool, typer.Option("--coherence/--no-coherence", help="Also run BooookScore on each summary.")
     ] = False,
 ) -> list[str]:
     """Agreement of NarrativeFactScore with STORYSUMM's human labels (summary and sentence level)."""

@@ -38,8 +38,7 @@ def stats_line(final: dict[str, Any], seconds: float) -> str:
 def _read(
     file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
     title: Annotated[
-        str | None,
-        typer.Option("--title", help="Document title. Default: the file name."),
+        str | None, typer.Option("--title", help="Document title. Default: the file name.")
     ] = None,
 ) -> Job:
     text, _ = read_text_file(file)
