@@ -225,9 +225,8 @@ def _run(config: Any, *, dry_run: bool, print_agreement: bool, executor: str, sc
     console.print(f"Experiment {config.name}: {planned} -> {config.out_dir}", markup=False)
 
     def on_row(row: dict[str, Any], done: int, total: int) -> None:
-        status = (
-            row["status"] if row["status"] == "ok" else f"[red]{escape(str(row.get('error', 'error')))}[/]"
-        )
+        error = escape(str(row.get("error", "error")))
+        status = row["status"] if row["status"] == "ok" else f"[red]{error}[/]"
         usage = row["usage_totals"]
         console.print(
             f"\\[{done}/{total}] {escape(row['cell'])} {escape(str(row['item']['id']))}: {status} "

@@ -177,9 +177,8 @@ def _judge_line(iteration: int, card: dict[str, Any]) -> str:
 
 def _write_refine(run: Run) -> None:
     """Show what the finish node recorded in result.json: the best summary (``--json``: the record) on stdout."""
-    rd = run.rd
+    rd, final = run.rd, run.final
     assert rd is not None
-    final = run.final
     if not rd.result.exists():
         fail(f"The run stopped before writing {rd.result}; run the same command with --resume to finish it.")
     _restore_own_record(rd)
@@ -288,9 +287,8 @@ def _print_paths(rd: RunDir, report: bool) -> None:
 
 def _write_score(run: Run) -> None:
     """Write the score's run record (the factscore graph has no finish node); the score line on stdout."""
-    rd = run.rd
+    rd, final, summary_text = run.rd, run.final, run.job.graph_input["summary"]
     assert rd is not None
-    final, summary_text = run.final, run.job.graph_input["summary"]
     card = final["factscore"]
     iteration = {"iteration": 0, "summary": summary_text, "factscore": card, "accepted": True, "note": ""}
     if final.get("metrics"):

@@ -252,14 +252,13 @@ def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
 
 def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
     """What of a stopped run is kept, and the command that continues it."""
-    again = [arg for arg in sys.argv[1:] if arg != "--resume"]
+    again = ["storyjudge", *(arg for arg in sys.argv[1:] if arg != "--resume")]
     if command.checkpointed and rd is not None:
-        resume = shlex.join(["storyjudge", *again, "--resume"])
+        resume = shlex.join([*again, "--resume"])
         return f"Finished work is checkpointed in {rd.root}; continue with: {resume}"
     cache = ctx.cache_dir or (str(rd.root / "cache") if rd is not None else ".storyjudge/cache")
-    return f"Answers so far are cached in {cache}; the same command again continues from them: " + shlex.join(
-        ["storyjudge", *again]
-    )
+    line = shlex.join(again)
+    return f"Answers so far are cached in {cache}; the same command again continues from them: {line}"
 
 
 def _run_dir(

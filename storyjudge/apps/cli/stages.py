@@ -160,10 +160,9 @@ class BarsView:
         """A new bar, or the stage's bar reset for its next round."""
         if stage.name not in self.tasks:
             self.tasks[stage.name] = self.progress.add_task(stage.label, total=stage.total, message=message)
-        else:
-            self.progress.reset(
-                self.tasks[stage.name], total=stage.total, description=stage.label, message=message
-            )
+        self.progress.reset(
+            self.tasks[stage.name], total=stage.total, description=stage.label, message=message
+        )
 
     def advanced(self, stage: Stage, message: str) -> None:
         """The bar at the stage's count."""
@@ -191,5 +190,4 @@ def bars(console: Console) -> Progress:
         TimeRemainingColumn(),
         TextColumn("{task.fields[message]}"),
         console=console,
-        transient=False,
     )
