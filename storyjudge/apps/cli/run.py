@@ -189,8 +189,13 @@ def run_graph(
     with failing(ValueError):
         prompts.check_dir(ctx.prompt_dir)
     rd: RunDir | None = None
-    if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
-        rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allowed)
+    if command.run_dir:  # a directory the run cannot use is named (read only) before the server is asked
+        rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
+        specs = {role: resolve_spec(ctx, role) for role in roles}
+        recorded = run_settings(ctx.public_dict(), specs, prompts.versions(ctx.prompt_dir))
+        _check_checkpoints(rd)
+        with _using(rd):
+            rd.check(job.doc_hash, resume=resume, kind=command.name, settings=recorded, allow_change=allowed)
 
     def servers_ok() -> None:
         """A dead server, a refused key, an unknown model: named now, not after the index."""
@@ -206,7 +211,7 @@ def run_graph(
                 str(job.source),
                 resume=resume,
                 kind=command.name,
-                settings=settings_,
+                settings=recorded,
                 allow_change=allowed,
             )
         ctx = ctx.replace(run_dir=str(rd.root))
@@ -259,20 +264,6 @@ def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
     cache = ctx.cache_dir or (str(rd.root / "cache") if rd is not None else ".storyjudge/cache")
     line = shlex.join(again)
     return f"Answers so far are cached in {cache}; the same command again continues from them: {line}"
-
-
-def _run_dir(
-    kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
-) -> tuple[RunDir, dict[str, Any]]:
-    """The run directory and this run's settings, checked (read only) for this document and job kind."""
-    rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
-    settings = run_settings(
-        ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
-    )
-    _check_checkpoints(rd)
-    with _using(rd):
-        rd.check(job.doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allow_change)
-    return rd, settings
 
 
 @contextmanager
