@@ -89,7 +89,7 @@ def _outcome(it: dict[str, Any], best: int | None) -> str:
 
 
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
-    """One row per round, within 80 columns; a column is as wide as its longest word, so no cell is cut."""
+    """One row per round (given in order), within 80 columns; each column as wide as its longest word."""
     table = Table(
         title="NarrativeFactScore per round",
         header_style="bold",
