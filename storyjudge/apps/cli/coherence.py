@@ -8,9 +8,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from storyjudge.apps.cli.common import console, fail, read_text_file, say, write_out
+from storyjudge.apps.cli.common import console, fail, read_text_file, say, text_table, write_out
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.coverage import check_verdict, describe, describe_card
@@ -30,10 +29,7 @@ LINE_FORM = '{"id": ..., "summary": ...}'
 
 
 def read_summaries(path: Path) -> dict[str, Any]:
-    """The graph input: a text file is one summary; a JSONL file holds {"id", "summary"} lines.
-
-    A JSONL line may add ``"sentences"``: the summary already split, scored sentence by sentence as given.
-    """
+    """The graph input: one summary, or JSONL {"id", "summary"} lines (``"sentences"``: already split)."""
     text, _ = read_text_file(path, "summary")
     first = text.lstrip()[:1]
     if path.suffix.lower() != ".jsonl" and first != "{":
@@ -60,47 +56,26 @@ def read_summaries(path: Path) -> dict[str, Any]:
     return {"summaries": summaries}
 
 
-def record(final: dict[str, Any]) -> dict[str, Any]:
-    """The --out JSON: scores, per summary every sentence's annotation with its raw answer, usage."""
-    coherence = dict(final["coherence"])
-    by_summary: dict[str, list[dict[str, Any]]] = {}
-    for ann in sorted(final.get("annotations", []), key=lambda a: (a["summary_id"], a["index"])):
-        entry = {k: v for k, v in ann.items() if k not in ("run", "summary_id")}
-        by_summary.setdefault(ann["summary_id"], []).append(entry)
-    summaries = [{**s, "annotations": by_summary.get(s["id"], [])} for s in coherence.pop("summaries")]
-    return {
-        **coherence,
-        "summaries": summaries,
-        "usage": final.get("usage", {}),
-        "usage_totals": totals(final.get("usage")),
-        "timings": final.get("timings", {}),
-    }
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def _prompt_line(result: dict[str, Any]) -> str:
-    prompt = result.get("prompt") or {}
-    mode = result["mode"] + (" (the paper's setting)" if result["mode"] == "per-sentence" else "")
-    used = f"prompt {prompt.get('name', '?')} v{prompt.get('version', '?')} sha256 {prompt.get('sha256', '')[:12]}"
-    return f"{mode}; {used}; model {result['model']}"
-
-
 def _print(result: dict[str, Any]) -> None:
     summaries = result["summaries"]
     many = len(summaries) > 1
     given = result.get("sentences_given", 0)
     split = result.get("sentence_splitter", "?") if not given else f"sentences given for {given}"
-    table = Table(title=f"BooookScore, split: {split}", caption=_prompt_line(result), header_style="bold")
-    for column in ("summary", "score", "coverage", "sentences", "confused", "unparsed"):
-        table.add_column(column)
-    for s in summaries:
-        score = describe(s["score"], None, s.get("reliable"))
-        counts = (s["sentences"], s["confused"], s["unparsed"] + s.get("missing", 0))
-        table.add_row(escape(s["id"]), score, f"{s.get('coverage', 0.0):.0%}", *map(str, counts))
-    console.print(table)
+    prompt = result.get("prompt") or {}
+    mode = result["mode"] + (" (the paper's setting)" if result["mode"] == "per-sentence" else "")
+    used = f"prompt {prompt.get('name', '?')} v{prompt.get('version', '?')} sha256 {prompt.get('sha256', '')[:12]}"
+    rows = (
+        (
+            escape(s["id"]),
+            describe(s["score"], None, s.get("reliable")),
+            f"{s.get('coverage', 0.0):.0%}",
+            *map(str, (s["sentences"], s["confused"], s["unparsed"] + s.get("missing", 0))),
+        )
+        for s in summaries
+    )
+    columns = ("summary", "score", "coverage", "sentences", "confused", "unparsed")
+    caption = f"{mode}; {used}; model {result['model']}"
+    console.print(text_table(f"BooookScore, split: {split}", columns, rows, caption=caption))
     floor = result.get("coverage_floor", 0.0)
     if many:
         boot = result["bootstrap"]
@@ -182,38 +157,40 @@ def _read(
 
 
 def _write(run: Run) -> None:
-    result = record(run.final)
-    result["settings"] = {
-        key: getattr(run.ctx, key) for key in ("preset", "preset_applied", "prompt_dir", "temperature")
+    """The result record (``--out``): scores, every sentence's annotation with its raw answer, usage, settings."""
+    final = run.final
+    coherence = dict(final["coherence"])
+    by_summary: dict[str, list[dict[str, Any]]] = {}
+    for ann in sorted(final.get("annotations", []), key=lambda a: (a["summary_id"], a["index"])):
+        entry = {k: v for k, v in ann.items() if k not in ("run", "summary_id")}
+        by_summary.setdefault(ann["summary_id"], []).append(entry)
+    summaries = [{**s, "annotations": by_summary.get(s["id"], [])} for s in coherence.pop("summaries")]
+    result = {
+        **coherence,
+        "summaries": summaries,
+        "usage": final.get("usage", {}),
+        "usage_totals": totals(final.get("usage")),
+        "timings": final.get("timings", {}),
+        "settings": {
+            key: getattr(run.ctx, key) for key in ("preset", "preset_applied", "prompt_dir", "temperature")
+        },
     }
     _print(result)
     out_path: Path | None = run.job.extra["out"]
     if out_path is not None:
         write_out(out_path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         console.print(f"Wrote {out_path}", markup=False)
-    run.show(result, _score_line(result))
-
-
-def _score_line(result: dict[str, Any]) -> str:
-    """The result in one line: the summary's BooookScore, or the system score of many."""
-    if len(result["summaries"]) == 1:
-        one = result["summaries"][0]
-        return f"BooookScore {describe_card(one)}"
-    score = describe(result["system_score"], result.get("coverage"), result.get("reliable"))
-    return f"BooookScore (system) {score} over {len(result['summaries'])} summaries"
+    if len(summaries) == 1:
+        line = f"BooookScore {describe_card(summaries[0])}"
+    else:
+        score = describe(result["system_score"], result.get("coverage"), result.get("reliable"))
+        line = f"BooookScore (system) {score} over {len(summaries)} summaries"
+    run.show(result, line)
 
 
 SETTINGS = (
     *run_settings("coherence"),
-    *(
-        "batched_coherence",
-        "sentence_splitter",
-        "repeated_sentences",
-        "coverage_floor",
-        "planted_sentences",
-        "max_false_acceptance",
-    ),
+    *("batched_coherence", "sentence_splitter", "repeated_sentences", "coverage_floor", "planted_sentences"),
+    "max_false_acceptance",
 )
-
-
 add_graph_command(GraphCommand("coherence", ("coherence",), SETTINGS, _read, _write, run_dir=False))

@@ -9,7 +9,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from storyjudge.apps.cli import stages
-from storyjudge.core.context import ConfigError, Context
+from storyjudge.core.context import Context
 from storyjudge.core.models import describe_models, is_local
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ console = Console(stderr=True, emoji=False)  # ":train:" in a split name or a fi
 out = Console(emoji=False)
 
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
-_ENCODINGS = ("utf-8", "utf-16", "cp1252", "latin-1")
 DATA_RUN_CHARS = 1000
 # No word of a language written with spaces is this long; base64, hex dumps and minified data are. Scripts
 # written without spaces (Chinese, Japanese, Thai) are not ASCII, so they never match.
@@ -74,9 +73,8 @@ def print_estimate(estimate: dict[str, Any], as_json: bool = False) -> None:
         else ""
     )
     wall = estimate.get("wall_seconds")
-    if wall:
-        for basis in wall.get("basis", []):
-            say(f"  wall time: {basis}")
+    for basis in (wall or {}).get("basis", []):
+        say(f"  wall time: {basis}")
     took = f"; wall time of the calls {_duration(wall['low'])} to {_duration(wall['high'])}" if wall else ""
     print_result(
         f"Dry run, no model called: {span('calls')} LLM calls, {span('input_tokens', _tokens)} input / "
@@ -134,12 +132,6 @@ def write_out(path: Path, text: str) -> None:
         fail(f"Cannot write {path}: {exc.strerror}; choose another --out path.")
 
 
-def make_context(**given: Any) -> Context:
-    """A Context from CLI settings (None: not given): given ones win over env vars and defaults."""
-    with failing(ConfigError):
-        return Context(**{name: value for name, value in given.items() if value is not None})
-
-
 def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
     """Say which model each role uses (one line when they all use one), and that the embedded one is demo grade."""
     rows = [row for row in describe_models(ctx) if roles is None or row[0] in roles]
@@ -147,11 +139,10 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
         _, spec, note = rows[0]
         say(f"Models: {spec} for every role ({note})", soft_wrap=False)
     else:
-        # a spec or a URL may hold "[...]"
-        table = text_table(
-            "Models", ("role", "model", "note"), ((r, escape(s), escape(n)) for r, s, n in rows)
-        )
-        console.print(table)
+        escaped = (
+            (role, escape(spec), escape(note)) for role, spec, note in rows
+        )  # a spec or URL may hold "[...]"
+        console.print(text_table("Models", ("role", "model", "note"), escaped))
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(
             "[yellow]Using the embedded demo model: the pipeline runs offline, but its summaries and verdicts "
@@ -171,8 +162,6 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
             )
         if path.is_dir():
             fail(f"{path} is a directory; give the path of a {what} file inside it.")
-        if path.is_file() and path.stat().st_size > MAX_DOCUMENT_BYTES:  # refused before it is read
-            fail(f"{what} file {path} is over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
         try:
             with path.open("rb") as stream:  # a pipe or a device: at most one byte past the limit
                 raw = stream.read(MAX_DOCUMENT_BYTES + 1)
@@ -182,18 +171,14 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
         fail(f"{what} file {path} is empty; give a file with text in it.")
     if len(raw) > MAX_DOCUMENT_BYTES:
         fail(f"{what} file {path} is over the {MAX_DOCUMENT_BYTES // 2**20} MB limit; split it.")
-    has_bom = raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf"))
-    if b"\x00" in raw[:8192] and not has_bom:
+    utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))  # a byte-order mark; UTF-8 never starts so
+    if b"\x00" in raw[:8192] and not (utf16 or raw.startswith(b"\xef\xbb\xbf")):
         fail(f"{path} looks like a binary file, not text; give a plain-text {what} (.txt, .md or .json).")
     text, encoding = "", ""
-    for encoding in _ENCODINGS:
-        if encoding == "utf-16" and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-            continue
-        try:
+    for encoding in (*(["utf-16"] if utf16 else []), "utf-8", "cp1252", "latin-1"):
+        with suppress(UnicodeDecodeError):
             text = raw.decode("utf-8-sig" if encoding == "utf-8" else encoding)
             break
-        except UnicodeDecodeError:
-            continue
     if encoding != "utf-8":
         console.print(f"[yellow]note:[/] {escape(str(path))} is not UTF-8; decoded it as {encoding}.")
     if not text.strip():
@@ -211,11 +196,7 @@ def read_text_file(path: Path, what: str = "document") -> tuple[str, str]:
 
 @contextmanager
 def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None]]:
-    """Yields a handler of the graphs' progress events ``(event, namespace)``.
-
-    Rich bars on a terminal (or with ``STORYJUDGE_PROGRESS=1``), plain lines otherwise, none with
-    ``STORYJUDGE_PROGRESS=0``. A heartbeat thread lets the tracker speak after a silence.
-    """
+    """A handler of progress events: rich bars on a terminal, else plain lines (``STORYJUDGE_PROGRESS``: 1, 0)."""
     import threading
 
     wanted = os.environ.get("STORYJUDGE_PROGRESS", "")
@@ -223,12 +204,9 @@ def progress_bars() -> Iterator[Callable[[dict[str, Any], tuple[str, ...]], None
         yield lambda event, namespace: None
         return
     with ExitStack() as stack:
+        view: stages.BarsView | stages.PlainView = stages.PlainView(console)
         if console.is_terminal or wanted == "1":
-            view: stages.BarsView | stages.PlainView = stages.BarsView(
-                stack.enter_context(stages.bars(console))
-            )
-        else:
-            view = stages.PlainView(console)
+            view = stages.BarsView(stack.enter_context(stages.bars(console)))
         tracker = stages.StageTracker(view)
         stop = threading.Event()
 
@@ -260,11 +238,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 @contextmanager
 def cancel_on_ctrl_c(message: str) -> Iterator[None]:
-    """Ctrl-C or SIGTERM cancels every LLM call not yet sent, then exits 130 (143 after SIGTERM).
-
-    The first signal sets the cancellation event (so worker threads fail fast) and raises ``KeyboardInterrupt``;
-    after ``STOP_GRACE_SECONDS``, or on a second signal, the process prints ``message`` and exits at once.
-    """
+    """Ctrl-C or SIGTERM cancels the calls not yet sent, exits 130 (143); forced by a second one or the grace time."""
     import threading
 
     from storyjudge.core.concurrency import cancel
@@ -310,7 +284,6 @@ def run_log(rd: RunDir | None) -> Iterator[None]:
     if rd is not None:
         detail = logging.FileHandler(rd.root / "run.log", encoding="utf-8")
         detail.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        detail.setLevel(logging.INFO)
         handlers.append(detail)
     level = logger.level
     logger.setLevel(logging.INFO)
@@ -325,9 +298,7 @@ def run_log(rd: RunDir | None) -> Iterator[None]:
             handler.close()
 
 
-def stream_graph(
-    graph: Any, graph_input: dict[str, Any], ctx: Context, config: dict[str, Any] | None = None
-) -> Any:
+def stream_graph(graph: Any, graph_input: dict[str, Any] | None, ctx: Context, config: dict[str, Any]) -> Any:
     """Run a compiled graph with progress bars; returns its final state. Ctrl-C stops with a resume hint."""
     final: Any = None
     hint = (
@@ -339,11 +310,7 @@ def stream_graph(
     with cancel_on_ctrl_c(stopped), progress_bars() as handle:
         # with subgraphs, the progress of the stages inside them too; the final state is the top graph's
         for namespace, mode, chunk in graph.stream(
-            graph_input,
-            config=config or {},
-            context=ctx,
-            stream_mode=["custom", "values"],
-            subgraphs=True,
+            graph_input, config=config, context=ctx, stream_mode=["custom", "values"], subgraphs=True
         ):
             if mode == "custom" and isinstance(chunk, dict) and "progress" in chunk:
                 handle(chunk["progress"], tuple(namespace))

@@ -11,11 +11,7 @@ from rich.markup import escape
 from storyjudge.apps.cli import COMMANDS, app
 from storyjudge.apps.cli.common import console, failing, out, say
 
-data_app = typer.Typer(
-    name="data",
-    help=COMMANDS["data"][1],
-    no_args_is_help=True,
-)
+data_app = typer.Typer(name="data", help=COMMANDS["data"][1], no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
 DirOpt = Annotated[
@@ -57,13 +53,7 @@ def get_command(
     from eval.download import get
 
     with failing(ValueError):
-        fetched = get(
-            name,
-            split,
-            home=folder,
-            force=force,
-            say=lambda line: console.print(line, highlight=False, soft_wrap=True),
-        )
+        fetched = get(name, split, home=folder, force=force, say=say)  # a URL is text, never markup
     for note in fetched.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     ref = f"{fetched.name}:{fetched.split}"

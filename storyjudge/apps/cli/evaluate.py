@@ -1,7 +1,4 @@
-"""``storyjudge eval``: experiment grids (``eval CONFIG.yaml``), agreement with STORYSUMM labels, ROUGE on SQuALITY.
-
-Every command resumes: finished items are skipped and LLM calls are cached in the output directory.
-"""
+"""``storyjudge eval``: experiment grids, agreement with STORYSUMM labels, ROUGE on SQuALITY; every one resumes."""
 
 from __future__ import annotations
 
@@ -13,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
 from storyjudge.apps.cli import COMMANDS, app
@@ -33,12 +29,7 @@ class _ConfigFirstGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-eval_app = typer.Typer(
-    name="eval",
-    cls=_ConfigFirstGroup,
-    help=COMMANDS["eval"][1],
-    no_args_is_help=True,
-)
+eval_app = typer.Typer(name="eval", cls=_ConfigFirstGroup, help=COMMANDS["eval"][1], no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
 OutDirOpt = Annotated[
@@ -50,8 +41,7 @@ OutDirOpt = Annotated[
     ),
 ]
 LimitOpt = Annotated[
-    int | None,
-    typer.Option("--limit", "-n", help="Use only the first N items of the file. Default: all."),
+    int | None, typer.Option("--limit", "-n", help="Use only the first N items of the file. Default: all.")
 ]
 ParallelItemsOpt = Annotated[
     int,
@@ -96,11 +86,11 @@ def _fmt(value: Any) -> str:
 
 def _print_estimate(estimate: dict[str, Any]) -> None:
     total = {**estimate["total"], "cell": "total", "resolved_model": "", "items": ""}
+    keys = ("cell", "resolved_model", "items", "calls", "input_tokens", "output_tokens")
     rows = [
         [
-            *(escape(str(row[key])) for key in ("cell", "resolved_model", "items", "calls")),
-            *(str(row[key]) for key in ("input_tokens", "output_tokens")),
-            _fmt(row["usd"]) if row["usd"] is not None else "unknown price",
+            *(escape(str(row[key])) for key in keys),
+            "unknown price" if row["usd"] is None else _fmt(row["usd"]),
         ]
         for row in [*estimate["cells"], total]
     ]
@@ -128,39 +118,29 @@ def _print_summary(table_rows: list[dict[str, Any]], diffs: list[dict[str, Any]]
     """The cells side by side (a column each, scores with their 95% intervals), then the paired differences."""
     from storyjudge.core.intervals import interval_text, signed_text
 
+    def cell(line: dict[str, Any], key: str) -> str:
+        if f"{key}_ci95" in line and isinstance(line.get(key), float | None):
+            return interval_text(line.get(key), line[f"{key}_ci95"])
+        return _fmt(line.get(key))
+
     number: dict[str, str] = {}
     for task in dict.fromkeys(str(line.get("task")) for line in table_rows):
         lines = [line for line in table_rows if str(line.get("task")) == task]
-        table = Table(title=f"{task} cells (means over items, 95% bootstrap interval)", header_style="bold")
-        table.add_column("")
-        for n, line in enumerate(lines, start=1):
-            number[str(line["cell"])] = f"cell {n}"
-            table.add_column(f"cell {n}", overflow="fold")
-        for key in ("cell", "dataset", "model", "strategy", "chunk_size", "loop"):
-            table.add_row(key, *(_fmt(line.get(key)) for line in lines))
-        for key in SUMMARY_COLUMNS.get(task, ()):
-            if not any(key in line for line in lines):
-                continue
-            with_ci = [f"{key}_ci95" in line and isinstance(line.get(key), float | None) for line in lines]
-            cells = [
-                interval_text(line.get(key), line[f"{key}_ci95"]) if ci else _fmt(line.get(key))
-                for line, ci in zip(lines, with_ci, strict=True)
-            ]
-            table.add_row(key, *cells)
-        out.print(table)
+        names = [f"cell {n}" for n in range(1, len(lines) + 1)]
+        number |= {str(line["cell"]): name for line, name in zip(lines, names, strict=True)}
+        scores = [key for key in SUMMARY_COLUMNS.get(task, ()) if any(key in line for line in lines)]
+        keys = ("cell", "dataset", "model", "strategy", "chunk_size", "loop", *scores)
+        shown = ([key, *(cell(line, key) for line in lines)] for key in keys)
+        out.print(text_table(f"{task} cells (means over items, 95% bootstrap interval)", ["", *names], shown))
     if diffs:
         rows = []
         for diff in diffs:
             a, b = number.get(diff["cell_a"], diff["cell_a"]), number.get(diff["cell_b"], diff["cell_b"])
+            words = (diff["metric"], diff["setting"], f"{diff['from']} -> {diff['to']}", diff["items"])
+            difference = signed_text(diff["difference"], diff["ci95"])
+            excludes = "yes" if diff["excludes_zero"] else "no"
             rows.append(
-                [
-                    a if a == b else f"{a} -> {b}",
-                    *(escape(str(diff[key])) for key in ("metric", "setting")),
-                    escape(f"{diff['from']} -> {diff['to']}"),
-                    str(diff["items"]),
-                    signed_text(diff["difference"], diff["ci95"]),
-                    "yes" if diff["excludes_zero"] else "no",
-                ]
+                [a if a == b else f"{a} -> {b}", *(escape(str(w)) for w in words), difference, excludes]
             )
         columns = ("cells", "metric", "setting", "from -> to", "items", "difference [95% CI over items]")
         title = "Paired differences over the same items (second minus first)"
@@ -182,15 +162,6 @@ def _missing_scores(table_rows: list[dict[str, Any]], metrics: Any) -> list[str]
                 "judge check failed; rows.jsonl has each item's errors."
             )
     return notes
-
-
-def _roles(config: Any) -> tuple[str, ...]:
-    roles = ["extractor", "decomposer", "judge"]
-    if config.task == "refine":
-        roles += ["summarizer", "refiner"]
-    if "coherence" in config.metrics:
-        roles.append("coherence")
-    return tuple(roles)
 
 
 EXECUTORS = ("local", "dask")
@@ -218,52 +189,44 @@ def _executor(config: Any, name: str, scheduler: str) -> Any:
         fail(f"cannot reach the Dask scheduler at {scheduler}: {exc}. Check --scheduler.")
 
 
-def _run(
-    config: Any,
-    *,
-    dry_run: bool,
-    print_agreement: bool = False,
-    executor: str = "local",
-    scheduler: str = "",
-) -> None:
+def _run(config: Any, *, dry_run: bool, print_agreement: bool, executor: str, scheduler: str) -> None:
     from eval.grid import cell_context, cells
     from storyjudge.core.models import resolve_spec
     from storyjudge.core.servercheck import check_server
 
     if executor == "dask":  # every worker must find the same directory (a shared file system)
         config.out_dir = Path(config.out_dir).resolve()
-    first_ctx = cell_context(config, cells(config)[0], config.out_dir)
-    print_models(first_ctx)
+    print_models(cell_context(config, cells(config)[0], config.out_dir))
     if dry_run:
         from eval.estimate import estimate
 
         with failing(ValueError):  # a dataset file that does not read
-            estimated = estimate(config)
-        _print_estimate(estimated)
+            _print_estimate(estimate(config))
         return
     # the servers first, before the runner's imports (the graphs, the metrics): a dead one is named at once
+    roles = ["extractor", "decomposer", "judge"]
+    if config.task == "refine":
+        roles += ["summarizer", "refiner"]
+    if "coherence" in config.metrics:
+        roles.append("coherence")
     looked_at: set[tuple[str, ...]] = set()  # each server once, before any item
     for cell in cells(config):
         ctx = cell_context(config, cell, config.out_dir)
-        specs = {resolve_spec(ctx, role) for role in _roles(config)}
+        specs = {resolve_spec(ctx, role) for role in roles}
         with failing(ConfigError):
-            require_models(ctx, _roles(config))
+            require_models(ctx, roles)
             if (ctx.base_url, *sorted(specs)) not in looked_at:
                 looked_at.add((ctx.base_url, *sorted(specs)))
                 check_server(ctx, specs)
     from eval.runner import Experiment, finish
 
     experiment = Experiment(config)
-    planned = len(experiment.plan())
-    console.print(
-        f"Experiment {config.name}: {len(cells(config))} cell(s), {planned} item run(s) -> {config.out_dir}",
-        markup=False,
-    )
+    planned = f"{len(cells(config))} cell(s), {len(experiment.plan())} item run(s)"
+    console.print(f"Experiment {config.name}: {planned} -> {config.out_dir}", markup=False)
 
     def on_row(row: dict[str, Any], done: int, total: int) -> None:
-        status = (
-            row["status"] if row["status"] == "ok" else f"[red]{escape(str(row.get('error', 'error')))}[/]"
-        )
+        error = escape(str(row.get("error", "error")))
+        status = row["status"] if row["status"] == "ok" else f"[red]{error}[/]"
         usage = row["usage_totals"]
         console.print(
             f"\\[{done}/{total}] {escape(row['cell'])} {escape(str(row['item']['id']))}: {status} "
@@ -318,15 +281,8 @@ def _print_agreement(cell_id: str, report: dict[str, Any]) -> None:
     )
     sweep = (summary_level.get("threshold_sweep") or {}).get("rows") or []
     if sweep:
-        rows = [
-            [
-                f"{row['threshold']:.3f}",
-                str(row["predicted_unfaithful"]),
-                _fmt(row["balanced_accuracy"]),
-                _fmt(row["cohens_kappa"]),
-            ]
-            for row in sweep
-        ]
+        keys = ("predicted_unfaithful", "balanced_accuracy", "cohens_kappa")
+        rows = [[f"{row['threshold']:.3f}", *(_fmt(row[key]) for key in keys)] for row in sweep]
         title = "Threshold sweep on NFS: unfaithful if NFS < t (diagnostic only)"
         out.print(text_table(title, ("t", "predicted unfaithful", "balanced accuracy", "kappa"), rows))
         out.print("  Picking the best t here and reporting it would be tuning on this data; it is not done.")
@@ -409,8 +365,7 @@ def _storysumm(
         ),
     ],
     coherence: Annotated[
-        bool,
-        typer.Option("--coherence/--no-coherence", help="Also run BooookScore on each summary."),
+        bool, typer.Option("--coherence/--no-coherence", help="Also run BooookScore on each summary.")
     ] = False,
 ) -> list[str]:
     """Agreement of NarrativeFactScore with STORYSUMM's human labels (summary and sentence level)."""

@@ -1,7 +1,4 @@
-"""``storyjudge index``: segment a narrative, extract its Character Knowledge Graph and index its scenes.
-
-Running it again on an unchanged document reuses the cached LLM answers and the complete collections.
-"""
+"""``storyjudge index``: scenes, Character Knowledge Graph and scene index; a rerun reuses cached answers."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ def stats_line(final: dict[str, Any], seconds: float) -> str:
 def _read(
     file: Annotated[Path, typer.Argument(help="Narrative: .txt / .md, or a JSON list of scenes.")],
     title: Annotated[
-        str | None,
-        typer.Option("--title", help="Document title. Default: the file name."),
+        str | None, typer.Option("--title", help="Document title. Default: the file name.")
     ] = None,
 ) -> Job:
     text, _ = read_text_file(file)

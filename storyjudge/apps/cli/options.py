@@ -1,10 +1,7 @@
 """Command-line options made from the ``Context`` fields they set: one flag per field, the same in every command.
 
-``@with_settings("ckg_samples", ...)`` gives a command an option per named field (its name with dashes, its help
-and default from the field, its --help panel from ``PANELS``) plus ``--set FIELD=VALUE`` for every other field,
-and hands the command one ``Settings`` value. Typer reads options only from a callback's signature and has no
-public way to add parameters made from a model, so the command gets a PEP 362 ``__signature__``; typer itself is
-not patched. Choices (``Literal`` fields) are text options, so that a wrong one is the Context's one-line error.
+Typer reads options only from a callback's signature, so ``with_settings`` gives the command a PEP 362
+``__signature__``. Choices (``Literal`` fields) are text options: a wrong one is the Context's one-line error.
 """
 
 from __future__ import annotations
@@ -18,12 +15,18 @@ from typing import Annotated, Any, Literal, get_origin
 
 import typer
 
-from storyjudge.core.context import Context
+from storyjudge.core.context import ConfigError, Context
 
 FIELDS = Context.model_fields
 # other names of an option: a letter where it cannot be mistaken for another setting, a singular
 SHORT = {"model": "-m", "concurrency": "-j", "metrics": "--metric"}
 SET_PARAM = "set_values"
+
+
+def flag_option(decl: str, help: str, panel: str | None = None) -> Any:
+    """``Annotated[bool, typer.Option(...)]``: an on/off option, off unless given."""
+    return Annotated[bool, typer.Option(decl, help=f"{help} Default: off.", rich_help_panel=panel)]
+
 
 PANELS: dict[str, tuple[str, ...]] = {
     "Model": (
@@ -55,19 +58,16 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _default_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value) if value != [] else "none"
-
-
 def field_help(name: str) -> str:
     """An option's help: the field's description, then its default (an empty one is explained by the first)."""
     field = FIELDS[name]
     description = str(field.description)
-    if field.default == "":
+    default = field.default
+    if default == "":
         return description
-    return f"{description} Default: {_default_text(field.default)}."
+    if isinstance(default, bool):
+        default = "on" if default else "off"
+    return f"{description} Default: {default if default != [] else 'none'}."
 
 
 def setting_option(name: str) -> Any:
@@ -143,9 +143,10 @@ class Settings:
 
     def context(self, **defaults: Any) -> Context:
         """The run's Context: given settings win over ``defaults``, which win over env vars and field defaults."""
-        from storyjudge.apps.cli.common import make_context
+        from storyjudge.apps.cli.common import failing
 
-        return make_context(**{**defaults, **self.values()})
+        with failing(ConfigError):
+            return Context(**{**defaults, **self.values()})
 
 
 def with_settings(
@@ -154,23 +155,15 @@ def with_settings(
     extra: dict[str, tuple[Any, Any]] | None = None,
     body: Callable[..., None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., None]]:
-    """Add an option per Context field in ``names`` (and ``--set``, unless ``other_settings`` is off) to a command.
+    """Give a command an option per Context field in ``names``, the ``extra`` options (name: (type, default)), --set.
 
-    Its own parameters come first, then the ``extra`` options (name: (annotation, default)), then the settings';
-    typer sees them in place of its keyword-only ``settings: Settings``. Given ``body``, the command lends only its
-    parameters and help: calling it calls ``body(settings=..., **the rest)``.
+    Typer sees them in place of its ``settings: Settings``; given ``body``, calling the command calls ``body``.
     """
-    unknown = [name for name in names if name not in FIELDS]
-    if unknown:
-        raise ValueError(f"not Context fields: {unknown}")
     keyword = inspect.Parameter.KEYWORD_ONLY
 
     def decorate(command: Callable[..., Any]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "settings"]
-        clash = {p.name for p in own} & {*names, SET_PARAM}
-        if clash:
-            raise ValueError(f"{command.__name__} already has parameters {sorted(clash)}")
         added = [
             inspect.Parameter(key, keyword, annotation=hint, default=value)
             for key, (hint, value) in (extra or {}).items()
@@ -196,22 +189,15 @@ def with_settings(
     return decorate
 
 
-def _panel(parameter: inspect.Parameter) -> str | None:
-    for info in getattr(parameter.annotation, "__metadata__", ()):
-        panel = getattr(info, "rich_help_panel", None)
-        if panel is not None:
-            return str(panel)
-    return None
-
-
 def _by_panel(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
     """Arguments first, in order; then the options in ``PANELS`` order (typer draws panels as it meets them)."""
-    order = [None, *PANELS]
-    required = [p for p in parameters if p.default is inspect.Parameter.empty]
-    options = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in parameters
-        if p.default is not inspect.Parameter.empty
-    ]
-    rank = {name: i for i, name in enumerate(order)}
-    return [*required, *sorted(options, key=lambda p: rank.get(_panel(p), len(order)))]
+    empty = inspect.Parameter.empty
+    order = {panel: i for i, panel in enumerate([None, *PANELS])}
+
+    def rank(parameter: inspect.Parameter) -> tuple[bool, int]:
+        infos = getattr(parameter.annotation, "__metadata__", ())
+        panel = next((info.rich_help_panel for info in infos if getattr(info, "rich_help_panel", None)), None)
+        return parameter.default is not empty, order.get(panel, len(order))
+
+    ordered = sorted(parameters, key=rank)
+    return [p if p.default is empty else p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in ordered]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 import prompts
-from storyjudge.apps.cli.common import console, fail, read_text_file, say
+from storyjudge.apps.cli.common import console, fail, read_text_file, say, text_table
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import ROLES, Context
@@ -38,11 +39,12 @@ JUDGE_ROLES = ("extractor", "decomposer", "judge")
 REFINE_ROLES = ("extractor", "summarizer", "decomposer", "judge", "refiner", "coherence")
 
 
-def _read_document(path: Path) -> str:
+def _read_document(path: Path, **given: Any) -> Job:
+    """A job on the narrative at ``path``; ``given``: the rest of the graph's input."""
     text, _ = read_text_file(path)
     if len(text.split()) < 3:
         fail(f"{path} has fewer than 3 words; give a narrative to summarize.")
-    return text
+    return Job({"document": text, "title": path.stem, **given}, source=path, text=text, title=path.stem)
 
 
 def _read_refine(
@@ -64,24 +66,17 @@ def _read_refine(
         ),
     ] = False,
 ) -> Job:
-    text = _read_document(file)
-    graph_input: dict[str, Any] = {"document": text, "title": file.stem, "started_at": time.time()}
+    job = _read_document(file, started_at=time.time())
     if summary is not None:
-        graph_input["summary"] = read_text_file(summary, "summary")[0]
-    return Job(graph_input, source=file, text=text, title=file.stem, extra={"verbose": verbose})
+        job.graph_input["summary"] = read_text_file(summary, "summary")[0]
+    return replace(job, extra={"verbose": verbose})
 
 
 def _read_score(
     file: FileArg, summary: Annotated[Path, typer.Option(help="The summary to score (text file).")]
 ) -> Job:
     summary_text, _ = read_text_file(summary, "summary")
-    text = _read_document(file)
-    return Job(
-        {"document": text, "title": file.stem, "summary": summary_text},
-        source=file,
-        text=text,
-        title=file.stem,
-    )
+    return _read_document(file, summary=summary_text)
 
 
 def _outcome(it: dict[str, Any], best: int | None) -> str:
@@ -94,10 +89,7 @@ def _outcome(it: dict[str, Any], best: int | None) -> str:
 
 
 def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
-    """One row per round (0: the first summary, n: the n-th refinement), within 80 columns.
-
-    No cell is cut: every column is at least as wide as its longest word, so rich wraps a long cell at a space.
-    """
+    """One row per round (given in order), within 80 columns; each column as wide as its longest word."""
     table = Table(
         title="NarrativeFactScore per round",
         header_style="bold",
@@ -113,9 +105,8 @@ def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
         wraps = column in ("NFS", "coherence", "outcome")
         width = max(len(column), len("reliable"))
         table.add_column(column, justify="left" if wraps else "right", max_width=width if wraps else None)
-    for it in sorted(iterations, key=lambda i: i["iteration"]):
+    for it in iterations:
         card = it["factscore"]
-        coherence = it.get("coherence") or {}
         row = [
             str(it["iteration"]),
             describe(card["score"], None, card.get("reliable")),
@@ -123,6 +114,7 @@ def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
             *(str(card[key]) for key in ("supported", "unsupported", "unjudged")),
         ]
         if with_coherence:
+            coherence = it.get("coherence")
             row.append(
                 describe(coherence.get("score"), None, coherence.get("reliable")) if coherence else "-"
             )
@@ -131,11 +123,7 @@ def _score_table(iterations: list[dict[str, Any]], best: int | None) -> Table:
 
 
 def _round_notes(iterations: list[dict[str, Any]]) -> list[str]:
-    return [
-        f"round {it['iteration']}: {it['note']}"
-        for it in sorted(iterations, key=lambda i: i["iteration"])
-        if it.get("note")
-    ]
+    return [f"round {it['iteration']}: {it['note']}" for it in iterations if it.get("note")]
 
 
 def _nfs_line(card: dict[str, Any]) -> str:
@@ -144,12 +132,7 @@ def _nfs_line(card: dict[str, Any]) -> str:
     not_split = f", {missing} sentence(s) not decomposed" if missing else ""
     check = card.get("judge_check")
     judge = f"; {check['note']}" if check else ""
-    ci = card.get("score_ci95")
-    interval = (
-        f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_ci95_over')}]"
-        if ci and card_reliable(card)
-        else ""
-    )
+    interval = _interval(card.get("score_ci95"), card.get("score_ci95_over")) if card_reliable(card) else ""
     return (
         f"NarrativeFactScore {describe_card(card)}{interval}: "
         f"{card['supported']} supported, {card['unsupported']} unsupported, {card['unjudged']} unjudged of "
@@ -161,13 +144,15 @@ def _corrected_text(card: dict[str, Any]) -> str:
     """The judge-corrected estimate beside the paper's score ("" on cards without a judge check)."""
     if "score_corrected_note" not in card:
         return ""
-    value, ci = card.get("score_corrected"), card.get("score_corrected_ci95")
+    value = card.get("score_corrected")
     if value is None:
         return f"; judge-corrected NFS: none ({card['score_corrected_note']})"
-    interval = (
-        f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {card.get('score_corrected_ci95_over')}]" if ci else ""
-    )
+    interval = _interval(card.get("score_corrected_ci95"), card.get("score_corrected_ci95_over"))
     return f"; judge-corrected NFS {value:.3f}{interval} ({card['score_corrected_note']})"
+
+
+def _interval(ci: list[float] | None, over: Any) -> str:
+    return f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {over}]" if ci else ""
 
 
 def _judge_line(iteration: int, card: dict[str, Any]) -> str:
@@ -192,30 +177,24 @@ def _judge_line(iteration: int, card: dict[str, Any]) -> str:
 
 def _write_refine(run: Run) -> None:
     """Show what the finish node recorded in result.json: the best summary (``--json``: the record) on stdout."""
-    rd = run.rd
+    rd, final = run.rd, run.final
     assert rd is not None
-    final = run.final
     if not rd.result.exists():
         fail(f"The run stopped before writing {rd.result}; run the same command with --resume to finish it.")
     _restore_own_record(rd)
     summary = final.get("summary", "")
-    rd.summary.write_text(summary + "\n", encoding="utf-8")
-    report = _write_report(rd)
     record = load_run(rd.result).record()
     given = "summary" in run.job.graph_input
-    _keep(rd, "refine", {**record, "summary_source": "given" if given else "generated"})
-    iterations = final.get("iterations") or []
+    report = _keep(rd, "refine", summary, {**record, "summary_source": "given" if given else "generated"})
+    iterations = sorted(final.get("iterations") or [], key=lambda i: i["iteration"])
     if run.job.extra.get("verbose"):
-        for it in sorted(iterations, key=lambda i: i["iteration"]):
+        for it in iterations:
             nfs = describe_card(it["factscore"])
             console.print(Panel(it["summary"], title=f"round {it['iteration']}: NFS {nfs}", expand=False))
     console.print(_score_table(iterations, final.get("best_iteration")))
-    for note in _round_notes(iterations):
-        say(note, soft_wrap=False)
-    for it in sorted(iterations, key=lambda i: i["iteration"]):
-        line = _judge_line(it["iteration"], it["factscore"])
-        if line:
-            say(line, soft_wrap=False)  # wrapped to the terminal
+    judge_lines = (_judge_line(it["iteration"], it["factscore"]) for it in iterations)
+    for line in [*_round_notes(iterations), *filter(None, judge_lines)]:
+        say(line, soft_wrap=False)  # wrapped to the terminal
     usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
     last = max((it["iteration"] for it in iterations), default=0)
     say(f"Stopped after round {last}: {final.get('stop_reason', '?')}.", soft_wrap=False)
@@ -273,10 +252,7 @@ def embedded_model_note(ctx: Context, final: dict[str, Any], source: Path | None
 
 
 def _restore_own_record(rd: RunDir) -> None:
-    """Put a finished refine run's own record (kept in ``runs/<thread>/``) back on top of the story's folder.
-
-    A run of another kind may have written the story's ``result.json`` since it finished.
-    """
+    """A finished refine run's own record back on top of the story's folder (another kind may have replaced it)."""
     try:
         on_top = json.loads(rd.result.read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):
@@ -286,12 +262,15 @@ def _restore_own_record(rd: RunDir) -> None:
         rd.write_json(rd.result, json.loads(own.read_text(encoding="utf-8")))
 
 
-def _keep(rd: RunDir, kind: str, record: dict[str, Any]) -> None:
-    """Keep the run beside the story's earlier ones (``runs/<thread>/``): a later run never replaces it."""
+def _keep(rd: RunDir, kind: str, summary: str, record: dict[str, Any]) -> bool:
+    """Write the summary and report.html and keep the run in ``runs/<thread>/``; whether the report was written."""
+    rd.summary.write_text(summary.rstrip("\n") + "\n", encoding="utf-8")
+    report = _write_report(rd)
     run_id = str(rd.read_meta().get(f"{kind}_thread") or new_run_id(kind))
     kept = keep_run(rd.root, run_id, record)
     _write_report(kept)
     say(f"Kept as run {run_id}: {kept.root}")
+    return report
 
 
 def _print_metrics(round_: dict[str, Any]) -> None:
@@ -308,9 +287,8 @@ def _print_paths(rd: RunDir, report: bool) -> None:
 
 def _write_score(run: Run) -> None:
     """Write the score's run record (the factscore graph has no finish node); the score line on stdout."""
-    rd = run.rd
+    rd, final, summary_text = run.rd, run.final, run.job.graph_input["summary"]
     assert rd is not None
-    final, summary_text = run.final, run.job.graph_input["summary"]
     card = final["factscore"]
     iteration = {"iteration": 0, "summary": summary_text, "factscore": card, "accepted": True, "note": ""}
     if final.get("metrics"):
@@ -323,19 +301,16 @@ def _write_score(run: Run) -> None:
     )
     result["wall_seconds"] = round(run.seconds, 2)
     write_result(rd.root, result)
-    rd.summary.write_text(summary_text.rstrip("\n") + "\n", encoding="utf-8")
-    report = _write_report(rd)
-    _keep(rd, "score", {**result, "summary_source": "given"})
-    table = Table(title="Atomic facts", header_style="bold", show_lines=False)
-    for column in ("fact", "verdict", "feedback"):
-        table.add_column(column)
-    for verdict in card["verdicts"]:
-        table.add_row(  # the model's words: text, never markup
+    report = _keep(rd, "score", summary_text, {**result, "summary_source": "given"})
+    rows = (  # the model's words: text, never markup
+        (
             escape(verdict["fact"]["text"]),
             verdict["status"],
             escape(verdict["feedback"] or verdict.get("error", "")),
         )
-    console.print(table)
+        for verdict in card["verdicts"]
+    )
+    console.print(text_table("Atomic facts", ("fact", "verdict", "feedback"), rows))
     _print_metrics(iteration)
     _print_paths(rd, report)
     run.show(result, f"{_nfs_line(card)}.")

@@ -1,10 +1,6 @@
-"""The one way a command runs a graph.
+"""The one way a command runs a graph: a ``GraphCommand`` says how to read its input and write its outputs.
 
-A command is a ``GraphCommand``: its graph, model roles, settings, how its input is read (the reader's
-parameters are the command's arguments) and how its outputs are written. ``run_graph`` checks everything that
-can be checked before anything is written: the input, every setting and model spec, the run directory (read
-only), the model server (a resume looks once it knows the run is not finished); then it claims the run
-directory, streams the graph (from its checkpoint on --resume) and hands the final state to the writer.
+``run_graph`` checks everything it can (input, settings, models, run directory, server) before it writes anything.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ from storyjudge.apps.cli.common import (
     run_log,
     stream_graph,
 )
-from storyjudge.apps.cli.options import Settings, with_settings
+from storyjudge.apps.cli.options import Settings, flag_option, with_settings
 from storyjudge.core.concurrency import branch_threads
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.keptruns import new_run_id
@@ -108,42 +104,23 @@ class GraphCommand:
     estimate: Callable[[Job, Context], dict[str, Any]] | None = None  # --dry-run: what a run would take
 
 
-JsonOpt = Annotated[
-    bool,
-    typer.Option(
-        "--json",
-        help="Print the result record alone on standard output, as JSON (tables and progress go to standard "
-        "error). Default: off.",
-        rich_help_panel="Output",
-    ),
-]
-DryRunOpt = Annotated[
-    bool,
-    typer.Option(
-        "--dry-run",
-        help="Estimate the fewest and the most LLM calls, tokens and cost the run can take, from the text and "
-        "the settings; call no model and write nothing. Default: off.",
-        rich_help_panel="Operation",
-    ),
-]
-ResumeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--resume",
-        help="Continue the interrupted run in --run-dir (checkpoints and LLM cache). Default: off.",
-        rich_help_panel="Operation",
-    ),
-]
-
-
-YesOpt = Annotated[
-    bool,
-    typer.Option(
-        "--yes",
-        help="Go on with an input far larger than its kind usually is (a summary of over "
-        "20,000 tokens). Default: off.",
-    ),
-]
+JsonOpt = flag_option(
+    "--json",
+    "Print the result record alone on standard output, as JSON (tables and progress go to standard error).",
+    "Output",
+)
+DryRunOpt = flag_option(
+    "--dry-run",
+    "Estimate the fewest and the most LLM calls, tokens and cost the run can take, from the text and the "
+    "settings; call no model and write nothing.",
+    "Operation",
+)
+ResumeOpt = flag_option(
+    "--resume", "Continue the interrupted run in --run-dir (checkpoints and LLM cache).", "Operation"
+)
+YesOpt = flag_option(
+    "--yes", "Go on with an input far larger than its kind usually is (a summary of over 20,000 tokens)."
+)
 SUMMARY_TOKENS = 20_000
 """Tokens of the longest summary scored without --yes: book summaries are a few thousand."""
 
@@ -167,9 +144,8 @@ def add_graph_command(command: GraphCommand) -> None:
     if command.estimate is not None:
         extra["dry_run"] = (DryRunOpt, False)
 
-    body = partial(run_graph, command)
-    help_line = COMMANDS[command.name][1]  # the reader lends its parameters, the listing its help
-    app.command(command.name, help=help_line)(
+    body = partial(run_graph, command)  # the reader lends its parameters, COMMANDS its help
+    app.command(command.name, help=COMMANDS[command.name][1])(
         with_settings(*command.settings, extra=extra, body=body)(command.read)
     )
 
@@ -213,9 +189,19 @@ def run_graph(
     with failing(ValueError):
         prompts.check_dir(ctx.prompt_dir)
     rd: RunDir | None = None
-    if command.run_dir:  # a directory the run cannot use is named at once, before the server is asked
-        rd, settings_ = _run_dir(command.name, job, ctx, roles, resume, allowed)
-    servers_ok = partial(_check_server, ctx, roles)
+    if command.run_dir:  # a directory the run cannot use is named (read only) before the server is asked
+        rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
+        specs = {role: resolve_spec(ctx, role) for role in roles}
+        recorded = run_settings(ctx.public_dict(), specs, prompts.versions(ctx.prompt_dir))
+        _check_checkpoints(rd)
+        with _using(rd):
+            rd.check(job.doc_hash, resume=resume, kind=command.name, settings=recorded, allow_change=allowed)
+
+    def servers_ok() -> None:
+        """A dead server, a refused key, an unknown model: named now, not after the index."""
+        with failing(ConfigError):
+            check_server(ctx, {resolve_spec(ctx, role) for role in roles})
+
     if not resume:  # a resume looks once it knows the run is not finished: a finished one calls no model
         servers_ok()  # before the claim: a command that cannot make its first call leaves no folder behind
     if rd is not None:  # claim and lock it for this document, beside the runs of other kinds
@@ -225,7 +211,7 @@ def run_graph(
                 str(job.source),
                 resume=resume,
                 kind=command.name,
-                settings=settings_,
+                settings=recorded,
                 allow_change=allowed,
             )
         ctx = ctx.replace(run_dir=str(rd.root))
@@ -248,17 +234,8 @@ def run_graph(
     command.write(Run(job, ctx, rd, final, time.perf_counter() - started, as_json))
 
 
-def _check_server(ctx: Context, roles: tuple[str, ...]) -> None:
-    """A dead server, a refused key, an unknown model: named now, not after the embedder and the index."""
-    with failing(ConfigError):
-        check_server(ctx, {resolve_spec(ctx, role) for role in roles})
-
-
 def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
-    """Refuse a summary longer than the context window, or (without --yes) far longer than summaries are.
-
-    Every prompt about it holds it whole, one per sentence: the cost grows with the square of its length.
-    """
+    """Refuse a summary over the context window, or (without --yes) far longer than summaries (cost: its square)."""
     given = job.graph_input
     texts = [("summary", given["summary"])] if isinstance(given.get("summary"), str) else []
     texts += [(f"summary {item['id']!r}", item["summary"]) for item in given.get("summaries") or []]
@@ -280,28 +257,13 @@ def _check_summaries_fit(job: Job, ctx: Context, yes: bool) -> None:
 
 def _kept(command: GraphCommand, ctx: Context, rd: RunDir | None) -> str:
     """What of a stopped run is kept, and the command that continues it."""
-    again = [arg for arg in sys.argv[1:] if arg != "--resume"]
+    again = ["storyjudge", *(arg for arg in sys.argv[1:] if arg != "--resume")]
     if command.checkpointed and rd is not None:
-        resume = shlex.join(["storyjudge", *again, "--resume"])
+        resume = shlex.join([*again, "--resume"])
         return f"Finished work is checkpointed in {rd.root}; continue with: {resume}"
     cache = ctx.cache_dir or (str(rd.root / "cache") if rd is not None else ".storyjudge/cache")
-    return f"Answers so far are cached in {cache}; the same command again continues from them: " + shlex.join(
-        ["storyjudge", *again]
-    )
-
-
-def _run_dir(
-    kind: str, job: Job, ctx: Context, roles: tuple[str, ...], resume: bool, allow_change: tuple[str, ...]
-) -> tuple[RunDir, dict[str, Any]]:
-    """The run directory and this run's settings, checked (read only) for this document and job kind."""
-    rd = RunDir(Path(ctx.run_dir) if ctx.run_dir else default_run_dir(job.title, job.doc_hash))
-    settings = run_settings(
-        ctx.public_dict(), {role: resolve_spec(ctx, role) for role in roles}, prompts.versions(ctx.prompt_dir)
-    )
-    _check_checkpoints(rd)
-    with _using(rd):
-        rd.check(job.doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allow_change)
-    return rd, settings
+    line = shlex.join(again)
+    return f"Answers so far are cached in {cache}; the same command again continues from them: {line}"
 
 
 @contextmanager
@@ -316,12 +278,15 @@ def _using(rd: RunDir) -> Iterator[None]:
 
 
 def _check_checkpoints(rd: RunDir) -> None:
-    """Refuse, before anything is written, a checkpoints file that is not a sound checkpoint database.
-
-    Not SQLite, corrupt pages, or tables of another layout than the installed checkpointer creates.
-    """
+    """Refuse a checkpoints file that is not SQLite, is corrupt, or has another layout than the installed one."""
     if not rd.checkpoints.exists():
         return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with closing(sqlite3.connect(":memory:", check_same_thread=False)) as conn:  # the installed layout
+        SqliteSaver(conn).setup()
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        layout = {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
     problem = ""
     try:
         with closing(sqlite3.connect(f"file:{rd.checkpoints}?mode=ro", uri=True)) as conn:
@@ -329,7 +294,7 @@ def _check_checkpoints(rd: RunDir) -> None:
             if found and found[0] != "ok":
                 problem = "it is corrupt: " + " ".join(str(found[0]).split())
             else:
-                for table, columns in _checkpoint_columns().items():
+                for table, columns in layout.items():
                     have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                     if have and not columns <= have:
                         problem = f"its {table} table has another layout, from another LangGraph version"
@@ -341,16 +306,6 @@ def _check_checkpoints(rd: RunDir) -> None:
             f"{rd.checkpoints} is not a checkpoint database this version can read ({problem}); remove it to "
             "start the run anew, or choose another --run-dir."
         )
-
-
-def _checkpoint_columns() -> dict[str, set[str]]:
-    """The tables and columns the installed SQLite checkpointer creates (set up in memory, asked)."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    with closing(sqlite3.connect(":memory:", check_same_thread=False)) as conn:
-        SqliteSaver(conn).setup()
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
 
 
 def _build(command: GraphCommand, checkpointer: Any = None) -> Any:
@@ -367,10 +322,7 @@ def _stream(
     """The graph's final state: streamed anew, resumed, or a finished run's (``servers_ok``: given on a resume)."""
     resume = servers_ok is not None
     servers_ok = servers_ok or (lambda: None)
-    config: dict[str, Any] = {}
-    limit = command.max_concurrency(ctx)
-    if limit is not None:
-        config["max_concurrency"] = limit
+    config: dict[str, Any] = {"max_concurrency": command.max_concurrency(ctx)}  # None: no limit
     if not command.checkpointed or rd is None:
         return dict(stream_graph(_build(command), job.graph_input, ctx, config) or {})
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -397,7 +349,7 @@ def _stream(
                 pending = snapshot.next or tuple(task.name for task in snapshot.tasks)
                 console.print(f"Resuming {thread} at {', '.join(pending)}", markup=False)
                 servers_ok()
-                return dict(stream_graph(graph, None, ctx, config))  # type: ignore[arg-type]
+                return dict(stream_graph(graph, None, ctx, config))
         servers_ok()
         return dict(stream_graph(graph, job.graph_input, ctx, config))
 

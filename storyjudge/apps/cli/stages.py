@@ -1,9 +1,4 @@
-"""Live progress of a graph's stages, fed by the progress events its nodes emit (``storyjudge.core.progress``).
-
-A stage that runs again (the next round's decomposition, a new call of a subgraph) starts anew, labelled with
-the refine loop's round as the run's tables number it. Rich bars on a terminal; plain lines otherwise (a log
-file, CI): a stage's start and finish, and between them at most one every ``PLAIN_EVERY`` seconds.
-"""
+"""Live progress of a graph's stages from the progress events its nodes emit: rich bars or plain lines."""
 
 from __future__ import annotations
 
@@ -46,17 +41,6 @@ class Stage:
         """Its name, with the refine loop's round from round 1 on."""
         return self.name if self.round == 0 else f"{self.name} (round {self.round})"
 
-    @property
-    def count(self) -> str:
-        """``done/total``, or ``done`` while the total is unknown."""
-        return f"{self.done}/{self.total}" if self.total is not None else str(self.done)
-
-    def left(self, now: float) -> float | None:
-        """Seconds left at the pace so far (None before the first item is done)."""
-        if self.total is None or self.done <= 0 or self.done >= self.total:
-            return None
-        return (now - self.started) / self.done * (self.total - self.done)
-
 
 class StageTracker:
     """Turns progress events into stage rounds, and tells a view when a stage starts, advances, finishes."""
@@ -92,15 +76,10 @@ class StageTracker:
             if event.get("round") is not None:
                 self.round = int(event["round"])
             stage = self.stages.get(name)
-            if stage is None:
+            if stage is None or self._new_round(stage, namespace, total, event.get("advance", 0)):
                 stage = self.stages[name] = Stage(
                     name, total, round=self.round, started=now, namespace=namespace
                 )
-                self.view.started(stage, message)
-            elif self._new_round(stage, namespace, total, event.get("advance", 0)):
-                stage.round = self.round
-                stage.total, stage.done, stage.started, stage.finished = total, 0, now, False
-                stage.namespace = namespace
                 self.view.started(stage, message)
             elif total is not None:
                 stage.total = total  # a stage that learns its size as it goes (the summarizer's next level)
@@ -114,11 +93,7 @@ class StageTracker:
 
     @staticmethod
     def _new_round(stage: Stage, namespace: tuple[str, ...], total: int | None, advance: int) -> bool:
-        """Another call of the subgraph holding the stage, or a finished stage given a size again.
-
-        A finished stage whose new size exceeds what it did is growing, not restarting (the summarizer adds a
-        level); one sized again at most at its count is the same work once more (one refine call per round).
-        """
+        """Another call of the stage's subgraph, or a finished stage sized again at most at its count (not growing)."""
         if namespace != stage.namespace:
             return True
         return stage.finished and total is not None and not advance and total <= stage.done
@@ -143,36 +118,35 @@ class PlainView:
     def _line(self, stage: Stage, text: str, message: str) -> None:
         stage.last_line = self.clock()
         note = f" - {message}" if message else ""
-        count = f" {stage.count}" if stage.total is not None or stage.done else ""
-        self._say(f"{stage.name}{count} {text}{note}")
-
-    @staticmethod
-    def _round(stage: Stage) -> str:
-        return f" (round {stage.round})" if stage.round > 0 else ""
+        total = "" if stage.total is None else f"/{stage.total}"
+        count = f" {stage.done}{total}" if total or stage.done else ""
+        in_round = f" (round {stage.round})" if stage.round > 0 else ""
+        self._say(f"{stage.name}{count} {text}{in_round}{note}")
 
     def started(self, stage: Stage, message: str) -> None:
         """Always a line."""
-        self._line(stage, "started" + self._round(stage), message)
+        self._line(stage, "started", message)
 
     def advanced(self, stage: Stage, message: str) -> None:
         """A line when the stage's last one is ``every`` seconds old: count, time so far, time left."""
         now = self.clock()
         if now - stage.last_line < self.every:
             return
-        left = stage.left(now)
-        eta = f", about {left:.0f}s left" if left is not None else ""
-        self._line(stage, f"{now - stage.started:.1f}s so far{eta}{self._round(stage)}", message)
+        eta = ""
+        if stage.total is not None and 0 < stage.done < stage.total:  # at the pace so far
+            eta = f", about {(now - stage.started) / stage.done * (stage.total - stage.done):.0f}s left"
+        self._line(stage, f"{now - stage.started:.1f}s so far{eta}", message)
 
     def finished(self, stage: Stage, message: str) -> None:
         """Always a line, with the stage's time."""
-        self._line(stage, f"done in {self.clock() - stage.started:.1f}s{self._round(stage)}", message)
+        self._line(stage, f"done in {self.clock() - stage.started:.1f}s", message)
 
     def waiting(self, stage: Stage | None, seconds: float) -> None:
         """A line saying what is still being worked on."""
         if stage is None:
             self._say(f"starting: {seconds:.0f}s without a step (loading models, checking the input)")
         else:
-            self._line(stage, f"still working: {seconds:.0f}s since the last step{self._round(stage)}", "")
+            self._line(stage, f"still working: {seconds:.0f}s since the last step", "")
 
 
 class BarsView:
@@ -186,10 +160,9 @@ class BarsView:
         """A new bar, or the stage's bar reset for its next round."""
         if stage.name not in self.tasks:
             self.tasks[stage.name] = self.progress.add_task(stage.label, total=stage.total, message=message)
-        else:
-            self.progress.reset(
-                self.tasks[stage.name], total=stage.total, description=stage.label, message=message
-            )
+        self.progress.reset(
+            self.tasks[stage.name], total=stage.total, description=stage.label, message=message
+        )
 
     def advanced(self, stage: Stage, message: str) -> None:
         """The bar at the stage's count."""
@@ -217,5 +190,4 @@ def bars(console: Console) -> Progress:
         TimeRemainingColumn(),
         TextColumn("{task.fields[message]}"),
         console=console,
-        transient=False,
     )

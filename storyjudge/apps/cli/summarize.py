@@ -11,14 +11,7 @@ from rich.table import Table
 
 from nodes.summary_writer import PROMPT_NAMES, tree_outline
 from prompts import load
-from storyjudge.apps.cli.common import (
-    console,
-    fail,
-    failing,
-    read_text_file,
-    say,
-    write_out,
-)
+from storyjudge.apps.cli.common import console, fail, failing, read_text_file, say, write_out
 from storyjudge.apps.cli.options import run_settings
 from storyjudge.apps.cli.run import GraphCommand, Job, Run, add_graph_command
 from storyjudge.core.context import Context
@@ -81,16 +74,8 @@ def _stats_table(
 
 
 RECORDED = (
-    *(
-        "strategy",
-        "chunk_size",
-        "chunker",
-        "max_summary_tokens",
-        "context_window",
-        "artifact_removal",
-        "seed",
-    ),
-    *("preset", "preset_applied", "prompt_dir"),
+    *("strategy", "chunk_size", "chunker", "max_summary_tokens", "context_window", "artifact_removal"),
+    *("seed", "preset", "preset_applied", "prompt_dir"),
 )
 """The settings a summary's record keeps (and the summarizer's temperature)."""
 
