@@ -13,7 +13,7 @@ from typing import Any
 
 from storyjudge.core.confusion import ERROR_TYPES
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, share
-from storyjudge.core.intervals import mean_interval, over
+from storyjudge.core.intervals import mean_interval, over, percentiles, resampled_means
 from storyjudge.core.planted import annotator_check
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -80,12 +80,9 @@ def bootstrap(
     if values.size < 2:
         result["note"] = "needs at least two scored summaries"
         return result
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, values.size, size=(resamples, values.size))
-    means = values[picks].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
+    means = resampled_means(values, resamples, seed)
     result["std"] = float(means.std(ddof=1))
-    result["ci95"] = [float(low), float(high)]
+    result["ci95"] = percentiles(means)
     return result
 
 

@@ -47,7 +47,7 @@ class FaultPlan:
 
     def draw(self, body: dict[str, Any] | None = None) -> str | None:
         """The fault for this request, or None."""
-        if body is not None and self.applies is not None and not self.applies(body):
+        if not (self.rates or self.script) or (body is not None and self.applies and not self.applies(body)):
             return None
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         with self._lock:
@@ -160,7 +160,7 @@ class OpenAIServer:
     ) -> None:
         self.responder = responder
         self.latency = latency
-        self.faults = faults
+        self.faults = faults or FaultPlan()
         self.model = model
         self.strict_model = strict_model  # a request for another model gets 404, as vLLM's does
         self.api_key = api_key  # when set, a request without it gets 401
@@ -206,18 +206,17 @@ class OpenAIServer:
         self.stop()
 
     def _answer(self, body: dict[str, Any], entry: LoggedRequest) -> tuple[int, dict[str, str], bytes]:
-        fault = self.faults.draw(body) if self.faults else None
-        entry.fault = fault
+        entry.fault = fault = self.faults.draw(body)
         if fault:
             with self._lock:
                 self.faulted.append(fault)
         if fault == "rate_limit":
-            retry_after = str(self.faults.retry_after if self.faults else 0)
+            retry_after = str(self.faults.retry_after)
             return 429, {"Retry-After": retry_after}, _error("rate limited", "rate_limit_error")
         if fault == "server_error":
             return 500, {}, _error("internal error", "server_error")
         if fault == "hang":
-            time.sleep(self.faults.hang_seconds if self.faults else 5.0)
+            time.sleep(self.faults.hang_seconds)
         reply = self.responder(body)
         if isinstance(reply, dict) and reply.get("status", 200) != 200:  # a scripted HTTP error
             error = _error(reply.get("error", "scripted error"), "invalid_request_error")

@@ -38,9 +38,10 @@ Usage = dict[str, ModelUsage]
 """Usage per model spec."""
 
 
-def empty_model_usage() -> ModelUsage:
-    """All counters at zero."""
-    return ModelUsage(calls=0, cache_hits=0, input_tokens=0, output_tokens=0, failures=0, cost_usd=0.0)
+def empty_model_usage(**counts: Any) -> ModelUsage:
+    """All counters at zero, but ``counts``."""
+    zero = ModelUsage(calls=0, cache_hits=0, input_tokens=0, output_tokens=0, failures=0, cost_usd=0.0)
+    return ModelUsage(**{**zero, **counts})  # type: ignore[typeddict-item]
 
 
 def price(spec: str, input_tokens: int, output_tokens: int) -> float:
@@ -72,35 +73,24 @@ def cost_text(usage: Usage | None) -> str:
 
 def one_call(spec: str, input_tokens: int, output_tokens: int, *, cached: bool) -> Usage:
     """Usage of a single call (a cache hit costs nothing and counts as a hit, not a call)."""
-    entry = empty_model_usage()
     if cached:
-        entry["cache_hits"] = 1
-    else:
-        entry["calls"] = 1
-        entry["input_tokens"] = input_tokens
-        entry["output_tokens"] = output_tokens
-        entry["cost_usd"] = price(spec, input_tokens, output_tokens)
-    return {spec: entry}
+        return {spec: empty_model_usage(cache_hits=1)}
+    counts = {"calls": 1, "input_tokens": input_tokens, "output_tokens": output_tokens}
+    return {spec: empty_model_usage(**counts, cost_usd=price(spec, input_tokens, output_tokens))}
 
 
 def failure(spec: str) -> Usage:
     """One logical call that ended without a usable answer (its attempts are counted separately)."""
-    entry = empty_model_usage()
-    entry["failures"] = 1
-    return {spec: entry}
+    return {spec: empty_model_usage(failures=1)}
 
 
 def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
     """Reducer: add two usage dicts model by model."""
     merged: Usage = {spec: ModelUsage(**entry) for spec, entry in (left or {}).items()}
     for spec, entry in (right or {}).items():
-        target = merged.setdefault(spec, empty_model_usage())
-        target["calls"] += entry.get("calls", 0)
-        target["cache_hits"] += entry.get("cache_hits", 0)
-        target["input_tokens"] += entry.get("input_tokens", 0)
-        target["output_tokens"] += entry.get("output_tokens", 0)
-        target["failures"] += entry.get("failures", 0)
-        target["cost_usd"] = round(target["cost_usd"] + entry.get("cost_usd", 0.0), 8)
+        old = merged.get(spec, empty_model_usage())
+        added = {key: old[key] + entry.get(key, 0) for key in old}  # type: ignore[literal-required]
+        merged[spec] = empty_model_usage(**added | {"cost_usd": round(added["cost_usd"], 8)})
     return merged
 
 
