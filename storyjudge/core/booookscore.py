@@ -67,17 +67,15 @@ def bootstrap(
     scores: Sequence[float | None], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
     """Appendix G: the std and 95% interval of the mean over resampled summaries (None with fewer than two)."""
-    import numpy as np
-
-    values = np.array([s for s in scores if s is not None], dtype=float)
+    values = [float(s) for s in scores if s is not None]
     result: dict[str, Any] = {
         "std": None,
         "ci95": None,
         "resamples": resamples,
         "seed": seed,
-        "n": int(values.size),
+        "n": len(values),
     }
-    if values.size < 2:
+    if len(values) < 2:
         result["note"] = "needs at least two scored summaries"
         return result
     means = resampled_means(values, resamples, seed)
