@@ -105,7 +105,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "reliable": card_reliable(own),
         }
     return {
-        "label": summary.label,
+        "label": summary.ref.label,
         "path": str(summary.ref.path),
         "run_id": record.get("run_id", ""),
         "round": round_.get("iteration"),

@@ -11,7 +11,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
@@ -332,13 +332,7 @@ def _describe(error: ErrorDetails, model: type[BaseModel], variable: str | None)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(siblings)}."
         return f"there is no setting {name!r}; {hint}"
     if kind == "literal_error":
-        annotation = field.annotation if field and not key else None
-        choices = [
-            repr(c) if c != "" else "empty" for c in get_args(annotation) if get_origin(annotation) is Literal
-        ]
-        listed = (
-            f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else error.get("ctx", {}).get("expected")
-        )
+        listed = re.sub(r"(^|, | or )''(?=, | or |$)", r"\1empty", str(error.get("ctx", {}).get("expected")))
         expected = f"must be {listed}, not {given!r}"
     elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         metadata = field.metadata if field is not None else [error.get("ctx", {})]

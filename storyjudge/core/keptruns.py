@@ -126,11 +126,6 @@ class Summary:
     record: dict[str, Any]
     round: dict[str, Any]
 
-    @property
-    def label(self) -> str:
-        """The run's name, with the round when it is not the run's best."""
-        return self.ref.label
-
 
 def load_summary(ref: RunRef) -> Summary:
     """The round a reference names (the run's best when it names none); ValueError saying what is wrong."""
