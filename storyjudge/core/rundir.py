@@ -6,7 +6,6 @@ another document or other settings (but ``RESUMABLE_CHANGES``); ``run.lock`` kee
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -17,6 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +173,6 @@ class RunDir:
                 )
             if not self.root.exists():  # can it be made? (OSError when not: under a file, no permission)
                 parent = next((p for p in self.root.absolute().parents if p.exists()), Path("/"))
-                if not parent.is_dir():
-                    raise NotADirectoryError(errno.ENOTDIR, f"{parent} is a file")
                 os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".storyjudge-probe-"))
             return None
         existing = self.read_meta()
@@ -219,16 +217,14 @@ class RunDir:
         Refused (``check``): another document, a busy directory, a resume of a kind that never ran here, or one
         whose ``settings`` differ from that kind's last run (but for ``allow_change``).
         """
-        allowed = tuple(allow_change)
-        existing = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allowed)
-        if existing is None:
+        changes = tuple(allow_change)
+        check = partial(
+            self.check, doc_hash, resume=resume, kind=kind, settings=settings, allow_change=changes
+        )
+        if check() is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            self.lock()
-            existing = {"document_hash": doc_hash, "source": source}
-        else:
-            self.lock()  # then the meta as the previous holder left it, checked again
-            again = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allowed)
-            existing = again or existing
+        self.lock()  # then the meta as the previous holder left it, checked again
+        existing = check() or {"document_hash": doc_hash, "source": source}
         if settings is not None:
             by_kind = kind_settings(existing)  # before this run's settings replace the last run's
             existing["settings"] = dict(settings)
