@@ -130,9 +130,9 @@ def normalise_types(labels: Iterable[str]) -> tuple[list[str], list[str]]:
 
 def _split_questions(text: str) -> list[str]:
     """Questions in a section: each '?'-terminated span, else each non-empty line."""
-    questions = [q.strip() for q in re.findall(r"[^?\n]*\?", text)]
-    questions = [_BULLET.sub("", q).strip() for q in questions]
-    questions = [q for q in questions if len(q) > 1]
+    questions = [
+        q for q in (_BULLET.sub("", q).strip() for q in re.findall(r"[^?\n]*\?", text)) if len(q) > 1
+    ]
     if questions:
         return questions
     lines = [_BULLET.sub("", line).strip() for line in text.splitlines()]
@@ -141,14 +141,10 @@ def _split_questions(text: str) -> list[str]:
 
 def _answer_body(text: str) -> str:
     """The first answer in the text: no thinking, no leading headers, nothing from the next header on."""
-    body = strip_thinking(text)
-    while True:
-        stripped = body.lstrip()
-        header = _BRACKET_HEADER.match(stripped)
-        if not header:
-            break
-        body = stripped[header.end() :]
-    body = _LEADING_NOISE.sub("", body.lstrip())
+    body = strip_thinking(text).lstrip()
+    while header := _BRACKET_HEADER.match(body):
+        body = body[header.end() :].lstrip()
+    body = _LEADING_NOISE.sub("", body)
     nxt = _BRACKET_HEADER.search(body)
     if nxt:
         body = body[: nxt.start()]
@@ -157,17 +153,16 @@ def _answer_body(text: str) -> str:
 
 def _sections(body: str) -> tuple[str | None, str | None]:
     """The Questions and Types sections' text (None when the label is absent)."""
-    marks: list[tuple[int, int, str]] = []
-    for kind, pattern in (("questions", _QUESTIONS_LABEL), ("types", _TYPES_LABEL)):
-        match = pattern.search(body)
-        if match:
-            marks.append((match.start(), match.end(), kind))
-    marks.sort()
-    found: dict[str, str] = {}
-    for i, (_, end, kind) in enumerate(marks):
-        stop = marks[i + 1][0] if i + 1 < len(marks) else len(body)
-        found[kind] = body[end:stop].strip()
-    return found.get("questions"), found.get("types")
+    questions, types = _QUESTIONS_LABEL.search(body), _TYPES_LABEL.search(body)
+    return _section(body, questions, types), _section(body, types, questions)
+
+
+def _section(body: str, label: re.Match[str] | None, other: re.Match[str] | None) -> str | None:
+    """The text after ``label``, up to the ``other`` label when that one follows it."""
+    if label is None:
+        return None
+    stop = other.start() if other and other.start() > label.start() else len(body)
+    return body[label.end() : stop].strip()
 
 
 def _named_types(text: str) -> list[str]:
