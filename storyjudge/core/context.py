@@ -235,10 +235,10 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
         def __init__(self, **values: Any) -> None:
             """Given values win over ``STORYJUDGE_<FIELD>`` variables; the preset fills what is left."""
             values = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in values.items()}
-            sources = {
+            unset = {
                 name: ENV_PREFIX + name.upper() for name in type(self).model_fields if name not in values
             }
-            sources = {name: variable for name, variable in sources.items() if variable in os.environ}
+            sources = {name: variable for name, variable in unset.items() if variable in os.environ}
             if "base_url" not in values and "base_url" not in sources and os.environ.get("OPENAI_BASE_URL"):
                 sources["base_url"] = "OPENAI_BASE_URL"  # where the OpenAI SDK would send the requests
             given = {**values, **{name: os.environ[variable] for name, variable in sources.items()}}
@@ -280,7 +280,7 @@ Context.model_rebuild(force=True)
 def _preset_values(given: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
     """The preset's values for the fields not given (a temperature given covers the summarizer's too)."""
     name = given.get("preset", "")
-    if name not in presets.names():
+    if name not in presets.PRESETS:
         return {}  # none, or not a preset: the field's type says which are
     settable = set(Context.model_fields) - set(given)
     if "temperature" in given:
