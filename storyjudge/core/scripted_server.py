@@ -105,11 +105,8 @@ def schema_name(body: dict[str, Any]) -> str:
 
 def all_text(body: dict[str, Any]) -> str:
     """All message text of a request, joined."""
-    parts = []
-    for message in body.get("messages", []):
-        content = message.get("content", "")
-        parts.append(content if isinstance(content, str) else json.dumps(content))
-    return "\n".join(parts)
+    contents = [message.get("content", "") for message in body.get("messages", [])]
+    return "\n".join(content if isinstance(content, str) else json.dumps(content) for content in contents)
 
 
 class _BurstServer(ThreadingHTTPServer):
