@@ -263,8 +263,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
         """A copy with some fields changed (validated again); the preset's record keeps the values it still holds."""
         copy = type(self)(**{**self.model_dump(), **changes})
         kept = {k: v for k, v in self._preset_applied.items() if k not in changes and getattr(copy, k) == v}
-        for name, value in kept.items():
-            copy._preset_applied.setdefault(name, value)
+        copy._preset_applied.update(kept)  # every field was given: the preset filled none of the copy's
         return copy
 
     def public_dict(self) -> dict[str, Any]:
@@ -419,15 +418,13 @@ def url_problem(url: str) -> str:
 
 def as_context(value: Context | dict[str, Any] | None) -> Context:
     """Normalise whatever a caller passed as ``context=`` (nothing, a dict or a Context) into a Context."""
-    if value is None:
-        return Context()
     if isinstance(value, Context):
         return value
-    if isinstance(value, dict):
-        return Context(**value)
+    if value is None or isinstance(value, dict):
+        return Context(**(value or {}))
     raise ConfigError(f"context must be a dict or storyjudge Context, not {type(value).__name__}.")
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
     """The run's Context from a node's runtime, with defaults when the graph was invoked without one."""
-    return as_context(getattr(runtime, "context", None) if runtime is not None else None)
+    return as_context(getattr(runtime, "context", None))

@@ -135,7 +135,6 @@ class RunDir:
 
     def read_meta(self) -> dict[str, Any]:
         """``meta.json`` as a dict, or RunDirMismatch saying why it cannot be used."""
-        problem = ""
         try:
             existing = json.loads(self.meta.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -143,14 +142,12 @@ class RunDir:
         except OSError as exc:
             problem = f"unreadable ({exc.strerror or exc})"
         else:
-            if not isinstance(existing, dict):
-                problem = f"malformed (a JSON {type(existing).__name__}, not an object)"
-        if problem:
-            raise RunDirMismatch(
-                f"Run directory {self.root} has a {problem} {self.meta.name}; "
-                "choose a different --run-dir or remove it."
-            )
-        return existing
+            if isinstance(existing, dict):
+                return existing
+            problem = f"malformed (a JSON {type(existing).__name__}, not an object)"
+        raise RunDirMismatch(
+            f"Run directory {self.root} has a {problem} {self.meta.name}; choose a different --run-dir or remove it."
+        )
 
     def check(
         self,

@@ -8,6 +8,7 @@ is logged (``requests``, ``log``).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import socket
@@ -57,12 +58,8 @@ class FaultPlan:
             occurrence = self._seen.get(digest, 0)
             self._seen[digest] = occurrence + 1
         roll = random.Random(f"{self.seed}:{digest}:{occurrence}").random()
-        edge = 0.0
-        for kind in FAULT_KINDS:
-            edge += self.rates.get(kind, 0.0)
-            if roll < edge:
-                return kind
-        return None
+        edges = itertools.accumulate(self.rates.get(kind, 0.0) for kind in FAULT_KINDS)
+        return next((kind for kind, edge in zip(FAULT_KINDS, edges, strict=True) if roll < edge), None)
 
 
 def mixed(rate: float) -> dict[str, float]:
