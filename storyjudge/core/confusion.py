@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from storyjudge.core.jsonparse import strip_thinking
+from storyjudge.core.narrativefactscore import plain_words
 from storyjudge.core.promptcopy import copied_span, words
 
 _TYPE_KEYWORDS: dict[str, tuple[str, ...]] = {
@@ -84,15 +85,9 @@ class ConfusionAnswer:
         return self.confused is not None
 
 
-def _normalise(text: str) -> str:
-    lowered = text.lower().replace("-", " ").replace("_", " ")
-    lowered = re.sub(r"[^a-z0-9 ]+", " ", lowered)
-    return re.sub(r"\s+", " ", lowered).strip()
-
-
 def says_no_confusion(text: str) -> bool:
     """Whether a whole answer field says there is nothing to report ("no confusion", "None", "N/A")."""
-    normal = _normalise(text)
+    normal = plain_words(text)
     return normal in _EMPTY_SECTION or bool(
         re.fullmatch(r"(?:there is |there s )?no confusion(?: here)?", normal)
     )
@@ -100,7 +95,7 @@ def says_no_confusion(text: str) -> bool:
 
 def type_of(label: str) -> str | None:
     """The taxonomy type a label names ("Entity-Omission", "causal", "repetition"), or None."""
-    normal = _normalise(label)
+    normal = plain_words(label)
     if not normal:
         return None
     for name in ERROR_TYPES:  # the name itself, spaced or not, then a stem
@@ -123,7 +118,7 @@ def normalise_types(labels: Iterable[str]) -> tuple[list[str], list[str]]:
             found = type_of(piece)
             if found:
                 known.add(found)
-            elif _normalise(piece) not in (_normalise(o) for o in other):
+            elif plain_words(piece) not in (plain_words(o) for o in other):
                 other.append(piece)
     return [name for name in ERROR_TYPES if name in known], other
 

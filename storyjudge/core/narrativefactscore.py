@@ -23,8 +23,8 @@ CORRECTED_NOTE = (
 )
 
 
-def fact_key(text: str) -> str:
-    """What makes two facts the same fact: their words, ignoring case and punctuation ("" for a blank one)."""
+def plain_words(text: str) -> str:
+    """A text's words, lower-case, one space apart, punctuation dropped: what makes two facts (or labels) the same."""
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
@@ -36,7 +36,7 @@ def unique_facts(raw: Iterable[Fact], iteration: int) -> list[Fact]:
     )
     first: dict[str, Fact] = {}
     for fact in ordered:
-        first.setdefault(fact_key(fact["text"]), Fact(**{**fact, "text": fact["text"].strip()}))
+        first.setdefault(plain_words(fact["text"]), Fact(**{**fact, "text": fact["text"].strip()}))
     first.pop("", None)  # blank facts
     return list(first.values())
 
