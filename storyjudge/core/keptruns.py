@@ -38,7 +38,6 @@ def keep_run(story: str | Path, run_id: str, record: dict[str, Any]) -> RunDir:
     if not RUN_ID.match(run_id):
         raise ValueError(f"Invalid run id {run_id!r}: use lower-case letters, digits and dashes.")
     rd = RunDir(runs_folder(story) / run_id)
-    rd.root.mkdir(parents=True, exist_ok=True)
     record = {**record, "run_id": run_id}
     rd.write_json(rd.result, record)
     best = str(record.get("best_summary") or "").strip()

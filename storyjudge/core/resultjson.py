@@ -103,6 +103,5 @@ def _score_row(iteration: Mapping[str, Any]) -> dict[str, Any]:
 def write_result(run_dir: str | Path, result: dict[str, Any]) -> Path:
     """Write result.json atomically into the run directory."""
     rd = RunDir(Path(run_dir))
-    rd.root.mkdir(parents=True, exist_ok=True)
     rd.write_json(rd.result, result)
     return rd.result

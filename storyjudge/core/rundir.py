@@ -237,7 +237,8 @@ class RunDir:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write a file through a temporary file of its own: never half a file, even with two writers."""
+    """Write a file (and its folders) through a temporary file: never half a file, even with two writers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         tmp.write_bytes(data)
@@ -250,5 +251,4 @@ def write_atomic(path: Path, data: bytes) -> None:
 def write_once(path: Path, data: bytes) -> None:
     """Write a file named by its content, unless it exists (then it holds ``data`` already)."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, data)
