@@ -361,11 +361,9 @@ def _model_at(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> type
 
 
 def _field_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> FieldInfo | None:
-    names = [part for part in loc if isinstance(part, str)]
-    if not names or names[-1] != loc[-1]:
+    if not loc or not isinstance(loc[-1], str):
         return None
-    holder = _model_at(model, loc[: len(loc) - 1])
-    return getattr(holder, "model_fields", {}).get(names[-1])
+    return getattr(_model_at(model, loc[:-1]), "model_fields", {}).get(loc[-1])
 
 
 def _inner_model(annotation: Any) -> type[BaseModel] | None:
