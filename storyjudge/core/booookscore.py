@@ -84,12 +84,6 @@ def bootstrap(
     return result
 
 
-def sentence_interval(card: Mapping[str, Any], seed: int = BOOTSTRAP_SEED) -> list[float] | None:
-    """95% interval of one summary's score, resampling its scored sentences (clean 1, confused 0)."""
-    values = [1.0] * int(card.get("clean", 0)) + [0.0] * int(card.get("confused", 0))
-    return mean_interval(values, seed=seed)["ci95"]
-
-
 def per_type_rates(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """Appendix H: each type's count over all summaries divided by all scored sentences."""
     scored = sum(int(s["scored"]) for s in summaries)
@@ -132,7 +126,10 @@ def coherence_report(
             mine = [a for a in checked if str(a.get("summary_id")) == card["id"]]
             card["annotator_check"] = annotator_check(items, mine, max_false_acceptance)
             card["reliable"] = bool(card["reliable"] and card["annotator_check"]["passed"])
-        card["ci95"] = sentence_interval(card, seed)  # one summary's interval resamples its sentences
+        sentence_scores = [1.0] * card["clean"] + [0.0] * card[
+            "confused"
+        ]  # its interval resamples its sentences
+        card["ci95"] = mean_interval(sentence_scores, seed=seed)["ci95"]
         card["ci95_over"] = over(card["scored"], "sentence")
     kept = [s["score"] for s in summaries if s["reliable"]]
     system = system_score(kept)

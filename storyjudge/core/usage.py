@@ -110,8 +110,7 @@ _ledger_lock = threading.Lock()
 
 
 def _ledger(run_dir: str) -> Path | None:
-    root = Path(run_dir) if run_dir else None
-    return root / LEDGER if root is not None and root.is_dir() else None
+    return Path(run_dir) / LEDGER if run_dir and Path(run_dir).is_dir() else None
 
 
 def record(
