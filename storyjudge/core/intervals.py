@@ -25,10 +25,8 @@ def mean_interval(
     import numpy as np  # imported where used: only a comparison or an experiment's summary needs it
 
     kept = _clean(values)
-    mean = float(np.mean(kept)) if kept else None
-    if len(kept) < 2:
-        return {"mean": mean, "ci95": None, "n": len(kept)}
-    return {"mean": mean, "ci95": percentiles(resampled_means(kept, resamples, seed)), "n": len(kept)}
+    ci95 = percentiles(resampled_means(kept, resamples, seed)) if len(kept) >= 2 else None
+    return {"mean": float(np.mean(kept)) if kept else None, "ci95": ci95, "n": len(kept)}
 
 
 def difference_interval(

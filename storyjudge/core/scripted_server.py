@@ -205,18 +205,24 @@ class OpenAIServer:
             with self._lock:
                 self.faulted.append(fault)
         if fault == "rate_limit":
-            retry_after = str(self.faults.retry_after)
-            return 429, {"Retry-After": retry_after}, _error("rate limited", "rate_limit_error")
+            return (
+                429,
+                {"Retry-After": str(self.faults.retry_after)},
+                _error("rate limited", "rate_limit_error"),
+            )
         if fault == "server_error":
             return 500, {}, _error("internal error", "server_error")
         if fault == "hang":
             time.sleep(self.faults.hang_seconds)
         reply = self.responder(body)
-        if isinstance(reply, dict) and reply.get("status", 200) != 200:  # a scripted HTTP error
-            error = _error(reply.get("error", "scripted error"), "invalid_request_error")
-            return int(reply["status"]), {}, error
-        content = reply if isinstance(reply, str) else reply.get("content", "")
-        finish = "stop" if isinstance(reply, str) else reply.get("finish_reason", "stop")
+        reply = {"content": reply} if isinstance(reply, str) else reply
+        if reply.get("status", 200) != 200:  # a scripted HTTP error
+            return (
+                int(reply["status"]),
+                {},
+                _error(reply.get("error", "scripted error"), "invalid_request_error"),
+            )
+        content, finish = reply.get("content", ""), reply.get("finish_reason", "stop")
         if fault == "truncated":
             content, finish = content[: max(1, len(content) // 3)], "length"
         if fault == "empty":
@@ -254,9 +260,8 @@ class OpenAIServer:
             def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
                 with suppress(BrokenPipeError, ConnectionResetError):
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in headers.items():
+                    sent = {"Content-Type": "application/json", "Content-Length": str(len(data)), **headers}
+                    for key, value in sent.items():
                         self.send_header(key, value)
                     self.end_headers()
                     self.wfile.write(data)
