@@ -205,11 +205,8 @@ class OpenAIServer:
             with self._lock:
                 self.faulted.append(fault)
         if fault == "rate_limit":
-            return (
-                429,
-                {"Retry-After": str(self.faults.retry_after)},
-                _error("rate limited", "rate_limit_error"),
-            )
+            retry_after = str(self.faults.retry_after)
+            return 429, {"Retry-After": retry_after}, _error("rate limited", "rate_limit_error")
         if fault == "server_error":
             return 500, {}, _error("internal error", "server_error")
         if fault == "hang":
@@ -217,11 +214,8 @@ class OpenAIServer:
         reply = self.responder(body)
         reply = {"content": reply} if isinstance(reply, str) else reply
         if reply.get("status", 200) != 200:  # a scripted HTTP error
-            return (
-                int(reply["status"]),
-                {},
-                _error(reply.get("error", "scripted error"), "invalid_request_error"),
-            )
+            error = _error(reply.get("error", "scripted error"), "invalid_request_error")
+            return int(reply["status"]), {}, error
         content, finish = reply.get("content", ""), reply.get("finish_reason", "stop")
         if fault == "truncated":
             content, finish = content[: max(1, len(content) // 3)], "length"
