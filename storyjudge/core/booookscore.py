@@ -31,9 +31,8 @@ def summary_score(
     ``score`` is None when no sentence could be scored; ``missing`` counts sentences with no annotation.
     """
     records = list(annotations)
-    confused = sum(1 for a in records if a.get("confused") is True)
-    clean = sum(1 for a in records if a.get("confused") is False)
-    unparsed = sum(1 for a in records if a.get("confused") is None)
+    answers = Counter(a.get("confused") for a in records)  # True, False or None (unparsed)
+    confused, clean, unparsed = answers[True], answers[False], answers[None]
     scored = confused + clean
     named = Counter(name for a in records if a.get("confused") is True for name in a.get("types") or [])
     per_type = {name: named[name] for name in ERROR_TYPES}

@@ -281,9 +281,8 @@ def _preset_values(given: dict[str, Any], sources: dict[str, str]) -> dict[str, 
     name = given.get("preset", "")
     if name not in presets.PRESETS:
         return {}  # none, or not a preset: the field's type says which are
-    settable = set(Context.model_fields) - set(given)
-    if "temperature" in given:
-        settable.discard("summary_temperature")
+    covered = {"summary_temperature"} if "temperature" in given else set()
+    settable = set(Context.model_fields) - set(given) - covered
     bge_m3_path = given.get("bge_m3_path", "")
     try:
         return presets.resolve(name, settable, bge_m3_path if isinstance(bge_m3_path, str) else "")
