@@ -61,9 +61,6 @@ def _specs(value: Any) -> Any:
 
 Share = Annotated[float, Field(ge=0, le=1)]
 MetricSpecs = Annotated[list[Annotated[str, AfterValidator(_metric)]], BeforeValidator(_specs)]
-Url = Annotated[str, AfterValidator(_url)]
-Folder = Annotated[str, AfterValidator(_folder)]
-TemperatureOrUnset = Annotated[float, AfterValidator(_temperature_or_unset)]
 
 
 class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=True):
@@ -86,7 +83,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Model that revises the summary. Empty: the model setting."""
     coherence_model: str = ""
     """Model that marks confusing summary sentences (BooookScore). Empty: the model setting."""
-    base_url: Url = ""
+    base_url: Annotated[str, AfterValidator(_url)] = ""
     """Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). Empty: OPENAI_BASE_URL
     when set, else OpenAI's own API."""
     temperature: float = Field(default=0.0, ge=0)
@@ -216,7 +213,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are in
     storyjudge/core/presets.py). Only settings you did not give yourself are changed. Empty: storyjudge's
     defaults."""
-    summary_temperature: TemperatureOrUnset = -1.0
+    summary_temperature: Annotated[float, AfterValidator(_temperature_or_unset)] = -1.0
     """Sampling temperature of the book summarizer only; -1 uses the temperature setting."""
     predicate_min_count: int = Field(default=0, ge=0)
     """Keep a relation only when at least this many extractions state it, counting every sample of every scene
@@ -224,7 +221,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     bge_m3_path: str = ""
     """Local folder with BGE-M3 weights; the nfs-paper preset retrieves with BGE-M3 from it (never
     downloaded). Empty: none; the preset then stops unless you choose the embedder yourself."""
-    prompt_dir: Folder = ""
+    prompt_dir: Annotated[str, AfterValidator(_folder)] = ""
     """Folder of prompt files that replace the bundled ones by name (coherence.txt, judge.txt, ...); the
     official BooookScore scoring prompt file is accepted as it is. Empty: bundled prompts."""
 
