@@ -125,11 +125,8 @@ def coherence_report(
             mine = [a for a in checked if str(a.get("summary_id")) == card["id"]]
             card["annotator_check"] = annotator_check(items, mine, max_false_acceptance)
             card["reliable"] = bool(card["reliable"] and card["annotator_check"]["passed"])
-        sentence_scores = [1.0] * card["clean"] + [0.0] * card[
-            "confused"
-        ]  # its interval resamples its sentences
-        card["ci95"] = mean_interval(sentence_scores, seed=seed)["ci95"]
-        card["ci95_over"] = over(card["scored"], "sentence")
+        card["ci95"] = mean_interval([1.0] * card["clean"] + [0.0] * card["confused"], seed=seed)["ci95"]
+        card["ci95_over"] = over(card["scored"], "sentence")  # a summary's interval resamples its sentences
     kept = [s["score"] for s in summaries if s["reliable"]]
     system = system_score(kept)
     total = sum(s["sentences"] for s in summaries)
