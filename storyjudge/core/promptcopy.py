@@ -42,11 +42,8 @@ def copied_span(
     """The first run of ``span`` words the answer shares with the ``fixed`` texts and not with ``data``."""
     source = _fixed_grams(tuple(part for text in fixed for part in fixed_parts(text)), span)
     tokens = words(answer)
-    hits = [
-        gram
-        for gram in (tuple(tokens[i : i + span]) for i in range(len(tokens) - span + 1))
-        if gram in source
-    ]
+    grams = (tuple(tokens[i : i + span]) for i in range(len(tokens) - span + 1))
+    hits = [gram for gram in grams if gram in source]
     if not hits:  # the data's grams are counted only for an answer that shares some with the prompt
         return None
     quoted = set().union(*(_grams(words(text), span) for text in data))
