@@ -232,10 +232,8 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
         def __init__(self, **values: Any) -> None:
             """Given values win over ``STORYJUDGE_<FIELD>`` variables; the preset fills what is left."""
             values = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in values.items()}
-            unset = {
-                name: ENV_PREFIX + name.upper() for name in type(self).model_fields if name not in values
-            }
-            sources = {name: variable for name, variable in unset.items() if variable in os.environ}
+            env = {name: ENV_PREFIX + name.upper() for name in type(self).model_fields if name not in values}
+            sources = {name: variable for name, variable in env.items() if variable in os.environ}
             if "base_url" not in values and "base_url" not in sources and os.environ.get("OPENAI_BASE_URL"):
                 sources["base_url"] = "OPENAI_BASE_URL"  # where the OpenAI SDK would send the requests
             given = {**values, **{name: os.environ[variable] for name, variable in sources.items()}}

@@ -31,8 +31,7 @@ def plain_words(text: str) -> str:
 def unique_facts(raw: Iterable[Fact], iteration: int) -> list[Fact]:
     """An iteration's facts in summary order, without blanks or duplicates (the first of equal facts stays)."""
     ordered = sorted(
-        (f for f in raw if f["iteration"] == iteration),
-        key=lambda f: (f["sentence_index"], f["id"]),
+        (f for f in raw if f["iteration"] == iteration), key=lambda f: (f["sentence_index"], f["id"])
     )
     first: dict[str, Fact] = {}
     for fact in ordered:
