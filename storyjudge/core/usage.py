@@ -132,9 +132,8 @@ def record(
     entry: dict[str, Any] = {"spec": spec, "event": event, "in": input_tokens, "out": output_tokens}
     if seconds is not None:
         entry["s"] = round(seconds, 3)
-    line = json.dumps(entry) + "\n"
     with _ledger_lock, path.open("a", encoding="utf-8") as handle:
-        handle.write(line)
+        handle.write(json.dumps(entry) + "\n")
 
 
 def reset_ledger(run_dir: str) -> None:
@@ -162,11 +161,10 @@ def run_usage(run_dir: str, state_usage: Usage | None) -> Usage:
         elif event == "hit":
             target["cache_hits"] += 1
         elif event == "answer":
-            target["input_tokens"] += int(entry.get("in", 0))
-            target["output_tokens"] += int(entry.get("out", 0))
-            target["cost_usd"] = round(
-                target["cost_usd"] + price(spec, entry.get("in", 0), entry.get("out", 0)), 8
-            )
+            n_in, n_out = int(entry.get("in", 0)), int(entry.get("out", 0))
+            target["input_tokens"] += n_in
+            target["output_tokens"] += n_out
+            target["cost_usd"] = round(target["cost_usd"] + price(spec, n_in, n_out), 8)
     for spec, entry in (state_usage or {}).items():
         usage.setdefault(spec, empty_model_usage())["failures"] += entry.get("failures", 0)
     return usage
