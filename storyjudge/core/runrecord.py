@@ -244,7 +244,7 @@ def load_run(path: str | Path) -> Run:
             f"{file} was written by a newer storyjudge (record version {version}); upgrade storyjudge to read it."
         )
     try:  # version 0 (no ``schema_version``) only lacks optional fields
-        return Run.model_validate({**data, "schema_version": version or SCHEMA_VERSION})
+        return Run.model_validate({**data, "schema_version": SCHEMA_VERSION} if version == 0 else data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(the record)"
