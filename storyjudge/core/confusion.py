@@ -219,12 +219,11 @@ def _parse_unlabelled(body: str) -> ConfusionAnswer:
     says_clean = bool(_NO_CONFUSION_PHRASE.search(first)) and len(words(body)) <= CLEAN_PROSE_WORDS
     questions = [q for q in (q.strip() for q in re.findall(r"[^?\n.!]*\?", body)) if len(q) > 1]
     named = _named_types(body)
-    if mentions_clean and not says_clean and not questions and not named:
+    if mentions_clean and not (questions or named) and not says_clean:
         return ConfusionAnswer(None, error="'no confusion' only in passing, not as the answer")
-    says_clean = says_clean or mentions_clean
-    if says_clean and not questions and not named:
+    if mentions_clean and not (questions or named):  # said first, in a short answer
         return ConfusionAnswer(False)
-    if says_clean:
+    if mentions_clean:
         return ConfusionAnswer(
             None, questions, named, error="contradictory: 'no confusion' alongside questions or types"
         )
