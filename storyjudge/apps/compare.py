@@ -72,7 +72,7 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     corrections = int(card.get("corrections") or 0)
     own = uncorrected(card)  # the judge's own verdicts, shown beside the ones a person corrected
     return {
-        "label": summary.label,
+        "label": summary.ref.label,
         "path": str(summary.ref.path),
         "run_id": record.get("run_id", ""),
         "round": round_.get("iteration"),

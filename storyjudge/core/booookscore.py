@@ -13,7 +13,7 @@ from typing import Any
 
 from storyjudge.core.confusion import ERROR_TYPES
 from storyjudge.core.coverage import DEFAULT_FLOOR, is_reliable, share
-from storyjudge.core.intervals import mean_interval, over
+from storyjudge.core.intervals import mean_interval, over, percentiles, resampled_means
 from storyjudge.core.planted import annotator_check
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -31,9 +31,8 @@ def summary_score(
     ``score`` is None when no sentence could be scored; ``missing`` counts sentences with no annotation.
     """
     records = list(annotations)
-    confused = sum(1 for a in records if a.get("confused") is True)
-    clean = sum(1 for a in records if a.get("confused") is False)
-    unparsed = sum(1 for a in records if a.get("confused") is None)
+    answers = Counter(a.get("confused") for a in records)  # True, False or None (unparsed)
+    confused, clean, unparsed = answers[True], answers[False], answers[None]
     scored = confused + clean
     named = Counter(name for a in records if a.get("confused") is True for name in a.get("types") or [])
     per_type = {name: named[name] for name in ERROR_TYPES}
@@ -67,32 +66,21 @@ def bootstrap(
     scores: Sequence[float | None], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
     """Appendix G: the std and 95% interval of the mean over resampled summaries (None with fewer than two)."""
-    import numpy as np
-
-    values = np.array([s for s in scores if s is not None], dtype=float)
+    values = [float(s) for s in scores if s is not None]
     result: dict[str, Any] = {
         "std": None,
         "ci95": None,
         "resamples": resamples,
         "seed": seed,
-        "n": int(values.size),
+        "n": len(values),
     }
-    if values.size < 2:
+    if len(values) < 2:
         result["note"] = "needs at least two scored summaries"
         return result
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, values.size, size=(resamples, values.size))
-    means = values[picks].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
+    means = resampled_means(values, resamples, seed)
     result["std"] = float(means.std(ddof=1))
-    result["ci95"] = [float(low), float(high)]
+    result["ci95"] = percentiles(means)
     return result
-
-
-def sentence_interval(card: Mapping[str, Any], seed: int = BOOTSTRAP_SEED) -> list[float] | None:
-    """95% interval of one summary's score, resampling its scored sentences (clean 1, confused 0)."""
-    values = [1.0] * int(card.get("clean", 0)) + [0.0] * int(card.get("confused", 0))
-    return mean_interval(values, seed=seed)["ci95"]
 
 
 def per_type_rates(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
@@ -137,8 +125,8 @@ def coherence_report(
             mine = [a for a in checked if str(a.get("summary_id")) == card["id"]]
             card["annotator_check"] = annotator_check(items, mine, max_false_acceptance)
             card["reliable"] = bool(card["reliable"] and card["annotator_check"]["passed"])
-        card["ci95"] = sentence_interval(card, seed)  # one summary's interval resamples its sentences
-        card["ci95_over"] = over(card["scored"], "sentence")
+        card["ci95"] = mean_interval([1.0] * card["clean"] + [0.0] * card["confused"], seed=seed)["ci95"]
+        card["ci95_over"] = over(card["scored"], "sentence")  # a summary's interval resamples its sentences
     kept = [s["score"] for s in summaries if s["reliable"]]
     system = system_score(kept)
     total = sum(s["sentences"] for s in summaries)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from storyjudge.core.jsonparse import strip_thinking
+from storyjudge.core.narrativefactscore import plain_words
 from storyjudge.core.promptcopy import copied_span, words
 
 _TYPE_KEYWORDS: dict[str, tuple[str, ...]] = {
@@ -84,15 +85,9 @@ class ConfusionAnswer:
         return self.confused is not None
 
 
-def _normalise(text: str) -> str:
-    lowered = text.lower().replace("-", " ").replace("_", " ")
-    lowered = re.sub(r"[^a-z0-9 ]+", " ", lowered)
-    return re.sub(r"\s+", " ", lowered).strip()
-
-
 def says_no_confusion(text: str) -> bool:
     """Whether a whole answer field says there is nothing to report ("no confusion", "None", "N/A")."""
-    normal = _normalise(text)
+    normal = plain_words(text)
     return normal in _EMPTY_SECTION or bool(
         re.fullmatch(r"(?:there is |there s )?no confusion(?: here)?", normal)
     )
@@ -100,7 +95,7 @@ def says_no_confusion(text: str) -> bool:
 
 def type_of(label: str) -> str | None:
     """The taxonomy type a label names ("Entity-Omission", "causal", "repetition"), or None."""
-    normal = _normalise(label)
+    normal = plain_words(label)
     if not normal:
         return None
     for name in ERROR_TYPES:  # the name itself, spaced or not, then a stem
@@ -123,16 +118,16 @@ def normalise_types(labels: Iterable[str]) -> tuple[list[str], list[str]]:
             found = type_of(piece)
             if found:
                 known.add(found)
-            elif _normalise(piece) not in (_normalise(o) for o in other):
+            elif plain_words(piece) not in (plain_words(o) for o in other):
                 other.append(piece)
     return [name for name in ERROR_TYPES if name in known], other
 
 
 def _split_questions(text: str) -> list[str]:
     """Questions in a section: each '?'-terminated span, else each non-empty line."""
-    questions = [q.strip() for q in re.findall(r"[^?\n]*\?", text)]
-    questions = [_BULLET.sub("", q).strip() for q in questions]
-    questions = [q for q in questions if len(q) > 1]
+    questions = [
+        q for q in (_BULLET.sub("", q).strip() for q in re.findall(r"[^?\n]*\?", text)) if len(q) > 1
+    ]
     if questions:
         return questions
     lines = [_BULLET.sub("", line).strip() for line in text.splitlines()]
@@ -141,14 +136,10 @@ def _split_questions(text: str) -> list[str]:
 
 def _answer_body(text: str) -> str:
     """The first answer in the text: no thinking, no leading headers, nothing from the next header on."""
-    body = strip_thinking(text)
-    while True:
-        stripped = body.lstrip()
-        header = _BRACKET_HEADER.match(stripped)
-        if not header:
-            break
-        body = stripped[header.end() :]
-    body = _LEADING_NOISE.sub("", body.lstrip())
+    body = strip_thinking(text).lstrip()
+    while header := _BRACKET_HEADER.match(body):
+        body = body[header.end() :].lstrip()
+    body = _LEADING_NOISE.sub("", body)
     nxt = _BRACKET_HEADER.search(body)
     if nxt:
         body = body[: nxt.start()]
@@ -157,17 +148,16 @@ def _answer_body(text: str) -> str:
 
 def _sections(body: str) -> tuple[str | None, str | None]:
     """The Questions and Types sections' text (None when the label is absent)."""
-    marks: list[tuple[int, int, str]] = []
-    for kind, pattern in (("questions", _QUESTIONS_LABEL), ("types", _TYPES_LABEL)):
-        match = pattern.search(body)
-        if match:
-            marks.append((match.start(), match.end(), kind))
-    marks.sort()
-    found: dict[str, str] = {}
-    for i, (_, end, kind) in enumerate(marks):
-        stop = marks[i + 1][0] if i + 1 < len(marks) else len(body)
-        found[kind] = body[end:stop].strip()
-    return found.get("questions"), found.get("types")
+    questions, types = _QUESTIONS_LABEL.search(body), _TYPES_LABEL.search(body)
+    return _section(body, questions, types), _section(body, types, questions)
+
+
+def _section(body: str, label: re.Match[str] | None, other: re.Match[str] | None) -> str | None:
+    """The text after ``label``, up to the ``other`` label when that one follows it."""
+    if label is None:
+        return None
+    stop = other.start() if other and other.start() > label.start() else len(body)
+    return body[label.end() : stop].strip()
 
 
 def _named_types(text: str) -> list[str]:
@@ -229,12 +219,11 @@ def _parse_unlabelled(body: str) -> ConfusionAnswer:
     says_clean = bool(_NO_CONFUSION_PHRASE.search(first)) and len(words(body)) <= CLEAN_PROSE_WORDS
     questions = [q for q in (q.strip() for q in re.findall(r"[^?\n.!]*\?", body)) if len(q) > 1]
     named = _named_types(body)
-    if mentions_clean and not says_clean and not questions and not named:
+    if mentions_clean and not (questions or named) and not says_clean:
         return ConfusionAnswer(None, error="'no confusion' only in passing, not as the answer")
-    says_clean = says_clean or mentions_clean
-    if says_clean and not questions and not named:
+    if mentions_clean and not (questions or named):  # said first, in a short answer
         return ConfusionAnswer(False)
-    if says_clean:
+    if mentions_clean:
         return ConfusionAnswer(
             None, questions, named, error="contradictory: 'no confusion' alongside questions or types"
         )

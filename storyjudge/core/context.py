@@ -11,7 +11,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
@@ -61,9 +61,6 @@ def _specs(value: Any) -> Any:
 
 Share = Annotated[float, Field(ge=0, le=1)]
 MetricSpecs = Annotated[list[Annotated[str, AfterValidator(_metric)]], BeforeValidator(_specs)]
-Url = Annotated[str, AfterValidator(_url)]
-Folder = Annotated[str, AfterValidator(_folder)]
-TemperatureOrUnset = Annotated[float, AfterValidator(_temperature_or_unset)]
 
 
 class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=True):
@@ -86,7 +83,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Model that revises the summary. Empty: the model setting."""
     coherence_model: str = ""
     """Model that marks confusing summary sentences (BooookScore). Empty: the model setting."""
-    base_url: Url = ""
+    base_url: Annotated[str, AfterValidator(_url)] = ""
     """Base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, LM Studio). Empty: OPENAI_BASE_URL
     when set, else OpenAI's own API."""
     temperature: float = Field(default=0.0, ge=0)
@@ -216,7 +213,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     """Use a paper's own settings: 'booookscore-paper' or 'nfs-paper' (the values and their sources are in
     storyjudge/core/presets.py). Only settings you did not give yourself are changed. Empty: storyjudge's
     defaults."""
-    summary_temperature: TemperatureOrUnset = -1.0
+    summary_temperature: Annotated[float, AfterValidator(_temperature_or_unset)] = -1.0
     """Sampling temperature of the book summarizer only; -1 uses the temperature setting."""
     predicate_min_count: int = Field(default=0, ge=0)
     """Keep a relation only when at least this many extractions state it, counting every sample of every scene
@@ -224,7 +221,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
     bge_m3_path: str = ""
     """Local folder with BGE-M3 weights; the nfs-paper preset retrieves with BGE-M3 from it (never
     downloaded). Empty: none; the preset then stops unless you choose the embedder yourself."""
-    prompt_dir: Folder = ""
+    prompt_dir: Annotated[str, AfterValidator(_folder)] = ""
     """Folder of prompt files that replace the bundled ones by name (coherence.txt, judge.txt, ...); the
     official BooookScore scoring prompt file is accepted as it is. Empty: bundled prompts."""
 
@@ -235,10 +232,8 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
         def __init__(self, **values: Any) -> None:
             """Given values win over ``STORYJUDGE_<FIELD>`` variables; the preset fills what is left."""
             values = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in values.items()}
-            sources = {
-                name: ENV_PREFIX + name.upper() for name in type(self).model_fields if name not in values
-            }
-            sources = {name: variable for name, variable in sources.items() if variable in os.environ}
+            env = {name: ENV_PREFIX + name.upper() for name in type(self).model_fields if name not in values}
+            sources = {name: variable for name, variable in env.items() if variable in os.environ}
             if "base_url" not in values and "base_url" not in sources and os.environ.get("OPENAI_BASE_URL"):
                 sources["base_url"] = "OPENAI_BASE_URL"  # where the OpenAI SDK would send the requests
             given = {**values, **{name: os.environ[variable] for name, variable in sources.items()}}
@@ -263,8 +258,7 @@ class Context(BaseModel, frozen=True, extra="forbid", use_attribute_docstrings=T
         """A copy with some fields changed (validated again); the preset's record keeps the values it still holds."""
         copy = type(self)(**{**self.model_dump(), **changes})
         kept = {k: v for k, v in self._preset_applied.items() if k not in changes and getattr(copy, k) == v}
-        for name, value in kept.items():
-            copy._preset_applied.setdefault(name, value)
+        copy._preset_applied.update(kept)  # every field was given: the preset filled none of the copy's
         return copy
 
     def public_dict(self) -> dict[str, Any]:
@@ -280,11 +274,10 @@ Context.model_rebuild(force=True)
 def _preset_values(given: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
     """The preset's values for the fields not given (a temperature given covers the summarizer's too)."""
     name = given.get("preset", "")
-    if name not in presets.names():
+    if name not in presets.PRESETS:
         return {}  # none, or not a preset: the field's type says which are
-    settable = set(Context.model_fields) - set(given)
-    if "temperature" in given:
-        settable.discard("summary_temperature")
+    covered = {"summary_temperature"} if "temperature" in given else set()
+    settable = set(Context.model_fields) - set(given) - covered
     bge_m3_path = given.get("bge_m3_path", "")
     try:
         return presets.resolve(name, settable, bge_m3_path if isinstance(bge_m3_path, str) else "")
@@ -332,13 +325,7 @@ def _describe(error: ErrorDetails, model: type[BaseModel], variable: str | None)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(siblings)}."
         return f"there is no setting {name!r}; {hint}"
     if kind == "literal_error":
-        annotation = field.annotation if field and not key else None
-        choices = [
-            repr(c) if c != "" else "empty" for c in get_args(annotation) if get_origin(annotation) is Literal
-        ]
-        listed = (
-            f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else error.get("ctx", {}).get("expected")
-        )
+        listed = re.sub(r"(^|, | or )''(?=, | or |$)", r"\1empty", str(error.get("ctx", {}).get("expected")))
         expected = f"must be {listed}, not {given!r}"
     elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         metadata = field.metadata if field is not None else [error.get("ctx", {})]
@@ -368,11 +355,9 @@ def _model_at(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> type
 
 
 def _field_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> FieldInfo | None:
-    names = [part for part in loc if isinstance(part, str)]
-    if not names or names[-1] != loc[-1]:
+    if not loc or not isinstance(loc[-1], str):
         return None
-    holder = _model_at(model, loc[: len(loc) - 1])
-    return getattr(holder, "model_fields", {}).get(names[-1])
+    return getattr(_model_at(model, loc[:-1]), "model_fields", {}).get(loc[-1])
 
 
 def _inner_model(annotation: Any) -> type[BaseModel] | None:
@@ -425,15 +410,13 @@ def url_problem(url: str) -> str:
 
 def as_context(value: Context | dict[str, Any] | None) -> Context:
     """Normalise whatever a caller passed as ``context=`` (nothing, a dict or a Context) into a Context."""
-    if value is None:
-        return Context()
     if isinstance(value, Context):
         return value
-    if isinstance(value, dict):
-        return Context(**value)
+    if value is None or isinstance(value, dict):
+        return Context(**(value or {}))
     raise ConfigError(f"context must be a dict or storyjudge Context, not {type(value).__name__}.")
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
     """The run's Context from a node's runtime, with defaults when the graph was invoked without one."""
-    return as_context(getattr(runtime, "context", None) if runtime is not None else None)
+    return as_context(getattr(runtime, "context", None))

@@ -76,10 +76,9 @@ def uncorrected(card: Mapping[str, Any]) -> dict[str, Any]:
         return dict(card)
     verdicts = copy.deepcopy(list(card.get("verdicts") or []))
     for v in verdicts:
-        if v.get("correction"):
-            v["status"] = v["correction"]["old"]
-            v["feedback"] = v["correction"].get("old_feedback", "")
-            del v["correction"]
+        correction = v.pop("correction", None)
+        if correction:
+            v["status"], v["feedback"] = correction["old"], correction.get("old_feedback", "")
     return dict(_recount(card, verdicts))
 
 

@@ -24,15 +24,9 @@ def mean_interval(
     """The mean of ``values`` (None left out) and its 95% interval: ``{mean, ci95, n}``."""
     import numpy as np  # imported where used: only a comparison or an experiment's summary needs it
 
-    kept = np.array(_clean(values), dtype=float)
-    out: dict[str, Any] = {
-        "mean": float(kept.mean()) if kept.size else None,
-        "ci95": None,
-        "n": int(kept.size),
-    }
-    if kept.size >= 2:
-        out["ci95"] = _percentiles(np, _means(np.random.default_rng(seed), kept, resamples))
-    return out
+    kept = _clean(values)
+    ci95 = percentiles(resampled_means(kept, resamples, seed)) if len(kept) >= 2 else None
+    return {"mean": float(np.mean(kept)) if kept else None, "ci95": ci95, "n": len(kept)}
 
 
 def difference_interval(
@@ -55,15 +49,10 @@ def difference_interval(
         raise ValueError(f"paired values differ in number ({len(a)} and {len(b)})")
     diffs = [float(y) - float(x) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
     found = mean_interval(diffs, resamples=resamples, seed=seed)
-    low, high = found["ci95"] or (0.0, 0.0)
-    excludes_zero = low > 0 or high < 0
-    return {
-        "difference": found["mean"],
-        "ci95": found["ci95"],
-        "excludes_zero": excludes_zero,
-        "paired": True,
-        "n": found["n"],
-    }
+    out: dict[str, Any] = {**_NO_DIFFERENCE, "difference": found["mean"], "paired": True, "n": found["n"]}
+    if found["ci95"]:
+        _set_interval(out, found["ci95"])
+    return out
 
 
 def aligned_difference_interval(
@@ -93,7 +82,7 @@ def aligned_difference_interval(
         diffs = means_b - means_a
         diffs = diffs[np.isfinite(diffs)]  # a resample that drew no value on one side has no difference
         if diffs.size >= resamples // 2:
-            _set_interval(out, diffs)
+            _set_interval(out, percentiles(diffs))
     return out
 
 
@@ -116,7 +105,7 @@ def ratio_interval(
     if num.size < 2:
         return None
     picks = np.random.default_rng(seed).integers(0, num.size, size=(resamples, num.size))
-    return _percentiles(np, num[picks].sum(axis=1) / den[picks].sum(axis=1))
+    return percentiles(num[picks].sum(axis=1) / den[picks].sum(axis=1))
 
 
 def ratio_difference_interval(
@@ -139,7 +128,8 @@ def ratio_difference_interval(
     if na.size >= 2 and nb.size >= 2:
         pa = rng.integers(0, na.size, size=(resamples, na.size))
         pb = rng.integers(0, nb.size, size=(resamples, nb.size))
-        _set_interval(out, nb[pb].sum(axis=1) / db[pb].sum(axis=1) - na[pa].sum(axis=1) / da[pa].sum(axis=1))
+        diffs = nb[pb].sum(axis=1) / db[pb].sum(axis=1) - na[pa].sum(axis=1) / da[pa].sum(axis=1)
+        _set_interval(out, percentiles(diffs))
     return out
 
 
@@ -180,26 +170,30 @@ def corrected_interval(
     if defined.sum() < resamples // 2:
         return None
     values = np.clip((observed[defined] - far[defined]) / gap[defined], 0.0, 1.0)
-    return _percentiles(np, values)
+    return percentiles(values)
 
 
-def _percentiles(np: Any, values: Any) -> list[float]:
+def percentiles(values: Any) -> list[float]:
+    """The central 95% of resampled values: ``[low, high]``."""
+    import numpy as np
+
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
     return [float(low), float(high)]
 
 
-def _set_interval(out: dict[str, Any], differences: Any) -> None:
-    """A difference's interval, and whether it leaves out 0, from its resampled values."""
+def _set_interval(out: dict[str, Any], ci95: list[float]) -> None:
+    """A difference's interval, and whether it leaves out 0."""
+    out["ci95"] = ci95
+    out["excludes_zero"] = ci95[0] > 0 or ci95[1] < 0
+
+
+def resampled_means(values: Sequence[float], resamples: int, seed: int) -> Any:
+    """The means of ``resamples`` resamples of ``values`` (drawn with replacement), as a numpy array."""
     import numpy as np
 
-    out["ci95"] = low, high = _percentiles(np, differences)
-    out["excludes_zero"] = low > 0 or high < 0
-
-
-def _means(rng: Any, values: Any, resamples: int) -> Any:
-    """The means of ``resamples`` resamples of ``values`` (drawn with replacement)."""
-    return values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+    kept = np.asarray(values, dtype=float)
+    return kept[np.random.default_rng(seed).integers(0, kept.size, size=(resamples, kept.size))].mean(axis=1)
 
 
 def _units(np: Any, numerators: Sequence[float], denominators: Sequence[float]) -> tuple[Any, Any]:

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,7 @@ RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}$")
 
 def new_run_id(kind: str) -> str:
     """A new run's id: its kind, its start to the millisecond (ids sort by time) and a few random characters."""
-    now = time.time()
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    return f"{kind}-{stamp}{int(now * 1000) % 1000:03d}-{uuid.uuid4().hex[:6]}"
+    return f"{kind}-{datetime.now().strftime('%Y%m%d-%H%M%S%f')[:-3]}-{uuid.uuid4().hex[:6]}"
 
 
 def runs_folder(story: str | Path) -> Path:
@@ -38,7 +36,6 @@ def keep_run(story: str | Path, run_id: str, record: dict[str, Any]) -> RunDir:
     if not RUN_ID.match(run_id):
         raise ValueError(f"Invalid run id {run_id!r}: use lower-case letters, digits and dashes.")
     rd = RunDir(runs_folder(story) / run_id)
-    rd.root.mkdir(parents=True, exist_ok=True)
     record = {**record, "run_id": run_id}
     rd.write_json(rd.result, record)
     best = str(record.get("best_summary") or "").strip()
@@ -81,18 +78,14 @@ def run_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 def story_runs(story: str | Path) -> list[dict[str, Any]]:
     """Every run kept for a story, newest first; a folder whose record cannot be read is left out."""
-    folder = runs_folder(story)
     rows = []
-    if folder.is_dir():
-        for run in folder.iterdir():
-            result = RunDir(run).result
-            if not (RUN_ID.match(run.name) and result.is_file()):
-                continue
-            try:
-                record = load_run(result).record()
-            except RunRecordError:
-                continue
-            rows.append(run_row(record, run.name))
+    for result in runs_folder(story).glob("*/result.json"):
+        if not (RUN_ID.match(result.parent.name) and result.is_file()):
+            continue
+        try:
+            rows.append(run_row(load_run(result).record(), result.parent.name))
+        except RunRecordError:
+            continue
     return sorted(rows, key=lambda r: (str(r["created"]), r["id"]), reverse=True)
 
 
@@ -125,11 +118,6 @@ class Summary:
     ref: RunRef
     record: dict[str, Any]
     round: dict[str, Any]
-
-    @property
-    def label(self) -> str:
-        """The run's name, with the round when it is not the run's best."""
-        return self.ref.label
 
 
 def load_summary(ref: RunRef) -> Summary:

@@ -23,26 +23,21 @@ CORRECTED_NOTE = (
 )
 
 
-def fact_key(text: str) -> str:
-    """What makes two facts the same fact: their words, ignoring case and punctuation ("" for a blank one)."""
+def plain_words(text: str) -> str:
+    """A text's words, lower-case, one space apart, punctuation dropped: what makes two facts (or labels) the same."""
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
 def unique_facts(raw: Iterable[Fact], iteration: int) -> list[Fact]:
     """An iteration's facts in summary order, without blanks or duplicates (the first of equal facts stays)."""
     ordered = sorted(
-        (f for f in raw if f["iteration"] == iteration),
-        key=lambda f: (f["sentence_index"], f["id"]),
+        (f for f in raw if f["iteration"] == iteration), key=lambda f: (f["sentence_index"], f["id"])
     )
-    seen: set[str] = set()
-    facts: list[Fact] = []
+    first: dict[str, Fact] = {}
     for fact in ordered:
-        key = fact_key(fact["text"])
-        if not key or key in seen:
-            continue
-        seen.add(key)
-        facts.append(Fact(**{**fact, "text": fact["text"].strip()}))
-    return facts
+        first.setdefault(plain_words(fact["text"]), Fact(**{**fact, "text": fact["text"].strip()}))
+    first.pop("", None)  # blank facts
+    return list(first.values())
 
 
 def nfs_coverage(*, facts: int, judged: int, sentences: int, decompose_failures: int) -> float:
@@ -117,16 +112,17 @@ def score_card(
         verdicts=mine,
         unjudged_rule=unjudged,
     )
-    rows = [(float(r["supported"]), float(r["judged"])) for r in per_sentence if r["judged"]]
-    card["score_ci95"] = ratio_interval([r[0] for r in rows], [r[1] for r in rows])
-    card["score_ci95_over"] = over(len(rows), "sentence")
+    judged_rows = [r for r in per_sentence if r["judged"]]
+    units = [float(r["supported"]) for r in judged_rows], [float(r["judged"]) for r in judged_rows]
+    card["score_ci95"] = ratio_interval(*units)
+    card["score_ci95_over"] = over(len(judged_rows), "sentence")
     if judge is not None:
         card["judge_check"] = judge
-        add_corrected(card, rows, judge)
+        add_corrected(card, units, judge)
     return card
 
 
-def add_corrected(card: ScoreCard, rows: list[tuple[float, float]], judge: JudgeCheck) -> None:
+def add_corrected(card: ScoreCard, units: tuple[list[float], list[float]], judge: JudgeCheck) -> None:
     """Put the judge-corrected fields on ``card``: ``score_corrected`` (None: the note says why), its interval."""
     observed = card["score"]
     far, tar = judge.get("false_acceptance"), judge.get("true_acceptance")
@@ -146,11 +142,9 @@ def add_corrected(card: ScoreCard, rows: list[tuple[float, float]], judge: Judge
         )
     else:
         card["score_corrected"] = round(rogan_gladen(observed, far, tar), 6)
-        card["score_corrected_ci95"] = corrected_interval(
-            [r[0] for r in rows], [r[1] for r in rows], false, true
-        )
+        card["score_corrected_ci95"] = corrected_interval(*units, false, true)
         card["score_corrected_ci95_over"] = (
-            f"{over(len(rows), 'sentence')}, {over(len(false), 'planted false fact')} and "
+            f"{over(len(units[0]), 'sentence')}, {over(len(false), 'planted false fact')} and "
             f"{over(len(true), 'planted true fact')}"
         )
         reason = CORRECTED_NOTE

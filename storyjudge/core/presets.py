@@ -91,38 +91,23 @@ SOURCES = ("seed 000", "seed 001", "official code", "ours")
 """How every source line begins."""
 
 
-def names() -> tuple[str, ...]:
-    """The known preset names."""
-    return tuple(PRESETS)
-
-
 def resolve(name: str, settable: set[str], bge_m3_path: str) -> dict[str, Any]:
     """The values preset ``name`` fills, limited to the fields in ``settable``.
 
     The embedder row needs ``bge_m3_path`` to be a folder (nothing is ever downloaded).
     """
-    values: dict[str, Any] = {}
-    for field_name, setting in PRESETS[name].items():
-        if field_name not in settable:
-            continue
-        value = setting.value
-        if field_name == "embedder" and value == BGE_M3:
-            if not bge_m3_path:
-                raise ValueError(
-                    f"the {name} preset retrieves with BGE-M3, as the paper does: set bge_m3_path to the local "
-                    "folder of the BGE-M3 weights (--set bge_m3_path=DIR or STORYJUDGE_BGE_M3_PATH; nothing is "
-                    "downloaded), or choose the embedder yourself (embedder=minilm) to run it without BGE-M3."
-                )
-            if not Path(bge_m3_path).is_dir():
-                raise ValueError(
-                    f"bge_m3_path {bge_m3_path!r} is not a folder; give the local folder of the BGE-M3 weights "
-                    "(nothing is downloaded) or unset it."
-                )
-            value = f"{BGE_M3}:{bge_m3_path}"
-        values[field_name] = value
+    values = {field: setting.value for field, setting in PRESETS[name].items() if field in settable}
+    if values.get("embedder") == BGE_M3:
+        if not bge_m3_path:
+            raise ValueError(
+                f"the {name} preset retrieves with BGE-M3, as the paper does: set bge_m3_path to the local "
+                "folder of the BGE-M3 weights (--set bge_m3_path=DIR or STORYJUDGE_BGE_M3_PATH; nothing is "
+                "downloaded), or choose the embedder yourself (embedder=minilm) to run it without BGE-M3."
+            )
+        if not Path(bge_m3_path).is_dir():
+            raise ValueError(
+                f"bge_m3_path {bge_m3_path!r} is not a folder; give the local folder of the BGE-M3 weights "
+                "(nothing is downloaded) or unset it."
+            )
+        values["embedder"] = f"{BGE_M3}:{bge_m3_path}"
     return values
-
-
-def describe(name: str) -> list[tuple[str, Any, str]]:
-    """``(field, value, source)`` rows of a preset, for documentation and ``--help``."""
-    return [(field_name, s.value, s.source) for field_name, s in PRESETS[name].items()]

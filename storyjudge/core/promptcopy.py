@@ -42,15 +42,12 @@ def copied_span(
     """The first run of ``span`` words the answer shares with the ``fixed`` texts and not with ``data``."""
     source = _fixed_grams(tuple(part for text in fixed for part in fixed_parts(text)), span)
     tokens = words(answer)
-    hits = [i for i in range(len(tokens) - span + 1) if tuple(tokens[i : i + span]) in source]
-    if not hits:
+    grams = (tuple(tokens[i : i + span]) for i in range(len(tokens) - span + 1))
+    hits = [gram for gram in grams if gram in source]
+    if not hits:  # the data's grams are counted only for an answer that shares some with the prompt
         return None
     quoted = set().union(*(_grams(words(text), span) for text in data))
-    for i in hits:
-        gram = tuple(tokens[i : i + span])
-        if gram not in quoted:
-            return " ".join(gram)
-    return None
+    return next((" ".join(gram) for gram in hits if gram not in quoted), None)
 
 
 def request_data(messages: Iterable[str], fixed: Iterable[str]) -> list[str]:

@@ -32,16 +32,6 @@ def scrub(value: str) -> str:
     return _SECRET.sub("[redacted]", value)
 
 
-def context_record(ctx: Context) -> dict[str, Any]:
-    """The settings of the run with resolved model specs per role."""
-    record = ctx.public_dict()
-    record["base_url"] = scrub(record.get("base_url", ""))
-    record["chroma_url"] = scrub(record.get("chroma_url", ""))
-    record["resolved_models"] = {role: resolve_spec(ctx, role) for role in ROLES}
-    record["preset_applied"] = ctx.preset_applied
-    return record
-
-
 def build_result(
     state: dict[str, Any],
     ctx: Context,
@@ -67,31 +57,20 @@ def build_result(
             "scenes": len(state.get("scenes") or []),
         },
         "run_dir": state.get("run_dir", ""),
-        "context": context_record(ctx),
+        "context": {
+            **ctx.public_dict(),
+            "base_url": scrub(ctx.base_url),
+            "chroma_url": scrub(ctx.chroma_url),
+            "resolved_models": {role: resolve_spec(ctx, role) for role in ROLES},  # as each role resolved it
+            "preset_applied": ctx.preset_applied,
+        },
         "prompts": dict(prompt_versions or {}),
         "ckg_stats": state.get("ckg_stats") or {},
         "initial_summary_events": state.get("events") or [],
         "iterations": iterations,
         # the texts the verdicts' evidence names (scene id -> text), each once (``core.passages``)
         "passages": record_passages(iterations, state.get("scenes") or []),
-        "scores": [
-            {
-                "iteration": it["iteration"],
-                "nfs": it["factscore"]["score"],
-                "nfs_ci95": it["factscore"].get("score_ci95"),
-                "nfs_ci95_over": it["factscore"].get("score_ci95_over"),
-                "nfs_corrected": it["factscore"].get("score_corrected"),
-                "nfs_coverage": it["factscore"].get("coverage"),
-                "nfs_reliable": it["factscore"].get("reliable"),
-                "accepted": it["accepted"],
-                "coherence": (it.get("coherence") or {}).get("score"),
-                "coherence_coverage": (it.get("coherence") or {}).get("coverage"),
-                "coherence_reliable": (it.get("coherence") or {}).get("reliable"),
-                **_checks(it),
-                "note": it.get("note", ""),
-            }
-            for it in iterations
-        ],
+        "scores": [_score_row(it) for it in iterations],
         "best_iteration": best_iteration,
         "best_summary": best["summary"] if best else state.get("summary", ""),
         # False: no round was judged on enough of its facts; the best summary is then the unrefined one
@@ -102,28 +81,27 @@ def build_result(
     }
 
 
-def _checks(iteration: Mapping[str, Any]) -> dict[str, Any]:
-    """The judge's record on the round's planted facts (and the annotator's on planted sentences), if any."""
-    check = iteration["factscore"].get("judge_check")
-    out: dict[str, Any] = {}
+def _score_row(iteration: Mapping[str, Any]) -> dict[str, Any]:
+    """A round's headline numbers, and the judge's (and annotator's) record on its planted items, if any."""
+    card, coherence = iteration["factscore"], iteration.get("coherence") or {}
+    row = {"iteration": iteration["iteration"], "nfs": card["score"]}
+    row |= {f"nfs_{key}": card.get(f"score_{key}") for key in ("ci95", "ci95_over", "corrected")}
+    row |= {f"nfs_{key}": card.get(key) for key in ("coverage", "reliable")}
+    row |= {"accepted": iteration["accepted"], "coherence": coherence.get("score")}
+    row |= {f"coherence_{key}": coherence.get(key) for key in ("coverage", "reliable")}
+    check = card.get("judge_check")
     if check:
-        out["judge_false_acceptance"] = check["false_acceptance"]
-        out["judge_true_acceptance"] = check["true_acceptance"]
-        out["judge_false_acceptance_ci95"] = check.get("false_acceptance_ci95")
-        out["judge_passed"] = check["passed"]
-        out["judge_decision"] = check.get("decision")
-        out["judge_note"] = check["note"]
-    coherence = iteration.get("coherence") or {}
+        keys = ("false_acceptance", "true_acceptance", "false_acceptance_ci95", "passed", "decision", "note")
+        row |= {f"judge_{key}": check.get(key) for key in keys}
     annotator = [s["annotator_check"] for s in coherence.get("summaries") or [] if s.get("annotator_check")]
     if annotator:
-        out["annotator_passed"] = all(a["passed"] for a in annotator)
-        out["annotator_note"] = "; ".join(a["note"] for a in annotator)
-    return out
+        row["annotator_passed"] = all(a["passed"] for a in annotator)
+        row["annotator_note"] = "; ".join(a["note"] for a in annotator)
+    return row | {"note": iteration.get("note", "")}
 
 
 def write_result(run_dir: str | Path, result: dict[str, Any]) -> Path:
     """Write result.json atomically into the run directory."""
     rd = RunDir(Path(run_dir))
-    rd.root.mkdir(parents=True, exist_ok=True)
     rd.write_json(rd.result, result)
     return rd.result

@@ -6,7 +6,6 @@ another document or other settings (but ``RESUMABLE_CHANGES``); ``run.lock`` kee
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -17,6 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +135,6 @@ class RunDir:
 
     def read_meta(self) -> dict[str, Any]:
         """``meta.json`` as a dict, or RunDirMismatch saying why it cannot be used."""
-        problem = ""
         try:
             existing = json.loads(self.meta.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -143,14 +142,12 @@ class RunDir:
         except OSError as exc:
             problem = f"unreadable ({exc.strerror or exc})"
         else:
-            if not isinstance(existing, dict):
-                problem = f"malformed (a JSON {type(existing).__name__}, not an object)"
-        if problem:
-            raise RunDirMismatch(
-                f"Run directory {self.root} has a {problem} {self.meta.name}; "
-                "choose a different --run-dir or remove it."
-            )
-        return existing
+            if isinstance(existing, dict):
+                return existing
+            problem = f"malformed (a JSON {type(existing).__name__}, not an object)"
+        raise RunDirMismatch(
+            f"Run directory {self.root} has a {problem} {self.meta.name}; choose a different --run-dir or remove it."
+        )
 
     def check(
         self,
@@ -173,8 +170,6 @@ class RunDir:
                 )
             if not self.root.exists():  # can it be made? (OSError when not: under a file, no permission)
                 parent = next((p for p in self.root.absolute().parents if p.exists()), Path("/"))
-                if not parent.is_dir():
-                    raise NotADirectoryError(errno.ENOTDIR, f"{parent} is a file")
                 os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".storyjudge-probe-"))
             return None
         existing = self.read_meta()
@@ -219,16 +214,14 @@ class RunDir:
         Refused (``check``): another document, a busy directory, a resume of a kind that never ran here, or one
         whose ``settings`` differ from that kind's last run (but for ``allow_change``).
         """
-        allowed = tuple(allow_change)
-        existing = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allowed)
-        if existing is None:
+        changes = tuple(allow_change)
+        check = partial(
+            self.check, doc_hash, resume=resume, kind=kind, settings=settings, allow_change=changes
+        )
+        if check() is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            self.lock()
-            existing = {"document_hash": doc_hash, "source": source}
-        else:
-            self.lock()  # then the meta as the previous holder left it, checked again
-            again = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=allowed)
-            existing = again or existing
+        self.lock()  # then the meta as the previous holder left it, checked again
+        existing = check() or {"document_hash": doc_hash, "source": source}
         if settings is not None:
             by_kind = kind_settings(existing)  # before this run's settings replace the last run's
             existing["settings"] = dict(settings)
@@ -244,7 +237,8 @@ class RunDir:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write a file through a temporary file of its own: never half a file, even with two writers."""
+    """Write a file (and its folders) through a temporary file: never half a file, even with two writers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         tmp.write_bytes(data)
@@ -257,5 +251,4 @@ def write_atomic(path: Path, data: bytes) -> None:
 def write_once(path: Path, data: bytes) -> None:
     """Write a file named by its content, unless it exists (then it holds ``data`` already)."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, data)

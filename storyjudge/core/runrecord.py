@@ -1,7 +1,7 @@
 """The run record (``result.json``) as typed models, and ``load_run``, its one reader.
 
 A record of the wrong shape is one line naming the file and field, not a traceback in a renderer. Extra fields
-are allowed where records grow; ``result.schema.json`` ships the models' JSON Schema. ``migrate`` reads old shapes.
+are allowed where records grow; ``result.schema.json`` ships the models' JSON Schema. ``load_run`` reads old shapes.
 """
 
 from __future__ import annotations
@@ -215,33 +215,6 @@ class RunRecordError(ValueError):
     """A file that is not a run record storyjudge can read; its message is one line naming the file and field."""
 
 
-def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """A record of an older shape in today's; version 0 (no ``schema_version``) only lacks optional fields."""
-    version = data.get("schema_version", 0)
-    if version == 0:
-        data = {**data, "schema_version": SCHEMA_VERSION}
-    return data
-
-
-def validate_run(data: Any, source: str | Path = "the run record") -> Run:
-    """``data`` (a decoded result.json) as a Run; RunRecordError naming ``source`` and the first wrong field."""
-    if not isinstance(data, dict):
-        raise RunRecordError(f"{source} is not a run record (it holds no JSON object).")
-    version = data.get("schema_version", 0)
-    if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise RunRecordError(
-            f"{source} was written by a newer storyjudge (record version {version}); upgrade storyjudge to read it."
-        )
-    try:
-        return Run.model_validate(migrate(data))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(the record)"
-        raise RunRecordError(
-            f"{source}: field '{field}': {first['msg']}; it is not a run record storyjudge reads."
-        ) from None
-
-
 def run_file(path: str | Path) -> Path:
     """The result.json a path names: the file itself, or the one in a run folder."""
     path = Path(path)
@@ -249,7 +222,7 @@ def run_file(path: str | Path) -> Path:
 
 
 def load_run(path: str | Path) -> Run:
-    """The run record at ``path`` (a run folder or its result.json), validated and migrated.
+    """The run record at ``path`` (a run folder or its result.json), validated and read from older shapes.
 
     Raises:
         RunRecordError: no readable run record there; one line naming the file (and the field).
@@ -263,15 +236,24 @@ def load_run(path: str | Path) -> Run:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RunRecordError(f"{file} is not a readable run record ({exc}).") from None
-    return validate_run(data, file)
-
-
-def json_schema() -> dict[str, Any]:
-    """result.json's JSON Schema, generated from the models (what ``result.schema.json`` ships)."""
-    return Run.model_json_schema()
+    if not isinstance(data, dict):
+        raise RunRecordError(f"{file} is not a run record (it holds no JSON object).")
+    version = data.get("schema_version", 0)
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise RunRecordError(
+            f"{file} was written by a newer storyjudge (record version {version}); upgrade storyjudge to read it."
+        )
+    try:  # version 0 (no ``schema_version``) only lacks optional fields
+        return Run.model_validate({**data, "schema_version": SCHEMA_VERSION} if version == 0 else data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(the record)"
+        raise RunRecordError(
+            f"{file}: field '{field}': {first['msg']}; it is not a run record storyjudge reads."
+        ) from None
 
 
 def write_schema() -> Path:
     """Regenerate the shipped ``result.schema.json`` after changing the models."""
-    SCHEMA_FILE.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
+    SCHEMA_FILE.write_text(json.dumps(Run.model_json_schema(), indent=2) + "\n", encoding="utf-8")
     return SCHEMA_FILE

@@ -8,6 +8,7 @@ is logged (``requests``, ``log``).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import socket
@@ -47,7 +48,7 @@ class FaultPlan:
 
     def draw(self, body: dict[str, Any] | None = None) -> str | None:
         """The fault for this request, or None."""
-        if body is not None and self.applies is not None and not self.applies(body):
+        if not (self.rates or self.script) or (body is not None and self.applies and not self.applies(body)):
             return None
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         with self._lock:
@@ -57,12 +58,8 @@ class FaultPlan:
             occurrence = self._seen.get(digest, 0)
             self._seen[digest] = occurrence + 1
         roll = random.Random(f"{self.seed}:{digest}:{occurrence}").random()
-        edge = 0.0
-        for kind in FAULT_KINDS:
-            edge += self.rates.get(kind, 0.0)
-            if roll < edge:
-                return kind
-        return None
+        edges = itertools.accumulate(self.rates.get(kind, 0.0) for kind in FAULT_KINDS)
+        return next((kind for kind, edge in zip(FAULT_KINDS, edges, strict=True) if roll < edge), None)
 
 
 def mixed(rate: float) -> dict[str, float]:
@@ -105,11 +102,8 @@ def schema_name(body: dict[str, Any]) -> str:
 
 def all_text(body: dict[str, Any]) -> str:
     """All message text of a request, joined."""
-    parts = []
-    for message in body.get("messages", []):
-        content = message.get("content", "")
-        parts.append(content if isinstance(content, str) else json.dumps(content))
-    return "\n".join(parts)
+    contents = [message.get("content", "") for message in body.get("messages", [])]
+    return "\n".join(content if isinstance(content, str) else json.dumps(content) for content in contents)
 
 
 class _BurstServer(ThreadingHTTPServer):
@@ -160,7 +154,7 @@ class OpenAIServer:
     ) -> None:
         self.responder = responder
         self.latency = latency
-        self.faults = faults
+        self.faults = faults or FaultPlan()
         self.model = model
         self.strict_model = strict_model  # a request for another model gets 404, as vLLM's does
         self.api_key = api_key  # when set, a request without it gets 401
@@ -206,24 +200,23 @@ class OpenAIServer:
         self.stop()
 
     def _answer(self, body: dict[str, Any], entry: LoggedRequest) -> tuple[int, dict[str, str], bytes]:
-        fault = self.faults.draw(body) if self.faults else None
-        entry.fault = fault
+        entry.fault = fault = self.faults.draw(body)
         if fault:
             with self._lock:
                 self.faulted.append(fault)
         if fault == "rate_limit":
-            retry_after = str(self.faults.retry_after if self.faults else 0)
+            retry_after = str(self.faults.retry_after)
             return 429, {"Retry-After": retry_after}, _error("rate limited", "rate_limit_error")
         if fault == "server_error":
             return 500, {}, _error("internal error", "server_error")
         if fault == "hang":
-            time.sleep(self.faults.hang_seconds if self.faults else 5.0)
+            time.sleep(self.faults.hang_seconds)
         reply = self.responder(body)
-        if isinstance(reply, dict) and reply.get("status", 200) != 200:  # a scripted HTTP error
+        reply = {"content": reply} if isinstance(reply, str) else reply
+        if reply.get("status", 200) != 200:  # a scripted HTTP error
             error = _error(reply.get("error", "scripted error"), "invalid_request_error")
             return int(reply["status"]), {}, error
-        content = reply if isinstance(reply, str) else reply.get("content", "")
-        finish = "stop" if isinstance(reply, str) else reply.get("finish_reason", "stop")
+        content, finish = reply.get("content", ""), reply.get("finish_reason", "stop")
         if fault == "truncated":
             content, finish = content[: max(1, len(content) // 3)], "length"
         if fault == "empty":
@@ -261,9 +254,8 @@ class OpenAIServer:
             def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
                 with suppress(BrokenPipeError, ConnectionResetError):
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in headers.items():
+                    sent = {"Content-Type": "application/json", "Content-Length": str(len(data)), **headers}
+                    for key, value in sent.items():
                         self.send_header(key, value)
                     self.end_headers()
                     self.wfile.write(data)

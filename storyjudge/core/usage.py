@@ -38,9 +38,10 @@ Usage = dict[str, ModelUsage]
 """Usage per model spec."""
 
 
-def empty_model_usage() -> ModelUsage:
-    """All counters at zero."""
-    return ModelUsage(calls=0, cache_hits=0, input_tokens=0, output_tokens=0, failures=0, cost_usd=0.0)
+def empty_model_usage(**counts: Any) -> ModelUsage:
+    """All counters at zero, but ``counts``."""
+    zero = ModelUsage(calls=0, cache_hits=0, input_tokens=0, output_tokens=0, failures=0, cost_usd=0.0)
+    return ModelUsage(**{**zero, **counts})  # type: ignore[typeddict-item]
 
 
 def price(spec: str, input_tokens: int, output_tokens: int) -> float:
@@ -72,35 +73,24 @@ def cost_text(usage: Usage | None) -> str:
 
 def one_call(spec: str, input_tokens: int, output_tokens: int, *, cached: bool) -> Usage:
     """Usage of a single call (a cache hit costs nothing and counts as a hit, not a call)."""
-    entry = empty_model_usage()
     if cached:
-        entry["cache_hits"] = 1
-    else:
-        entry["calls"] = 1
-        entry["input_tokens"] = input_tokens
-        entry["output_tokens"] = output_tokens
-        entry["cost_usd"] = price(spec, input_tokens, output_tokens)
-    return {spec: entry}
+        return {spec: empty_model_usage(cache_hits=1)}
+    counts = {"calls": 1, "input_tokens": input_tokens, "output_tokens": output_tokens}
+    return {spec: empty_model_usage(**counts, cost_usd=price(spec, input_tokens, output_tokens))}
 
 
 def failure(spec: str) -> Usage:
     """One logical call that ended without a usable answer (its attempts are counted separately)."""
-    entry = empty_model_usage()
-    entry["failures"] = 1
-    return {spec: entry}
+    return {spec: empty_model_usage(failures=1)}
 
 
 def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
     """Reducer: add two usage dicts model by model."""
     merged: Usage = {spec: ModelUsage(**entry) for spec, entry in (left or {}).items()}
     for spec, entry in (right or {}).items():
-        target = merged.setdefault(spec, empty_model_usage())
-        target["calls"] += entry.get("calls", 0)
-        target["cache_hits"] += entry.get("cache_hits", 0)
-        target["input_tokens"] += entry.get("input_tokens", 0)
-        target["output_tokens"] += entry.get("output_tokens", 0)
-        target["failures"] += entry.get("failures", 0)
-        target["cost_usd"] = round(target["cost_usd"] + entry.get("cost_usd", 0.0), 8)
+        old = merged.get(spec, empty_model_usage())
+        added = {key: old[key] + entry.get(key, 0) for key in old}  # type: ignore[literal-required]
+        merged[spec] = empty_model_usage(**added | {"cost_usd": round(added["cost_usd"], 8)})
     return merged
 
 
@@ -120,8 +110,7 @@ _ledger_lock = threading.Lock()
 
 
 def _ledger(run_dir: str) -> Path | None:
-    root = Path(run_dir) if run_dir else None
-    return root / LEDGER if root is not None and root.is_dir() else None
+    return Path(run_dir) / LEDGER if run_dir and Path(run_dir).is_dir() else None
 
 
 def record(
@@ -143,9 +132,8 @@ def record(
     entry: dict[str, Any] = {"spec": spec, "event": event, "in": input_tokens, "out": output_tokens}
     if seconds is not None:
         entry["s"] = round(seconds, 3)
-    line = json.dumps(entry) + "\n"
     with _ledger_lock, path.open("a", encoding="utf-8") as handle:
-        handle.write(line)
+        handle.write(json.dumps(entry) + "\n")
 
 
 def reset_ledger(run_dir: str) -> None:
@@ -173,11 +161,10 @@ def run_usage(run_dir: str, state_usage: Usage | None) -> Usage:
         elif event == "hit":
             target["cache_hits"] += 1
         elif event == "answer":
-            target["input_tokens"] += int(entry.get("in", 0))
-            target["output_tokens"] += int(entry.get("out", 0))
-            target["cost_usd"] = round(
-                target["cost_usd"] + price(spec, entry.get("in", 0), entry.get("out", 0)), 8
-            )
+            n_in, n_out = int(entry.get("in", 0)), int(entry.get("out", 0))
+            target["input_tokens"] += n_in
+            target["output_tokens"] += n_out
+            target["cost_usd"] = round(target["cost_usd"] + price(spec, n_in, n_out), 8)
     for spec, entry in (state_usage or {}).items():
         usage.setdefault(spec, empty_model_usage())["failures"] += entry.get("failures", 0)
     return usage

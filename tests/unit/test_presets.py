@@ -28,11 +28,11 @@ SUMMARY = "Mara inherits a lighthouse. The Guild wants to buy it."
 
 def test_every_preset_row_is_a_described_field_with_a_source() -> None:
     known = set(Context.model_fields)
-    for name in presets.names():
-        for field_name, value, source in presets.describe(name):
+    for name, rows in presets.PRESETS.items():
+        for field_name, setting in rows.items():
             assert field_name in known, (name, field_name)
-            assert source.startswith(presets.SOURCES), source  # seed, official code or ours
-            assert value is not None
+            assert setting.source.startswith(presets.SOURCES), setting.source  # seed, official code or ours
+            assert setting.value is not None
         as_context({"preset": name, "embedder": "minilm"})  # every preset's values pass validation
 
 
@@ -102,7 +102,7 @@ def test_unknown_preset_names_the_known_ones() -> None:
     with pytest.raises(ConfigError, match=r"preset must be empty, 'booookscore-paper' or 'nfs-paper'"):
         Context(preset="booookscore")  # type: ignore[arg-type]
     # the field's choices are the presets there are
-    assert get_args(Context.model_fields["preset"].annotation) == ("", *presets.names())
+    assert get_args(Context.model_fields["preset"].annotation) == ("", *presets.PRESETS)
 
 
 def test_replace_keeps_the_preset_record() -> None:

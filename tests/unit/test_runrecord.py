@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import storyjudge
 from storyjudge.apps.cli import app
 from storyjudge.core.keptruns import keep_run, story_runs
-from storyjudge.core.runrecord import SCHEMA_FILE, SCHEMA_VERSION, RunRecordError, json_schema, load_run
+from storyjudge.core.runrecord import SCHEMA_FILE, SCHEMA_VERSION, Run, RunRecordError, load_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_run" / "result.json"
 SCORED = Path(__file__).resolve().parents[1] / "fixtures" / "score_run" / "result.json"
@@ -20,7 +20,7 @@ SCORED = Path(__file__).resolve().parents[1] / "fixtures" / "score_run" / "resul
 
 def test_the_shipped_schema_is_the_one_the_models_generate() -> None:
     shipped = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    assert shipped == json_schema(), (
+    assert shipped == Run.model_json_schema(), (
         "result.schema.json is stale: run "
         "python -c 'from storyjudge.core.runrecord import write_schema; write_schema()'"
     )
@@ -34,7 +34,7 @@ def test_an_old_record_loads_through_the_migration_unchanged(tmp_path: Path) -> 
     assert run.schema_version == SCHEMA_VERSION and [r.iteration for r in run.iterations] == [0, 1]
     assert run.iterations[1].factscore.score == pytest.approx(8 / 9)
     assert run.record() == {**old, "schema_version": SCHEMA_VERSION}  # nothing added, nothing lost
-    jsonschema.validate(run.record(), json_schema())
+    jsonschema.validate(run.record(), Run.model_json_schema())
     kept = keep_run(tmp_path, "refine-1", old).root
     assert load_run(kept).record()["best_summary"] == old["best_summary"]  # a run folder, or its result.json
 
