@@ -8,8 +8,8 @@ without references read as before.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ VALUE_MARK = "__storyjudge_value__"
 """The key of a channel value's reference (``{VALUE_MARK: sha256}``), and a write's serialized type."""
 
 _REMEMBERED = 100_000
-"""Texts (and hashes) this process remembers, so a text seen before is neither hashed nor written (nor read)."""
+"""Texts whose hash (and file) this process remembers, so a text seen before is neither hashed nor written."""
 
 
 class BlobSerializer(JsonPlusSerializer):
@@ -40,6 +40,9 @@ class BlobSerializer(JsonPlusSerializer):
     def __init__(self, folder: str | Path, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.folder = Path(folder)
+        self._hashes: dict[str, str] = {}  # text -> hash of texts known to be on disk
+        self._texts: dict[str, str] = {}  # hash -> text read back
+        self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         """Serialize with long strings and large values (a checkpoint's channels, a write) as references."""
@@ -87,11 +90,17 @@ class BlobSerializer(JsonPlusSerializer):
     def _path(self, digest: str) -> Path:
         return self.folder / digest[:2] / digest
 
-    @lru_cache(maxsize=_REMEMBERED)  # noqa: B019 - a serializer lives as long as its run
     def _store(self, text: str) -> str:
+        digest = self._hashes.get(text)
+        if digest is not None:
+            return digest
         data = text.encode("utf-8", "surrogatepass")
         digest = hashlib.sha256(data).hexdigest()
         write_once(self._path(digest), data)
+        with self._lock:
+            if len(self._hashes) >= _REMEMBERED:
+                self._hashes.clear()
+            self._hashes[text] = digest
         return digest
 
     def _read(self, digest: str) -> bytes:
@@ -104,9 +113,15 @@ class BlobSerializer(JsonPlusSerializer):
                 "Start the run again without --resume."
             ) from None
 
-    @lru_cache(maxsize=_REMEMBERED)  # noqa: B019
     def _load(self, digest: str) -> str:
-        return self._read(digest).decode("utf-8", "surrogatepass")
+        text = self._texts.get(digest)
+        if text is None:
+            text = self._read(digest).decode("utf-8", "surrogatepass")
+            with self._lock:
+                if len(self._texts) >= _REMEMBERED:
+                    self._texts.clear()
+                self._texts[digest] = text
+        return text
 
 
 def _each(value: Any, change: Callable[[Any], Any]) -> Any:
