@@ -116,6 +116,10 @@ def kendall(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
     return _correlation(partial(stats.kendalltau, variant="b"), "tau", x, y)
 
 
+def _settings(groups: Sequence[Any] | None, resamples: int, seed: int) -> dict[str, Any]:
+    return {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"}
+
+
 def bootstrap_ci(
     statistic: Callable[..., float | None],
     *columns: Sequence[Any],
@@ -130,26 +134,16 @@ def bootstrap_ci(
     n = len(columns[0]) if columns else 0
     if any(len(c) != n for c in columns):
         raise ValueError("bootstrap columns differ in length")
-    unit = "item" if groups is None else "group"
-    result: dict[str, Any] = {
-        "ci95": None,
-        "resamples": resamples,
-        "undefined": 0,
-        "seed": seed,
-        "unit": unit,
-    }
+    if groups is not None and len(groups) != n:
+        raise ValueError("groups must give one cluster id per item")
+    result: dict[str, Any] = {"ci95": None, "undefined": 0, **_settings(groups, resamples, seed)}
     if n < 2:
         result["note"] = "needs at least two items"
         return result
-    if groups is None:
-        clusters = [[i] for i in range(n)]
-    else:
-        if len(groups) != n:
-            raise ValueError("groups must give one cluster id per item")
-        by_group: dict[Any, list[int]] = {}
-        for i, g in enumerate(groups):
-            by_group.setdefault(g, []).append(i)
-        clusters = list(by_group.values())
+    by_group: dict[Any, list[int]] = {}
+    for i, g in enumerate(range(n) if groups is None else groups):
+        by_group.setdefault(g, []).append(i)
+    clusters = list(by_group.values())
     rng = np.random.default_rng(seed)
     values: list[float] = []
     for _ in range(resamples):
@@ -199,14 +193,13 @@ def classification_table(
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
     """Balanced accuracy, kappa, precision/recall/F1 on the unfaithful class (True), each with a bootstrap 95% CI."""
-    pred_array, gold_array = _check_pair(pred, gold)
-    p, g = [bool(v) for v in pred_array], [bool(v) for v in gold_array]
+    p, g = (array.tolist() for array in _check_pair(pred, gold))
     table: dict[str, Any] = {
         "n": len(p),
         "positives": int(sum(g)),
         "predicted_positives": int(sum(p)),
         "confusion": confusion(p, g),
-        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"},
+        "bootstrap": _settings(groups, resamples, seed),
     }
     for name, fn in CLASSIFICATION.items():
         table[name] = _with_ci(fn(p, g), fn, (p, g), groups, resamples, seed)
@@ -228,7 +221,7 @@ def correlation_table(
         found = test(x, y)
         value = partial(_statistic, test, key)
         table[name] = {**_with_ci(found[key], value, (x, y), groups, resamples, seed), "p": found["p"]}
-    table["bootstrap"] = {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"}
+    table["bootstrap"] = _settings(groups, resamples, seed)
     return table
 
 

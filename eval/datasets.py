@@ -9,6 +9,7 @@ said, not absorbed. STORYSUMM lists may be real lists or strings holding them; `
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
@@ -157,27 +158,31 @@ def _binary(value: Any, what: str) -> int:
     raise ValueError(f"{what} must be 0 or 1, not {value!r}")
 
 
+def _labels(record: dict[str, Any], key: str, where: str, what: str) -> list[int] | None:
+    """The 0/1 labels a record lists under ``key``; None when it has none."""
+    if record.get(key) in (None, ""):
+        return None
+    return [_binary(v, f"{where} {what}") for v in parse_listish(record[key], f"{where} {key}")]
+
+
 def _read_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(id, record) pairs from a JSON object keyed by id, a JSON list, or JSON lines."""
     if not path.is_file():
         raise ValueError(f"{path} does not exist or is not a file; give the path of a dataset file.")
     text = path.read_text(encoding="utf-8-sig")
-    data: Any
-    try:
-        if path.suffix == ".jsonl":
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
+    data: Any = None
+    if path.suffix != ".jsonl":
+        with contextlib.suppress(json.JSONDecodeError):
             data = json.loads(text)
-    except json.JSONDecodeError:
+    if data is None:
         try:
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} is neither JSON nor JSON lines: {exc}") from None
+    if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
+        return [(str(k), v) for k, v in data.items()]
     if isinstance(data, dict):
-        if not all(isinstance(v, dict) for v in data.values()):
-            data = [data]  # a single record
-        else:
-            return [(str(k), v) for k, v in data.items()]
+        data = [data]  # a single record
     if isinstance(data, list):
         records = []
         for n, record in enumerate(data):
@@ -242,11 +247,7 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
         label = _binary(record["label"], f"{where} label")
         sentence_labels: list[int] | None = None
         item_notes: list[str] = []
-        if "errors" in record and record["errors"] not in (None, ""):
-            errors = [
-                _binary(e, f"{where} sentence label")
-                for e in parse_listish(record["errors"], f"{where} errors")
-            ]
+        if (errors := _labels(record, "errors", where, "sentence label")) is not None:
             sentence_labels, note = _align_sentence_labels(item_id, sentences, errors, label)
             if note:
                 item_notes.append(note)
@@ -256,6 +257,7 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
                     f"{sentence_labels}; both kept"
                 )
         notes.extend(item_notes)
+        coherence = _labels(record, "coherence", where, "coherence label")  # 1 clear, 0 confusing
         story = str(record["story"])
         story_id = str(record.get("story-id", record.get("story_id", "")) or "")
         meta = {
@@ -280,7 +282,7 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
                 sentences=sentences,
                 summary_label=label,
                 sentence_labels=sentence_labels,
-                coherence_labels=_coherence_labels(record, sentences, where),
+                coherence_labels=coherence if len(coherence or ()) == len(sentences) else None,
                 meta=meta,
                 notes=item_notes,
             )
@@ -288,17 +290,6 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
     if not items:
         raise ValueError(f"{file} holds no records")
     return Dataset("storysumm", file, items, notes)
-
-
-def _coherence_labels(record: dict[str, Any], sentences: list[str], where: str) -> list[int] | None:
-    """Per-sentence coherence labels (1 clear, 0 confusing) when a file carries them as ``coherence``."""
-    if record.get("coherence") in (None, ""):
-        return None
-    labels = [
-        _binary(v, f"{where} coherence label")
-        for v in parse_listish(record["coherence"], f"{where} coherence")
-    ]
-    return labels if len(labels) == len(sentences) else None
 
 
 def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:

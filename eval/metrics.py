@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.agreement import bootstrap_ci
+from storyjudge.core.intervals import mean_interval
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 BERTSCORE_MODEL_ENV = "STORYJUDGE_BERTSCORE_MODEL"
@@ -28,19 +28,15 @@ BERTSCORE_LAYER_ENV = "STORYJUDGE_BERTSCORE_LAYER"
 def aggregate(values: Sequence[float | None], *, seed: int = 0, resamples: int = 1000) -> dict[str, Any]:
     """Mean, std and bootstrap 95% interval over a set; missing values (None, NaN) counted, never zero."""
     kept = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    result: dict[str, Any] = {
-        "mean": float(np.mean(kept)) if kept else None,
+    found = mean_interval(kept, resamples=resamples, seed=seed)
+    return {
+        "mean": found["mean"],
         "std": float(np.std(kept, ddof=1)) if len(kept) > 1 else None,
         "n": len(kept),
         "missing": len(values) - len(kept),
-        "ci95": None,
+        "ci95": found["ci95"],
         "per_item": list(values),
     }
-    if len(kept) > 1:
-        result["ci95"] = bootstrap_ci(lambda xs: float(np.mean(xs)), kept, resamples=resamples, seed=seed)[
-            "ci95"
-        ]
-    return result
 
 
 @cache
