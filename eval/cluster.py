@@ -34,30 +34,9 @@ uses its own validation interval (``DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VA
 PRELOAD = "eval.dask_preload"
 
 
-def embedder_of(config: ExperimentConfig) -> str:
-    """The embedder the experiment's items index their scenes with (every task indexes)."""
-    return str(config.context.get("embedder") or Context.model_fields["embedder"].default)
-
-
 def llm_total(config: ExperimentConfig) -> int:
     """The experiment's LLM calls in flight: its ``concurrency`` setting (``llm_concurrency`` when unset)."""
     return max(1, int(config.context.get("concurrency") or config.llm_concurrency))
-
-
-def budget_name(config: ExperimentConfig) -> str:
-    """The cluster-wide semaphore's name: the experiment, its output directory and its total."""
-    digest = hashlib.sha256(str(Path(config.out_dir).resolve()).encode()).hexdigest()[:10]
-    return f"storyjudge-llm-{slug(config.name)}-{digest}-{llm_total(config)}"
-
-
-def _import_distributed() -> Any:
-    try:
-        import distributed
-    except ImportError:
-        raise ConfigError(
-            "--executor dask needs Dask: pip install 'storyjudge[dask]' (or 'dask[distributed]')"
-        ) from None
-    return distributed
 
 
 class DaskExecutor:
@@ -66,9 +45,13 @@ class DaskExecutor:
     exclusive_groups = True
 
     def __init__(self, config: ExperimentConfig, scheduler: str = "", *, width: int | None = None) -> None:
-        distributed = _import_distributed()
-        import dask
-
+        try:
+            import dask
+            import distributed
+        except ImportError:
+            raise ConfigError(
+                "--executor dask needs Dask: pip install 'storyjudge[dask]' (or 'dask[distributed]')"
+            ) from None
         config.out_dir = Path(config.out_dir).resolve()  # workers resolve no relative path against our cwd
         self.config = config
         self.cluster: Any = None
@@ -76,6 +59,8 @@ class DaskExecutor:
         if scheduler:
             self.client = distributed.Client(scheduler, timeout="30s", set_as_default=False)
         else:
+            # the embedder every item indexes its scenes with
+            embedder = str(config.context.get("embedder") or Context.model_fields["embedder"].default)
             with dask.config.set(LEASES):  # the scheduler's validation interval, the workers' refresh
                 self.cluster = distributed.LocalCluster(
                     host="127.0.0.1",
@@ -84,12 +69,14 @@ class DaskExecutor:
                     processes=True,
                     dashboard_address=None,
                     preload=[PRELOAD],  # a worker restarted after a kill joins warm
-                    preload_argv=[[embedder_of(config)]],
+                    preload_argv=[[embedder]],
                 )
             self.client = distributed.Client(self.cluster, set_as_default=False)
         threads = sum(self.client.nthreads().values())
         self.width = max(1, width or threads)
-        self.budget = (budget_name(config), llm_total(config))
+        # the cluster-wide semaphore is named after the experiment, its output directory and its total
+        digest = hashlib.sha256(str(config.out_dir).encode()).hexdigest()[:10]
+        self.budget = (f"storyjudge-llm-{slug(config.name)}-{digest}-{llm_total(config)}", llm_total(config))
         # bound to our client: left to itself it binds to the default client, whose closing closes its loop
         with dask.config.set(LEASES):  # the first registration sets the budget's lease timeout
             self.semaphore = distributed.Semaphore(

@@ -61,10 +61,6 @@ def split_file(name: str, split: str, home: Path | None = None) -> Path:
     return (home or data_home()) / name / f"{split}{PUBLISHED[name].suffix}"
 
 
-def _names() -> str:
-    return ", ".join(f"{name}[:{'|'.join(p.splits)}]" for name, p in PUBLISHED.items())
-
-
 def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None) -> Path:
     """The file a path (relative to ``base``) or dataset name (bundled, then cached) stands for, or a ValueError."""
     text = str(spec).strip()
@@ -76,9 +72,10 @@ def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None)
     named = split_name(text)
     if named is None:
         wanted = f"a {kind} file" if kind else "a dataset file"
+        names = ", ".join(f"{name}[:{'|'.join(p.splits)}]" for name, p in PUBLISHED.items())
         raise ValueError(
             f"{path} does not exist and {text!r} is no dataset name; give the path of {wanted}, or a name "
-            f"({_names()}; `storyjudge data get NAME --split SPLIT` fetches one)."
+            f"({names}; `storyjudge data get NAME --split SPLIT` fetches one)."
         )
     name, split = named
     if kind is not None and name != kind:

@@ -125,14 +125,6 @@ def _download(url: str, target: Path) -> str:
     return digest.hexdigest()
 
 
-def _read_manifest(folder: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _convert_storysumm(split: str, files: dict[str, Path], out: Path) -> None:
     records = json.loads(files["all"].read_text(encoding="utf-8"))
     if not isinstance(records, dict):
@@ -194,7 +186,11 @@ def get(
     home = home or data_home()
     folder = home / name
     command = f"storyjudge data get {name} --split {split}"
-    manifest = _read_manifest(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    manifest = manifest if isinstance(manifest, dict) else {}
     renames: list[tuple[Path, Path]] = []
     files: dict[str, Path] = {}
     notes: list[str] = []

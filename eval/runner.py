@@ -354,15 +354,13 @@ class Experiment:
             row["record"] = str(path.relative_to(self.out))
         return row
 
-    def _lock_for(self, key: tuple[str, str]) -> threading.Lock:
-        with self._locks_lock:
-            return self._index_locks.setdefault(key, threading.Lock())
-
     def _factscore(self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
         """Score the summary; the story's first summary builds its index while the others wait, then reuse it."""
         index_file = Path(ctx.run_dir) / "index.json"
         graph_input: dict[str, Any] = {"summary": item.summary, "title": item.title}
-        with self._lock_for((cell.id, item.group)):
+        with self._locks_lock:
+            index_lock = self._index_locks.setdefault((cell.id, item.group), threading.Lock())
+        with index_lock:
             shared = _read_index(index_file)
             if not shared:
                 if item.dataset == "storysumm":  # each story is one scene set

@@ -23,49 +23,30 @@ from storyjudge.core.intervals import interval_text
 from storyjudge.core.textsplit import sentence_spans
 
 
-def dataset_spans(sentences: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
-    """The summary text the graph sees (sentences joined by one space) and each sentence's character span."""
-    spans, cursor = [], 0
-    for sentence in sentences:
-        spans.append((cursor, cursor + len(sentence)))
-        cursor += len(sentence) + 1
-    return " ".join(sentences), spans
-
-
-def _locate(text: str, pieces: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Character span of each piece in ``text``, searched in order; None for a piece that cannot be found."""
-    found: list[tuple[int, int] | None] = []
-    cursor = 0
-    for piece in pieces:
-        piece = piece.strip()
-        at = text.find(piece, cursor) if piece else -1
-        if at < 0 and piece:
-            at = text.find(piece)
-        if at < 0:
-            found.append(None)
-            continue
-        found.append((at, at + len(piece)))
-        cursor = at + len(piece)
-    return found
-
-
 def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> dict[str, Any]:
     """Map the graph's sentences onto the labelled ones by character overlap (graph indices per labelled one).
 
-    One overlapping two labelled sentences maps to both and counts in ``split_differently``.
+    The graph sees the labelled sentences joined by one space; each graph sentence is searched in order. One
+    overlapping two labelled sentences maps to both and counts in ``split_differently``.
     """
-    text, spans = dataset_spans(dataset_sentences)
+    text, spans, cursor = " ".join(dataset_sentences), [], 0
+    for sentence in dataset_sentences:
+        spans.append((cursor, cursor + len(sentence)))
+        cursor += len(sentence) + 1
     if not graph_sentences:
         graph_sentences = [text[a:b] for a, b in sentence_spans(text)]
-    located = _locate(text, graph_sentences)
     mapping: list[list[int]] = [[] for _ in dataset_sentences]
     unplaced: list[int] = []
-    split_differently = 0
-    for g, span in enumerate(located):
-        if span is None:
+    split_differently = cursor = 0
+    for g, piece in enumerate(sentence.strip() for sentence in graph_sentences):
+        at = text.find(piece, cursor)
+        if at < 0:
+            at = text.find(piece)
+        if at < 0 or not piece:
             unplaced.append(g)
             continue
-        hits = [d for d, (a, b) in enumerate(spans) if min(b, span[1]) - max(a, span[0]) > 0]
+        cursor = at + len(piece)
+        hits = [d for d, (a, b) in enumerate(spans) if min(b, cursor) - max(a, at) > 0]
         for d in hits:
             mapping[d].append(g)
         if len(hits) > 1:

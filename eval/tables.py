@@ -206,11 +206,12 @@ DIFFERENCE_COLUMNS = (
 )
 
 
-def _markdown(columns: Sequence[str], lines: Iterable[Mapping[str, Any]]) -> list[str]:
+def markdown(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     """A Markdown table ("|" in a cell written "/")."""
-    head = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return head + [
-        "| " + " | ".join(_cell_text(x.get(k)).replace("|", "/") for k in columns) + " |" for x in lines
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(_cell_text(x).replace("|", "/") for x in row) + " |" for row in rows),
     ]
 
 
@@ -232,11 +233,11 @@ def write_tables(
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path = out_dir / "summary.md"
     written = [md_path, _write_csv(out_dir / "summary.csv", columns, table)]
-    md = _markdown(columns, table)
+    md = markdown(columns, ([line.get(k) for k in columns] for line in table))
     if diffs:
         md += ["", "Paired differences over the same items (second minus first, 95% bootstrap interval):", ""]
         shown = [{**diff, "difference": signed_text(diff["difference"], diff["ci95"])} for diff in diffs]
-        md += _markdown(DIFFERENCE_COLUMNS, shown)
+        md += markdown(DIFFERENCE_COLUMNS, ([line.get(k) for k in DIFFERENCE_COLUMNS] for line in shown))
         written.append(_write_csv(out_dir / "differences.csv", DIFFERENCE_COLUMNS, diffs))
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
     return written

@@ -40,18 +40,15 @@ def story(chapters: int = 12) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def summary_sentence(i: int, wrong: bool) -> str:
-    """Sentence ``i`` of the book summary: three clauses, the first one false when ``wrong``."""
-    a, b, c = CAST[i % len(CAST)], CAST[(i + 1) % len(CAST)], CAST[(i + 2) % len(CAST)]
-    first = f"{a} {WRONG if wrong else RIGHT} {b}"
-    place = PLACES[i % len(PLACES)]
-    second = f"{b} {VERBS[i % len(VERBS)]} {c} at the {place}"
-    return f"In part {i + 1}, {first}, and {second}, and {c} sleeps when part {i + 1} ends."
-
-
 def book_summary(sentences: int = 20, wrong_every: int = 5) -> str:
-    """The first summary: ``sentences`` sentences of three facts; every ``wrong_every``-th has a false one."""
-    return " ".join(summary_sentence(i, i % wrong_every == 0) for i in range(sentences))
+    """The first summary: ``sentences`` sentences of three facts; every ``wrong_every``-th's first is false."""
+    parts = []
+    for i in range(sentences):
+        a, b, c = CAST[i % len(CAST)], CAST[(i + 1) % len(CAST)], CAST[(i + 2) % len(CAST)]
+        first = f"{a} {WRONG if i % wrong_every == 0 else RIGHT} {b}"
+        second = f"{b} {VERBS[i % len(VERBS)]} {c} at the {PLACES[i % len(PLACES)]}"
+        parts.append(f"In part {i + 1}, {first}, and {second}, and {c} sleeps when part {i + 1} ends.")
+    return " ".join(parts)
 
 
 def coherence_summaries(count: int = 100, sentences: int = 20) -> list[dict[str, str]]:
