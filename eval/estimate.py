@@ -217,45 +217,38 @@ MEASURED_CALLS = 3
 
 
 def _call_seconds(
-    ctx: Context, spec: str, end: int, input_each: float, output_each: float, measured: list[float]
-) -> float:
-    """Seconds one call takes at one end (0 low, 1 high): measured here when enough were, else assumed."""
-    if len(measured) >= MEASURED_CALLS:
-        ordered = sorted(measured)
-        return ordered[len(ordered) // 10] if end == 0 else ordered[(len(ordered) * 9) // 10]  # 10th / 90th
+    ctx: Context, spec: str, end: int, input_each: float, output_each: float, run_dir: str | Path | None
+) -> tuple[float, str]:
+    """Seconds one call takes at one end (0 low, 1 high), and why: measured in ``run_dir`` when enough were."""
+    from storyjudge.core.usage import measured_seconds
+
+    measured = sorted(measured_seconds(run_dir, spec)) if run_dir else []
+    if len(measured) >= MEASURED_CALLS:  # the 10th or the 90th percentile
+        each = measured[len(measured) // 10] if end == 0 else measured[(len(measured) * 9) // 10]
+        return each, f"measured: {len(measured)} answered request(s) of {spec} in {run_dir}"
     if is_local(spec):
-        return input_each / LOCAL_PROMPT_TOKENS_PER_SECOND + output_each / LOCAL_OUTPUT_TOKENS_PER_SECOND[end]
-    return SERVER_FIRST_TOKEN_SECONDS[end] + output_each / SERVER_OUTPUT_TOKENS_PER_SECOND[end]
+        each = input_each / LOCAL_PROMPT_TOKENS_PER_SECOND + output_each / LOCAL_OUTPUT_TOKENS_PER_SECOND[end]
+        return each, f"assumed for {spec}: the embedded model's measured speed on 2 cores, one call at a time"
+    each = SERVER_FIRST_TOKEN_SECONDS[end] + output_each / SERVER_OUTPUT_TOKENS_PER_SECOND[end]
+    return each, (
+        f"assumed for {spec}: {SERVER_FIRST_TOKEN_SECONDS[0]}-{SERVER_FIRST_TOKEN_SECONDS[1]} s to the first token, "
+        f"{SERVER_OUTPUT_TOKENS_PER_SECOND[1]:.0f}-{SERVER_OUTPUT_TOKENS_PER_SECOND[0]:.0f} tokens/s, "
+        f"{ctx.concurrency} calls at once"
+    )
 
 
 def wall_time(ctx: Context, ranged: dict[str, Any], run_dir: str | Path | None) -> dict[str, Any]:
     """A wall-time range: each role's calls times its seconds per call, measured in ``run_dir`` or assumed."""
-    from storyjudge.core.usage import measured_seconds
-
     totals = {"low": 0.0, "high": 0.0}
     bases: set[str] = set()
     for end_index, end in enumerate(("low", "high")):
         for role, tally in ranged["roles"][end].items():
-            spec = resolve_spec(ctx, role)
-            measured = measured_seconds(run_dir, spec) if run_dir else []
-            calls = tally["calls"]
+            spec, calls = resolve_spec(ctx, role), tally["calls"]
             if not calls:
                 continue
-            each = _call_seconds(
-                ctx, spec, end_index, tally["input_tokens"] / calls, tally["output_tokens"] / calls, measured
-            )
-            bases.add(
-                f"measured: {len(measured)} answered request(s) of {spec} in {run_dir}"
-                if len(measured) >= MEASURED_CALLS
-                else f"assumed for {spec}: "
-                + (
-                    "the embedded model's measured speed on 2 cores, one call at a time"
-                    if is_local(spec)
-                    else f"{SERVER_FIRST_TOKEN_SECONDS[0]}-{SERVER_FIRST_TOKEN_SECONDS[1]} s to the first token, "
-                    f"{SERVER_OUTPUT_TOKENS_PER_SECOND[1]:.0f}-{SERVER_OUTPUT_TOKENS_PER_SECOND[0]:.0f} tokens/s, "
-                    f"{ctx.concurrency} calls at once"
-                )
-            )
+            input_each, output_each = tally["input_tokens"] / calls, tally["output_tokens"] / calls
+            each, basis = _call_seconds(ctx, spec, end_index, input_each, output_each, run_dir)
+            bases.add(basis)
             totals[end] += calls * each / (1 if is_local(spec) else max(1, ctx.concurrency))
     return {"low": round(totals["low"]), "high": round(totals["high"]), "basis": sorted(bases)}
 

@@ -58,12 +58,10 @@ def summary_table(
         per_item = item_scores(ok)
         if first.get("task") == "refine":
             scores = [r.get("scores") or {} for r in ok]
-            _with_interval(line, "nfs_initial", per_item)
-            _with_interval(line, "nfs_best", per_item)
+            _with_interval(line, per_item, "nfs_initial", "nfs_best")
             line["nfs_best_coverage"] = _mean(s.get("nfs_best_coverage") for s in scores)
             line["nfs_best_unreliable"] = sum(s.get("nfs_best_reliable") is False for s in scores)
-            _with_interval(line, "coherence_initial", per_item)
-            _with_interval(line, "coherence_best", per_item)
+            _with_interval(line, per_item, "coherence_initial", "coherence_best")
             line["iterations"] = _mean(len(r.get("iterations") or []) for r in ok)
             for kind in ("rouge1", "rouge2", "rougeL"):
                 line[f"{kind}_best"] = _mean(((r.get("rouge") or {}).get("best") or {}).get(kind) for r in ok)
@@ -82,10 +80,10 @@ def summary_table(
             cards = [r.get("factscore") or {} for r in ok]
             coherence = [r.get("coherence") or {} for r in ok]
             # means over the scores that count; the unreliable ones are counted beside them
-            _with_interval(line, "nfs", per_item)
+            _with_interval(line, per_item, "nfs")
             line["nfs_coverage"] = _mean(c.get("coverage") for c in cards)
             line["nfs_unreliable"] = sum(c.get("reliable") is False for c in cards)
-            _with_interval(line, "coherence", per_item)
+            _with_interval(line, per_item, "coherence")
             line["coherence_unreliable"] = sum(c.get("reliable") is False for c in coherence)
             line["coherence_coverage"] = _mean(c.get("coverage") for c in coherence if c)
             labelled = [r for r in ok if (r.get("labels") or {}).get("summary") is not None]
@@ -97,7 +95,7 @@ def summary_table(
                 line["balanced_accuracy"] = (summary_level.get("balanced_accuracy") or {}).get("value")
                 line["cohens_kappa"] = (summary_level.get("cohens_kappa") or {}).get("value")
         for name in sorted({name for r in ok for name in r.get("metrics") or {}}):  # added metrics
-            _with_interval(line, name + ("_best" if first.get("task") == "refine" else ""), per_item)
+            _with_interval(line, per_item, name + ("_best" if first.get("task") == "refine" else ""))
             line[f"{name}_failed"] = sum(
                 bool(((r.get("metrics") or {}).get(name) or {}).get("error")) for r in ok
             )
@@ -135,11 +133,12 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
     return out
 
 
-def _with_interval(line: dict[str, Any], metric: str, per_item: Mapping[str, Mapping[str, Any]]) -> None:
-    """The metric's mean over items and its 95% bootstrap interval (``<metric>_ci95``: ``[low, high]``)."""
-    found = mean_interval(list((per_item.get(metric) or {}).values()))
-    line[metric] = found["mean"]
-    line[f"{metric}_ci95"] = [round(v, 4) for v in found["ci95"]] if found["ci95"] else None
+def _with_interval(line: dict[str, Any], per_item: Mapping[str, Mapping[str, Any]], *metrics: str) -> None:
+    """Each metric's mean over items and its 95% bootstrap interval (``<metric>_ci95``: ``[low, high]``)."""
+    for metric in metrics:
+        found = mean_interval(list((per_item.get(metric) or {}).values()))
+        line[metric] = found["mean"]
+        line[f"{metric}_ci95"] = [round(v, 4) for v in found["ci95"]] if found["ci95"] else None
 
 
 def differences(

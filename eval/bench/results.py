@@ -9,8 +9,6 @@ import subprocess
 import time
 from typing import Any
 
-from eval.tables import markdown
-
 LATENCY_GOAL = 1.10  # goal 1: factscore and refine, x their critical-path bound
 COHERENCE_GOAL = 1.05  # goal 1: coherence scoring, x its bound
 SEQUENTIAL_GOAL = 1.10  # goal 2: a chain of dependent calls, process start included, x its bound
@@ -43,7 +41,12 @@ def machine() -> dict[str, str]:
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     """A Markdown table and the blank line after it."""
-    return [*markdown(header, rows), ""]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return [
+        *lines,
+        *("| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows),
+        "",
+    ]
 
 
 def _met(met: bool | None) -> str:

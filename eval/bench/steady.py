@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
@@ -30,19 +31,6 @@ SUMMARY = (
 )
 
 
-def threads() -> int:
-    """Threads of this process, native ones included."""
-    return len(list(Path("/proc/self/task").iterdir()))
-
-
-def rss_mb() -> float:
-    """Resident memory of this process in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def thread_names() -> Counter[str]:
     """Threads by name, numbers dropped (``sqlx-sqlite-worker-3`` counts as ``sqlx-sqlite-worker-``)."""
     names: Counter[str] = Counter()
@@ -55,8 +43,10 @@ def thread_names() -> Counter[str]:
 
 
 def sample() -> dict[str, Any]:
-    """Threads and resident memory now, as the process holds them (no collection or trim of its own)."""
-    return {"threads": threads(), "rss_mb": round(rss_mb(), 1)}
+    """Threads (native ones included) and resident MB now, as the process holds them (no collection or trim)."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    kb = next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
+    return {"threads": len(list(Path("/proc/self/task").iterdir())), "rss_mb": round(kb / 1024, 1)}
 
 
 def respond(body: dict[str, Any]) -> str:
@@ -179,19 +169,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallel", type=int, default=2, help="eval items at once")
     args = parser.parse_args(argv)
 
-    def show(kind: str) -> Callable[[int, dict[str, Any]], None]:
-        def line(n: int, s: dict[str, Any]) -> None:
-            where = f"{kind} {n:3d}" if n else f"{kind} end"
-            print(f"{where}: {s['threads']:4d} threads, {s['rss_mb']:8.1f} MB", flush=True)
+    def show(kind: str, n: int, s: dict[str, Any]) -> None:
+        where = f"{kind} {n:3d}" if n else f"{kind} end"
+        print(f"{where}: {s['threads']:4d} threads, {s['rss_mb']:8.1f} MB", flush=True)
 
-        return line
-
-    print(f"start: {threads()} threads, {rss_mb():.1f} MB")
+    start = sample()
+    print(f"start: {start['threads']} threads, {start['rss_mb']:.1f} MB")
     with tempfile.TemporaryDirectory(prefix="steady-") as tmp:
         if args.ui:
-            ui_runs(args.ui, Path(tmp), same_document=args.same_document, on_run=show("ui run"))
+            ui_runs(args.ui, Path(tmp), same_document=args.same_document, on_run=partial(show, "ui run"))
         if args.eval:
-            eval_items(args.eval, Path(tmp), parallel=args.parallel, on_item=show("eval item"))
+            eval_items(args.eval, Path(tmp), parallel=args.parallel, on_item=partial(show, "eval item"))
     print("threads by name at the end:", dict(thread_names().most_common()))
 
 
