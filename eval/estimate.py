@@ -305,7 +305,7 @@ def estimate(config: ExperimentConfig, *, max_cells: int | None = None) -> dict[
     """Per cell and in total: the most LLM calls and tokens, and USD for models with a known price (else None)."""
     loaded = {spec: spec.load() for spec in {cell.dataset for cell in cells(config)}}
     rows = []
-    for cell in cells(config)[: max_cells if max_cells is not None else None]:
+    for cell in cells(config)[:max_cells]:
         items, groups, each = loaded[cell.dataset].items, set(), []
         for item in items:
             each.append(

@@ -210,7 +210,7 @@ class Experiment:
 
     def plan(self, max_cells: int | None = None) -> list[tuple[Cell, EvalItem]]:
         """Every (cell, item) pair in grid order (the first ``max_cells`` cells only, when given)."""
-        grid = cells(self.config)[: max_cells if max_cells is not None else None]
+        grid = cells(self.config)[:max_cells]
         return [(cell, item) for cell in grid for item in self.dataset(cell.dataset).items]
 
     def run(
@@ -393,8 +393,7 @@ class Experiment:
             row["factscore"]["predicted_unfaithful"] = summary_prediction(card)
             if item.sentences:
                 predictions = sentence_predictions(item.sentences, card.get("per_sentence") or [])
-                row["factscore"]["sentences"] = predictions["sentences"]
-                row["factscore"]["split_differently"] = predictions["split_differently"]
+                row["factscore"].update({k: predictions[k] for k in ("sentences", "split_differently")})
         if "coherence" in metrics:
             out = self.invoke("coherence", {"summary": item.summary}, ctx)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))
@@ -432,19 +431,16 @@ class Experiment:
             for it in iterations
             if it.get("coherence")
         }
-        if "coherence" in metrics:
-            missing = [it for it in iterations if it["iteration"] not in coherence_by_iteration]
-            if missing:
-                summaries = [
-                    {"id": f"iteration-{it['iteration']}", "summary": it["summary"]} for it in missing
-                ]
-                started = time.perf_counter()
-                scored = self.invoke("coherence", {"summaries": summaries}, ctx)
-                row["usage"] = merge_usage(row["usage"], scored.get("usage"))
-                row["timings"]["coherence_eval"] = round(time.perf_counter() - started, 3)
-                record["coherence"] = scored.get("coherence")
-                for entry in (scored.get("coherence") or {}).get("summaries") or []:
-                    coherence_by_iteration[int(str(entry["id"]).rsplit("-", 1)[1])] = entry.get("score")
+        missing = [it for it in iterations if it["iteration"] not in coherence_by_iteration]
+        if "coherence" in metrics and missing:
+            summaries = [{"id": f"iteration-{it['iteration']}", "summary": it["summary"]} for it in missing]
+            started = time.perf_counter()
+            scored = self.invoke("coherence", {"summaries": summaries}, ctx)
+            row["usage"] = merge_usage(row["usage"], scored.get("usage"))
+            row["timings"]["coherence_eval"] = round(time.perf_counter() - started, 3)
+            record["coherence"] = scored.get("coherence")
+            for entry in (scored.get("coherence") or {}).get("summaries") or []:
+                coherence_by_iteration[int(str(entry["id"]).rsplit("-", 1)[1])] = entry.get("score")
         best_number = out.get("best_iteration", iterations[-1]["iteration"])
         best = next((it for it in iterations if it["iteration"] == best_number), iterations[-1])
         row["iterations"] = [

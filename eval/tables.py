@@ -46,15 +46,12 @@ def summary_table(
         usage = [r.get("usage_totals") or {} for r in group]
         line: dict[str, Any] = {
             "cell": cell_id,
-            "task": first.get("task"),
-            "dataset": first.get("dataset"),
-            "model": first.get("resolved_model") or first.get("model"),
-            "strategy": first.get("strategy"),
-            "chunk_size": first.get("chunk_size"),
+            **{key: first.get(key) for key in ("task", "dataset", "model", "strategy", "chunk_size")},
             "loop": json.dumps(first.get("loop") or {}, sort_keys=True),
             "items": len(group),
             "ok": len(ok),
         }
+        line["model"] = first.get("resolved_model") or first.get("model")
         per_item = item_scores(ok)
         if first.get("task") == "refine":
             scores = [r.get("scores") or {} for r in ok]
@@ -66,9 +63,8 @@ def summary_table(
             for kind in ("rouge1", "rouge2", "rougeL"):
                 line[f"{kind}_best"] = _mean(((r.get("rouge") or {}).get("best") or {}).get(kind) for r in ok)
             bert = [r.get("bertscore") or {} for r in ok]
-            line["bertscore_best"] = _mean(b.get("best") for b in bert)
-            if any(b.get("available") is False for b in bert):
-                line["bertscore_best"] = "unavailable"
+            unavailable = any(b.get("available") is False for b in bert)
+            line["bertscore_best"] = "unavailable" if unavailable else _mean(b.get("best") for b in bert)
             best = [
                 it
                 for r in ok

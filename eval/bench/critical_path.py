@@ -35,11 +35,10 @@ def request_kind(body: dict[str, Any]) -> str:
     name = schema_name(body)
     if name:
         return name
-    for message in body.get("messages", []):
-        if message.get("role") == "user":
-            content = message.get("content", "")
-            return str(content).strip().splitlines()[0][:60] if str(content).strip() else "(empty prompt)"
-    return "(no user message)"
+    users = [str(m.get("content", "")).strip() for m in body.get("messages", []) if m.get("role") == "user"]
+    if not users:
+        return "(no user message)"
+    return users[0].splitlines()[0][:60] if users[0] else "(empty prompt)"
 
 
 def _stages(bodies: list[dict[str, Any]]) -> list[int]:
@@ -162,14 +161,8 @@ def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
     """The fewest waves any schedule of these calls needs (the module docstring's bound)."""
     extraction, lead, rest = beside(bodies)
     parts = segments(rest)
-    if parts and request_kind(parts[0][0]) in PIPELINED:
-        total = first_round_waves(len(extraction), _stages(lead), parts[0], concurrency)
-        parts = parts[1:]
-    else:
-        total = beside_waves(len(extraction), _stages(lead), concurrency)
-    for segment in parts:
-        if request_kind(segment[0]) in PIPELINED:
-            total += forest_waves(verdict_parents(segment), concurrency)
-        else:
-            total += math.ceil(len(segment) / concurrency)
+    first = parts.pop(0) if parts and request_kind(parts[0][0]) in PIPELINED else []
+    total = first_round_waves(len(extraction), _stages(lead), first, concurrency)
+    for segment in parts:  # a stage has no verdicts: its calls are independent
+        total += forest_waves(verdict_parents(segment), concurrency)
     return total

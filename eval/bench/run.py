@@ -85,12 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     add("--quick", action="store_true", help="a tenth of the coherence workload, fewer repeats")
     add("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     add("--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)")
-    add(
-        "--baseline",
-        type=Path,
-        default=None,
-        help="another checkout whose start-up is timed beside this one's",
-    )
+    add("--baseline", type=Path, default=None, help="another checkout whose start-up is timed beside")
     args = vars(parser.parse_args(argv))
     args["skip"] = tuple(part.strip() for part in args["skip"].split(",") if part.strip())
     if unknown := sorted(set(args["skip"]) - set(PARTS)):
