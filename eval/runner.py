@@ -62,30 +62,26 @@ class Budget:
         self.limits = dict(limits)
         self.calls = 0
         self.usd = 0.0
-        self._lock = threading.Lock()
 
     def add(self, usage_totals: Mapping[str, Any]) -> None:
         """Count one item's spending."""
-        with self._lock:
-            self.calls += int(usage_totals.get("calls", 0))
-            self.usd += float(usage_totals.get("cost_usd", 0.0))
+        self.calls += int(usage_totals.get("calls", 0))
+        self.usd += float(usage_totals.get("cost_usd", 0.0))
 
     def exhausted(self) -> str | None:
         """Why no new item may start, or None."""
-        with self._lock:
-            if "max_calls" in self.limits and self.calls >= self.limits["max_calls"]:
-                return f"budget of {int(self.limits['max_calls'])} LLM calls spent ({self.calls})"
-            if "max_usd" in self.limits and self.usd >= self.limits["max_usd"]:
-                return f"budget of ${self.limits['max_usd']:.2f} spent (${self.usd:.2f})"
-            return None
+        if "max_calls" in self.limits and self.calls >= self.limits["max_calls"]:
+            return f"budget of {int(self.limits['max_calls'])} LLM calls spent ({self.calls})"
+        if "max_usd" in self.limits and self.usd >= self.limits["max_usd"]:
+            return f"budget of ${self.limits['max_usd']:.2f} spent (${self.usd:.2f})"
+        return None
 
 
 class RowLog:
-    """Append-only JSONL of finished items; each line is flushed to disk before the item counts as done."""
+    """Append-only JSONL of finished items (the driver alone writes); each line is on disk before it counts."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
 
     def read(self) -> list[dict[str, Any]]:
         """Every row written so far; a torn last line (a killed run) is ignored."""
@@ -97,13 +93,11 @@ class RowLog:
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Write one row durably."""
-        line = json.dumps(row, ensure_ascii=False, default=str)
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -14,11 +14,19 @@ COHERENCE_GOAL = 1.05  # goal 1: coherence scoring, x its bound
 SEQUENTIAL_GOAL = 1.10  # goal 2: a chain of dependent calls, process start included, x its bound
 CHECKPOINT_GOAL = 3.0  # goal 3: a refine run's checkpoints, x its final state
 STARTUP_GOAL_S = 3.0  # goal 4: seconds to doctor's exit and to refine's first progress line
-FIRST_REQUEST_GOAL_S = (
-    2.5  # goal 4: seconds to the first request of ``summarize BOOK --strategy incremental``
-)
+FIRST_REQUEST_GOAL_S = 2.5  # goal 4: seconds to `summarize BOOK --strategy incremental`'s first request
 FIRST_REQUEST = "summarize first request"
 EMBEDDING_GOAL = 0.60  # goal 5: the embedder's FLOP/s as a share of float32 matmul FLOP/s, at least
+
+
+GOALS = (
+    ("latency within the critical-path bound", f"<= {LATENCY_GOAL} x bound ({COHERENCE_GOAL} for coherence)"),
+    ("sequential calls at the bound (process start included)", f"<= {SEQUENTIAL_GOAL} x bound"),
+    ("lean checkpoints of a refine run", f"<= {CHECKPOINT_GOAL:g} x final state"),
+    ("start fast", f"<= {STARTUP_GOAL_S:g} s"),
+    ("indexing near the machine's matmul bound", f">= {EMBEDDING_GOAL:.0%} of matmul"),
+)
+"""What each goal (numbered from 1) asks, and its target."""
 
 
 def load() -> str:
@@ -53,7 +61,8 @@ def _met(met: bool | None) -> str:
     return "" if met is None else "yes" if met else "**no**"
 
 
-def _median(values: list[float]) -> float | None:
+def _median(runs: list[dict[str, Any]], field: str) -> float | None:
+    values = [float(r[field]) for r in runs if field in r]
     return statistics.median(values) if values else None
 
 
@@ -65,16 +74,12 @@ def latency_goal(row: dict[str, Any]) -> float:
 def startup_seconds(startup: dict[str, Any]) -> dict[str, float | None]:
     """Median seconds: doctor to exit, refine to first progress, summarize (and a baseline's) to its request."""
     seconds = {
-        "doctor exit": _median([float(r["exit_s"]) for r in startup.get("doctor", []) if r.get("rc") == 0]),
-        "refine first progress line": _median(
-            [float(r["first_progress_s"]) for r in startup.get("refine", []) if "first_progress_s" in r]
-        ),
+        "doctor exit": _median([r for r in startup.get("doctor", []) if r.get("rc") == 0], "exit_s"),
+        "refine first progress line": _median(startup.get("refine", []), "first_progress_s"),
     }
     for key, name in (("summarize", FIRST_REQUEST), ("summarize_baseline", f"baseline: {FIRST_REQUEST}")):
         if startup.get(key):
-            seconds[name] = _median(
-                [float(r["first_request_s"]) for r in startup[key] if "first_request_s" in r]
-            )
+            seconds[name] = _median(startup[key], "first_request_s")
     return seconds
 
 
@@ -107,18 +112,8 @@ def goals(raw: dict[str, Any]) -> list[dict[str, Any]]:
         share = float(embedding["share"])
         text = f"{share:.0%}: {embedding['achieved_gflops']} of {embedding['matmul']['bound_gflops']} GFLOP/s"
         found[5] = (text, share / EMBEDDING_GOAL, share >= EMBEDDING_GOAL)
-    targets = {
-        1: (
-            "latency within the critical-path bound",
-            f"<= {LATENCY_GOAL} x bound ({COHERENCE_GOAL} for coherence)",
-        ),
-        2: ("sequential calls at the bound (process start included)", f"<= {SEQUENTIAL_GOAL} x bound"),
-        3: ("lean checkpoints of a refine run", f"<= {CHECKPOINT_GOAL:g} x final state"),
-        4: ("start fast", f"<= {STARTUP_GOAL_S:g} s"),
-        5: ("indexing near the machine's matmul bound", f">= {EMBEDDING_GOAL:.0%} of matmul"),
-    }
     rows = []
-    for number, (what, aim) in targets.items():
+    for number, (what, aim) in enumerate(GOALS, 1):
         text, ratio, met = found.get(number, ("not measured (part skipped)", None, None))
         rows.append({"goal": number, "what": what, "target": aim, "measured": text,
                      "ratio to target": None if ratio is None else round(ratio, 2), "met": met})  # fmt: skip
