@@ -22,10 +22,7 @@ from storyjudge.core.usage import price, price_known
 
 
 def _prompt_tokens(name: str) -> int:
-    try:
-        return count_tokens(prompts.load(name).text)
-    except FileNotFoundError:
-        return 400
+    return count_tokens(prompts.load(name).text)
 
 
 def _planted_calls(ctx: Context) -> int:

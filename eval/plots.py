@@ -20,8 +20,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 def _label(row: Mapping[str, Any]) -> str:
     loop = row.get("loop") or {}
-    if isinstance(loop, str):  # the summary table holds it as JSON text
-        loop = json.loads(loop) if loop.strip() else {}
+    loop = json.loads(loop) if isinstance(loop, str) else loop  # the summary table holds it as JSON text
     loop_text = " " + ",".join(f"{k}={v}" for k, v in sorted(loop.items())) if loop else ""
     parts = [str(row.get("dataset", "")), str(row.get("model") or row.get("resolved_model") or "")]
     if row.get("strategy") not in (None, "-"):

@@ -505,11 +505,9 @@ def _rouge_f1(summary: str, references: list[str]) -> dict[str, float]:
 
 
 def _read_index(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+    except (OSError, json.JSONDecodeError):  # none yet, or torn
         return None
     if data.get("index") and not still_there(data["index"]):
         return None
