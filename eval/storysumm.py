@@ -61,7 +61,7 @@ def sentence_predictions(
     graph_sentences = [str(p.get("sentence", "")) for p in per_sentence]
     alignment = align(dataset_sentences, graph_sentences)
     rows = []
-    for d, graph_indices in enumerate(alignment["mapping"]):
+    for d, graph_indices in enumerate(alignment.pop("mapping")):
         parts = [per_sentence[g] for g in graph_indices]
         judged = sum(int(p.get("judged") or 0) for p in parts)
         supported = sum(int(p.get("supported") or 0) for p in parts)
@@ -76,11 +76,7 @@ def sentence_predictions(
                 "predicted_unfaithful": None if judged == 0 else unsupported > 0,
             }
         )
-    return {
-        "sentences": rows,
-        "split_differently": alignment["split_differently"],
-        "unplaced": alignment["unplaced"],
-    }
+    return {"sentences": rows, **alignment}  # with split_differently and unplaced
 
 
 def summary_prediction(card: Mapping[str, Any]) -> bool | None:

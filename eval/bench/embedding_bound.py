@@ -18,9 +18,7 @@ SIZES = ((128 * 32, 384, 1536), (128 * 32, 1536, 384), (128 * 32, 384, 384), (10
 128-token passages, and a square product."""
 
 
-def matmul_flops(
-    threads: int, repeat: int = 3, sizes: tuple[tuple[int, int, int], ...] = SIZES, seconds: float = 1.0
-) -> dict[str, Any]:
+def matmul_flops(threads: int, repeat: int, seconds: float = 1.0) -> dict[str, Any]:
     """Best float32 FLOP/s per size on ``threads`` threads, each timed over ``seconds`` (as long as a batch)."""
     import torch
 
@@ -29,7 +27,7 @@ def matmul_flops(
     per_size: dict[str, float] = {}
     try:
         with torch.inference_mode():
-            for m, k, n in sizes:
+            for m, k, n in SIZES:
                 a, b = torch.randn(m, k), torch.randn(k, n)
                 torch.mm(a, b)  # warm-up: allocation and kernel choice
                 best = 0.0

@@ -55,12 +55,6 @@ def tree_waves(tree: list[dict[str, Any]], concurrency: int) -> tuple[int, int]:
     return max(max(done.values(), default=0), math.ceil(calls / slots)), calls
 
 
-def bound(out: dict[str, Any], calls: int, concurrency: int, latency: float) -> float:
-    """L x (the tree's critical path + the calls after it: artifact removal)."""
-    waves, tree_calls = tree_waves(out.get("tree", []), concurrency)
-    return latency * (waves + max(0, calls - tree_calls))
-
-
 def in_process(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> dict[str, Any]:
     """The summarize graph alone, on a fresh LLM cache."""
     from graphs.summarize import build_graph
@@ -97,17 +91,16 @@ def as_a_user(server: ServerProcess, strategy: str, slots: int, tmp: Path) -> di
     return {"wall_s": wall, "calls": len(server.completions) - begin, "out": record}
 
 
-def run_all(
-    latency: float, slots: int, tmp: Path, strategies: tuple[str, ...] = STRATEGIES
-) -> list[dict[str, Any]]:
+def run_all(latency: float, slots: int, tmp: Path) -> list[dict[str, Any]]:
     """Every strategy, in this process and as a user runs it; one row each."""
     rows: list[dict[str, Any]] = []
     with ServerProcess(latency, slots, tmp / "requests.jsonl") as server:
         warm_up(context(server, tmp / "warm-up", tmp / "warm-up-run", slots))
-        for strategy in strategies:
+        for strategy in STRATEGIES:
             for where, measure in (("graph", in_process), ("process", as_a_user)):
                 got = measure(server, strategy, slots, tmp)
-                limit = bound(got["out"], got["calls"], slots, latency)
+                waves, tree_calls = tree_waves(got["out"].get("tree", []), slots)
+                limit = latency * (waves + max(0, got["calls"] - tree_calls))  # then artifact removal
                 rows.append(
                     {
                         "workload": f"summarize {strategy} ({where})",
