@@ -35,10 +35,6 @@ class Source:
     path: str
     sha256: str = ""
 
-    def url(self, base: str) -> str:
-        """The file's address under ``base`` (``https://raw.githubusercontent.com`` or a mirror)."""
-        return f"{base.rstrip('/')}/{self.repo}/{self.commit}/{self.path}"
-
 
 STORYSUMM = Source("melaniesubbiah/storysumm", "22d47af2bfb2a6b2d443b44dbcc81dd01ac742cb", "storysumm.json")
 SQUALITY_COMMIT = "dc08d4f574639d773bc64ef3ab3527043108fb4e"  # v1.3, as plain text
@@ -97,11 +93,6 @@ class Fetched:
     items: int
     sources: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def base_url() -> str:
-    """Where files are fetched from: ``STORYJUDGE_DATA_URL`` or GitHub's raw file server."""
-    return os.environ.get(BASE_URL_ENV, "").strip() or GITHUB_RAW
 
 
 def _sha256(path: Path) -> str:
@@ -195,6 +186,7 @@ def get(
     files: dict[str, Path] = {}
     notes: list[str] = []
     folder.mkdir(parents=True, exist_ok=True)
+    base = (os.environ.get(BASE_URL_ENV, "").strip() or GITHUB_RAW).rstrip("/")
     with tempfile.TemporaryDirectory(dir=folder, prefix=".partial-") as partial:  # renames from it are atomic
         for role, source in SOURCES[(name, split)].items():
             final = folder / "source" / source.path
@@ -203,7 +195,7 @@ def get(
             if not force and expected and final.is_file() and _sha256(final) == expected:
                 files[role] = final
                 continue
-            url = source.url(base_url())
+            url = f"{base}/{source.repo}/{source.commit}/{source.path}"
             say(f"fetching {url}")
             temp = Path(partial) / f"{role}.download"
             try:
