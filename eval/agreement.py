@@ -163,14 +163,9 @@ def bootstrap_ci(
 
 
 def _with_ci(
-    value: float | None,
-    statistic: Callable[..., float | None],
-    columns: tuple[Sequence[Any], ...],
-    groups: Sequence[Any] | None,
-    resamples: int,
-    seed: int,
+    value: float | None, statistic: Callable[..., float | None], *columns: Sequence[Any], **settings: Any
 ) -> dict[str, Any]:
-    ci = bootstrap_ci(statistic, *columns, groups=groups, resamples=resamples, seed=seed)
+    ci = bootstrap_ci(statistic, *columns, **settings)
     return {"value": value, "ci95": ci["ci95"], "undefined_resamples": ci["undefined"]}
 
 
@@ -202,7 +197,7 @@ def classification_table(
         "bootstrap": _settings(groups, resamples, seed),
     }
     for name, fn in CLASSIFICATION.items():
-        table[name] = _with_ci(fn(p, g), fn, (p, g), groups, resamples, seed)
+        table[name] = _with_ci(fn(p, g), fn, p, g, groups=groups, resamples=resamples, seed=seed)
     return table
 
 
@@ -220,7 +215,8 @@ def correlation_table(
     for name, test, key in (("spearman", spearman, "rho"), ("kendall_tau_b", kendall, "tau")):
         found = test(x, y)
         value = partial(_statistic, test, key)
-        table[name] = {**_with_ci(found[key], value, (x, y), groups, resamples, seed), "p": found["p"]}
+        ci = _with_ci(found[key], value, x, y, groups=groups, resamples=resamples, seed=seed)
+        table[name] = {**ci, "p": found["p"]}
     table["bootstrap"] = _settings(groups, resamples, seed)
     return table
 

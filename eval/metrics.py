@@ -123,16 +123,12 @@ class _TokenEmbedder:
             return np.asarray(vectors / np.maximum(norms, 1e-12))
 
 
-_embedders: dict[tuple[str, int | None], _TokenEmbedder] = {}
-_embedders_lock = threading.Lock()
+_embedders_lock = threading.Lock()  # one model per (path, layer), however many items ask at once
 
 
-def _embedder(path: Path, layer: int | None) -> _TokenEmbedder:
-    key = (str(path), layer)
-    with _embedders_lock:
-        if key not in _embedders:
-            _embedders[key] = _TokenEmbedder(path, layer)
-        return _embedders[key]
+@cache
+def _embedder(path: str, layer: int | None) -> _TokenEmbedder:
+    return _TokenEmbedder(Path(path), layer)
 
 
 def _greedy_match(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, float, float]:
@@ -161,7 +157,8 @@ def bertscore(
         return status
     if layer is None and os.environ.get(BERTSCORE_LAYER_ENV):
         layer = int(os.environ[BERTSCORE_LAYER_ENV])
-    embedder = _embedder(Path(status["model"]), layer)
+    with _embedders_lock:
+        embedder = _embedder(status["model"], layer)
     per_item = []
     for prediction, refs in zip(predictions, references, strict=True):
         candidate = embedder.embed(prediction)
