@@ -83,9 +83,8 @@ def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None)
     if split not in PUBLISHED[name].splits:
         raise ValueError(f"{name} has no split {split!r}; its splits: {', '.join(PUBLISHED[name].splits)}.")
     places = [BUNDLED_DATA / name / f"{split}{PUBLISHED[name].suffix}", split_file(name, split)]
-    for place in places:
-        if place.is_file():
-            return place
+    if found := next((place for place in places if place.is_file()), None):
+        return found
     raise ValueError(
         f"dataset {name}:{split} is not here (looked for {places[0]} and {places[1]}); "
         f"fetch it with `storyjudge data get {name} --split {split}`, or give the path of a {name} file."
@@ -219,6 +218,9 @@ def _align_sentence_labels(
     return None, said + f"which sentence lost its label is unknown, so this summary is {left_out}"
 
 
+STORYSUMM_META = ("model", "difficulty", "split", "story-id", "explanations", "claims")
+
+
 def load_storysumm(path: str | Path | None = None) -> Dataset:
     """Load a STORYSUMM-format file (default: the bundled val split); items are grouped by story.
 
@@ -257,17 +259,10 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
         coherence = _labels(record, "coherence", where, "coherence label")  # 1 clear, 0 confusing
         story = str(record["story"])
         story_id = str(record.get("story-id", record.get("story_id", "")) or "")
-        meta = {
-            key: record.get(key)
-            for key in ("model", "difficulty", "split", "story-id")
-            if record.get(key) not in (None, "")
-        }
-        for key in ("explanations", "claims"):
-            if record.get(key) not in (None, ""):
-                try:
-                    meta[key] = parse_listish(record[key], f"{where} {key}")
-                except ValueError:
-                    meta[key] = record[key]
+        meta = {key: record[key] for key in STORYSUMM_META if record.get(key) not in (None, "")}
+        for key in {"explanations", "claims"} & set(meta):  # lists where they parse as lists, else as given
+            with contextlib.suppress(ValueError):
+                meta[key] = parse_listish(meta[key], f"{where} {key}")
         items.append(
             EvalItem(
                 id=item_id,
