@@ -7,6 +7,7 @@ best rounds against its first) get paired per-item differences with intervals (`
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -151,8 +152,6 @@ def differences(
     def add(first: str, second: str, metric: str, setting: str, was: Any, now: Any, base: str = "") -> None:
         left, right = scores[first].get(base or metric) or {}, scores[second].get(metric) or {}
         items = sorted(set(left) & set(right))
-        if not items:
-            return
         found = difference_interval([left[i] for i in items], [right[i] for i in items], paired=True)
         if found["difference"] is None:
             return
@@ -175,16 +174,13 @@ def differences(
     for cell in (line["cell"] for line in lines if line.get("task") == "refine"):
         for metric in ("nfs", "coherence"):
             add(cell, cell, f"{metric}_best", "refinement", "initial", "best", f"{metric}_initial")
-    for n, a in enumerate(lines):
-        for b in lines[n + 1 :]:
-            if (a.get("task"), a.get("dataset")) != (b.get("task"), b.get("dataset")):
-                continue
-            differing = [k for k in SETTINGS if a.get(k) != b.get(k)]
-            if len(differing) != 1:
-                continue
-            metrics = ("nfs_best", "coherence_best") if a.get("task") == "refine" else ("nfs", "coherence")
-            for metric in metrics:
-                add(a["cell"], b["cell"], metric, differing[0], a.get(differing[0]), b.get(differing[0]))
+    for a, b in itertools.combinations(lines, 2):
+        differing = [k for k in SETTINGS if a.get(k) != b.get(k)]
+        if (a.get("task"), a.get("dataset")) != (b.get("task"), b.get("dataset")) or len(differing) != 1:
+            continue
+        metrics = ("nfs_best", "coherence_best") if a.get("task") == "refine" else ("nfs", "coherence")
+        for metric in metrics:
+            add(a["cell"], b["cell"], metric, differing[0], a.get(differing[0]), b.get(differing[0]))
     return out
 
 
