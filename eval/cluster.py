@@ -87,22 +87,19 @@ class DaskExecutor:
             )
             self.semaphore.register()
         self._done = distributed.as_completed(loop=self.client.loop)
-        self._items: dict[str, tuple[Cell, EvalItem]] = {}
-        self._futures: dict[str, Any] = {}
+        self._pending: dict[str, tuple[Cell, EvalItem, Any]] = {}  # by task key: the item and its future
 
     def submit(self, cell: Cell, item: EvalItem) -> None:
         """Submit the item as a task (never pure: it calls models and writes its run directory)."""
         key = f"item-{slug(cell.id)}-{slug(item.id)}-{os.urandom(4).hex()}"
         future = self.client.submit(run_on_worker, self.config, cell, item, self.budget, key=key, pure=False)
-        self._items[future.key] = (cell, item)
-        self._futures[future.key] = future
+        self._pending[future.key] = (cell, item, future)
         self._done.add(future)
 
     def next_done(self) -> tuple[Cell, EvalItem, ItemOutcome]:
         """The next task to finish, and its outcome (a task that failed on the cluster is an ``error``)."""
         future = next(self._done)
-        cell, item = self._items.pop(future.key)
-        self._futures.pop(future.key, None)
+        cell, item, _ = self._pending.pop(future.key)
         try:
             outcome: ItemOutcome = future.result()
         except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the item's workers died too often
@@ -113,8 +110,8 @@ class DaskExecutor:
     def close(self) -> None:
         """Cancel tasks not finished, drop the budget, and close the client (and the LocalCluster we started)."""
         try:
-            if self._futures:
-                self.client.cancel(list(self._futures.values()))
+            if self._pending:
+                self.client.cancel([future for _, _, future in self._pending.values()])
             self.semaphore.close()
         finally:
             self.client.close()
@@ -162,7 +159,5 @@ def run_on_worker(
     install_budget(config.out_dir, *budget)
     key = (str(config.out_dir), config.name)
     with _worker_lock:
-        experiment = _experiments.get(key)
-        if experiment is None:
-            experiment = _experiments[key] = Experiment(config)
+        experiment = _experiments.setdefault(key, Experiment(config))
     return experiment.attempt(cell, item, own_cache=True)
