@@ -116,10 +116,8 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
         item = str(item.get("id") if isinstance(item, Mapping) else item)
         if row.get("task") == "refine":
             scores = row.get("scores") or {}
-            put("nfs_initial", item, scores.get("nfs_initial"), scores.get("nfs_initial_reliable"))
-            put("nfs_best", item, scores.get("nfs_best"), scores.get("nfs_best_reliable"))
-            put("coherence_initial", item, scores.get("coherence_initial"))
-            put("coherence_best", item, scores.get("coherence_best"))
+            for metric in ("nfs_initial", "nfs_best", "coherence_initial", "coherence_best"):
+                put(metric, item, scores.get(metric), scores.get(f"{metric}_reliable"))
         else:
             card, coherence = row.get("factscore") or {}, row.get("coherence") or {}
             put("nfs", item, card.get("score"), card.get("reliable"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from functools import cache
 from itertools import groupby
 from typing import Any
 
@@ -70,25 +71,18 @@ def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
 
 def forest_waves(parents: list[int | None], concurrency: int) -> int:
     """Fewest waves of ``concurrency`` unit tasks of an out-forest (``parents[i]`` first): Hu's, reversed."""
-    depth: dict[int, int] = {}  # tasks on the path from the root, this one included
-    for i in range(len(parents)):
-        chain: list[int] = []
-        j: int | None = i
-        while j is not None and j not in depth:
-            chain.append(j)
-            j = parents[j]
-        level = depth[j] if j is not None else 0
-        for node in reversed(chain):
-            level += 1
-            depth[node] = level
-    waiting = [0] * len(parents)  # children not yet run: a reversed task is ready when they are done
-    for parent in parents:
-        if parent is not None:
-            waiting[parent] += 1
+
+    @cache
+    def depth(i: int) -> int:  # tasks on the path from the root, this one included
+        parent = parents[i]
+        return 1 if parent is None else depth(parent) + 1
+
+    # children not yet run: a reversed task is ready when they are done
+    waiting = Counter(parent for parent in parents if parent is not None)
     ready = [i for i in range(len(parents)) if not waiting[i]]
     rounds = 0
     while ready:
-        ready.sort(key=lambda i: -depth[i])
+        ready.sort(key=lambda i: -depth(i))
         batch, ready = ready[:concurrency], ready[concurrency:]
         rounds += 1
         for i in batch:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.bench import ROOT
-from eval.bench.workload import block
+from eval.bench.workload import block, triples_answer
 from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
 
 WITCHES = ROOT / "examples" / "macbeth-witches.md"
@@ -53,12 +53,7 @@ def respond(body: dict[str, Any]) -> str:
     """The scripted model for every role: a plausible answer of the right shape, everything supported."""
     name, text = schema_name(body), last_user_text(body)
     if name == "SceneTriples":
-        scene = block(text, "scene")
-        cast = [person for person in ("Macbeth", "Banquo", "Duncan", "Lady Macbeth") if person in scene]
-        triples = [
-            {"subject": a, "predicate": "meets", "object": b} for a, b in zip(cast, cast[1:], strict=False)
-        ]
-        return json.dumps({"characters": [{"name": p, "aliases": []} for p in cast], "triples": triples})
+        return triples_answer(text, ("Macbeth", "Banquo", "Duncan", "Lady Macbeth"))
     if name == "AtomicFacts":
         return json.dumps({"facts": [block(text, "sentence")]})
     if name == "Verdict":

@@ -72,6 +72,15 @@ def block(text: str, tag: str) -> str:
     return found[-1].strip() if found else ""
 
 
+def triples_answer(text: str, cast: tuple[str, ...]) -> str:
+    """The extraction's answer: the cast named in the scene, each meeting the next."""
+    named = [person for person in cast if person in block(text, "scene")]
+    triples = [
+        {"subject": a, "predicate": "meets", "object": b} for a, b in zip(named, named[1:], strict=False)
+    ]
+    return json.dumps({"characters": [{"name": p, "aliases": []} for p in named], "triples": triples})
+
+
 class BenchResponder:
     """The scripted model for every role (see the module docstring)."""
 
@@ -84,13 +93,7 @@ class BenchResponder:
         name = schema_name(body)
         text = last_user_text(body)
         if name == "SceneTriples":
-            scene = block(text, "scene")
-            named = [person for person in CAST if person in scene]
-            triples = [
-                {"subject": a, "predicate": "meets", "object": b}
-                for a, b in zip(named, named[1:], strict=False)
-            ]
-            return json.dumps({"characters": [{"name": p, "aliases": []} for p in named], "triples": triples})
+            return triples_answer(text, CAST)
         if name == "AtomicFacts":
             sentence = block(text, "sentence").rstrip(".")
             return json.dumps({"facts": [f"{part.strip()}." for part in sentence.split(", and ")]})
