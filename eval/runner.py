@@ -336,8 +336,7 @@ class Experiment:
         except (ModelError, ConfigError):
             raise
         except Exception as exc:  # noqa: BLE001 - one bad item must not end the experiment; it is recorded
-            row["status"] = "error"
-            row["error"] = f"{type(exc).__name__}: {exc}"
+            row.update(status="error", error=f"{type(exc).__name__}: {exc}")
         row["usage_totals"] = totals(row["usage"])
         row["wall_seconds"] = round(time.perf_counter() - started, 3)
         row["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -189,8 +189,7 @@ def coherence_sentence_predictions(
     alignment = align(dataset_sentences, [str(a.get("sentence", "")) for a in ordered])
     rows = []
     for d, graph_indices in enumerate(alignment["mapping"]):
-        verdicts = [ordered[g].get("confused") for g in graph_indices]
-        known = [v for v in verdicts if v is not None]
+        known = [ordered[g]["confused"] for g in graph_indices if ordered[g].get("confused") is not None]
         rows.append({"index": d, "predicted_confusing": (any(known) if known else None)})
     return {"sentences": rows, "split_differently": alignment["split_differently"]}
 

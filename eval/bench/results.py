@@ -143,18 +143,16 @@ def render(raw: dict[str, Any]) -> str:
             "## Machine",
             "",
             *_table(["", ""], [[key, value] for key, value in raw.get("machine", {}).items()]),
-            *_latency(raw.get("latency") or [], raw["settings"]),
-            *_summarize(raw.get("summarize") or [], raw["settings"]),
-            *_checkpoint(raw.get("checkpoint")),
-            *_startup(raw.get("startup")),
-            *_embedding(raw.get("embedding")),
+            *(_latency(raw["latency"], raw["settings"]) if raw.get("latency") else []),
+            *(_summarize(raw["summarize"], raw["settings"]) if raw.get("summarize") else []),
+            *(_checkpoint(raw["checkpoint"]) if raw.get("checkpoint") else []),
+            *(_startup(raw["startup"]) if raw.get("startup") else []),
+            *(_embedding(raw["embedding"]) if raw.get("embedding") else []),
         ]
     )
 
 
 def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
-    if not rows:
-        return []
     latency, slots = settings["latency"], settings["slots"]
     header = "workload|LLM calls|waves|bound s|measured s|client CPU s|ratio|met|result".split("|")
     table = [
@@ -176,8 +174,6 @@ def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
 
 
 def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
-    if not rows:
-        return []
     table = [
         [r["workload"], r["calls"], f"{r['bound_s']:.2f}", f"{r['wall_s']:.2f}",
          f"{r['ratio']:.2f}" if r["ratio"] else "", _met(r["ratio"] <= SEQUENTIAL_GOAL if r["ratio"] else None)]
@@ -196,9 +192,7 @@ def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str
     ]
 
 
-def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
-    if not checkpoint:
-        return []
+def _checkpoint(checkpoint: dict[str, Any]) -> list[str]:
     ratio = float(checkpoint["ratio"])
     header = "checkpoints|checkpoints.sqlite kB|checkpoint_blobs kB|final state kB|result.json kB".split("|")
     row = [
@@ -217,9 +211,7 @@ def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def _startup(startup: dict[str, Any] | None) -> list[str]:
-    if not startup:
-        return []
+def _startup(startup: dict[str, Any]) -> list[str]:
     rows = []
     for what, value in startup_seconds(startup).items():
         goal = FIRST_REQUEST_GOAL_S if what == FIRST_REQUEST else STARTUP_GOAL_S
@@ -238,9 +230,7 @@ def _startup(startup: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def _embedding(embedding: dict[str, Any] | None) -> list[str]:
-    if not embedding:
-        return []
+def _embedding(embedding: dict[str, Any]) -> list[str]:
     shape, share = embedding["shape"], float(embedding["share"])
     header = ["passages/s", "GFLOP per passage", "achieved GFLOP/s", "matmul GFLOP/s (bound)", "share", "met"]
     row = [
