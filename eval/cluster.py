@@ -87,7 +87,7 @@ class DaskExecutor:
             )
             self.semaphore.register()
         self._done = distributed.as_completed(loop=self.client.loop)
-        self._pending: dict[str, tuple[Cell, EvalItem, Any]] = {}  # by task key: the item and its future
+        self._pending: dict[Any, tuple[Cell, EvalItem, Any]] = {}  # by task key: the item and its future
 
     def submit(self, cell: Cell, item: EvalItem) -> None:
         """Submit the item as a task (never pure: it calls models and writes its run directory)."""
