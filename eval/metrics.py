@@ -141,22 +141,16 @@ def _greedy_match(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, 
 
 
 def bertscore(
-    predictions: Sequence[str],
-    references: Sequence[Sequence[str]],
-    *,
-    model_path: str | Path | None = None,
-    layer: int | None = None,
-    seed: int = 0,
+    predictions: Sequence[str], references: Sequence[Sequence[str]], *, model_path: str | Path | None = None
 ) -> dict[str, Any]:
     """BERTScore F1 (best reference per item), or ``{"available": False, "reason": ...}``.
 
-    ``layer``: 0 = embeddings; default ``$STORYJUDGE_BERTSCORE_LAYER``, else the last.
+    The layer: ``$STORYJUDGE_BERTSCORE_LAYER`` (0 = embeddings), else the last.
     """
     status = bertscore_status(model_path)
     if not status["available"]:
         return status
-    if layer is None and os.environ.get(BERTSCORE_LAYER_ENV):
-        layer = int(os.environ[BERTSCORE_LAYER_ENV])
+    layer = int(os.environ[BERTSCORE_LAYER_ENV]) if os.environ.get(BERTSCORE_LAYER_ENV) else None
     with _embedders_lock:
         embedder = _embedder(status["model"], layer)
     per_item = []
@@ -175,6 +169,6 @@ def bertscore(
         "rescaled": False,
         "note": "our implementation: comparable across runs with this model and layer, not with published "
         "tables",
-        "f1": aggregate([it["f1"] for it in per_item], seed=seed),
+        "f1": aggregate([it["f1"] for it in per_item]),
         "per_item": per_item,
     }

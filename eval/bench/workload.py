@@ -40,12 +40,12 @@ def story(chapters: int = 12) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def book_summary(sentences: int = 20, wrong_every: int = 5) -> str:
-    """The first summary: ``sentences`` sentences of three facts; every ``wrong_every``-th's first is false."""
+def book_summary(sentences: int = 20) -> str:
+    """The first summary: ``sentences`` sentences of three facts; every fifth's first is false."""
     parts = []
     for i in range(sentences):
         a, b, c = CAST[i % len(CAST)], CAST[(i + 1) % len(CAST)], CAST[(i + 2) % len(CAST)]
-        first = f"{a} {WRONG if i % wrong_every == 0 else RIGHT} {b}"
+        first = f"{a} {WRONG if i % 5 == 0 else RIGHT} {b}"
         second = f"{b} {VERBS[i % len(VERBS)]} {c} at the {PLACES[i % len(PLACES)]}"
         parts.append(f"In part {i + 1}, {first}, and {second}, and {c} sleeps when part {i + 1} ends.")
     return " ".join(parts)
@@ -84,9 +84,8 @@ def triples_answer(text: str, cast: tuple[str, ...]) -> str:
 class BenchResponder:
     """The scripted model for every role (see the module docstring)."""
 
-    def __init__(self, sentences: int = 20, wrong_every: int = 5) -> None:
+    def __init__(self, sentences: int = 20) -> None:
         self.sentences = sentences
-        self.wrong_every = wrong_every
 
     def __call__(self, body: dict[str, Any]) -> str:
         """The scripted answer to one request."""
@@ -117,7 +116,7 @@ class BenchResponder:
             return summary.replace(WRONG, RIGHT, FIXES_PER_ROUND)
         if "Below is a summary of a book" in whole:  # artifact removal: the summary unchanged
             return block(text, "summary")
-        return book_summary(self.sentences, self.wrong_every)  # a chunk summary or a merge
+        return book_summary(self.sentences)  # a chunk summary or a merge
 
 
 class ServerProcess:
