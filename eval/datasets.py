@@ -184,17 +184,15 @@ def _read_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
         for n, record in enumerate(data):
             if not isinstance(record, dict):
                 raise ValueError(f"{path}: record {n} is not an object")
-            key = next((key for key in ("id", "uid") if key in record), None)
-            records.append((_id_of(record[key], f"{path}: record {n}") if key else str(n), record))
+            # ids must be non-empty strings or integers (null, NaN, objects would print alike); else the position
+            value = record.get("id", record.get("uid", n))
+            if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+                raise ValueError(
+                    f"{path}: record {n}: the id {value!r} is not a non-empty string or an integer; give it one."
+                )
+            records.append((str(value).strip(), record))
         return records
     raise ValueError(f"{path}: expected a JSON object or list of records")
-
-
-def _id_of(value: Any, where: str) -> str:
-    """An item id as text: ids must be non-empty strings or integers (null, NaN, objects would print alike)."""
-    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
-        raise ValueError(f"{where}: the id {value!r} is not a non-empty string or an integer; give it one.")
-    return str(value).strip()
 
 
 def _align_sentence_labels(

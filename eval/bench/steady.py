@@ -8,6 +8,7 @@ printing threads and memory after each and the threads by name at the end: numbe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import tempfile
@@ -35,10 +36,8 @@ def thread_names() -> Counter[str]:
     """Threads by name, numbers dropped (``sqlx-sqlite-worker-3`` counts as ``sqlx-sqlite-worker-``)."""
     names: Counter[str] = Counter()
     for task in Path("/proc/self/task").iterdir():
-        try:
+        with contextlib.suppress(OSError):  # ended meanwhile
             names[re.sub(r"\d+", "", (task / "comm").read_text().strip())] += 1
-        except OSError:
-            continue  # ended meanwhile
     return names
 
 
