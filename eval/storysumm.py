@@ -20,7 +20,6 @@ from eval.agreement import (
     threshold_sweep,
 )
 from storyjudge.core.intervals import interval_text
-from storyjudge.core.textsplit import sentence_spans
 
 
 def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> dict[str, Any]:
@@ -33,8 +32,6 @@ def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> d
     for sentence in dataset_sentences:
         spans.append((cursor, cursor + len(sentence)))
         cursor += len(sentence) + 1
-    if not graph_sentences:
-        graph_sentences = [text[a:b] for a, b in sentence_spans(text)]
     mapping: list[list[int]] = [[] for _ in dataset_sentences]
     unplaced: list[int] = []
     split_differently = cursor = 0
