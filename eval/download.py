@@ -190,8 +190,7 @@ def get(
     with tempfile.TemporaryDirectory(dir=folder, prefix=".partial-") as partial:  # renames from it are atomic
         for role, source in SOURCES[(name, split)].items():
             final = folder / "source" / source.path
-            recorded = str((manifest.get(source.path) or {}).get("sha256") or "")
-            expected = source.sha256 or recorded
+            expected = source.sha256 or str((manifest.get(source.path) or {}).get("sha256") or "")
             if not force and expected and final.is_file() and _sha256(final) == expected:
                 files[role] = final
                 continue
@@ -203,10 +202,8 @@ def get(
             except (OSError, http.client.HTTPException) as exc:
                 if isinstance(exc, urllib.error.HTTPError):
                     reason = f"the server answered {exc.code} {exc.reason}"
-                elif isinstance(exc, urllib.error.URLError):
-                    reason = str(exc.reason)
-                else:
-                    reason = str(exc) or type(exc).__name__
+                else:  # a URLError's reason, or the error itself
+                    reason = str(getattr(exc, "reason", "") or exc) or type(exc).__name__
                 raise ValueError(
                     f"could not fetch {url} ({reason}); nothing was written. Check the connection and run "
                     f"`{command}` again (or set {BASE_URL_ENV} to a mirror)."

@@ -216,9 +216,7 @@ def write_tables(
     table: Sequence[Mapping[str, Any]], out_dir: Path, diffs: Sequence[Mapping[str, Any]] = ()
 ) -> list[Path]:
     """``summary.md`` and ``summary.csv`` (columns: the union over cells), with the differences and their CSV."""
-    columns: list[str] = []
-    for line in table:
-        columns.extend(k for k in line if k not in columns)
+    columns = list(dict.fromkeys(key for line in table for key in line))
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path = out_dir / "summary.md"
     written = [md_path, _write_csv(out_dir / "summary.csv", columns, table)]
