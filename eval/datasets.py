@@ -64,9 +64,7 @@ def split_file(name: str, split: str, home: Path | None = None) -> Path:
 def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None) -> Path:
     """The file a path (relative to ``base``) or dataset name (bundled, then cached) stands for, or a ValueError."""
     text = str(spec).strip()
-    path = Path(text).expanduser()
-    if base is not None and not path.is_absolute():
-        path = base / path
+    path = (base or Path()) / Path(text).expanduser()  # an absolute path stays as it is
     if text and path.is_file():
         return path
     named = split_name(text)

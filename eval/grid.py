@@ -84,8 +84,7 @@ class DatasetSpec(BaseModel):
 
         def locate(p: str) -> str:
             found = resolve(p, self.kind, base)  # a ValueError: the config's error
-            given = Path(p).expanduser()
-            is_file = (given if given.is_absolute() or base is None else base / given).is_file()
+            is_file = ((base or Path()) / Path(p).expanduser()).is_file()
             return p if split_name(p) and not is_file else str(found.resolve())
 
         paths = tuple(locate(p) for p in self.paths)
