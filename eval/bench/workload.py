@@ -7,7 +7,6 @@ The judge rejects exactly the facts that say someone "steals" and the refiner re
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -153,13 +152,10 @@ class ServerProcess:
 
 
 def serve() -> None:
-    """The server process: answer as ``BenchResponder``, log each body, until stdin closes."""
-    parser = argparse.ArgumentParser()
-    for name in ("latency", "slots", "log", "sentences"):
-        parser.add_argument(name)
-    args = parser.parse_args()
-    responder, lock = BenchResponder(int(args.sentences)), threading.Lock()
-    with open(args.log, "a", encoding="utf-8") as log:
+    """The server process (``ServerProcess`` gives latency, slots, log and sentences): answer, log each body."""
+    latency, slots, path, sentences = sys.argv[1:5]
+    responder, lock = BenchResponder(int(sentences)), threading.Lock()
+    with open(path, "a", encoding="utf-8") as log:
 
         def answer(body: dict[str, Any]) -> str:
             with lock:
@@ -167,7 +163,7 @@ def serve() -> None:
                 log.flush()
             return responder(body)
 
-        with OpenAIServer(answer, latency=float(args.latency), slots=int(args.slots)) as server:
+        with OpenAIServer(answer, latency=float(latency), slots=int(slots)) as server:
             print(server.base_url, flush=True)
             sys.stdin.read()  # returns when the parent closes the pipe or exits
 
