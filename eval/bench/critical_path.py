@@ -86,8 +86,7 @@ def forest_waves(parents: list[int | None], concurrency: int) -> int:
         batch, ready = ready[:concurrency], ready[concurrency:]
         rounds += 1
         for i in batch:
-            parent = parents[i]
-            if parent is not None:
+            if (parent := parents[i]) is not None:
                 waiting[parent] -= 1
                 if not waiting[parent]:
                     ready.append(parent)

@@ -59,20 +59,23 @@ def respond(body: dict[str, Any]) -> str:
         return json.dumps({"rationale": "Stated.", "supported": True, "feedback": "", "evidence": []})
     if name:
         return "{}"
-    whole = all_text(body)
-    if "causes any confusion" in whole:
+    if "causes any confusion" in all_text(body):
         return "Questions: no confusion\nTypes: no confusion"
     return SUMMARY
 
 
-def _request(address: tuple[str, int], method: str, path: str, body: Any = None) -> tuple[int, Any]:
+def _request(address: tuple[str, int], path: str, body: Any = None, *, expect: int = 200) -> Any:
+    """POST ``body`` to the UI (GET without one); its answer, or a RuntimeError when the UI refused."""
     connection = HTTPConnection(*address, timeout=60)
     data = None if body is None else json.dumps(body).encode()
+    method = "GET" if data is None else "POST"
     connection.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
     response = connection.getresponse()
-    raw = response.read()
+    answer = json.loads(response.read())
     connection.close()
-    return response.status, json.loads(raw)
+    if response.status != expect:
+        raise RuntimeError(f"the UI refused {method} {path}: {answer}")
+    return answer
 
 
 def ui_runs(
@@ -91,11 +94,8 @@ def ui_runs(
             story = WITCHES.read_text(encoding="utf-8")
             for n in range(1, count + 1):
                 text = story if same_document else f"{story}\n\nCopy {n} of the witches' scenes.\n"
-                status, view = _request(
-                    address, "POST", "/api/runs", {"text": text, "title": "witches", "settings": settings}
-                )
-                if status != 201:
-                    raise RuntimeError(f"the UI refused a run: {view}")
+                run = {"text": text, "title": "witches", "settings": settings}
+                view = _request(address, "/api/runs", run, expect=201)
                 for step in ("graph", "summary", "score"):
                     _ui_step(address, view["name"], step, settings)
                 samples.append(sample())
@@ -107,11 +107,9 @@ def ui_runs(
 
 
 def _ui_step(address: tuple[str, int], name: str, step: str, settings: dict[str, Any]) -> None:
-    status, answer = _request(address, "POST", f"/api/runs/{name}/steps/{step}", {"settings": settings})
-    if status != 202:
-        raise RuntimeError(f"the UI refused the {step} step: {answer}")
+    _request(address, f"/api/runs/{name}/steps/{step}", {"settings": settings}, expect=202)
     while True:
-        _, job = _request(address, "GET", f"/api/runs/{name}/job")
+        job = _request(address, f"/api/runs/{name}/job")
         if job["job"]["status"] == "done":
             return
         if job["job"]["status"] != "running":
