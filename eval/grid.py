@@ -237,13 +237,9 @@ def cells(config: ExperimentConfig) -> list[Cell]:
 
 def cell_context(config: ExperimentConfig, cell: Cell, run_dir: Path) -> Context:
     """The Context of a cell's items: config-wide settings, the cell's own, then the experiment's paths."""
-    values: dict[str, Any] = dict(config.context)
-    if cell.model:
-        values["model"] = cell.model
-    if config.base_url:
-        values["base_url"] = config.base_url
-    if cell.strategy != NOT_APPLICABLE:
-        values["strategy"] = cell.strategy
+    strategy = "" if cell.strategy == NOT_APPLICABLE else cell.strategy
+    given = {"model": cell.model, "base_url": config.base_url, "strategy": strategy}  # those set
+    values: dict[str, Any] = {**config.context, **{key: value for key, value in given.items() if value}}
     values.update(
         dict(cell.loop), chunk_size=cell.chunk_size, cache_dir=str(config.cache_path), run_dir=str(run_dir)
     )
