@@ -377,13 +377,11 @@ class Experiment:
             out = self._factscore(cell, item, ctx, row)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))
             row["timings"] = out.get("timings") or {}
-            card = out["factscore"]
-            record["factscore"] = card
+            record["factscore"] = card = out["factscore"]
             record["passages"] = record_passages([{"factscore": card}], out.get("scenes") or [])
-            row["factscore"] = compact_card(card)
+            row["factscore"] = {**compact_card(card), "predicted_unfaithful": summary_prediction(card)}
             record["metrics"] = out.get("metrics") or {}
             row["metrics"] = metric_scores(record["metrics"])
-            row["factscore"]["predicted_unfaithful"] = summary_prediction(card)
             if item.sentences:
                 predictions = sentence_predictions(item.sentences, card.get("per_sentence") or [])
                 row["factscore"].update({k: predictions[k] for k in ("sentences", "split_differently")})
