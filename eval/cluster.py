@@ -72,8 +72,7 @@ class DaskExecutor:
                     preload_argv=[[embedder]],
                 )
             self.client = distributed.Client(self.cluster, set_as_default=False)
-        threads = sum(self.client.nthreads().values())
-        self.width = max(1, width or threads)
+        self.width = max(1, width or sum(self.client.nthreads().values()))
         # the cluster-wide semaphore is named after the experiment, its output directory and its total
         digest = hashlib.sha256(str(config.out_dir).encode()).hexdigest()[:10]
         self.budget = (f"storyjudge-llm-{slug(config.name)}-{digest}-{llm_total(config)}", llm_total(config))

@@ -7,6 +7,7 @@ user); ``summarize --strategy incremental`` of a novel is timed to its first req
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -46,10 +47,9 @@ def timed(args: list[str], env: dict[str, str], *, to_progress: bool = False) ->
     try:
         while True:
             if watch.select(0.05):
-                try:
+                data = b""
+                with contextlib.suppress(OSError):  # the child closed the terminal
                     data = os.read(leader, 65536)
-                except OSError:  # the child closed the terminal
-                    data = b""
                 if not data:
                     break
                 output += data
