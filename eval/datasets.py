@@ -41,8 +41,7 @@ PUBLISHED = {
 
 def data_home() -> Path:
     """The data cache: ``STORYJUDGE_DATA_DIR``, else ``$XDG_CACHE_HOME/storyjudge/data`` (``~/.cache/...``)."""
-    given = os.environ.get("STORYJUDGE_DATA_DIR", "").strip()
-    if given:
+    if given := os.environ.get("STORYJUDGE_DATA_DIR", "").strip():
         return Path(given).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
     return Path(cache).expanduser() / "storyjudge" / "data"

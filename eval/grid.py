@@ -76,8 +76,7 @@ class DatasetSpec(BaseModel):
 
     def load(self) -> Dataset:
         """The dataset's items (limited)."""
-        data = load(self.kind, self.path or None, paths=list(self.paths) or None)
-        return data.limited(self.limit)
+        return load(self.kind, self.path or None, paths=list(self.paths) or None).limited(self.limit)
 
     def located(self, base: Path | None) -> DatasetSpec:
         """The spec with each file's absolute path (``base``: the config's folder); a dataset name stays a name."""

@@ -105,19 +105,18 @@ class _TokenEmbedder:
 
     def embed(self, text: str) -> np.ndarray:
         """Unit vectors of the text's tokens."""
-        with self.lock:
+        with self.lock, self.torch.no_grad():
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             if not ids:
                 return np.zeros((0, 1))
             chunks = []
             for start in range(0, len(ids), self.window):
                 window = self.tokenizer.build_inputs_with_special_tokens(ids[start : start + self.window])
-                with self.torch.no_grad():
-                    out = self.model(
-                        input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
-                    )
-                hidden = out.hidden_states[self.layer][0].numpy()
-                chunks.append(hidden[1:-1])  # drop the special tokens around the window
+                out = self.model(
+                    input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
+                )
+                # the chosen layer, without the special tokens around the window
+                chunks.append(out.hidden_states[self.layer][0].numpy()[1:-1])
             vectors = np.concatenate(chunks, axis=0)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return np.asarray(vectors / np.maximum(norms, 1e-12))
