@@ -61,8 +61,7 @@ def sentence_predictions(
     for d, graph_indices in enumerate(alignment.pop("mapping")):
         parts = [per_sentence[g] for g in graph_indices]
         judged = sum(int(p.get("judged") or 0) for p in parts)
-        supported = sum(int(p.get("supported") or 0) for p in parts)
-        unsupported = judged - supported
+        unsupported = judged - sum(int(p.get("supported") or 0) for p in parts)
         rows.append(
             {
                 "index": d,
@@ -78,10 +77,8 @@ def sentence_predictions(
 
 def summary_prediction(card: Mapping[str, Any]) -> bool | None:
     """Unfaithful when any fact is unsupported; None when no fact could be judged."""
-    judged = int(card.get("supported") or 0) + int(card.get("unsupported") or 0)
-    if judged == 0:
-        return None
-    return int(card.get("unsupported") or 0) > 0
+    unsupported = int(card.get("unsupported") or 0)
+    return None if unsupported + int(card.get("supported") or 0) == 0 else unsupported > 0
 
 
 def agreement_report(
