@@ -59,7 +59,6 @@ class DaskExecutor:
         if scheduler:
             self.client = distributed.Client(scheduler, timeout="30s", set_as_default=False)
         else:
-            # the embedder every item indexes its scenes with
             embedder = str(config.context.get("embedder") or Context.model_fields["embedder"].default)
             with dask.config.set(LEASES):  # the scheduler's validation interval, the workers' refresh
                 self.cluster = distributed.LocalCluster(
@@ -73,7 +72,6 @@ class DaskExecutor:
                 )
             self.client = distributed.Client(self.cluster, set_as_default=False)
         self.width = max(1, width or sum(self.client.nthreads().values()))
-        # the cluster-wide semaphore is named after the experiment, its output directory and its total
         digest = hashlib.sha256(str(config.out_dir).encode()).hexdigest()[:10]
         self.budget = (f"storyjudge-llm-{slug(config.name)}-{digest}-{llm_total(config)}", llm_total(config))
         # bound to our client: left to itself it binds to the default client, whose closing closes its loop

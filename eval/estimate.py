@@ -79,9 +79,8 @@ def _score_round(
     ctx: Context,
     summary_tokens: float,
     scene_tokens: list[int],
-    times: int = 1,
-    *,
     metrics: Collection[str],
+    times: int = 1,
 ) -> None:
     """``times`` scoring rounds of a summary of ``summary_tokens`` at one end: decompose, judge, coherence."""
     i = 0 if end == "low" else 1
@@ -175,8 +174,8 @@ def estimate_range(
     if task == "refine" and not given:  # the summary is written first, at most at its length budget
         _summarize_range(rng, ctx, list(scenes))
         size = (SUMMARY_SHARE_LOW * ctx.max_summary_tokens, ctx.max_summary_tokens)
-    _score_round(rng, "low", ctx, size[0], scene_tokens, metrics=asked)
-    _score_round(rng, "high", ctx, size[1], scene_tokens, metrics=asked)
+    _score_round(rng, "low", ctx, size[0], scene_tokens, asked)
+    _score_round(rng, "high", ctx, size[1], scene_tokens, asked)
     planted = _Range()
     for target in (rng, planted):
         _planted_items(target, ctx, size, scene_tokens, asked)
@@ -191,7 +190,7 @@ def estimate_range(
             grown = min(length * ctx.max_length_ratio + 20, longest)
             times = left if grown == length else 1
             rng.add("high", "refiner", (1 + ctx.parse_retries) * times, ctx.context_window, min(cap, grown))
-            _score_round(rng, "high", ctx, grown, scene_tokens, times, metrics=asked)
+            _score_round(rng, "high", ctx, grown, scene_tokens, asked, times)
             length, left = grown, left - times
     return {
         "scenes": len(scene_tokens),

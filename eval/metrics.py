@@ -115,8 +115,7 @@ class _TokenEmbedder:
                 out = self.model(
                     input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
                 )
-                # the chosen layer, without the special tokens around the window
-                chunks.append(out.hidden_states[self.layer][0].numpy()[1:-1])
+                chunks.append(out.hidden_states[self.layer][0].numpy()[1:-1])  # no special tokens
             vectors = np.concatenate(chunks, axis=0)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return np.asarray(vectors / np.maximum(norms, 1e-12))

@@ -77,8 +77,7 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
         asked = asked or bool(row.get("coherence")) or any("coherence" in it for it in rounds)
         if row.get("status") != "ok":
             continue
-        # a refine row's rounds, or a score row's summary
-        found = [(it.get("nfs"), it.get("coherence")) for it in rounds]
+        found = [(it.get("nfs"), it.get("coherence")) for it in rounds]  # a refine row's rounds
         found.append(((row.get("factscore") or {}).get("score"), (row.get("coherence") or {}).get("score")))
         pairs = [(float(nfs), float(score)) for nfs, score in found if nfs is not None and score is not None]
         if pairs:

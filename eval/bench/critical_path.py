@@ -77,8 +77,7 @@ def forest_waves(parents: list[int | None], concurrency: int) -> int:
         parent = parents[i]
         return 1 if parent is None else depth(parent) + 1
 
-    # children not yet run: a reversed task is ready when they are done
-    waiting = Counter(parent for parent in parents if parent is not None)
+    waiting = Counter(parent for parent in parents if parent is not None)  # children not yet run; ready at 0
     ready = [i for i in range(len(parents)) if not waiting[i]]
     rounds = 0
     while ready:
