@@ -46,9 +46,7 @@ def balanced_accuracy(pred: Labels, gold: Labels) -> float | None:
     """Mean of the recall of each class; None unless both classes occur (else it is plain accuracy)."""
     c = confusion(pred, gold)
     positives, negatives = c["tp"] + c["fn"], c["tn"] + c["fp"]
-    if positives == 0 or negatives == 0:
-        return None
-    return (c["tp"] / positives + c["tn"] / negatives) / 2
+    return (c["tp"] / positives + c["tn"] / negatives) / 2 if positives and negatives else None
 
 
 def accuracy(pred: Labels, gold: Labels) -> float | None:
@@ -86,9 +84,7 @@ def recall(pred: Labels, gold: Labels) -> float | None:
 def f1(pred: Labels, gold: Labels) -> float | None:
     """F1 on the unfaithful class (None when precision or recall is undefined, or both are 0)."""
     p, r = precision(pred, gold), recall(pred, gold)
-    if p is None or r is None or p + r == 0:
-        return None
-    return 2 * p * r / (p + r)
+    return 2 * p * r / (p + r) if p is not None and r is not None and p + r > 0 else None
 
 
 def _finite(value: float) -> float | None:
