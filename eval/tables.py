@@ -83,11 +83,10 @@ def summary_table(
             _with_interval(line, per_item, "coherence")
             line["coherence_unreliable"] = sum(c.get("reliable") is False for c in coherence)
             line["coherence_coverage"] = _mean(c.get("coverage") for c in coherence if c)
-            labelled = [r for r in ok if (r.get("labels") or {}).get("summary") is not None]
-            if labelled and any(r.get("factscore") for r in labelled):
-                from eval.storysumm import agreement_report
+            if any(r.get("factscore") and (r.get("labels") or {}).get("summary") is not None for r in ok):
+                from eval.storysumm import agreement_report  # its own rows: the labelled ones
 
-                report = agreement_report(labelled, resamples=200, seed=config.seed if config else 0)
+                report = agreement_report(ok, resamples=200, seed=config.seed if config else 0)
                 summary_level = (report.get("summary_level") or {}).get("table") or {}
                 line["balanced_accuracy"] = (summary_level.get("balanced_accuracy") or {}).get("value")
                 line["cohens_kappa"] = (summary_level.get("cohens_kappa") or {}).get("value")
