@@ -200,8 +200,7 @@ def table_lines(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(level, metric, value [95% CI]) rows for printing the agreement table."""
     lines: list[tuple[str, str, str]] = []
     for level, key in LEVELS:
-        section = report.get(key)
-        if not section:
+        if not (section := report.get(key)):
             continue
         table = section["table"]
         counts = f"{table['n']} ({table['positives']} / {table['predicted_positives']})"
