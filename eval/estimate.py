@@ -254,15 +254,12 @@ def estimate_run(
 ) -> dict[str, Any]:
     """What one ``storyjudge refine`` or ``score`` run would take: the high end's counts and USD, both ends, time."""
     ranged = estimate_range(ctx, task, document, summary)
-    high = ranged["high"]
     return {
         "task": task,
         "resolved_model": resolve_spec(ctx, "judge"),
         "scenes": ranged["scenes"],
-        **high,
-        "low": ranged["low"],
-        "high": high,
-        "planted": ranged["planted"],
+        **ranged["high"],
+        **{end: ranged[end] for end in ("low", "high", "planted")},
         "wall_seconds": wall_time(ctx, ranged, run_dir),
         "assumptions": [
             f"both ends count the planted control items once, all of them: {_planted_calls(ctx)} fact(s) judged "
