@@ -123,24 +123,21 @@ class ServerProcess:
 
     def __init__(self, latency: float, slots: int, log: Path, sentences: int = 20) -> None:
         self.log = log
-        self.args = [sys.executable, "-m", "eval.bench.workload", *map(str, (latency, slots, log, sentences))]
-        self.process: subprocess.Popen[str] | None = None
-        self.base_url = ""
-
-    def __enter__(self) -> ServerProcess:
+        args = [sys.executable, "-m", "eval.bench.workload", *map(str, (latency, slots, log, sentences))]
         self.process = subprocess.Popen(
-            self.args, cwd=ROOT, env=checkout_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            args, cwd=ROOT, env=checkout_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         assert self.process.stdout is not None
         self.base_url = self.process.stdout.readline().strip()
         if not self.base_url.startswith("http://127.0.0.1:"):
             raise RuntimeError(f"the scripted server did not start: {self.base_url!r}")
+
+    def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
+        self.process.terminate()
+        self.process.wait(timeout=30)
 
     @property
     def completions(self) -> list[dict[str, Any]]:
