@@ -108,13 +108,10 @@ def ui_runs(
 
 def _ui_step(address: tuple[str, int], name: str, step: str, settings: dict[str, Any]) -> None:
     _request(address, f"/api/runs/{name}/steps/{step}", {"settings": settings}, expect=202)
-    while True:
-        job = _request(address, f"/api/runs/{name}/job")
-        if job["job"]["status"] == "done":
-            return
-        if job["job"]["status"] != "running":
-            raise RuntimeError(f"the {step} step failed: {job['job']}")
+    while (job := _request(address, f"/api/runs/{name}/job")["job"])["status"] == "running":
         time.sleep(0.1)
+    if job["status"] != "done":
+        raise RuntimeError(f"the {step} step failed: {job}")
 
 
 def eval_items(
