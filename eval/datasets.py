@@ -192,25 +192,30 @@ def _read_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
     raise ValueError(f"{path}: expected a JSON object or list of records")
 
 
-def _align_sentence_labels(
-    item_id: str, sentences: list[str], errors: list[int], summary_label: int
-) -> tuple[list[int] | None, str | None]:
-    """Sentence labels that line up with the sentences (or None), and a note when they did not.
+def _sentence_labels(
+    item_id: str, sentences: list[str], errors: list[int] | None, summary_label: int
+) -> tuple[list[int] | None, list[str]]:
+    """Sentence labels that line up with the sentences (or None), and notes on what did not.
 
     Upstream sometimes has one label too few: in a faithful summary every sentence is faithful, so it is 1.
     """
-    if len(errors) == len(sentences):
-        return errors, None
+    if errors is None:
+        return None, []
     said = f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; "
     left_out = "left out of sentence-level agreement (summary-level label kept)"
-    if len(errors) != len(sentences) - 1:
-        return None, said + left_out
-    if summary_label == 1 and all(e == 1 for e in errors):
-        return [
-            *errors,
-            1,
-        ], said + "the summary is labelled faithful, so the missing label was set to faithful"
-    return None, said + f"which sentence lost its label is unknown, so this summary is {left_out}"
+    notes = []
+    if len(errors) == len(sentences) - 1 and summary_label == 1 and all(e == 1 for e in errors):
+        errors = [*errors, 1]
+        notes.append(said + "the summary is labelled faithful, so the missing label was set to faithful")
+    elif len(errors) == len(sentences) - 1:
+        return None, [said + f"which sentence lost its label is unknown, so this summary is {left_out}"]
+    elif len(errors) != len(sentences):
+        return None, [said + left_out]
+    if (0 in errors) == bool(summary_label):
+        notes.append(
+            f"{item_id}: summary label {summary_label} disagrees with its sentence labels {errors}; both kept"
+        )
+    return errors, notes
 
 
 STORYSUMM_META = ("model", "difficulty", "split", "story-id", "explanations", "claims")
@@ -239,17 +244,8 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
         if not sentences:
             raise ValueError(f"{where}: the summary is empty")
         label = _binary(record["label"], f"{where} label")
-        sentence_labels: list[int] | None = None
-        item_notes: list[str] = []
-        if (errors := _labels(record, "errors", where, "sentence label")) is not None:
-            sentence_labels, note = _align_sentence_labels(item_id, sentences, errors, label)
-            if note:
-                item_notes.append(note)
-            if sentence_labels is not None and (0 in sentence_labels) == bool(label):
-                item_notes.append(
-                    f"{item_id}: summary label {label} disagrees with its sentence labels "
-                    f"{sentence_labels}; both kept"
-                )
+        errors = _labels(record, "errors", where, "sentence label")
+        sentence_labels, item_notes = _sentence_labels(item_id, sentences, errors, label)
         notes.extend(item_notes)
         coherence = _labels(record, "coherence", where, "coherence label")  # 1 clear, 0 confusing
         story = str(record["story"])
