@@ -151,8 +151,7 @@ def bootstrap_ci(
         else:
             values.append(float(value))
     if len(values) >= resamples / 2:
-        low, high = np.percentile(values, [2.5, 97.5])
-        result["ci95"] = [float(low), float(high)]
+        result["ci95"] = [float(end) for end in np.percentile(values, [2.5, 97.5])]
     else:
         result["note"] = "the statistic was undefined on most resamples"
     return result

@@ -106,11 +106,10 @@ def _download(url: str, target: Path) -> str:
     digest = hashlib.sha256()
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response, target.open("wb") as out:
         expected = response.headers.get("Content-Length")
-        size = 0
         for block in iter(lambda: response.read(1 << 20), b""):
             digest.update(block)
             out.write(block)
-            size += len(block)
+        size = out.tell()
     if expected is not None and expected.isdigit() and size != int(expected):
         raise http.client.IncompleteRead(b"", int(expected) - size)
     return digest.hexdigest()
