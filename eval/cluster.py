@@ -22,16 +22,12 @@ from eval.runner import Experiment, ItemOutcome
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.rundir import slug
 
-LOCAL_WORKERS = 2
-
 LEASES = {
     "distributed.scheduler.locks.lease-timeout": "6s",
     "distributed.scheduler.locks.lease-validation-interval": "1s",
 }
 """A dead worker's leases come back in seconds (Dask's defaults hold them up to 40 s); an external scheduler
 uses its own validation interval (``DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VALIDATION_INTERVAL``)."""
-
-PRELOAD = "eval.dask_preload"
 
 
 def llm_total(config: ExperimentConfig) -> int:
@@ -63,11 +59,11 @@ class DaskExecutor:
             with dask.config.set(LEASES):  # the scheduler's validation interval, the workers' refresh
                 self.cluster = distributed.LocalCluster(
                     host="127.0.0.1",
-                    n_workers=LOCAL_WORKERS,
+                    n_workers=2,
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
-                    preload=[PRELOAD],  # a worker restarted after a kill joins warm
+                    preload=["eval.dask_preload"],  # a worker restarted after a kill joins warm
                     preload_argv=[[embedder]],
                 )
             self.client = distributed.Client(self.cluster, set_as_default=False)
