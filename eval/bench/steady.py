@@ -25,7 +25,6 @@ from eval.bench import ROOT
 from eval.bench.workload import block, triples_answer
 from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
 
-WITCHES = ROOT / "examples" / "macbeth-witches.md"
 SUMMARY = (
     "Three witches meet on a heath and greet Macbeth as Thane of Cawdor and future king. "
     "Macbeth writes to his wife, who resolves that he shall have the crown."
@@ -91,7 +90,7 @@ def ui_runs(
     try:
         with OpenAIServer(respond) as model:
             settings = {"model": "openai:scripted", "base_url": model.base_url, "ckg_samples": 1}
-            story = WITCHES.read_text(encoding="utf-8")
+            story = (ROOT / "examples" / "macbeth-witches.md").read_text(encoding="utf-8")
             for n in range(1, count + 1):
                 text = story if same_document else f"{story}\n\nCopy {n} of the witches' scenes.\n"
                 run = {"text": text, "title": "witches", "settings": settings}
