@@ -51,8 +51,7 @@ def record_name(item_id: str) -> str:
 
 def invoke_graph(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Run one of the project's compiled graphs (``graphs.<name>.graph``) to completion."""
-    module = importlib.import_module(f"graphs.{name}")
-    return dict(module.graph.invoke(graph_input, context=ctx))
+    return dict(importlib.import_module(f"graphs.{name}").graph.invoke(graph_input, context=ctx))
 
 
 class Budget:
