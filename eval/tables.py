@@ -111,8 +111,7 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
         out.setdefault(metric, {})[item] = float(value) if _number(value) and reliable is not False else None
 
     for row in rows:
-        item = row.get("item")
-        item = str(item.get("id") if isinstance(item, Mapping) else item)
+        item = str(row["item"]["id"])
         if row.get("task") == "refine":
             scores = row.get("scores") or {}
             for metric in ("nfs_initial", "nfs_best", "coherence_initial", "coherence_best"):
