@@ -49,12 +49,8 @@ def machine() -> dict[str, str]:
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     """A Markdown table and the blank line after it."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return [
-        *lines,
-        *("| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows),
-        "",
-    ]
+    body = ["| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *body, ""]
 
 
 def _met(met: bool | None) -> str:
