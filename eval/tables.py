@@ -195,11 +195,8 @@ DIFFERENCE_COLUMNS = (
 
 def markdown(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     """A Markdown table ("|" in a cell written "/")."""
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(_cell_text(x).replace("|", "/") for x in row) + " |" for row in rows),
-    ]
+    body = ["| " + " | ".join(_cell_text(x).replace("|", "/") for x in row) + " |" for row in rows]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *body]
 
 
 def _write_csv(path: Path, columns: Sequence[str], lines: Iterable[Mapping[str, Any]]) -> Path:
