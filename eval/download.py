@@ -134,8 +134,7 @@ def _convert_booookscore(split: str, files: dict[str, Path], out: Path) -> None:
     with out.open("w", encoding="utf-8") as lines:
         for book, summary in summaries.items():
             entry: dict[str, Any] = {"id": book, "summary": summary}
-            annotated = v2.get(book) or {}
-            if annotated:
+            if annotated := v2.get(book):
                 ordered = sorted(annotated.values(), key=lambda a: int(a["sentence_num"]))
                 entry["sentences"] = [str(a["sentence"]) for a in ordered]
             lines.write(json.dumps(entry, ensure_ascii=False) + "\n")
