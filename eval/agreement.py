@@ -46,9 +46,7 @@ def balanced_accuracy(pred: Labels, gold: Labels) -> float | None:
     """Mean of the recall of each class; None unless both classes occur (else it is plain accuracy)."""
     c = confusion(pred, gold)
     positives, negatives = c["tp"] + c["fn"], c["tn"] + c["fp"]
-    if positives == 0 or negatives == 0:
-        return None
-    return (c["tp"] / positives + c["tn"] / negatives) / 2
+    return (c["tp"] / positives + c["tn"] / negatives) / 2 if positives and negatives else None
 
 
 def accuracy(pred: Labels, gold: Labels) -> float | None:
@@ -86,9 +84,7 @@ def recall(pred: Labels, gold: Labels) -> float | None:
 def f1(pred: Labels, gold: Labels) -> float | None:
     """F1 on the unfaithful class (None when precision or recall is undefined, or both are 0)."""
     p, r = precision(pred, gold), recall(pred, gold)
-    if p is None or r is None or p + r == 0:
-        return None
-    return 2 * p * r / (p + r)
+    return 2 * p * r / (p + r) if p is not None and r is not None and p + r > 0 else None
 
 
 def _finite(value: float) -> float | None:
@@ -116,6 +112,10 @@ def kendall(x: Sequence[float], y: Sequence[float]) -> dict[str, float | None]:
     return _correlation(partial(stats.kendalltau, variant="b"), "tau", x, y)
 
 
+def _settings(groups: Sequence[Any] | None, resamples: int, seed: int) -> dict[str, Any]:
+    return {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"}
+
+
 def bootstrap_ci(
     statistic: Callable[..., float | None],
     *columns: Sequence[Any],
@@ -130,26 +130,16 @@ def bootstrap_ci(
     n = len(columns[0]) if columns else 0
     if any(len(c) != n for c in columns):
         raise ValueError("bootstrap columns differ in length")
-    unit = "item" if groups is None else "group"
-    result: dict[str, Any] = {
-        "ci95": None,
-        "resamples": resamples,
-        "undefined": 0,
-        "seed": seed,
-        "unit": unit,
-    }
+    if groups is not None and len(groups) != n:
+        raise ValueError("groups must give one cluster id per item")
+    result: dict[str, Any] = {"ci95": None, "undefined": 0, **_settings(groups, resamples, seed)}
     if n < 2:
         result["note"] = "needs at least two items"
         return result
-    if groups is None:
-        clusters = [[i] for i in range(n)]
-    else:
-        if len(groups) != n:
-            raise ValueError("groups must give one cluster id per item")
-        by_group: dict[Any, list[int]] = {}
-        for i, g in enumerate(groups):
-            by_group.setdefault(g, []).append(i)
-        clusters = list(by_group.values())
+    by_group: dict[Any, list[int]] = {}
+    for i, g in enumerate(range(n) if groups is None else groups):
+        by_group.setdefault(g, []).append(i)
+    clusters = list(by_group.values())
     rng = np.random.default_rng(seed)
     values: list[float] = []
     for _ in range(resamples):
@@ -161,22 +151,16 @@ def bootstrap_ci(
         else:
             values.append(float(value))
     if len(values) >= resamples / 2:
-        low, high = np.percentile(values, [2.5, 97.5])
-        result["ci95"] = [float(low), float(high)]
+        result["ci95"] = [float(end) for end in np.percentile(values, [2.5, 97.5])]
     else:
         result["note"] = "the statistic was undefined on most resamples"
     return result
 
 
 def _with_ci(
-    value: float | None,
-    statistic: Callable[..., float | None],
-    columns: tuple[Sequence[Any], ...],
-    groups: Sequence[Any] | None,
-    resamples: int,
-    seed: int,
+    value: float | None, statistic: Callable[..., float | None], *columns: Sequence[Any], **settings: Any
 ) -> dict[str, Any]:
-    ci = bootstrap_ci(statistic, *columns, groups=groups, resamples=resamples, seed=seed)
+    ci = bootstrap_ci(statistic, *columns, **settings)
     return {"value": value, "ci95": ci["ci95"], "undefined_resamples": ci["undefined"]}
 
 
@@ -199,17 +183,16 @@ def classification_table(
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
     """Balanced accuracy, kappa, precision/recall/F1 on the unfaithful class (True), each with a bootstrap 95% CI."""
-    pred_array, gold_array = _check_pair(pred, gold)
-    p, g = [bool(v) for v in pred_array], [bool(v) for v in gold_array]
+    p, g = (array.tolist() for array in _check_pair(pred, gold))
     table: dict[str, Any] = {
         "n": len(p),
         "positives": int(sum(g)),
         "predicted_positives": int(sum(p)),
         "confusion": confusion(p, g),
-        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"},
+        "bootstrap": _settings(groups, resamples, seed),
     }
     for name, fn in CLASSIFICATION.items():
-        table[name] = _with_ci(fn(p, g), fn, (p, g), groups, resamples, seed)
+        table[name] = _with_ci(fn(p, g), fn, p, g, groups=groups, resamples=resamples, seed=seed)
     return table
 
 
@@ -227,8 +210,9 @@ def correlation_table(
     for name, test, key in (("spearman", spearman, "rho"), ("kendall_tau_b", kendall, "tau")):
         found = test(x, y)
         value = partial(_statistic, test, key)
-        table[name] = {**_with_ci(found[key], value, (x, y), groups, resamples, seed), "p": found["p"]}
-    table["bootstrap"] = {"resamples": resamples, "seed": seed, "unit": "item" if groups is None else "group"}
+        ci = _with_ci(found[key], value, x, y, groups=groups, resamples=resamples, seed=seed)
+        table[name] = {**ci, "p": found["p"]}
+    table["bootstrap"] = _settings(groups, resamples, seed)
     return table
 
 

@@ -22,8 +22,6 @@ from eval.runner import Experiment, ItemOutcome
 from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.rundir import slug
 
-LOCAL_WORKERS = 2
-
 LEASES = {
     "distributed.scheduler.locks.lease-timeout": "6s",
     "distributed.scheduler.locks.lease-validation-interval": "1s",
@@ -31,33 +29,10 @@ LEASES = {
 """A dead worker's leases come back in seconds (Dask's defaults hold them up to 40 s); an external scheduler
 uses its own validation interval (``DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VALIDATION_INTERVAL``)."""
 
-PRELOAD = "eval.dask_preload"
-
-
-def embedder_of(config: ExperimentConfig) -> str:
-    """The embedder the experiment's items index their scenes with (every task indexes)."""
-    return str(config.context.get("embedder") or Context.model_fields["embedder"].default)
-
 
 def llm_total(config: ExperimentConfig) -> int:
     """The experiment's LLM calls in flight: its ``concurrency`` setting (``llm_concurrency`` when unset)."""
     return max(1, int(config.context.get("concurrency") or config.llm_concurrency))
-
-
-def budget_name(config: ExperimentConfig) -> str:
-    """The cluster-wide semaphore's name: the experiment, its output directory and its total."""
-    digest = hashlib.sha256(str(Path(config.out_dir).resolve()).encode()).hexdigest()[:10]
-    return f"storyjudge-llm-{slug(config.name)}-{digest}-{llm_total(config)}"
-
-
-def _import_distributed() -> Any:
-    try:
-        import distributed
-    except ImportError:
-        raise ConfigError(
-            "--executor dask needs Dask: pip install 'storyjudge[dask]' (or 'dask[distributed]')"
-        ) from None
-    return distributed
 
 
 class DaskExecutor:
@@ -66,9 +41,13 @@ class DaskExecutor:
     exclusive_groups = True
 
     def __init__(self, config: ExperimentConfig, scheduler: str = "", *, width: int | None = None) -> None:
-        distributed = _import_distributed()
-        import dask
-
+        try:
+            import dask
+            import distributed
+        except ImportError:
+            raise ConfigError(
+                "--executor dask needs Dask: pip install 'storyjudge[dask]' (or 'dask[distributed]')"
+            ) from None
         config.out_dir = Path(config.out_dir).resolve()  # workers resolve no relative path against our cwd
         self.config = config
         self.cluster: Any = None
@@ -76,20 +55,21 @@ class DaskExecutor:
         if scheduler:
             self.client = distributed.Client(scheduler, timeout="30s", set_as_default=False)
         else:
+            embedder = str(config.context.get("embedder") or Context.model_fields["embedder"].default)
             with dask.config.set(LEASES):  # the scheduler's validation interval, the workers' refresh
                 self.cluster = distributed.LocalCluster(
                     host="127.0.0.1",
-                    n_workers=LOCAL_WORKERS,
+                    n_workers=2,
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
-                    preload=[PRELOAD],  # a worker restarted after a kill joins warm
-                    preload_argv=[[embedder_of(config)]],
+                    preload=["eval.dask_preload"],  # a worker restarted after a kill joins warm
+                    preload_argv=[[embedder]],
                 )
             self.client = distributed.Client(self.cluster, set_as_default=False)
-        threads = sum(self.client.nthreads().values())
-        self.width = max(1, width or threads)
-        self.budget = (budget_name(config), llm_total(config))
+        self.width = max(1, width or sum(self.client.nthreads().values()))
+        digest = hashlib.sha256(str(config.out_dir).encode()).hexdigest()[:10]
+        self.budget = (f"storyjudge-llm-{slug(config.name)}-{digest}-{llm_total(config)}", llm_total(config))
         # bound to our client: left to itself it binds to the default client, whose closing closes its loop
         with dask.config.set(LEASES):  # the first registration sets the budget's lease timeout
             self.semaphore = distributed.Semaphore(
@@ -100,22 +80,19 @@ class DaskExecutor:
             )
             self.semaphore.register()
         self._done = distributed.as_completed(loop=self.client.loop)
-        self._items: dict[str, tuple[Cell, EvalItem]] = {}
-        self._futures: dict[str, Any] = {}
+        self._pending: dict[Any, tuple[Cell, EvalItem, Any]] = {}  # by task key: the item and its future
 
     def submit(self, cell: Cell, item: EvalItem) -> None:
         """Submit the item as a task (never pure: it calls models and writes its run directory)."""
         key = f"item-{slug(cell.id)}-{slug(item.id)}-{os.urandom(4).hex()}"
         future = self.client.submit(run_on_worker, self.config, cell, item, self.budget, key=key, pure=False)
-        self._items[future.key] = (cell, item)
-        self._futures[future.key] = future
+        self._pending[future.key] = (cell, item, future)
         self._done.add(future)
 
     def next_done(self) -> tuple[Cell, EvalItem, ItemOutcome]:
         """The next task to finish, and its outcome (a task that failed on the cluster is an ``error``)."""
         future = next(self._done)
-        cell, item = self._items.pop(future.key)
-        self._futures.pop(future.key, None)
+        cell, item, _ = self._pending.pop(future.key)
         try:
             outcome: ItemOutcome = future.result()
         except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the item's workers died too often
@@ -126,8 +103,8 @@ class DaskExecutor:
     def close(self) -> None:
         """Cancel tasks not finished, drop the budget, and close the client (and the LocalCluster we started)."""
         try:
-            if self._futures:
-                self.client.cancel(list(self._futures.values()))
+            if self._pending:
+                self.client.cancel([future for _, _, future in self._pending.values()])
             self.semaphore.close()
         finally:
             self.client.close()
@@ -175,7 +152,5 @@ def run_on_worker(
     install_budget(config.out_dir, *budget)
     key = (str(config.out_dir), config.name)
     with _worker_lock:
-        experiment = _experiments.get(key)
-        if experiment is None:
-            experiment = _experiments[key] = Experiment(config)
+        experiment = _experiments.setdefault(key, Experiment(config))
     return experiment.attempt(cell, item, own_cache=True)

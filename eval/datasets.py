@@ -9,6 +9,7 @@ said, not absorbed. STORYSUMM lists may be real lists or strings holding them; `
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
@@ -40,8 +41,7 @@ PUBLISHED = {
 
 def data_home() -> Path:
     """The data cache: ``STORYJUDGE_DATA_DIR``, else ``$XDG_CACHE_HOME/storyjudge/data`` (``~/.cache/...``)."""
-    given = os.environ.get("STORYJUDGE_DATA_DIR", "").strip()
-    if given:
+    if given := os.environ.get("STORYJUDGE_DATA_DIR", "").strip():
         return Path(given).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
     return Path(cache).expanduser() / "storyjudge" / "data"
@@ -60,24 +60,19 @@ def split_file(name: str, split: str, home: Path | None = None) -> Path:
     return (home or data_home()) / name / f"{split}{PUBLISHED[name].suffix}"
 
 
-def _names() -> str:
-    return ", ".join(f"{name}[:{'|'.join(p.splits)}]" for name, p in PUBLISHED.items())
-
-
 def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None) -> Path:
     """The file a path (relative to ``base``) or dataset name (bundled, then cached) stands for, or a ValueError."""
     text = str(spec).strip()
-    path = Path(text).expanduser()
-    if base is not None and not path.is_absolute():
-        path = base / path
+    path = (base or Path()) / Path(text).expanduser()  # an absolute path stays as it is
     if text and path.is_file():
         return path
     named = split_name(text)
     if named is None:
         wanted = f"a {kind} file" if kind else "a dataset file"
+        names = ", ".join(f"{name}[:{'|'.join(p.splits)}]" for name, p in PUBLISHED.items())
         raise ValueError(
             f"{path} does not exist and {text!r} is no dataset name; give the path of {wanted}, or a name "
-            f"({_names()}; `storyjudge data get NAME --split SPLIT` fetches one)."
+            f"({names}; `storyjudge data get NAME --split SPLIT` fetches one)."
         )
     name, split = named
     if kind is not None and name != kind:
@@ -85,9 +80,8 @@ def resolve(spec: str | Path, kind: str | None = None, base: Path | None = None)
     if split not in PUBLISHED[name].splits:
         raise ValueError(f"{name} has no split {split!r}; its splits: {', '.join(PUBLISHED[name].splits)}.")
     places = [BUNDLED_DATA / name / f"{split}{PUBLISHED[name].suffix}", split_file(name, split)]
-    for place in places:
-        if place.is_file():
-            return place
+    if found := next((place for place in places if place.is_file()), None):
+        return found
     raise ValueError(
         f"dataset {name}:{split} is not here (looked for {places[0]} and {places[1]}); "
         f"fetch it with `storyjudge data get {name} --split {split}`, or give the path of a {name} file."
@@ -157,64 +151,74 @@ def _binary(value: Any, what: str) -> int:
     raise ValueError(f"{what} must be 0 or 1, not {value!r}")
 
 
+def _labels(record: dict[str, Any], key: str, where: str, what: str) -> list[int] | None:
+    """The 0/1 labels a record lists under ``key``; None when it has none."""
+    if record.get(key) in (None, ""):
+        return None
+    return [_binary(v, f"{where} {what}") for v in parse_listish(record[key], f"{where} {key}")]
+
+
 def _read_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(id, record) pairs from a JSON object keyed by id, a JSON list, or JSON lines."""
     if not path.is_file():
         raise ValueError(f"{path} does not exist or is not a file; give the path of a dataset file.")
     text = path.read_text(encoding="utf-8-sig")
-    data: Any
-    try:
-        if path.suffix == ".jsonl":
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
+    data: Any = None
+    if path.suffix != ".jsonl":
+        with contextlib.suppress(json.JSONDecodeError):
             data = json.loads(text)
-    except json.JSONDecodeError:
+    if data is None:
         try:
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} is neither JSON nor JSON lines: {exc}") from None
+    if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
+        return [(str(k), v) for k, v in data.items()]
     if isinstance(data, dict):
-        if not all(isinstance(v, dict) for v in data.values()):
-            data = [data]  # a single record
-        else:
-            return [(str(k), v) for k, v in data.items()]
+        data = [data]  # a single record
     if isinstance(data, list):
         records = []
         for n, record in enumerate(data):
             if not isinstance(record, dict):
                 raise ValueError(f"{path}: record {n} is not an object")
-            key = next((key for key in ("id", "uid") if key in record), None)
-            records.append((_id_of(record[key], f"{path}: record {n}") if key else str(n), record))
+            # ids must be non-empty strings or integers (null, NaN, objects would print alike); else the position
+            value = record.get("id", record.get("uid", n))
+            if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+                raise ValueError(
+                    f"{path}: record {n}: the id {value!r} is not a non-empty string or an integer; give it one."
+                )
+            records.append((str(value).strip(), record))
         return records
     raise ValueError(f"{path}: expected a JSON object or list of records")
 
 
-def _id_of(value: Any, where: str) -> str:
-    """An item id as text: ids must be non-empty strings or integers (null, NaN, objects would print alike)."""
-    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
-        raise ValueError(f"{where}: the id {value!r} is not a non-empty string or an integer; give it one.")
-    return str(value).strip()
-
-
-def _align_sentence_labels(
-    item_id: str, sentences: list[str], errors: list[int], summary_label: int
-) -> tuple[list[int] | None, str | None]:
-    """Sentence labels that line up with the sentences (or None), and a note when they did not.
+def _sentence_labels(
+    item_id: str, sentences: list[str], errors: list[int] | None, summary_label: int
+) -> tuple[list[int] | None, list[str]]:
+    """Sentence labels that line up with the sentences (or None), and notes on what did not.
 
     Upstream sometimes has one label too few: in a faithful summary every sentence is faithful, so it is 1.
     """
-    if len(errors) == len(sentences):
-        return errors, None
+    if errors is None:
+        return None, []
     said = f"{item_id}: {len(sentences)} sentences but {len(errors)} sentence labels; "
     left_out = "left out of sentence-level agreement (summary-level label kept)"
-    if len(errors) != len(sentences) - 1:
-        return None, said + left_out
-    if summary_label == 1 and all(e == 1 for e in errors):
-        return [
-            *errors,
-            1,
-        ], said + "the summary is labelled faithful, so the missing label was set to faithful"
-    return None, said + f"which sentence lost its label is unknown, so this summary is {left_out}"
+    notes = []
+    if len(errors) == len(sentences) - 1 and summary_label == 1 and all(e == 1 for e in errors):
+        errors = [*errors, 1]
+        notes.append(said + "the summary is labelled faithful, so the missing label was set to faithful")
+    elif len(errors) == len(sentences) - 1:
+        return None, [said + f"which sentence lost its label is unknown, so this summary is {left_out}"]
+    elif len(errors) != len(sentences):
+        return None, [said + left_out]
+    if (0 in errors) == bool(summary_label):
+        notes.append(
+            f"{item_id}: summary label {summary_label} disagrees with its sentence labels {errors}; both kept"
+        )
+    return errors, notes
+
+
+STORYSUMM_META = ("model", "difficulty", "split", "story-id", "explanations", "claims")
 
 
 def load_storysumm(path: str | Path | None = None) -> Dataset:
@@ -240,35 +244,16 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
         if not sentences:
             raise ValueError(f"{where}: the summary is empty")
         label = _binary(record["label"], f"{where} label")
-        sentence_labels: list[int] | None = None
-        item_notes: list[str] = []
-        if "errors" in record and record["errors"] not in (None, ""):
-            errors = [
-                _binary(e, f"{where} sentence label")
-                for e in parse_listish(record["errors"], f"{where} errors")
-            ]
-            sentence_labels, note = _align_sentence_labels(item_id, sentences, errors, label)
-            if note:
-                item_notes.append(note)
-            if sentence_labels is not None and (0 in sentence_labels) == bool(label):
-                item_notes.append(
-                    f"{item_id}: summary label {label} disagrees with its sentence labels "
-                    f"{sentence_labels}; both kept"
-                )
+        errors = _labels(record, "errors", where, "sentence label")
+        sentence_labels, item_notes = _sentence_labels(item_id, sentences, errors, label)
         notes.extend(item_notes)
+        coherence = _labels(record, "coherence", where, "coherence label")  # 1 clear, 0 confusing
         story = str(record["story"])
         story_id = str(record.get("story-id", record.get("story_id", "")) or "")
-        meta = {
-            key: record.get(key)
-            for key in ("model", "difficulty", "split", "story-id")
-            if record.get(key) not in (None, "")
-        }
-        for key in ("explanations", "claims"):
-            if record.get(key) not in (None, ""):
-                try:
-                    meta[key] = parse_listish(record[key], f"{where} {key}")
-                except ValueError:
-                    meta[key] = record[key]
+        meta = {key: record[key] for key in STORYSUMM_META if record.get(key) not in (None, "")}
+        for key in {"explanations", "claims"} & set(meta):  # lists where they parse as lists, else as given
+            with contextlib.suppress(ValueError):
+                meta[key] = parse_listish(meta[key], f"{where} {key}")
         items.append(
             EvalItem(
                 id=item_id,
@@ -280,7 +265,7 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
                 sentences=sentences,
                 summary_label=label,
                 sentence_labels=sentence_labels,
-                coherence_labels=_coherence_labels(record, sentences, where),
+                coherence_labels=coherence if len(coherence or ()) == len(sentences) else None,
                 meta=meta,
                 notes=item_notes,
             )
@@ -288,17 +273,6 @@ def load_storysumm(path: str | Path | None = None) -> Dataset:
     if not items:
         raise ValueError(f"{file} holds no records")
     return Dataset("storysumm", file, items, notes)
-
-
-def _coherence_labels(record: dict[str, Any], sentences: list[str], where: str) -> list[int] | None:
-    """Per-sentence coherence labels (1 clear, 0 confusing) when a file carries them as ``coherence``."""
-    if record.get("coherence") in (None, ""):
-        return None
-    labels = [
-        _binary(v, f"{where} coherence label")
-        for v in parse_listish(record["coherence"], f"{where} coherence")
-    ]
-    return labels if len(labels) == len(sentences) else None
 
 
 def load_squality(path: str | Path | None = None, question: int = 1) -> Dataset:

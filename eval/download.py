@@ -35,10 +35,6 @@ class Source:
     path: str
     sha256: str = ""
 
-    def url(self, base: str) -> str:
-        """The file's address under ``base`` (``https://raw.githubusercontent.com`` or a mirror)."""
-        return f"{base.rstrip('/')}/{self.repo}/{self.commit}/{self.path}"
-
 
 STORYSUMM = Source("melaniesubbiah/storysumm", "22d47af2bfb2a6b2d443b44dbcc81dd01ac742cb", "storysumm.json")
 SQUALITY_COMMIT = "dc08d4f574639d773bc64ef3ab3527043108fb4e"  # v1.3, as plain text
@@ -99,11 +95,6 @@ class Fetched:
     notes: list[str] = field(default_factory=list)
 
 
-def base_url() -> str:
-    """Where files are fetched from: ``STORYJUDGE_DATA_URL`` or GitHub's raw file server."""
-    return os.environ.get(BASE_URL_ENV, "").strip() or GITHUB_RAW
-
-
 def _sha256(path: Path) -> str:
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
@@ -115,22 +106,13 @@ def _download(url: str, target: Path) -> str:
     digest = hashlib.sha256()
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response, target.open("wb") as out:
         expected = response.headers.get("Content-Length")
-        size = 0
         for block in iter(lambda: response.read(1 << 20), b""):
             digest.update(block)
             out.write(block)
-            size += len(block)
+        size = out.tell()
     if expected is not None and expected.isdigit() and size != int(expected):
         raise http.client.IncompleteRead(b"", int(expected) - size)
     return digest.hexdigest()
-
-
-def _read_manifest(folder: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _convert_storysumm(split: str, files: dict[str, Path], out: Path) -> None:
@@ -152,8 +134,7 @@ def _convert_booookscore(split: str, files: dict[str, Path], out: Path) -> None:
     with out.open("w", encoding="utf-8") as lines:
         for book, summary in summaries.items():
             entry: dict[str, Any] = {"id": book, "summary": summary}
-            annotated = v2.get(book) or {}
-            if annotated:
+            if annotated := v2.get(book):
                 ordered = sorted(annotated.values(), key=lambda a: int(a["sentence_num"]))
                 entry["sentences"] = [str(a["sentence"]) for a in ordered]
             lines.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -194,20 +175,24 @@ def get(
     home = home or data_home()
     folder = home / name
     command = f"storyjudge data get {name} --split {split}"
-    manifest = _read_manifest(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    manifest = manifest if isinstance(manifest, dict) else {}
     renames: list[tuple[Path, Path]] = []
     files: dict[str, Path] = {}
     notes: list[str] = []
     folder.mkdir(parents=True, exist_ok=True)
+    base = (os.environ.get(BASE_URL_ENV, "").strip() or GITHUB_RAW).rstrip("/")
     with tempfile.TemporaryDirectory(dir=folder, prefix=".partial-") as partial:  # renames from it are atomic
         for role, source in SOURCES[(name, split)].items():
             final = folder / "source" / source.path
-            recorded = str((manifest.get(source.path) or {}).get("sha256") or "")
-            expected = source.sha256 or recorded
+            expected = source.sha256 or str((manifest.get(source.path) or {}).get("sha256") or "")
             if not force and expected and final.is_file() and _sha256(final) == expected:
                 files[role] = final
                 continue
-            url = source.url(base_url())
+            url = f"{base}/{source.repo}/{source.commit}/{source.path}"
             say(f"fetching {url}")
             temp = Path(partial) / f"{role}.download"
             try:
@@ -215,10 +200,8 @@ def get(
             except (OSError, http.client.HTTPException) as exc:
                 if isinstance(exc, urllib.error.HTTPError):
                     reason = f"the server answered {exc.code} {exc.reason}"
-                elif isinstance(exc, urllib.error.URLError):
-                    reason = str(exc.reason)
-                else:
-                    reason = str(exc) or type(exc).__name__
+                else:  # a URLError's reason, or the error itself
+                    reason = str(getattr(exc, "reason", "") or exc) or type(exc).__name__
                 raise ValueError(
                     f"could not fetch {url} ({reason}); nothing was written. Check the connection and run "
                     f"`{command}` again (or set {BASE_URL_ENV} to a mirror)."

@@ -22,10 +22,7 @@ from storyjudge.core.usage import price, price_known
 
 
 def _prompt_tokens(name: str) -> int:
-    try:
-        return count_tokens(prompts.load(name).text)
-    except FileNotFoundError:
-        return 400
+    return count_tokens(prompts.load(name).text)
 
 
 def _planted_calls(ctx: Context) -> int:
@@ -82,9 +79,8 @@ def _score_round(
     ctx: Context,
     summary_tokens: float,
     scene_tokens: list[int],
-    times: int = 1,
-    *,
     metrics: Collection[str],
+    times: int = 1,
 ) -> None:
     """``times`` scoring rounds of a summary of ``summary_tokens`` at one end: decompose, judge, coherence."""
     i = 0 if end == "low" else 1
@@ -178,8 +174,8 @@ def estimate_range(
     if task == "refine" and not given:  # the summary is written first, at most at its length budget
         _summarize_range(rng, ctx, list(scenes))
         size = (SUMMARY_SHARE_LOW * ctx.max_summary_tokens, ctx.max_summary_tokens)
-    _score_round(rng, "low", ctx, size[0], scene_tokens, metrics=asked)
-    _score_round(rng, "high", ctx, size[1], scene_tokens, metrics=asked)
+    _score_round(rng, "low", ctx, size[0], scene_tokens, asked)
+    _score_round(rng, "high", ctx, size[1], scene_tokens, asked)
     planted = _Range()
     for target in (rng, planted):
         _planted_items(target, ctx, size, scene_tokens, asked)
@@ -194,7 +190,7 @@ def estimate_range(
             grown = min(length * ctx.max_length_ratio + 20, longest)
             times = left if grown == length else 1
             rng.add("high", "refiner", (1 + ctx.parse_retries) * times, ctx.context_window, min(cap, grown))
-            _score_round(rng, "high", ctx, grown, scene_tokens, times, metrics=asked)
+            _score_round(rng, "high", ctx, grown, scene_tokens, asked, times)
             length, left = grown, left - times
     return {
         "scenes": len(scene_tokens),
@@ -217,45 +213,38 @@ MEASURED_CALLS = 3
 
 
 def _call_seconds(
-    ctx: Context, spec: str, end: int, input_each: float, output_each: float, measured: list[float]
-) -> float:
-    """Seconds one call takes at one end (0 low, 1 high): measured here when enough were, else assumed."""
-    if len(measured) >= MEASURED_CALLS:
-        ordered = sorted(measured)
-        return ordered[len(ordered) // 10] if end == 0 else ordered[(len(ordered) * 9) // 10]  # 10th / 90th
+    ctx: Context, spec: str, end: int, input_each: float, output_each: float, run_dir: str | Path | None
+) -> tuple[float, str]:
+    """Seconds one call takes at one end (0 low, 1 high), and why: measured in ``run_dir`` when enough were."""
+    from storyjudge.core.usage import measured_seconds
+
+    measured = sorted(measured_seconds(run_dir, spec)) if run_dir else []
+    if len(measured) >= MEASURED_CALLS:  # the 10th or the 90th percentile
+        each = measured[len(measured) // 10] if end == 0 else measured[(len(measured) * 9) // 10]
+        return each, f"measured: {len(measured)} answered request(s) of {spec} in {run_dir}"
     if is_local(spec):
-        return input_each / LOCAL_PROMPT_TOKENS_PER_SECOND + output_each / LOCAL_OUTPUT_TOKENS_PER_SECOND[end]
-    return SERVER_FIRST_TOKEN_SECONDS[end] + output_each / SERVER_OUTPUT_TOKENS_PER_SECOND[end]
+        each = input_each / LOCAL_PROMPT_TOKENS_PER_SECOND + output_each / LOCAL_OUTPUT_TOKENS_PER_SECOND[end]
+        return each, f"assumed for {spec}: the embedded model's measured speed on 2 cores, one call at a time"
+    each = SERVER_FIRST_TOKEN_SECONDS[end] + output_each / SERVER_OUTPUT_TOKENS_PER_SECOND[end]
+    return each, (
+        f"assumed for {spec}: {SERVER_FIRST_TOKEN_SECONDS[0]}-{SERVER_FIRST_TOKEN_SECONDS[1]} s to the first token, "
+        f"{SERVER_OUTPUT_TOKENS_PER_SECOND[1]:.0f}-{SERVER_OUTPUT_TOKENS_PER_SECOND[0]:.0f} tokens/s, "
+        f"{ctx.concurrency} calls at once"
+    )
 
 
 def wall_time(ctx: Context, ranged: dict[str, Any], run_dir: str | Path | None) -> dict[str, Any]:
     """A wall-time range: each role's calls times its seconds per call, measured in ``run_dir`` or assumed."""
-    from storyjudge.core.usage import measured_seconds
-
     totals = {"low": 0.0, "high": 0.0}
     bases: set[str] = set()
     for end_index, end in enumerate(("low", "high")):
         for role, tally in ranged["roles"][end].items():
-            spec = resolve_spec(ctx, role)
-            measured = measured_seconds(run_dir, spec) if run_dir else []
-            calls = tally["calls"]
+            spec, calls = resolve_spec(ctx, role), tally["calls"]
             if not calls:
                 continue
-            each = _call_seconds(
-                ctx, spec, end_index, tally["input_tokens"] / calls, tally["output_tokens"] / calls, measured
-            )
-            bases.add(
-                f"measured: {len(measured)} answered request(s) of {spec} in {run_dir}"
-                if len(measured) >= MEASURED_CALLS
-                else f"assumed for {spec}: "
-                + (
-                    "the embedded model's measured speed on 2 cores, one call at a time"
-                    if is_local(spec)
-                    else f"{SERVER_FIRST_TOKEN_SECONDS[0]}-{SERVER_FIRST_TOKEN_SECONDS[1]} s to the first token, "
-                    f"{SERVER_OUTPUT_TOKENS_PER_SECOND[1]:.0f}-{SERVER_OUTPUT_TOKENS_PER_SECOND[0]:.0f} tokens/s, "
-                    f"{ctx.concurrency} calls at once"
-                )
-            )
+            input_each, output_each = tally["input_tokens"] / calls, tally["output_tokens"] / calls
+            each, basis = _call_seconds(ctx, spec, end_index, input_each, output_each, run_dir)
+            bases.add(basis)
             totals[end] += calls * each / (1 if is_local(spec) else max(1, ctx.concurrency))
     return {"low": round(totals["low"]), "high": round(totals["high"]), "basis": sorted(bases)}
 
@@ -265,15 +254,12 @@ def estimate_run(
 ) -> dict[str, Any]:
     """What one ``storyjudge refine`` or ``score`` run would take: the high end's counts and USD, both ends, time."""
     ranged = estimate_range(ctx, task, document, summary)
-    high = ranged["high"]
     return {
         "task": task,
         "resolved_model": resolve_spec(ctx, "judge"),
         "scenes": ranged["scenes"],
-        **high,
-        "low": ranged["low"],
-        "high": high,
-        "planted": ranged["planted"],
+        **ranged["high"],
+        **{end: ranged[end] for end in ("low", "high", "planted")},
         "wall_seconds": wall_time(ctx, ranged, run_dir),
         "assumptions": [
             f"both ends count the planted control items once, all of them: {_planted_calls(ctx)} fact(s) judged "
@@ -312,7 +298,7 @@ def estimate(config: ExperimentConfig, *, max_cells: int | None = None) -> dict[
     """Per cell and in total: the most LLM calls and tokens, and USD for models with a known price (else None)."""
     loaded = {spec: spec.load() for spec in {cell.dataset for cell in cells(config)}}
     rows = []
-    for cell in cells(config)[: max_cells if max_cells is not None else None]:
+    for cell in cells(config)[:max_cells]:
         items, groups, each = loaded[cell.dataset].items, set(), []
         for item in items:
             each.append(

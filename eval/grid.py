@@ -76,16 +76,14 @@ class DatasetSpec(BaseModel):
 
     def load(self) -> Dataset:
         """The dataset's items (limited)."""
-        data = load(self.kind, self.path or None, paths=list(self.paths) or None)
-        return data.limited(self.limit)
+        return load(self.kind, self.path or None, paths=list(self.paths) or None).limited(self.limit)
 
     def located(self, base: Path | None) -> DatasetSpec:
         """The spec with each file's absolute path (``base``: the config's folder); a dataset name stays a name."""
 
         def locate(p: str) -> str:
             found = resolve(p, self.kind, base)  # a ValueError: the config's error
-            given = Path(p).expanduser()
-            is_file = (given if given.is_absolute() or base is None else base / given).is_file()
+            is_file = ((base or Path()) / Path(p).expanduser()).is_file()
             return p if split_name(p) and not is_file else str(found.resolve())
 
         paths = tuple(locate(p) for p in self.paths)
@@ -238,13 +236,9 @@ def cells(config: ExperimentConfig) -> list[Cell]:
 
 def cell_context(config: ExperimentConfig, cell: Cell, run_dir: Path) -> Context:
     """The Context of a cell's items: config-wide settings, the cell's own, then the experiment's paths."""
-    values: dict[str, Any] = dict(config.context)
-    if cell.model:
-        values["model"] = cell.model
-    if config.base_url:
-        values["base_url"] = config.base_url
-    if cell.strategy != NOT_APPLICABLE:
-        values["strategy"] = cell.strategy
+    strategy = "" if cell.strategy == NOT_APPLICABLE else cell.strategy
+    given = {"model": cell.model, "base_url": config.base_url, "strategy": strategy}  # those set
+    values: dict[str, Any] = {**config.context, **{key: value for key, value in given.items() if value}}
     values.update(
         dict(cell.loop), chunk_size=cell.chunk_size, cache_dir=str(config.cache_path), run_dir=str(run_dir)
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.agreement import bootstrap_ci
+from storyjudge.core.intervals import mean_interval
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 BERTSCORE_MODEL_ENV = "STORYJUDGE_BERTSCORE_MODEL"
@@ -28,19 +28,15 @@ BERTSCORE_LAYER_ENV = "STORYJUDGE_BERTSCORE_LAYER"
 def aggregate(values: Sequence[float | None], *, seed: int = 0, resamples: int = 1000) -> dict[str, Any]:
     """Mean, std and bootstrap 95% interval over a set; missing values (None, NaN) counted, never zero."""
     kept = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    result: dict[str, Any] = {
-        "mean": float(np.mean(kept)) if kept else None,
+    found = mean_interval(kept, resamples=resamples, seed=seed)
+    return {
+        "mean": found["mean"],
         "std": float(np.std(kept, ddof=1)) if len(kept) > 1 else None,
         "n": len(kept),
         "missing": len(values) - len(kept),
-        "ci95": None,
+        "ci95": found["ci95"],
         "per_item": list(values),
     }
-    if len(kept) > 1:
-        result["ci95"] = bootstrap_ci(lambda xs: float(np.mean(xs)), kept, resamples=resamples, seed=seed)[
-            "ci95"
-        ]
-    return result
 
 
 @cache
@@ -109,34 +105,28 @@ class _TokenEmbedder:
 
     def embed(self, text: str) -> np.ndarray:
         """Unit vectors of the text's tokens."""
-        with self.lock:
+        with self.lock, self.torch.no_grad():
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             if not ids:
                 return np.zeros((0, 1))
             chunks = []
             for start in range(0, len(ids), self.window):
                 window = self.tokenizer.build_inputs_with_special_tokens(ids[start : start + self.window])
-                with self.torch.no_grad():
-                    out = self.model(
-                        input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
-                    )
-                hidden = out.hidden_states[self.layer][0].numpy()
-                chunks.append(hidden[1:-1])  # drop the special tokens around the window
+                out = self.model(
+                    input_ids=self.torch.tensor([window]), output_hidden_states=True, return_dict=True
+                )
+                chunks.append(out.hidden_states[self.layer][0].numpy()[1:-1])  # no special tokens
             vectors = np.concatenate(chunks, axis=0)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return np.asarray(vectors / np.maximum(norms, 1e-12))
 
 
-_embedders: dict[tuple[str, int | None], _TokenEmbedder] = {}
-_embedders_lock = threading.Lock()
+_embedders_lock = threading.Lock()  # one model per (path, layer), however many items ask at once
 
 
-def _embedder(path: Path, layer: int | None) -> _TokenEmbedder:
-    key = (str(path), layer)
-    with _embedders_lock:
-        if key not in _embedders:
-            _embedders[key] = _TokenEmbedder(path, layer)
-        return _embedders[key]
+@cache
+def _embedder(path: str, layer: int | None) -> _TokenEmbedder:
+    return _TokenEmbedder(Path(path), layer)
 
 
 def _greedy_match(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, float, float]:
@@ -149,23 +139,18 @@ def _greedy_match(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, 
 
 
 def bertscore(
-    predictions: Sequence[str],
-    references: Sequence[Sequence[str]],
-    *,
-    model_path: str | Path | None = None,
-    layer: int | None = None,
-    seed: int = 0,
+    predictions: Sequence[str], references: Sequence[Sequence[str]], *, model_path: str | Path | None = None
 ) -> dict[str, Any]:
     """BERTScore F1 (best reference per item), or ``{"available": False, "reason": ...}``.
 
-    ``layer``: 0 = embeddings; default ``$STORYJUDGE_BERTSCORE_LAYER``, else the last.
+    The layer: ``$STORYJUDGE_BERTSCORE_LAYER`` (0 = embeddings), else the last.
     """
     status = bertscore_status(model_path)
     if not status["available"]:
         return status
-    if layer is None and os.environ.get(BERTSCORE_LAYER_ENV):
-        layer = int(os.environ[BERTSCORE_LAYER_ENV])
-    embedder = _embedder(Path(status["model"]), layer)
+    layer = int(os.environ[BERTSCORE_LAYER_ENV]) if os.environ.get(BERTSCORE_LAYER_ENV) else None
+    with _embedders_lock:
+        embedder = _embedder(status["model"], layer)
     per_item = []
     for prediction, refs in zip(predictions, references, strict=True):
         candidate = embedder.embed(prediction)
@@ -182,6 +167,6 @@ def bertscore(
         "rescaled": False,
         "note": "our implementation: comparable across runs with this model and layer, not with published "
         "tables",
-        "f1": aggregate([it["f1"] for it in per_item], seed=seed),
+        "f1": aggregate([it["f1"] for it in per_item]),
         "per_item": per_item,
     }

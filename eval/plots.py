@@ -20,8 +20,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 def _label(row: Mapping[str, Any]) -> str:
     loop = row.get("loop") or {}
-    if isinstance(loop, str):  # the summary table holds it as JSON text
-        loop = json.loads(loop) if loop.strip() else {}
+    loop = json.loads(loop) if isinstance(loop, str) else loop  # the summary table holds it as JSON text
     loop_text = " " + ",".join(f"{k}={v}" for k, v in sorted(loop.items())) if loop else ""
     parts = [str(row.get("dataset", "")), str(row.get("model") or row.get("resolved_model") or "")]
     if row.get("strategy") not in (None, "-"):
@@ -78,21 +77,17 @@ def nfs_vs_coherence_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> str 
         asked = asked or bool(row.get("coherence")) or any("coherence" in it for it in rounds)
         if row.get("status") != "ok":
             continue
-        both = [it for it in rounds if it.get("nfs") is not None and it.get("coherence") is not None]
-        pairs = [(float(it["nfs"]), float(it["coherence"])) for it in both]
-        fact, coherence = (row.get("factscore") or {}).get("score"), (row.get("coherence") or {}).get("score")
-        if fact is not None and coherence is not None:
-            pairs.append((float(fact), float(coherence)))
+        found = [(it.get("nfs"), it.get("coherence")) for it in rounds]  # a refine row's rounds
+        found.append(((row.get("factscore") or {}).get("score"), (row.get("coherence") or {}).get("score")))
+        pairs = [(float(nfs), float(score)) for nfs, score in found if nfs is not None and score is not None]
         if pairs:
             points.setdefault(row["cell"], []).extend(pairs)
             labels[row["cell"]] = _label(row)
     if not points:
+        why = "add 'coherence' to metrics"
         if asked:
-            return (
-                "NFS vs BooookScore: no summary has both scores (no BooookScore counted: too few "
-                "sentences got a readable answer; see coherence_coverage)"
-            )
-        return "NFS vs BooookScore: no summary has both scores (add 'coherence' to metrics)"
+            why = "no BooookScore counted: too few sentences got a readable answer; see coherence_coverage"
+        return f"NFS vs BooookScore: no summary has both scores ({why})"
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for cell, pairs in points.items():
         ax.scatter([p[0] for p in pairs], [p[1] for p in pairs], alpha=0.7, label=labels[cell])

@@ -51,8 +51,7 @@ def record_name(item_id: str) -> str:
 
 def invoke_graph(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Run one of the project's compiled graphs (``graphs.<name>.graph``) to completion."""
-    module = importlib.import_module(f"graphs.{name}")
-    return dict(module.graph.invoke(graph_input, context=ctx))
+    return dict(importlib.import_module(f"graphs.{name}").graph.invoke(graph_input, context=ctx))
 
 
 class Budget:
@@ -62,30 +61,26 @@ class Budget:
         self.limits = dict(limits)
         self.calls = 0
         self.usd = 0.0
-        self._lock = threading.Lock()
 
     def add(self, usage_totals: Mapping[str, Any]) -> None:
         """Count one item's spending."""
-        with self._lock:
-            self.calls += int(usage_totals.get("calls", 0))
-            self.usd += float(usage_totals.get("cost_usd", 0.0))
+        self.calls += int(usage_totals.get("calls", 0))
+        self.usd += float(usage_totals.get("cost_usd", 0.0))
 
     def exhausted(self) -> str | None:
         """Why no new item may start, or None."""
-        with self._lock:
-            if "max_calls" in self.limits and self.calls >= self.limits["max_calls"]:
-                return f"budget of {int(self.limits['max_calls'])} LLM calls spent ({self.calls})"
-            if "max_usd" in self.limits and self.usd >= self.limits["max_usd"]:
-                return f"budget of ${self.limits['max_usd']:.2f} spent (${self.usd:.2f})"
-            return None
+        if "max_calls" in self.limits and self.calls >= self.limits["max_calls"]:
+            return f"budget of {int(self.limits['max_calls'])} LLM calls spent ({self.calls})"
+        if "max_usd" in self.limits and self.usd >= self.limits["max_usd"]:
+            return f"budget of ${self.limits['max_usd']:.2f} spent (${self.usd:.2f})"
+        return None
 
 
 class RowLog:
-    """Append-only JSONL of finished items; each line is flushed to disk before the item counts as done."""
+    """Append-only JSONL of finished items (the driver alone writes); each line is on disk before it counts."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
 
     def read(self) -> list[dict[str, Any]]:
         """Every row written so far; a torn last line (a killed run) is ignored."""
@@ -97,13 +92,11 @@ class RowLog:
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Write one row durably."""
-        line = json.dumps(row, ensure_ascii=False, default=str)
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -210,7 +203,7 @@ class Experiment:
 
     def plan(self, max_cells: int | None = None) -> list[tuple[Cell, EvalItem]]:
         """Every (cell, item) pair in grid order (the first ``max_cells`` cells only, when given)."""
-        grid = cells(self.config)[: max_cells if max_cells is not None else None]
+        grid = cells(self.config)[:max_cells]
         return [(cell, item) for cell in grid for item in self.dataset(cell.dataset).items]
 
     def run(
@@ -342,8 +335,7 @@ class Experiment:
         except (ModelError, ConfigError):
             raise
         except Exception as exc:  # noqa: BLE001 - one bad item must not end the experiment; it is recorded
-            row["status"] = "error"
-            row["error"] = f"{type(exc).__name__}: {exc}"
+            row.update(status="error", error=f"{type(exc).__name__}: {exc}")
         row["usage_totals"] = totals(row["usage"])
         row["wall_seconds"] = round(time.perf_counter() - started, 3)
         row["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -354,15 +346,13 @@ class Experiment:
             row["record"] = str(path.relative_to(self.out))
         return row
 
-    def _lock_for(self, key: tuple[str, str]) -> threading.Lock:
-        with self._locks_lock:
-            return self._index_locks.setdefault(key, threading.Lock())
-
     def _factscore(self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
         """Score the summary; the story's first summary builds its index while the others wait, then reuse it."""
         index_file = Path(ctx.run_dir) / "index.json"
         graph_input: dict[str, Any] = {"summary": item.summary, "title": item.title}
-        with self._lock_for((cell.id, item.group)):
+        with self._locks_lock:
+            index_lock = self._index_locks.setdefault((cell.id, item.group), threading.Lock())
+        with index_lock:
             shared = _read_index(index_file)
             if not shared:
                 if item.dataset == "storysumm":  # each story is one scene set
@@ -386,17 +376,14 @@ class Experiment:
             out = self._factscore(cell, item, ctx, row)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))
             row["timings"] = out.get("timings") or {}
-            card = out["factscore"]
-            record["factscore"] = card
+            record["factscore"] = card = out["factscore"]
             record["passages"] = record_passages([{"factscore": card}], out.get("scenes") or [])
-            row["factscore"] = compact_card(card)
+            row["factscore"] = {**compact_card(card), "predicted_unfaithful": summary_prediction(card)}
             record["metrics"] = out.get("metrics") or {}
             row["metrics"] = metric_scores(record["metrics"])
-            row["factscore"]["predicted_unfaithful"] = summary_prediction(card)
             if item.sentences:
                 predictions = sentence_predictions(item.sentences, card.get("per_sentence") or [])
-                row["factscore"]["sentences"] = predictions["sentences"]
-                row["factscore"]["split_differently"] = predictions["split_differently"]
+                row["factscore"].update({k: predictions[k] for k in ("sentences", "split_differently")})
         if "coherence" in metrics:
             out = self.invoke("coherence", {"summary": item.summary}, ctx)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))
@@ -434,19 +421,16 @@ class Experiment:
             for it in iterations
             if it.get("coherence")
         }
-        if "coherence" in metrics:
-            missing = [it for it in iterations if it["iteration"] not in coherence_by_iteration]
-            if missing:
-                summaries = [
-                    {"id": f"iteration-{it['iteration']}", "summary": it["summary"]} for it in missing
-                ]
-                started = time.perf_counter()
-                scored = self.invoke("coherence", {"summaries": summaries}, ctx)
-                row["usage"] = merge_usage(row["usage"], scored.get("usage"))
-                row["timings"]["coherence_eval"] = round(time.perf_counter() - started, 3)
-                record["coherence"] = scored.get("coherence")
-                for entry in (scored.get("coherence") or {}).get("summaries") or []:
-                    coherence_by_iteration[int(str(entry["id"]).rsplit("-", 1)[1])] = entry.get("score")
+        missing = [it for it in iterations if it["iteration"] not in coherence_by_iteration]
+        if "coherence" in metrics and missing:
+            summaries = [{"id": f"iteration-{it['iteration']}", "summary": it["summary"]} for it in missing]
+            started = time.perf_counter()
+            scored = self.invoke("coherence", {"summaries": summaries}, ctx)
+            row["usage"] = merge_usage(row["usage"], scored.get("usage"))
+            row["timings"]["coherence_eval"] = round(time.perf_counter() - started, 3)
+            record["coherence"] = scored.get("coherence")
+            for entry in (scored.get("coherence") or {}).get("summaries") or []:
+                coherence_by_iteration[int(str(entry["id"]).rsplit("-", 1)[1])] = entry.get("score")
         best_number = out.get("best_iteration", iterations[-1]["iteration"])
         best = next((it for it in iterations if it["iteration"] == best_number), iterations[-1])
         row["iterations"] = [
@@ -517,11 +501,9 @@ def _rouge_f1(summary: str, references: list[str]) -> dict[str, float]:
 
 
 def _read_index(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+    except (OSError, json.JSONDecodeError):  # none yet, or torn
         return None
     if data.get("index") and not still_there(data["index"]):
         return None

@@ -19,52 +19,31 @@ from eval.agreement import (
     roc_auc,
     threshold_sweep,
 )
-from storyjudge.core.textsplit import sentence_spans
-
-
-def dataset_spans(sentences: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
-    """The summary text the graph sees (sentences joined by one space) and each sentence's character span."""
-    spans, cursor = [], 0
-    for sentence in sentences:
-        spans.append((cursor, cursor + len(sentence)))
-        cursor += len(sentence) + 1
-    return " ".join(sentences), spans
-
-
-def _locate(text: str, pieces: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Character span of each piece in ``text``, searched in order; None for a piece that cannot be found."""
-    found: list[tuple[int, int] | None] = []
-    cursor = 0
-    for piece in pieces:
-        piece = piece.strip()
-        at = text.find(piece, cursor) if piece else -1
-        if at < 0 and piece:
-            at = text.find(piece)
-        if at < 0:
-            found.append(None)
-            continue
-        found.append((at, at + len(piece)))
-        cursor = at + len(piece)
-    return found
+from storyjudge.core.intervals import interval_text
 
 
 def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> dict[str, Any]:
     """Map the graph's sentences onto the labelled ones by character overlap (graph indices per labelled one).
 
-    One overlapping two labelled sentences maps to both and counts in ``split_differently``.
+    The graph sees the labelled sentences joined by one space; each graph sentence is searched in order. One
+    overlapping two labelled sentences maps to both and counts in ``split_differently``.
     """
-    text, spans = dataset_spans(dataset_sentences)
-    if not graph_sentences:
-        graph_sentences = [text[a:b] for a, b in sentence_spans(text)]
-    located = _locate(text, graph_sentences)
+    text, spans, cursor = " ".join(dataset_sentences), [], 0
+    for sentence in dataset_sentences:
+        spans.append((cursor, cursor + len(sentence)))
+        cursor += len(sentence) + 1
     mapping: list[list[int]] = [[] for _ in dataset_sentences]
     unplaced: list[int] = []
-    split_differently = 0
-    for g, span in enumerate(located):
-        if span is None:
+    split_differently = cursor = 0
+    for g, piece in enumerate(sentence.strip() for sentence in graph_sentences):
+        at = text.find(piece, cursor)
+        if at < 0:
+            at = text.find(piece)
+        if at < 0 or not piece:
             unplaced.append(g)
             continue
-        hits = [d for d, (a, b) in enumerate(spans) if min(b, span[1]) - max(a, span[0]) > 0]
+        cursor = at + len(piece)
+        hits = [d for d, (a, b) in enumerate(spans) if min(b, cursor) - max(a, at) > 0]
         for d in hits:
             mapping[d].append(g)
         if len(hits) > 1:
@@ -79,11 +58,10 @@ def sentence_predictions(
     graph_sentences = [str(p.get("sentence", "")) for p in per_sentence]
     alignment = align(dataset_sentences, graph_sentences)
     rows = []
-    for d, graph_indices in enumerate(alignment["mapping"]):
+    for d, graph_indices in enumerate(alignment.pop("mapping")):
         parts = [per_sentence[g] for g in graph_indices]
         judged = sum(int(p.get("judged") or 0) for p in parts)
-        supported = sum(int(p.get("supported") or 0) for p in parts)
-        unsupported = judged - supported
+        unsupported = judged - sum(int(p.get("supported") or 0) for p in parts)
         rows.append(
             {
                 "index": d,
@@ -94,19 +72,13 @@ def sentence_predictions(
                 "predicted_unfaithful": None if judged == 0 else unsupported > 0,
             }
         )
-    return {
-        "sentences": rows,
-        "split_differently": alignment["split_differently"],
-        "unplaced": alignment["unplaced"],
-    }
+    return {"sentences": rows, **alignment}  # with split_differently and unplaced
 
 
 def summary_prediction(card: Mapping[str, Any]) -> bool | None:
     """Unfaithful when any fact is unsupported; None when no fact could be judged."""
-    judged = int(card.get("supported") or 0) + int(card.get("unsupported") or 0)
-    if judged == 0:
-        return None
-    return int(card.get("unsupported") or 0) > 0
+    unsupported = int(card.get("unsupported") or 0)
+    return None if unsupported + int(card.get("supported") or 0) == 0 else unsupported > 0
 
 
 def agreement_report(
@@ -120,35 +92,29 @@ def agreement_report(
         "failed": len(rows) - len(ok),
         "notes": [],
     }
-    scored_rows = [r for r in ok if r.get("factscore")]
-    fact_rows = [r for r in scored_rows if _reliable(r["factscore"])]
-    report["excluded_unreliable_nfs"] = len(scored_rows) - len(fact_rows)
-    if report["excluded_unreliable_nfs"]:
-        report["notes"].append(
-            f"{report['excluded_unreliable_nfs']} item(s) left out of the NFS agreement figures: their score "
-            "was judged on fewer facts than the coverage floor asks"
-        )
+    kept = []
+    for key, field, what, why in (
+        ("nfs", "factscore", "NFS", "their score was judged on fewer facts than the coverage floor asks"),
+        ("coherence", "coherence", "coherence", "too few of their sentences got a readable answer"),
+    ):
+        present = [r for r in ok if r.get(field) and (key == "nfs" or r[field].get("sentences"))]
+        kept.append([r for r in present if r[field].get("reliable") is not False])
+        report[f"excluded_unreliable_{key}"] = excluded = len(present) - len(kept[-1])
+        if excluded:
+            report["notes"].append(f"{excluded} item(s) left out of the {what} agreement figures: {why}")
+    fact_rows, coherence_rows = kept
     if fact_rows:
         report["summary_level"] = _summary_level(fact_rows, resamples, seed)
-        report["sentence_level"] = _sentence_level(fact_rows, resamples, seed)
-    annotated = [r for r in ok if (r.get("coherence") or {}).get("sentences")]
-    coherence_rows = [r for r in annotated if _reliable(r["coherence"])]
-    report["excluded_unreliable_coherence"] = len(annotated) - len(coherence_rows)
-    if report["excluded_unreliable_coherence"]:
-        report["notes"].append(
-            f"{report['excluded_unreliable_coherence']} item(s) left out of the coherence agreement figures: "
-            "too few of their sentences got a readable answer"
+        report["sentence_level"] = _sentence_level(
+            fact_rows, "sentences", "factscore", "predicted_unfaithful", resamples, seed
         )
     if coherence_rows and any((r.get("labels") or {}).get("coherence") for r in coherence_rows):
-        report["coherence_sentence_level"] = _coherence_level(coherence_rows, resamples, seed)
+        report["coherence_sentence_level"] = _sentence_level(
+            coherence_rows, "coherence", "coherence", "predicted_confusing", resamples, seed
+        )
     elif coherence_rows:
         report["notes"].append("coherence was scored, but the dataset has no per-sentence coherence labels")
     return report
-
-
-def _reliable(scores: Mapping[str, Any]) -> bool:
-    """Whether a row's score counts; rows written before coverage was recorded count as they did then."""
-    return scores.get("reliable") is not False
 
 
 def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
@@ -175,10 +141,10 @@ def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int)
     return result
 
 
-def _sentence_table(
+def _sentence_level(
     rows: Sequence[Mapping[str, Any]], labels: str, scores: str, predicted: str, resamples: int, seed: int
-) -> tuple[dict[str, Any], int, list[Mapping[str, Any]]]:
-    """The labelled sentences' table (clustered by item), abstentions, and the rows whose labels line up."""
+) -> dict[str, Any]:
+    """The labelled sentences' table (clustered by item) and abstentions; rows whose labels do not line up are out."""
     pred: list[bool] = []
     gold: list[bool] = []
     groups: list[str] = []
@@ -196,33 +162,17 @@ def _sentence_table(
             pred.append(bool(sentence[predicted]))
             gold.append(label == 0)
             groups.append(str(r["item"]["id"]))
-    return classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed), abstained, used
-
-
-def _sentence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
-    table, abstained, used = _sentence_table(
-        rows, "sentences", "factscore", "predicted_unfaithful", resamples, seed
-    )
-    return {
-        "rule": "a sentence is unfaithful if any of its atomic facts is unsupported",
-        "abstained_sentences": abstained,
-        "summaries_without_usable_sentence_labels": len(rows) - len(used),
-        "graph_sentences_split_differently": sum(
-            int(r["factscore"].get("split_differently") or 0) for r in used
-        ),
-        "table": table,
-    }
-
-
-def _coherence_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
-    table, abstained, _ = _sentence_table(
-        rows, "coherence", "coherence", "predicted_confusing", resamples, seed
-    )
-    return {
+    section: dict[str, Any] = {
         "rule": "a sentence is confusing if the annotator raised any confusion about it",
         "abstained_sentences": abstained,
-        "table": table,
+        "table": classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed),
     }
+    if scores == "factscore":
+        section["rule"] = "a sentence is unfaithful if any of its atomic facts is unsupported"
+        section["summaries_without_usable_sentence_labels"] = len(rows) - len(used)
+        split = sum(int(r["factscore"].get("split_differently") or 0) for r in used)
+        section["graph_sentences_split_differently"] = split
+    return section
 
 
 def coherence_sentence_predictions(
@@ -233,24 +183,9 @@ def coherence_sentence_predictions(
     alignment = align(dataset_sentences, [str(a.get("sentence", "")) for a in ordered])
     rows = []
     for d, graph_indices in enumerate(alignment["mapping"]):
-        verdicts = [ordered[g].get("confused") for g in graph_indices]
-        known = [v for v in verdicts if v is not None]
+        known = [ordered[g]["confused"] for g in graph_indices if ordered[g].get("confused") is not None]
         rows.append({"index": d, "predicted_confusing": (any(known) if known else None)})
     return {"sentences": rows, "split_differently": alignment["split_differently"]}
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _metric_cell(entry: Mapping[str, Any]) -> str:
-    ci = entry.get("ci95")
-    interval = f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""
-    return f"{_fmt(entry.get('value'))}{interval}"
 
 
 LEVELS = (
@@ -265,20 +200,20 @@ def table_lines(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(level, metric, value [95% CI]) rows for printing the agreement table."""
     lines: list[tuple[str, str, str]] = []
     for level, key in LEVELS:
-        section = report.get(key)
-        if not section:
+        if not (section := report.get(key)):
             continue
         table = section["table"]
         counts = f"{table['n']} ({table['positives']} / {table['predicted_positives']})"
         lines.append((level, "n (unfaithful / predicted)", counts))
         for metric in SHOWN:
-            lines.append((level, metric, _metric_cell(table[metric])))
+            lines.append((level, metric, interval_text(table[metric]["value"], table[metric]["ci95"])))
         abstained = section.get("abstained", section.get("abstained_sentences", 0))
         lines.append((level, "abstained (nothing judged)", str(abstained)))
         if key == "summary_level":
             corr = section["nfs_vs_label"]
             for name, test in (("Spearman rho", "spearman"), ("Kendall tau-b", "kendall_tau_b")):
-                cell = f"{_metric_cell(corr[test])} (p={_fmt(corr[test]['p'])})"
+                found = corr[test]
+                cell = f"{interval_text(found['value'], found['ci95'])} (p={interval_text(found['p'], None)})"
                 lines.append(("summary", f"NFS {name} (p)", cell))
-            lines.append(("summary", "NFS ROC AUC", _fmt(corr.get("roc_auc"))))
+            lines.append(("summary", "NFS ROC AUC", interval_text(corr.get("roc_auc"), None)))
     return lines

@@ -7,6 +7,7 @@ best rounds against its first) get paired per-item differences with intervals (`
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,31 +47,25 @@ def summary_table(
         usage = [r.get("usage_totals") or {} for r in group]
         line: dict[str, Any] = {
             "cell": cell_id,
-            "task": first.get("task"),
-            "dataset": first.get("dataset"),
-            "model": first.get("resolved_model") or first.get("model"),
-            "strategy": first.get("strategy"),
-            "chunk_size": first.get("chunk_size"),
+            **{key: first.get(key) for key in ("task", "dataset", "model", "strategy", "chunk_size")},
             "loop": json.dumps(first.get("loop") or {}, sort_keys=True),
             "items": len(group),
             "ok": len(ok),
         }
+        line["model"] = first.get("resolved_model") or first.get("model")
         per_item = item_scores(ok)
         if first.get("task") == "refine":
             scores = [r.get("scores") or {} for r in ok]
-            _with_interval(line, "nfs_initial", per_item)
-            _with_interval(line, "nfs_best", per_item)
+            _with_interval(line, per_item, "nfs_initial", "nfs_best")
             line["nfs_best_coverage"] = _mean(s.get("nfs_best_coverage") for s in scores)
             line["nfs_best_unreliable"] = sum(s.get("nfs_best_reliable") is False for s in scores)
-            _with_interval(line, "coherence_initial", per_item)
-            _with_interval(line, "coherence_best", per_item)
+            _with_interval(line, per_item, "coherence_initial", "coherence_best")
             line["iterations"] = _mean(len(r.get("iterations") or []) for r in ok)
             for kind in ("rouge1", "rouge2", "rougeL"):
                 line[f"{kind}_best"] = _mean(((r.get("rouge") or {}).get("best") or {}).get(kind) for r in ok)
             bert = [r.get("bertscore") or {} for r in ok]
-            line["bertscore_best"] = _mean(b.get("best") for b in bert)
-            if any(b.get("available") is False for b in bert):
-                line["bertscore_best"] = "unavailable"
+            unavailable = any(b.get("available") is False for b in bert)
+            line["bertscore_best"] = "unavailable" if unavailable else _mean(b.get("best") for b in bert)
             best = [
                 it
                 for r in ok
@@ -82,22 +77,21 @@ def summary_table(
             cards = [r.get("factscore") or {} for r in ok]
             coherence = [r.get("coherence") or {} for r in ok]
             # means over the scores that count; the unreliable ones are counted beside them
-            _with_interval(line, "nfs", per_item)
+            _with_interval(line, per_item, "nfs")
             line["nfs_coverage"] = _mean(c.get("coverage") for c in cards)
             line["nfs_unreliable"] = sum(c.get("reliable") is False for c in cards)
-            _with_interval(line, "coherence", per_item)
+            _with_interval(line, per_item, "coherence")
             line["coherence_unreliable"] = sum(c.get("reliable") is False for c in coherence)
             line["coherence_coverage"] = _mean(c.get("coverage") for c in coherence if c)
-            labelled = [r for r in ok if (r.get("labels") or {}).get("summary") is not None]
-            if labelled and any(r.get("factscore") for r in labelled):
-                from eval.storysumm import agreement_report
+            if any(r.get("factscore") and (r.get("labels") or {}).get("summary") is not None for r in ok):
+                from eval.storysumm import agreement_report  # its own rows: the labelled ones
 
-                report = agreement_report(labelled, resamples=200, seed=config.seed if config else 0)
+                report = agreement_report(ok, resamples=200, seed=config.seed if config else 0)
                 summary_level = (report.get("summary_level") or {}).get("table") or {}
                 line["balanced_accuracy"] = (summary_level.get("balanced_accuracy") or {}).get("value")
                 line["cohens_kappa"] = (summary_level.get("cohens_kappa") or {}).get("value")
         for name in sorted({name for r in ok for name in r.get("metrics") or {}}):  # added metrics
-            _with_interval(line, name + ("_best" if first.get("task") == "refine" else ""), per_item)
+            _with_interval(line, per_item, name + ("_best" if first.get("task") == "refine" else ""))
             line[f"{name}_failed"] = sum(
                 bool(((r.get("metrics") or {}).get(name) or {}).get("error")) for r in ok
             )
@@ -117,14 +111,11 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
         out.setdefault(metric, {})[item] = float(value) if _number(value) and reliable is not False else None
 
     for row in rows:
-        item = row.get("item")
-        item = str(item.get("id") if isinstance(item, Mapping) else item)
+        item = str(row["item"]["id"])
         if row.get("task") == "refine":
             scores = row.get("scores") or {}
-            put("nfs_initial", item, scores.get("nfs_initial"), scores.get("nfs_initial_reliable"))
-            put("nfs_best", item, scores.get("nfs_best"), scores.get("nfs_best_reliable"))
-            put("coherence_initial", item, scores.get("coherence_initial"))
-            put("coherence_best", item, scores.get("coherence_best"))
+            for metric in ("nfs_initial", "nfs_best", "coherence_initial", "coherence_best"):
+                put(metric, item, scores.get(metric), scores.get(f"{metric}_reliable"))
         else:
             card, coherence = row.get("factscore") or {}, row.get("coherence") or {}
             put("nfs", item, card.get("score"), card.get("reliable"))
@@ -135,11 +126,12 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float 
     return out
 
 
-def _with_interval(line: dict[str, Any], metric: str, per_item: Mapping[str, Mapping[str, Any]]) -> None:
-    """The metric's mean over items and its 95% bootstrap interval (``<metric>_ci95``: ``[low, high]``)."""
-    found = mean_interval(list((per_item.get(metric) or {}).values()))
-    line[metric] = found["mean"]
-    line[f"{metric}_ci95"] = [round(v, 4) for v in found["ci95"]] if found["ci95"] else None
+def _with_interval(line: dict[str, Any], per_item: Mapping[str, Mapping[str, Any]], *metrics: str) -> None:
+    """Each metric's mean over items and its 95% bootstrap interval (``<metric>_ci95``: ``[low, high]``)."""
+    for metric in metrics:
+        found = mean_interval(list((per_item.get(metric) or {}).values()))
+        line[metric] = found["mean"]
+        line[f"{metric}_ci95"] = [round(v, 4) for v in found["ci95"]] if found["ci95"] else None
 
 
 def differences(
@@ -156,8 +148,6 @@ def differences(
     def add(first: str, second: str, metric: str, setting: str, was: Any, now: Any, base: str = "") -> None:
         left, right = scores[first].get(base or metric) or {}, scores[second].get(metric) or {}
         items = sorted(set(left) & set(right))
-        if not items:
-            return
         found = difference_interval([left[i] for i in items], [right[i] for i in items], paired=True)
         if found["difference"] is None:
             return
@@ -180,16 +170,13 @@ def differences(
     for cell in (line["cell"] for line in lines if line.get("task") == "refine"):
         for metric in ("nfs", "coherence"):
             add(cell, cell, f"{metric}_best", "refinement", "initial", "best", f"{metric}_initial")
-    for n, a in enumerate(lines):
-        for b in lines[n + 1 :]:
-            if (a.get("task"), a.get("dataset")) != (b.get("task"), b.get("dataset")):
-                continue
-            differing = [k for k in SETTINGS if a.get(k) != b.get(k)]
-            if len(differing) != 1:
-                continue
-            metrics = ("nfs_best", "coherence_best") if a.get("task") == "refine" else ("nfs", "coherence")
-            for metric in metrics:
-                add(a["cell"], b["cell"], metric, differing[0], a.get(differing[0]), b.get(differing[0]))
+    for a, b in itertools.combinations(lines, 2):
+        differing = [k for k in SETTINGS if a.get(k) != b.get(k)]
+        if (a.get("task"), a.get("dataset")) != (b.get("task"), b.get("dataset")) or len(differing) != 1:
+            continue
+        metrics = ("nfs_best", "coherence_best") if a.get("task") == "refine" else ("nfs", "coherence")
+        for metric in metrics:
+            add(a["cell"], b["cell"], metric, differing[0], a.get(differing[0]), b.get(differing[0]))
     return out
 
 
@@ -206,12 +193,10 @@ DIFFERENCE_COLUMNS = (
 )
 
 
-def _markdown(columns: Sequence[str], lines: Iterable[Mapping[str, Any]]) -> list[str]:
+def markdown(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     """A Markdown table ("|" in a cell written "/")."""
-    head = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return head + [
-        "| " + " | ".join(_cell_text(x.get(k)).replace("|", "/") for k in columns) + " |" for x in lines
-    ]
+    body = ["| " + " | ".join(_cell_text(x).replace("|", "/") for x in row) + " |" for row in rows]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *body]
 
 
 def _write_csv(path: Path, columns: Sequence[str], lines: Iterable[Mapping[str, Any]]) -> Path:
@@ -226,17 +211,15 @@ def write_tables(
     table: Sequence[Mapping[str, Any]], out_dir: Path, diffs: Sequence[Mapping[str, Any]] = ()
 ) -> list[Path]:
     """``summary.md`` and ``summary.csv`` (columns: the union over cells), with the differences and their CSV."""
-    columns: list[str] = []
-    for line in table:
-        columns.extend(k for k in line if k not in columns)
+    columns = list(dict.fromkeys(key for line in table for key in line))
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path = out_dir / "summary.md"
     written = [md_path, _write_csv(out_dir / "summary.csv", columns, table)]
-    md = _markdown(columns, table)
+    md = markdown(columns, ([line.get(k) for k in columns] for line in table))
     if diffs:
         md += ["", "Paired differences over the same items (second minus first, 95% bootstrap interval):", ""]
         shown = [{**diff, "difference": signed_text(diff["difference"], diff["ci95"])} for diff in diffs]
-        md += _markdown(DIFFERENCE_COLUMNS, shown)
+        md += markdown(DIFFERENCE_COLUMNS, ([line.get(k) for k in DIFFERENCE_COLUMNS] for line in shown))
         written.append(_write_csv(out_dir / "differences.csv", DIFFERENCE_COLUMNS, diffs))
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
     return written

@@ -53,17 +53,16 @@ def measure(run_dir: Path) -> dict[str, Any]:
     return {**sizes, "ratio": round(stored / final, 2)}
 
 
-def run(document: Path = DOCUMENT) -> dict[str, Any]:
-    """Refine ``document`` once in a fresh process and measure its run directory."""
+def run() -> dict[str, Any]:
+    """Refine the witches' scenes once in a fresh process and measure its run directory."""
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         with ServerProcess(0.0, 16, tmp / "requests.jsonl") as server:
             done = subprocess.run(
-                cli("refine", str(document), "--concurrency", "16", base_url=server.base_url, run_dir=tmp / "run"),
+                cli("refine", str(DOCUMENT), "--concurrency", "16", base_url=server.base_url, run_dir=tmp / "run"),
                 cwd=ROOT, env=checkout_env(STORYJUDGE_CACHE_DIR=str(tmp / "cache")), capture_output=True,
                 text=True, check=False,
             )  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"storyjudge refine failed: {done.stdout[-1500:]} {done.stderr[-1500:]}")
-        name = document.relative_to(ROOT) if document.is_relative_to(ROOT) else document
-        return {"document": str(name), **measure(tmp / "run")}
+        return {"document": str(DOCUMENT.relative_to(ROOT)), **measure(tmp / "run")}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from functools import cache
 from itertools import groupby
 from typing import Any
 
@@ -35,47 +36,15 @@ def request_kind(body: dict[str, Any]) -> str:
     name = schema_name(body)
     if name:
         return name
-    for message in body.get("messages", []):
-        if message.get("role") == "user":
-            content = message.get("content", "")
-            return str(content).strip().splitlines()[0][:60] if str(content).strip() else "(empty prompt)"
-    return "(no user message)"
+    users = [str(m.get("content", "")).strip() for m in body.get("messages", []) if m.get("role") == "user"]
+    if not users:
+        return "(no user message)"
+    return users[0].splitlines()[0][:60] if users[0] else "(empty prompt)"
 
 
-def _stages(bodies: list[dict[str, Any]]) -> list[int]:
-    """The calls of each stage: a run of consecutive requests of one kind."""
-    return [len(list(run)) for _, run in groupby(bodies, key=request_kind)]
-
-
-def waves(stages: list[int], concurrency: int) -> int:
-    """Rounds of at most ``concurrency`` parallel calls that stages of these sizes need."""
-    return sum(math.ceil(calls / concurrency) for calls in stages)
-
-
-def beside(
-    bodies: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The extraction's requests, the others before the first pipelined one, and the others from it on."""
-    first = next((i for i, body in enumerate(bodies) if request_kind(body) in PIPELINED), len(bodies))
-    extraction = [body for body in bodies if request_kind(body) == EXTRACTION]
-    others = [body for body in bodies[:first] if request_kind(body) != EXTRACTION]
-    rest = [body for body in bodies[first:] if request_kind(body) != EXTRACTION]
-    return extraction, others, rest
-
-
-def beside_waves(extraction: int, lead: list[int], concurrency: int) -> int:
-    """Fewest waves of ``extraction`` independent calls beside the chain of stages ``lead`` (module docstring)."""
-    return max(waves(lead, concurrency), math.ceil((extraction + sum(lead)) / concurrency))
-
-
-def segments(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The log cut into stages and pipelined segments (see the module docstring), in arrival order."""
-
-    def group(body: dict[str, Any]) -> str:
-        kind = request_kind(body)
-        return "pipelined" if kind in PIPELINED else kind
-
-    return [list(run) for _, run in groupby(bodies, key=group)]
+def _segment_kind(body: dict[str, Any]) -> str:
+    kind = request_kind(body)
+    return "pipelined" if kind in PIPELINED else kind
 
 
 def _words(text: str) -> str:
@@ -102,30 +71,21 @@ def verdict_parents(segment: list[dict[str, Any]]) -> list[int | None]:
 
 def forest_waves(parents: list[int | None], concurrency: int) -> int:
     """Fewest waves of ``concurrency`` unit tasks of an out-forest (``parents[i]`` first): Hu's, reversed."""
-    depth: dict[int, int] = {}  # tasks on the path from the root, this one included
-    for i in range(len(parents)):
-        chain: list[int] = []
-        j: int | None = i
-        while j is not None and j not in depth:
-            chain.append(j)
-            j = parents[j]
-        level = depth[j] if j is not None else 0
-        for node in reversed(chain):
-            level += 1
-            depth[node] = level
-    waiting = [0] * len(parents)  # children not yet run: a reversed task is ready when they are done
-    for parent in parents:
-        if parent is not None:
-            waiting[parent] += 1
+
+    @cache
+    def depth(i: int) -> int:  # tasks on the path from the root, this one included
+        parent = parents[i]
+        return 1 if parent is None else depth(parent) + 1
+
+    waiting = Counter(parent for parent in parents if parent is not None)  # children not yet run; ready at 0
     ready = [i for i in range(len(parents)) if not waiting[i]]
     rounds = 0
     while ready:
-        ready.sort(key=lambda i: -depth[i])
+        ready.sort(key=lambda i: -depth(i))
         batch, ready = ready[:concurrency], ready[concurrency:]
         rounds += 1
         for i in batch:
-            parent = parents[i]
-            if parent is not None:
+            if (parent := parents[i]) is not None:
                 waiting[parent] -= 1
                 if not waiting[parent]:
                     ready.append(parent)
@@ -140,10 +100,10 @@ def first_round_waves(
     decompositions = [i for i, body in enumerate(segment) if request_kind(body) == DECOMPOSE]
     verdicts_of = Counter(parent for parent in parents if parent is not None)
     first = sorted(decompositions, key=lambda i: (-verdicts_of[i], i))  # most verdicts waiting on it first
-    chain = waves(lead, concurrency)
+    chain = sum(math.ceil(calls / concurrency) for calls in lead)  # the summarizer's stages, in turn
     after_chain = max(0, extraction - (chain * concurrency - sum(lead)))  # extraction calls after the chain
-    earliest = beside_waves(extraction, lead, concurrency)
-    best: int | None = None
+    earliest = max(chain, math.ceil((extraction + sum(lead)) / concurrency))  # extraction in the free slots
+    totals = []
     for end in range(earliest, earliest + math.ceil(len(decompositions) / concurrency) + 2):
         room = max(0, (end - chain) * concurrency - after_chain)  # the decompositions' slots by then
         done = set(first[:room])
@@ -153,23 +113,19 @@ def first_round_waves(
             position[parent] if (parent := parents[i]) is not None and parent not in done else None
             for i in left
         ]
-        total = end + forest_waves(rest, concurrency)
-        best = total if best is None else min(best, total)
-    return best or 0
+        totals.append(end + forest_waves(rest, concurrency))
+    return min(totals)
 
 
 def dependency_waves(bodies: list[dict[str, Any]], concurrency: int) -> int:
     """The fewest waves any schedule of these calls needs (the module docstring's bound)."""
-    extraction, lead, rest = beside(bodies)
-    parts = segments(rest)
-    if parts and request_kind(parts[0][0]) in PIPELINED:
-        total = first_round_waves(len(extraction), _stages(lead), parts[0], concurrency)
-        parts = parts[1:]
-    else:
-        total = beside_waves(len(extraction), _stages(lead), concurrency)
-    for segment in parts:
-        if request_kind(segment[0]) in PIPELINED:
-            total += forest_waves(verdict_parents(segment), concurrency)
-        else:
-            total += math.ceil(len(segment) / concurrency)
+    kinds = [request_kind(body) for body in bodies]
+    first = next((i for i, kind in enumerate(kinds) if kind in PIPELINED), len(bodies))
+    lead = [len(list(run)) for _, run in groupby(kind for kind in kinds[:first] if kind != EXTRACTION)]
+    rest = [body for body, kind in zip(bodies[first:], kinds[first:], strict=True) if kind != EXTRACTION]
+    parts = [list(run) for _, run in groupby(rest, key=_segment_kind)]  # stages and pipelined segments
+    first_round = parts.pop(0) if parts and request_kind(parts[0][0]) in PIPELINED else []
+    total = first_round_waves(kinds.count(EXTRACTION), lead, first_round, concurrency)
+    for segment in parts:  # a stage has no verdicts: its calls are independent
+        total += forest_waves(verdict_parents(segment), concurrency)
     return total

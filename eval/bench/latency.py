@@ -37,19 +37,14 @@ def context(
     )
 
 
-def forget_searches() -> None:
-    """Start each run as a new process would: no remembered query vectors or scene searches."""
+def measure(server: ServerProcess, run: Runner, ctx: Context, latency: float) -> dict[str, Any]:
+    """One timed run (as in a new process: no remembered query vectors or searches): wall, CPU, calls, bound."""
     from nodes.retrieve import _remembered_searches
     from storyjudge.core import queryvectors
 
     _remembered_searches.cache_clear()
     with queryvectors._prepared_lock:
         queryvectors._prepared.clear()
-
-
-def measure(server: ServerProcess, run: Runner, ctx: Context, latency: float) -> dict[str, Any]:
-    """One timed run: wall time, the client's CPU time, calls, waves and the bound."""
-    forget_searches()
     begin = len(server.completions)
     cpu = time.process_time()  # every thread of this process: the client's work, embedding included
     started = time.perf_counter()

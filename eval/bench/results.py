@@ -14,11 +14,19 @@ COHERENCE_GOAL = 1.05  # goal 1: coherence scoring, x its bound
 SEQUENTIAL_GOAL = 1.10  # goal 2: a chain of dependent calls, process start included, x its bound
 CHECKPOINT_GOAL = 3.0  # goal 3: a refine run's checkpoints, x its final state
 STARTUP_GOAL_S = 3.0  # goal 4: seconds to doctor's exit and to refine's first progress line
-FIRST_REQUEST_GOAL_S = (
-    2.5  # goal 4: seconds to the first request of ``summarize BOOK --strategy incremental``
-)
+FIRST_REQUEST_GOAL_S = 2.5  # goal 4: seconds to `summarize BOOK --strategy incremental`'s first request
 FIRST_REQUEST = "summarize first request"
 EMBEDDING_GOAL = 0.60  # goal 5: the embedder's FLOP/s as a share of float32 matmul FLOP/s, at least
+
+
+GOALS = (
+    ("latency within the critical-path bound", f"<= {LATENCY_GOAL} x bound ({COHERENCE_GOAL} for coherence)"),
+    ("sequential calls at the bound (process start included)", f"<= {SEQUENTIAL_GOAL} x bound"),
+    ("lean checkpoints of a refine run", f"<= {CHECKPOINT_GOAL:g} x final state"),
+    ("start fast", f"<= {STARTUP_GOAL_S:g} s"),
+    ("indexing near the machine's matmul bound", f">= {EMBEDDING_GOAL:.0%} of matmul"),
+)
+"""What each goal (numbered from 1) asks, and its target."""
 
 
 def load() -> str:
@@ -41,19 +49,16 @@ def machine() -> dict[str, str]:
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     """A Markdown table and the blank line after it."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return [
-        *lines,
-        *("| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows),
-        "",
-    ]
+    body = ["| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *body, ""]
 
 
 def _met(met: bool | None) -> str:
     return "" if met is None else "yes" if met else "**no**"
 
 
-def _median(values: list[float]) -> float | None:
+def _median(runs: list[dict[str, Any]], field: str) -> float | None:
+    values = [float(r[field]) for r in runs if field in r]
     return statistics.median(values) if values else None
 
 
@@ -65,16 +70,12 @@ def latency_goal(row: dict[str, Any]) -> float:
 def startup_seconds(startup: dict[str, Any]) -> dict[str, float | None]:
     """Median seconds: doctor to exit, refine to first progress, summarize (and a baseline's) to its request."""
     seconds = {
-        "doctor exit": _median([float(r["exit_s"]) for r in startup.get("doctor", []) if r.get("rc") == 0]),
-        "refine first progress line": _median(
-            [float(r["first_progress_s"]) for r in startup.get("refine", []) if "first_progress_s" in r]
-        ),
+        "doctor exit": _median([r for r in startup.get("doctor", []) if r.get("rc") == 0], "exit_s"),
+        "refine first progress line": _median(startup.get("refine", []), "first_progress_s"),
     }
     for key, name in (("summarize", FIRST_REQUEST), ("summarize_baseline", f"baseline: {FIRST_REQUEST}")):
         if startup.get(key):
-            seconds[name] = _median(
-                [float(r["first_request_s"]) for r in startup[key] if "first_request_s" in r]
-            )
+            seconds[name] = _median(startup[key], "first_request_s")
     return seconds
 
 
@@ -107,18 +108,8 @@ def goals(raw: dict[str, Any]) -> list[dict[str, Any]]:
         share = float(embedding["share"])
         text = f"{share:.0%}: {embedding['achieved_gflops']} of {embedding['matmul']['bound_gflops']} GFLOP/s"
         found[5] = (text, share / EMBEDDING_GOAL, share >= EMBEDDING_GOAL)
-    targets = {
-        1: (
-            "latency within the critical-path bound",
-            f"<= {LATENCY_GOAL} x bound ({COHERENCE_GOAL} for coherence)",
-        ),
-        2: ("sequential calls at the bound (process start included)", f"<= {SEQUENTIAL_GOAL} x bound"),
-        3: ("lean checkpoints of a refine run", f"<= {CHECKPOINT_GOAL:g} x final state"),
-        4: ("start fast", f"<= {STARTUP_GOAL_S:g} s"),
-        5: ("indexing near the machine's matmul bound", f">= {EMBEDDING_GOAL:.0%} of matmul"),
-    }
     rows = []
-    for number, (what, aim) in targets.items():
+    for number, (what, aim) in enumerate(GOALS, 1):
         text, ratio, met = found.get(number, ("not measured (part skipped)", None, None))
         rows.append({"goal": number, "what": what, "target": aim, "measured": text,
                      "ratio to target": None if ratio is None else round(ratio, 2), "met": met})  # fmt: skip
@@ -148,18 +139,16 @@ def render(raw: dict[str, Any]) -> str:
             "## Machine",
             "",
             *_table(["", ""], [[key, value] for key, value in raw.get("machine", {}).items()]),
-            *_latency(raw.get("latency") or [], raw["settings"]),
-            *_summarize(raw.get("summarize") or [], raw["settings"]),
-            *_checkpoint(raw.get("checkpoint")),
-            *_startup(raw.get("startup")),
-            *_embedding(raw.get("embedding")),
+            *(_latency(raw["latency"], raw["settings"]) if raw.get("latency") else []),
+            *(_summarize(raw["summarize"], raw["settings"]) if raw.get("summarize") else []),
+            *(_checkpoint(raw["checkpoint"]) if raw.get("checkpoint") else []),
+            *(_startup(raw["startup"]) if raw.get("startup") else []),
+            *(_embedding(raw["embedding"]) if raw.get("embedding") else []),
         ]
     )
 
 
 def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
-    if not rows:
-        return []
     latency, slots = settings["latency"], settings["slots"]
     header = "workload|LLM calls|waves|bound s|measured s|client CPU s|ratio|met|result".split("|")
     table = [
@@ -181,8 +170,6 @@ def _latency(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
 
 
 def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
-    if not rows:
-        return []
     table = [
         [r["workload"], r["calls"], f"{r['bound_s']:.2f}", f"{r['wall_s']:.2f}",
          f"{r['ratio']:.2f}" if r["ratio"] else "", _met(r["ratio"] <= SEQUENTIAL_GOAL if r["ratio"] else None)]
@@ -201,9 +188,7 @@ def _summarize(rows: list[dict[str, Any]], settings: dict[str, Any]) -> list[str
     ]
 
 
-def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
-    if not checkpoint:
-        return []
+def _checkpoint(checkpoint: dict[str, Any]) -> list[str]:
     ratio = float(checkpoint["ratio"])
     header = "checkpoints|checkpoints.sqlite kB|checkpoint_blobs kB|final state kB|result.json kB".split("|")
     row = [
@@ -222,9 +207,7 @@ def _checkpoint(checkpoint: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def _startup(startup: dict[str, Any] | None) -> list[str]:
-    if not startup:
-        return []
+def _startup(startup: dict[str, Any]) -> list[str]:
     rows = []
     for what, value in startup_seconds(startup).items():
         goal = FIRST_REQUEST_GOAL_S if what == FIRST_REQUEST else STARTUP_GOAL_S
@@ -243,9 +226,7 @@ def _startup(startup: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def _embedding(embedding: dict[str, Any] | None) -> list[str]:
-    if not embedding:
-        return []
+def _embedding(embedding: dict[str, Any]) -> list[str]:
     shape, share = embedding["shape"], float(embedding["share"])
     header = ["passages/s", "GFLOP per passage", "achieved GFLOP/s", "matmul GFLOP/s (bound)", "share", "met"]
     row = [

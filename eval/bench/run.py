@@ -23,18 +23,16 @@ from eval.bench import ROOT, checkout_env, results
 PARTS = ("latency", "summarize", "checkpoint", "startup", "embedding")
 
 
-def embedding(repeat: int) -> dict[str, Any] | None:
-    """``eval.bench.embedding_bound`` in a fresh process; None, with the reason printed, when it fails."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "part.json"
-        done = subprocess.run(
-            [sys.executable, "-m", "eval.bench.embedding_bound", "--json", str(out), "--repeat", str(repeat)],
-            cwd=ROOT, env=checkout_env(), capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode != 0 or not out.exists():
-            print(f"embedding skipped: {done.stderr.strip().splitlines()[-1:] or ['no output']}")
-            return None
-        return dict(json.loads(out.read_text(encoding="utf-8")))
+def embedding(repeat: int, out: Path) -> dict[str, Any] | None:
+    """``eval.bench.embedding_bound`` in a fresh process, to ``out``; None, with the reason printed, when it fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", "eval.bench.embedding_bound", "--json", str(out), "--repeat", str(repeat)],
+        cwd=ROOT, env=checkout_env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0 or not out.exists():
+        print(f"embedding skipped: {done.stderr.strip().splitlines()[-1:] or ['no output']}")
+        return None
+    return dict(json.loads(out.read_text(encoding="utf-8")))
 
 
 def run(
@@ -61,7 +59,7 @@ def run(
             "summarize": lambda: sequential.run_all(latency, slots, tmp / "summarize"),
             "checkpoint": checkpoint_size.run,
             "startup": lambda: startup.run_all(latency, 1 if quick else 3, baseline),
-            "embedding": lambda: embedding(2 if quick else 3),
+            "embedding": lambda: embedding(2 if quick else 3, tmp / "embedding" / "part.json"),
         }
         for name, measure in parts.items():
             if name not in skip:
@@ -85,12 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     add("--quick", action="store_true", help="a tenth of the coherence workload, fewer repeats")
     add("--skip", default="", help=f"comma-separated parts to skip: {', '.join(PARTS)}")
     add("--out", type=Path, default=None, help="where to write the Markdown (default RESULTS.md)")
-    add(
-        "--baseline",
-        type=Path,
-        default=None,
-        help="another checkout whose start-up is timed beside this one's",
-    )
+    add("--baseline", type=Path, default=None, help="another checkout whose start-up is timed beside")
     args = vars(parser.parse_args(argv))
     args["skip"] = tuple(part.strip() for part in args["skip"].split(",") if part.strip())
     if unknown := sorted(set(args["skip"]) - set(PARTS)):

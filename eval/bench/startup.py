@@ -7,6 +7,7 @@ user); ``summarize --strategy incremental`` of a novel is timed to its first req
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -46,10 +47,9 @@ def timed(args: list[str], env: dict[str, str], *, to_progress: bool = False) ->
     try:
         while True:
             if watch.select(0.05):
-                try:
+                data = b""
+                with contextlib.suppress(OSError):  # the child closed the terminal
                     data = os.read(leader, 65536)
-                except OSError:  # the child closed the terminal
-                    data = b""
                 if not data:
                     break
                 output += data
@@ -113,8 +113,7 @@ def first_request(server: OpenAIServer, root: Path, run_dir: Path, env: dict[str
 def run_all(latency: float, repeat: int, baseline: Path | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every measurement ``repeat`` times, interleaved so that load hits each alike (a baseline's runs first)."""
     out: dict[str, list[dict[str, Any]]] = {"doctor": [], "refine": [], "summarize": []}
-    if baseline is not None:
-        out["summarize_baseline"] = []
+    checkouts = {"summarize_baseline": baseline} if baseline is not None else {}  # a baseline's runs first
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         env = checkout_env(STORYJUDGE_CACHE_DIR=str(tmp / "cache"), COLUMNS="120")
@@ -124,11 +123,8 @@ def run_all(latency: float, repeat: int, baseline: Path | None = None) -> dict[s
             OpenAIServer(BenchResponder(), latency=latency, slots=16) as book_server,
         ):
             for i in range(repeat):
-                if baseline is not None:
-                    out["summarize_baseline"].append(
-                        first_request(book_server, baseline, tmp / f"summarize-baseline-{i}", env)
-                    )
-                out["summarize"].append(first_request(book_server, ROOT, tmp / f"summarize-{i}", env))
+                for key, root in {**checkouts, "summarize": ROOT}.items():
+                    out.setdefault(key, []).append(first_request(book_server, root, tmp / f"{key}-{i}", env))
                 doctor = cli("doctor", base_url=doctor_server.base_url, run_dir=tmp / f"doctor-{i}")
                 out["doctor"].append(timed(doctor, env))
                 refine = cli("refine", str(DOCUMENT), base_url=server.base_url, run_dir=tmp / f"refine-{i}")

@@ -8,6 +8,7 @@ printing threads and memory after each and the threads by name at the end: numbe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import tempfile
@@ -15,80 +16,65 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
 from eval.bench import ROOT
-from eval.bench.workload import block
+from eval.bench.workload import block, triples_answer
 from storyjudge.core.scripted_server import OpenAIServer, all_text, last_user_text, schema_name
 
-WITCHES = ROOT / "examples" / "macbeth-witches.md"
 SUMMARY = (
     "Three witches meet on a heath and greet Macbeth as Thane of Cawdor and future king. "
     "Macbeth writes to his wife, who resolves that he shall have the crown."
 )
 
 
-def threads() -> int:
-    """Threads of this process, native ones included."""
-    return len(list(Path("/proc/self/task").iterdir()))
-
-
-def rss_mb() -> float:
-    """Resident memory of this process in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def thread_names() -> Counter[str]:
     """Threads by name, numbers dropped (``sqlx-sqlite-worker-3`` counts as ``sqlx-sqlite-worker-``)."""
     names: Counter[str] = Counter()
     for task in Path("/proc/self/task").iterdir():
-        try:
+        with contextlib.suppress(OSError):  # ended meanwhile
             names[re.sub(r"\d+", "", (task / "comm").read_text().strip())] += 1
-        except OSError:
-            continue  # ended meanwhile
     return names
 
 
 def sample() -> dict[str, Any]:
-    """Threads and resident memory now, as the process holds them (no collection or trim of its own)."""
-    return {"threads": threads(), "rss_mb": round(rss_mb(), 1)}
+    """Threads (native ones included) and resident MB now, as the process holds them (no collection or trim)."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    kb = next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
+    return {"threads": len(list(Path("/proc/self/task").iterdir())), "rss_mb": round(kb / 1024, 1)}
 
 
 def respond(body: dict[str, Any]) -> str:
     """The scripted model for every role: a plausible answer of the right shape, everything supported."""
     name, text = schema_name(body), last_user_text(body)
     if name == "SceneTriples":
-        scene = block(text, "scene")
-        cast = [person for person in ("Macbeth", "Banquo", "Duncan", "Lady Macbeth") if person in scene]
-        triples = [
-            {"subject": a, "predicate": "meets", "object": b} for a, b in zip(cast, cast[1:], strict=False)
-        ]
-        return json.dumps({"characters": [{"name": p, "aliases": []} for p in cast], "triples": triples})
+        return triples_answer(text, ("Macbeth", "Banquo", "Duncan", "Lady Macbeth"))
     if name == "AtomicFacts":
         return json.dumps({"facts": [block(text, "sentence")]})
     if name == "Verdict":
         return json.dumps({"rationale": "Stated.", "supported": True, "feedback": "", "evidence": []})
     if name:
         return "{}"
-    whole = all_text(body)
-    if "causes any confusion" in whole:
+    if "causes any confusion" in all_text(body):
         return "Questions: no confusion\nTypes: no confusion"
     return SUMMARY
 
 
-def _request(address: tuple[str, int], method: str, path: str, body: Any = None) -> tuple[int, Any]:
+def _request(address: tuple[str, int], path: str, body: Any = None, *, expect: int = 200) -> Any:
+    """POST ``body`` to the UI (GET without one); its answer, or a RuntimeError when the UI refused."""
     connection = HTTPConnection(*address, timeout=60)
     data = None if body is None else json.dumps(body).encode()
+    method = "GET" if data is None else "POST"
     connection.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
     response = connection.getresponse()
-    raw = response.read()
+    answer = json.loads(response.read())
     connection.close()
-    return response.status, json.loads(raw)
+    if response.status != expect:
+        raise RuntimeError(f"the UI refused {method} {path}: {answer}")
+    return answer
 
 
 def ui_runs(
@@ -104,14 +90,11 @@ def ui_runs(
     try:
         with OpenAIServer(respond) as model:
             settings = {"model": "openai:scripted", "base_url": model.base_url, "ckg_samples": 1}
-            story = WITCHES.read_text(encoding="utf-8")
+            story = (ROOT / "examples" / "macbeth-witches.md").read_text(encoding="utf-8")
             for n in range(1, count + 1):
                 text = story if same_document else f"{story}\n\nCopy {n} of the witches' scenes.\n"
-                status, view = _request(
-                    address, "POST", "/api/runs", {"text": text, "title": "witches", "settings": settings}
-                )
-                if status != 201:
-                    raise RuntimeError(f"the UI refused a run: {view}")
+                run = {"text": text, "title": "witches", "settings": settings}
+                view = _request(address, "/api/runs", run, expect=201)
                 for step in ("graph", "summary", "score"):
                     _ui_step(address, view["name"], step, settings)
                 samples.append(sample())
@@ -123,16 +106,11 @@ def ui_runs(
 
 
 def _ui_step(address: tuple[str, int], name: str, step: str, settings: dict[str, Any]) -> None:
-    status, answer = _request(address, "POST", f"/api/runs/{name}/steps/{step}", {"settings": settings})
-    if status != 202:
-        raise RuntimeError(f"the UI refused the {step} step: {answer}")
-    while True:
-        _, job = _request(address, "GET", f"/api/runs/{name}/job")
-        if job["job"]["status"] == "done":
-            return
-        if job["job"]["status"] != "running":
-            raise RuntimeError(f"the {step} step failed: {job['job']}")
+    _request(address, f"/api/runs/{name}/steps/{step}", {"settings": settings}, expect=202)
+    while (job := _request(address, f"/api/runs/{name}/job")["job"])["status"] == "running":
         time.sleep(0.1)
+    if job["status"] != "done":
+        raise RuntimeError(f"the {step} step failed: {job}")
 
 
 def eval_items(
@@ -179,19 +157,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallel", type=int, default=2, help="eval items at once")
     args = parser.parse_args(argv)
 
-    def show(kind: str) -> Callable[[int, dict[str, Any]], None]:
-        def line(n: int, s: dict[str, Any]) -> None:
-            where = f"{kind} {n:3d}" if n else f"{kind} end"
-            print(f"{where}: {s['threads']:4d} threads, {s['rss_mb']:8.1f} MB", flush=True)
+    def show(kind: str, n: int, s: dict[str, Any]) -> None:
+        where = f"{kind} {n:3d}" if n else f"{kind} end"
+        print(f"{where}: {s['threads']:4d} threads, {s['rss_mb']:8.1f} MB", flush=True)
 
-        return line
-
-    print(f"start: {threads()} threads, {rss_mb():.1f} MB")
+    start = sample()
+    print(f"start: {start['threads']} threads, {start['rss_mb']:.1f} MB")
     with tempfile.TemporaryDirectory(prefix="steady-") as tmp:
         if args.ui:
-            ui_runs(args.ui, Path(tmp), same_document=args.same_document, on_run=show("ui run"))
+            ui_runs(args.ui, Path(tmp), same_document=args.same_document, on_run=partial(show, "ui run"))
         if args.eval:
-            eval_items(args.eval, Path(tmp), parallel=args.parallel, on_item=show("eval item"))
+            eval_items(args.eval, Path(tmp), parallel=args.parallel, on_item=partial(show, "eval item"))
     print("threads by name at the end:", dict(thread_names().most_common()))
 
 

@@ -7,7 +7,6 @@ The judge rejects exactly the facts that say someone "steals" and the refiner re
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -40,18 +39,15 @@ def story(chapters: int = 12) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def summary_sentence(i: int, wrong: bool) -> str:
-    """Sentence ``i`` of the book summary: three clauses, the first one false when ``wrong``."""
-    a, b, c = CAST[i % len(CAST)], CAST[(i + 1) % len(CAST)], CAST[(i + 2) % len(CAST)]
-    first = f"{a} {WRONG if wrong else RIGHT} {b}"
-    place = PLACES[i % len(PLACES)]
-    second = f"{b} {VERBS[i % len(VERBS)]} {c} at the {place}"
-    return f"In part {i + 1}, {first}, and {second}, and {c} sleeps when part {i + 1} ends."
-
-
-def book_summary(sentences: int = 20, wrong_every: int = 5) -> str:
-    """The first summary: ``sentences`` sentences of three facts; every ``wrong_every``-th has a false one."""
-    return " ".join(summary_sentence(i, i % wrong_every == 0) for i in range(sentences))
+def book_summary(sentences: int = 20) -> str:
+    """The first summary: ``sentences`` sentences of three facts; every fifth's first is false."""
+    parts = []
+    for i in range(sentences):
+        a, b, c = CAST[i % len(CAST)], CAST[(i + 1) % len(CAST)], CAST[(i + 2) % len(CAST)]
+        first = f"{a} {WRONG if i % 5 == 0 else RIGHT} {b}"
+        second = f"{b} {VERBS[i % len(VERBS)]} {c} at the {PLACES[i % len(PLACES)]}"
+        parts.append(f"In part {i + 1}, {first}, and {second}, and {c} sleeps when part {i + 1} ends.")
+    return " ".join(parts)
 
 
 def coherence_summaries(count: int = 100, sentences: int = 20) -> list[dict[str, str]]:
@@ -75,25 +71,27 @@ def block(text: str, tag: str) -> str:
     return found[-1].strip() if found else ""
 
 
+def triples_answer(text: str, cast: tuple[str, ...]) -> str:
+    """The extraction's answer: the cast named in the scene, each meeting the next."""
+    named = [person for person in cast if person in block(text, "scene")]
+    triples = [
+        {"subject": a, "predicate": "meets", "object": b} for a, b in zip(named, named[1:], strict=False)
+    ]
+    return json.dumps({"characters": [{"name": p, "aliases": []} for p in named], "triples": triples})
+
+
 class BenchResponder:
     """The scripted model for every role (see the module docstring)."""
 
-    def __init__(self, sentences: int = 20, wrong_every: int = 5) -> None:
+    def __init__(self, sentences: int = 20) -> None:
         self.sentences = sentences
-        self.wrong_every = wrong_every
 
     def __call__(self, body: dict[str, Any]) -> str:
         """The scripted answer to one request."""
         name = schema_name(body)
         text = last_user_text(body)
         if name == "SceneTriples":
-            scene = block(text, "scene")
-            named = [person for person in CAST if person in scene]
-            triples = [
-                {"subject": a, "predicate": "meets", "object": b}
-                for a, b in zip(named, named[1:], strict=False)
-            ]
-            return json.dumps({"characters": [{"name": p, "aliases": []} for p in named], "triples": triples})
+            return triples_answer(text, CAST)
         if name == "AtomicFacts":
             sentence = block(text, "sentence").rstrip(".")
             return json.dumps({"facts": [f"{part.strip()}." for part in sentence.split(", and ")]})
@@ -117,7 +115,7 @@ class BenchResponder:
             return summary.replace(WRONG, RIGHT, FIXES_PER_ROUND)
         if "Below is a summary of a book" in whole:  # artifact removal: the summary unchanged
             return block(text, "summary")
-        return book_summary(self.sentences, self.wrong_every)  # a chunk summary or a merge
+        return book_summary(self.sentences)  # a chunk summary or a merge
 
 
 class ServerProcess:
@@ -125,24 +123,21 @@ class ServerProcess:
 
     def __init__(self, latency: float, slots: int, log: Path, sentences: int = 20) -> None:
         self.log = log
-        self.args = [sys.executable, "-m", "eval.bench.workload", *map(str, (latency, slots, log, sentences))]
-        self.process: subprocess.Popen[str] | None = None
-        self.base_url = ""
-
-    def __enter__(self) -> ServerProcess:
+        args = [sys.executable, "-m", "eval.bench.workload", *map(str, (latency, slots, log, sentences))]
         self.process = subprocess.Popen(
-            self.args, cwd=ROOT, env=checkout_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            args, cwd=ROOT, env=checkout_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         assert self.process.stdout is not None
         self.base_url = self.process.stdout.readline().strip()
         if not self.base_url.startswith("http://127.0.0.1:"):
             raise RuntimeError(f"the scripted server did not start: {self.base_url!r}")
+
+    def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
+        self.process.terminate()
+        self.process.wait(timeout=30)
 
     @property
     def completions(self) -> list[dict[str, Any]]:
@@ -154,13 +149,10 @@ class ServerProcess:
 
 
 def serve() -> None:
-    """The server process: answer as ``BenchResponder``, log each body, until stdin closes."""
-    parser = argparse.ArgumentParser()
-    for name in ("latency", "slots", "log", "sentences"):
-        parser.add_argument(name)
-    args = parser.parse_args()
-    responder, lock = BenchResponder(int(args.sentences)), threading.Lock()
-    with open(args.log, "a", encoding="utf-8") as log:
+    """The server process (``ServerProcess`` gives latency, slots, log and sentences): answer, log each body."""
+    latency, slots, path, sentences = sys.argv[1:5]
+    responder, lock = BenchResponder(int(sentences)), threading.Lock()
+    with open(path, "a", encoding="utf-8") as log:
 
         def answer(body: dict[str, Any]) -> str:
             with lock:
@@ -168,7 +160,7 @@ def serve() -> None:
                 log.flush()
             return responder(body)
 
-        with OpenAIServer(answer, latency=float(args.latency), slots=int(args.slots)) as server:
+        with OpenAIServer(answer, latency=float(latency), slots=int(slots)) as server:
             print(server.base_url, flush=True)
             sys.stdin.read()  # returns when the parent closes the pipe or exits
 
