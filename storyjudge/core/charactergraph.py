@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,12 +58,9 @@ def name_key(name: str) -> str:
 
 def is_name(name: str) -> bool:
     """Whether a cleaned string can be a character's name (a capitalised proper noun, not a pronoun)."""
-    words = name.split()
-    if not words or len(words) > _MAX_NAME_WORDS or len(name) > 60:
+    if len(name.split()) > _MAX_NAME_WORDS or name.casefold() in PRONOUNS | SCHEMA_WORDS:
         return False
-    if len(name) < 2 or not any(ch.isalpha() for ch in name) or name.casefold() in PRONOUNS | SCHEMA_WORDS:
-        return False
-    return next(ch for ch in name if ch.isalpha()).isupper()
+    return 2 <= len(name) <= 60 and next((ch for ch in name if ch.isalpha()), "a").isupper()
 
 
 def _name_pattern(name: str) -> str:
@@ -77,14 +75,6 @@ def _compiled(name: str) -> re.Pattern[str]:
 def occurs_in(name: str, text: str) -> bool:
     """Whether ``name`` occurs in ``text`` as whole words, any case, any spacing."""
     return bool(name) and _compiled(name).search(text) is not None
-
-
-def _display(forms: Counter[str]) -> str:
-    """The written form to show: the most used one that is not all capitals (plays shout speakers' names)."""
-    best = min(forms.items(), key=lambda item: (item[0].isupper(), -item[1], item[0]))[0]
-    if best.isupper():
-        best = " ".join(word.capitalize() for word in best.split())
-    return best
 
 
 @dataclass
@@ -118,13 +108,9 @@ def _add_variant(graph: nx.Graph, name: str, scene_id: str, *, as_name: bool) ->
 
 
 def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
-    if a == b:
-        return
-    if graph.has_edge(a, b):
-        graph.edges[a, b]["weight"] += 1
-        graph.edges[a, b]["reasons"].add(reason)
-    else:
-        graph.add_edge(a, b, weight=1, reasons={reason})
+    if a != b:
+        data = graph.get_edge_data(a, b, {})
+        graph.add_edge(a, b, weight=data.get("weight", 0) + 1, reasons={*data.get("reasons", ()), reason})
 
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:
@@ -209,8 +195,10 @@ def _assign_characters(names: NameGraph, narrative: str) -> None:
     import networkx as nx
 
     graph = names.graph
-    for key in graph.nodes:
-        graph.nodes[key]["display"] = _display(graph.nodes[key]["forms"])
+    for key in graph.nodes:  # the most used form not all capitals (plays shout speakers' names)
+        forms = graph.nodes[key]["forms"]
+        best = min(forms.items(), key=lambda item: (item[0].isupper(), -item[1], item[0]))[0]
+        graph.nodes[key]["display"] = string.capwords(best) if best.isupper() else best
     for component in nx.connected_components(graph):
         in_text = {
             k: len(_compiled(graph.nodes[k]["display"]).findall(narrative)) if len(component) > 1 else 0
@@ -244,12 +232,6 @@ def is_identity(predicate: object) -> bool:
     return bool(_IDENTITY.match(normalize_predicate(predicate)))
 
 
-def _is_null(value: object) -> bool:
-    return value is None or (
-        isinstance(value, str) and value.strip().casefold() in ("", "null", "none", "n/a")
-    )
-
-
 def count_triples(
     extractions: Iterable[Mapping[str, Any]], names: NameGraph
 ) -> dict[tuple[str, str, str], set[tuple[str, int]]]:
@@ -266,7 +248,9 @@ def count_triples(
             subject = names.resolve(triple.get("subject"))
             if not predicate or subject is None or is_identity(predicate):
                 continue
-            obj = subject if _is_null(triple.get("object")) else names.resolve(triple.get("object"))
+            raw = triple.get("object")
+            null = str(raw).strip().casefold() in ("", "null", "none", "n/a")  # None too
+            obj = subject if null else names.resolve(raw)
             if obj is None:
                 continue  # the object is a thing or an unnamed person: not a character edge
             support[(subject, obj, predicate)].add(where)
@@ -290,7 +274,11 @@ def build_ckg(
     import networkx as nx
 
     scene_texts = {str(scene["id"]): str(scene["text"]) for scene in scenes}
-    latest = _latest_per_sample(extractions)
+    # one extraction per (scene, part, sample): a repeated run of the same sample replaces, never adds
+    keyed = {
+        (str(e.get("scene_id", "")), int(e.get("part", 0)), int(e.get("sample", 0))): e for e in extractions
+    }
+    latest = list(keyed.values())
     names = build_name_graph(latest, scene_texts)
     support = count_triples(latest, names)
     needed = min_count(samples, threshold, min_support)
@@ -320,14 +308,6 @@ def build_ckg(
                 scenes=sorted({scene_id for scene_id, _ in where}),
             )  # fmt: skip
     return ckg
-
-
-def _latest_per_sample(extractions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One extraction per (scene, part, sample): a repeated run of the same sample replaces, never adds."""
-    latest = {
-        (str(e.get("scene_id", "")), int(e.get("part", 0)), int(e.get("sample", 0))): e for e in extractions
-    }
-    return list(latest.values())
 
 
 def to_json(ckg: nx.MultiDiGraph) -> dict[str, Any]:

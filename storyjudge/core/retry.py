@@ -72,14 +72,19 @@ class Policy:
         """Wait, outside the LLM slot, before attempt ``attempt + 1``; ``GiveUp`` when there is none."""
         verdict = classify(exc)
         if isinstance(exc, openai.APIStatusError):
-            servers.answered(self.server)
+            answered(self.server)
         budget = self.ctx.retry_budget_s
-        gone = verdict == "refused" and servers.refused_for(self.server) >= min(GONE_SECONDS, budget)
+        gone = verdict == "refused" and refused_for(self.server) >= min(GONE_SECONDS, budget)
         if gone or verdict not in ("retry", "timeout", "refused"):
             raise GiveUp(refusal(self.spec, self.ctx, verdict, exc, messages), permanent=True)
         wait = retry_after(exc)
-        if wait is None:  # a timed-out attempt already waited: its retry starts at once
-            wait = 0.0 if verdict == "timeout" else backoff(attempt, verdict)
+        if (
+            wait is None
+        ):  # capped exponential, jittered; a timed-out attempt already waited: it retries at once
+            cap = REFUSED_WAIT if verdict == "refused" else BACKOFF_CAP
+            wait = (
+                0.0 if verdict == "timeout" else min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1)
+            )
         spent = time.monotonic() - self.started
         detail = redact(f"{self.spec}: {type(exc).__name__}: {exc}")
         if spent + wait > budget:
@@ -182,36 +187,24 @@ def retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def backoff(attempt: int, verdict: Verdict = "retry") -> float:
-    """Seconds before retry number ``attempt`` (1, 2, ...): capped exponential, jittered so callers spread out."""
-    cap = REFUSED_WAIT if verdict == "refused" else BACKOFF_CAP
-    return min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+# since when each server has refused every connection: first and latest refusal, cleared by any answer
+_refusing: dict[str, tuple[float, float]] = {}
+_refusing_lock = threading.Lock()
 
 
-class _Servers:
-    """Since when each server has refused every connection (cleared by any answer, an HTTP error included)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._refusing: dict[str, tuple[float, float]] = {}  # server -> first and latest refusal
-
-    def answered(self, server: str) -> None:
-        if server in self._refusing:
-            with self._lock:
-                self._refusing.pop(server, None)
-
-    def refused_for(self, server: str) -> float:
-        """Note a refused connection; seconds of refusals since the last answer (a minute's pause restarts)."""
-        now = time.monotonic()
-        with self._lock:
-            first, last = self._refusing.get(server, (now, now))
-            if now - last > 60:
-                first = now
-            self._refusing[server] = (first, now)
-            return now - first
+def answered(server: str) -> None:
+    """Note that a server answered (an HTTP error too): it is no longer refusing."""
+    with _refusing_lock:
+        _refusing.pop(server, None)
 
 
-servers = _Servers()
+def refused_for(server: str) -> float:
+    """Note a refused connection; seconds of refusals since the last answer (a minute's pause restarts)."""
+    now = time.monotonic()
+    with _refusing_lock:
+        first, last = _refusing.get(server, (now, now))
+        _refusing[server] = (now if now - last > 60 else first, now)
+        return now - _refusing[server][0]
 
 
 class _Storm:
