@@ -11,15 +11,15 @@ import json
 import math
 import re
 import threading
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from storyjudge.core.embeddings import get_embedder
-from storyjudge.core.records import IndexRef, Scene
+from storyjudge.core.records import IndexRef, Passage, Scene
 from storyjudge.core.scenestore import SceneIndex, scene_index, where
 from storyjudge.core.textsplit import split_by_tokens
 
@@ -29,11 +29,6 @@ DENSE_WEIGHT = 0.5  # weight of the scaled dense similarity; BM25 has the rest
 CANDIDATES = 50  # passages each ranking contributes at least
 
 Progress = Callable[[int], None]
-
-
-def passage_tokens(window_tokens: int) -> int:
-    """Passage size for an embedder: at least 128 tokens within its window, about 1/8 of a long one."""
-    return max(16, min(window_tokens - 2, max(128, window_tokens // 8)))
 
 
 def passages_of(
@@ -75,17 +70,15 @@ def _fill(index: SceneIndex, items: Sequence[dict[str, Any]], progress: Progress
         progress(sum(1 for item in items if item["id"] in held))
     missing = [item for item in items if item["id"] not in held]
     ordered = sorted(missing, key=lambda item: len(item["text"]), reverse=True)
-    for begin in range(0, len(ordered), BATCH):
+    for begin in range(0, max(len(ordered), 1), BATCH):  # none missing: one empty add marks it complete
         batch = ordered[begin : begin + BATCH]
         index.add(batch, len(items))
-        if progress:
+        if progress and batch:
             progress(len(batch))
-    if not ordered:
-        index.add([], len(items))  # all there: marked complete
     return bool(ordered)
 
 
-@lru_cache(maxsize=1)
+@cache
 def _tokenizers_version() -> str:
     try:
         return metadata.version("tokenizers")
@@ -118,7 +111,9 @@ def build_index(
     items: list[dict[str, Any]] | None = None
     if passages is None:  # else an unchanged document: neither split again nor the embedder loaded for it
         model = get_embedder(embedder)  # passages are cut with the embedder's own tokenizer
-        items = passages_of(scenes, passage_tokens(model.window_tokens), model.count_tokens, go_on)
+        # at least 128 tokens within the window, about 1/8 of a long one
+        size = max(16, min(model.window_tokens - 2, max(128, model.window_tokens // 8)))
+        items = passages_of(scenes, size, model.count_tokens, go_on)
         passages = len(items)
     if on_total:
         on_total(passages)
@@ -137,7 +132,10 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
         return out
     kind, location = where(index)
     store = scene_index(kind, location, str(index["scenes_collection"]), str(index.get("embedder", "minilm")))
-    lexical = _lexical(index, store)
+    with _lexical_lock:
+        lexical = _lexical(
+            kind, location, str(index["scenes_collection"]), store, bool(index.get("passages"))
+        )
     total = len(lexical.scene_of)  # the complete index's passages
     if total == 0:
         return out
@@ -201,12 +199,10 @@ def terms(text: str) -> list[str]:
 class LexicalIndex:
     """BM25 over an index's passages, built once per process from what the store keeps."""
 
-    def __init__(
-        self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
-    ) -> None:
-        self.text_of = dict(zip(ids, texts, strict=True))
-        self.scene_of = {pid: str(meta["scene_id"]) for pid, meta in zip(ids, metadatas, strict=True)}
-        self.title_of = {pid: str(meta.get("title", "")) for pid, meta in zip(ids, metadatas, strict=True)}
+    def __init__(self, stored: Sequence[Passage]) -> None:
+        self.text_of = {p["id"]: p["text"] for p in stored}
+        self.scene_of = {p["id"]: str(p["metadata"]["scene_id"]) for p in stored}
+        self.title_of = {p["id"]: str(p["metadata"].get("title", "")) for p in stored}
         self.postings: dict[str, list[tuple[str, int]]] = defaultdict(list)
         self.length: dict[str, int] = {}
         for pid, text in self.text_of.items():
@@ -231,27 +227,16 @@ class LexicalIndex:
         return {pid: scores[pid] for pid in sorted(scores, key=lambda pid: (-scores[pid], pid))[:n]}
 
 
-LEXICAL_HELD = 16  # BM25 indexes a process keeps, the most recently used
-_lexical_indexes: OrderedDict[tuple[str, str, str], LexicalIndex] = OrderedDict()
-_lexical_lock = threading.Lock()
+_lexical_lock = threading.Lock()  # one build of an index, not one per searching thread
 
 
-def _lexical(index: Mapping[str, Any], store: SceneIndex) -> LexicalIndex:
-    """The BM25 index of a scene index (complete indexes never change, so caching is safe)."""
-    key = (*where(index), str(index["scenes_collection"]))
-    with _lexical_lock:
-        if key in _lexical_indexes:
-            _lexical_indexes.move_to_end(key)
-        else:
-            while len(_lexical_indexes) >= LEXICAL_HELD:
-                _lexical_indexes.popitem(last=False)
-            stored = store.get()
-            if index.get("passages") and not stored:  # never an empty search in place of the evidence
-                raise ValueError(
-                    f"The scene index {key[2]} ({key[1] or key[0]}) is gone from its store; index the document "
-                    "again (run without --resume, or `storyjudge index`)."
-                )
-            _lexical_indexes[key] = LexicalIndex(
-                [p["id"] for p in stored], [p["text"] for p in stored], [p["metadata"] for p in stored]
-            )
-        return _lexical_indexes[key]
+@lru_cache(maxsize=16)  # complete indexes never change, so caching is safe
+def _lexical(kind: str, location: str, name: str, store: SceneIndex, expected: bool) -> LexicalIndex:
+    """The BM25 index of a scene index."""
+    stored = store.get()
+    if expected and not stored:  # never an empty search in place of the evidence
+        raise ValueError(
+            f"The scene index {name} ({location or kind}) is gone from its store; index the document "
+            "again (run without --resume, or `storyjudge index`)."
+        )
+    return LexicalIndex(stored)
