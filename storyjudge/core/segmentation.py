@@ -60,8 +60,11 @@ def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], st
         raise ValueError("chunk_size must be >= 1 token")
     if not text.strip():
         return [], "empty"
-    items = _json_scene_list(text)
-    if items is not None:
+    try:
+        items = json.loads(text) if text.strip().startswith("[") else None
+    except json.JSONDecodeError:
+        items = None
+    if isinstance(items, list):
         return scenes_from_list(items, chunk_size), "json"
     for rule, finder in (
         ("screenplay", _screenplay_headings),
@@ -76,20 +79,18 @@ def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], st
 
 def scenes_from_list(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene]:
     """Scenes from a list of strings or objects with ``text`` (and optional ``title``); blank ones dropped."""
-    raw: list[tuple[str, str]] = []
+    groups: list[list[Scene]] = []
+    offset = 0
     for position, item in enumerate(items):
         if isinstance(item, str):
-            raw.append(("", item))
+            title, body = "", item
         elif isinstance(item, dict) and isinstance(item.get("text"), str):
-            raw.append((str(item.get("title") or ""), item["text"]))
+            title, body = str(item.get("title") or ""), item["text"]
         else:
             raise ValueError(
                 f"scene {position + 1} of the list is neither a string nor an object with a 'text' string; "
                 'give a JSON list like ["scene text", {"title": "...", "text": "..."}].'
             )
-    groups: list[list[Scene]] = []
-    offset = 0
-    for title, body in raw:
         if body.strip():
             groups.append(_split_piece(body, offset, title, chunk_size))
         offset += len(body) + len(JSON_JOINER)
@@ -101,15 +102,6 @@ def scenes_from_list(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene
 def join_scenes(scenes: Iterable[Scene]) -> str:
     """The document a list of scenes forms (what a JSON scene list's offsets refer to)."""
     return JSON_JOINER.join(scene["text"] for scene in scenes)
-
-
-def _json_scene_list(text: str) -> list[Any] | None:
-    stripped = text.strip()
-    try:
-        value = json.loads(stripped) if stripped.startswith("[") else None
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, list) else None
 
 
 def _screenplay_headings(text: str) -> list[_Heading]:

@@ -154,21 +154,6 @@ def _word_windows(text: str, max_chars: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _hard_split(text: str, max_tokens: int, count: Counter) -> list[str]:
-    out: list[str] = []
-    rest = text
-    while rest:
-        if count(rest) <= max_tokens:
-            out.append(rest)
-            break
-        lo = max(1, _longest_fit(rest, max_tokens, count))
-        cut = rest.rfind(" ", 0, lo)
-        cut = cut + 1 if cut > lo // 2 else lo
-        out.append(rest[:cut])
-        rest = rest[cut:]
-    return out
-
-
 def _longest_fit(text: str, max_tokens: int, count: Counter, before: str = "") -> int:
     """The length of the longest prefix of ``text`` that fits the budget after ``before`` (0: none), by bisection."""
     return bisect.bisect_left(
@@ -189,10 +174,15 @@ def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
 
 
 def _fitted(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
-    n = count(text)
-    if n <= max_tokens:
-        return [(text, n)]
-    return [(piece, count(piece)) for piece in _hard_split(text, max_tokens, count)]
+    """The text with its count, or cut at word bounds (else anywhere) into pieces that fit."""
+    out: list[tuple[str, int]] = []
+    while text and (n := count(text)) > max_tokens:
+        lo = max(1, _longest_fit(text, max_tokens, count))
+        cut = text.rfind(" ", 0, lo)
+        cut = cut + 1 if cut > lo // 2 else lo
+        out.append((text[:cut], count(text[:cut])))
+        text = text[cut:]
+    return [*out, (text, n)] if text else out
 
 
 def split_by_tokens(text: str, max_tokens: int, count: Counter = count_tokens) -> list[str]:
@@ -264,9 +254,9 @@ def split_filled(
         if total := fits(paragraph, n):
             current, used = current + paragraph, total
             continue
-        for sentence, m in (
-            _units(paragraph, max_tokens, count) if n > max_tokens else _sentences_of(paragraph, count)
-        ):
+        spans = [] if n > max_tokens else sentence_spans(paragraph)
+        units = [(paragraph[a:b], count(paragraph[a:b])) for a, b in spans]
+        for sentence, m in units or _units(paragraph, max_tokens, count):
             if total := fits(sentence, m):
                 current, used = current + sentence, total
                 continue
@@ -298,7 +288,3 @@ def _reach_into(current: str, unit: str, needed: int, max_tokens: int, count: Co
     enough = [i for i in words if i >= needed]
     clauses = [i for i in enough if unit[:i].rstrip()[-1:] in _CLAUSE_END]
     return (clauses or enough or words or [0])[-1]
-
-
-def _sentences_of(paragraph: str, count: Counter) -> list[tuple[str, int]]:
-    return [(paragraph[a:b], count(paragraph[a:b])) for a, b in sentence_spans(paragraph)]
