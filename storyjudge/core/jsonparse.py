@@ -58,32 +58,24 @@ def _top_level(text: str) -> tuple[list[Any], bool]:
     return values, False
 
 
-def _candidates(text: str) -> tuple[list[Any], bool]:
-    blocks = _FENCE.findall(text)
-    for whole in [text, blocks[0].strip()] if len(blocks) == 1 else [text]:
-        with suppress(json.JSONDecodeError):
-            return [json.loads(whole)], False
-    return _top_level(text)
-
-
-def _list_field(schema: type[BaseModel]) -> str | None:
-    """The one field of a schema whose only field is a list (a bare list answer fills it), else None."""
-    fields = schema.model_fields
-    if len(fields) != 1:
-        return None
-    name, info = next(iter(fields.items()))
-    return name if getattr(info.annotation, "__origin__", None) is list else None
-
-
 def parse_json_as(text: str, schema: type[T]) -> T:
     """The whole JSON answer in ``text`` valid for ``schema`` (a bare list fills a one-list schema); two is none."""
     cleaned = strip_thinking(text)
     if not cleaned:
         raise ParseFailure("empty answer")
-    candidates, unclosed = _candidates(cleaned)
+    blocks = _FENCE.findall(cleaned)
+    for whole in [cleaned, blocks[0].strip()] if len(blocks) == 1 else [cleaned]:
+        with suppress(json.JSONDecodeError):
+            candidates, unclosed = [json.loads(whole)], False
+            break
+    else:
+        candidates, unclosed = _top_level(cleaned)
     errors: list[str] = []
     valid: list[T] = []
-    list_field = _list_field(schema)
+    # a bare list answer fills a schema whose only field is a list
+    fields = schema.model_fields
+    lists = [name for name, info in fields.items() if getattr(info.annotation, "__origin__", None) is list]
+    list_field = lists[0] if len(fields) == len(lists) == 1 else None
     for value in candidates:
         if isinstance(value, list) and list_field is not None:
             value = {list_field: value}
