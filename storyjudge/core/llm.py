@@ -139,7 +139,7 @@ def _raw_call(
         attempt += 1
         check_cancelled()  # Ctrl-C: no call is sent after it
         try:
-            with LOCAL_LOCK if local else concurrency.llm_slot(ctx):
+            with LOCAL_LOCK if local else concurrency.llm_slots(ctx):
                 check_cancelled()
                 record(ctx.run_dir, spec, "sent")  # the run's ledger counts every attempt
                 sent = time.perf_counter()
