@@ -50,30 +50,6 @@ def invented_name(text: str, rng: random.Random, taken: set[str]) -> str:
     return ""
 
 
-def _characters(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
-    nodes = sorted(ckg.get("nodes") or [], key=lambda n: (-int(n.get("mentions", 0)), str(n.get("id"))))
-    return {
-        str(node["id"]): [str(node["id"]), *(str(a) for a in node.get("aliases") or [])]
-        for node in nodes[:MAX_CHARACTERS]
-    }
-
-
-def _proper_nouns(story: str) -> dict[str, list[str]]:
-    """Capitalised words used at least twice inside sentences: the names to use when the graph has none."""
-    counts = Counter(re.findall(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b", story))
-    return {word: [word] for word, n in counts.most_common(MAX_CHARACTERS) if n >= 2}
-
-
-def _presence(names: Mapping[str, list[str]], scenes: Sequence[Scene]) -> dict[str, set[str]]:
-    """Character -> the scenes naming them; a scene's parts ("S003.2") count as the whole scene."""
-    return {
-        character: {
-            s["id"].split(".")[0] for s in scenes if any(occurs_in(name, s["text"]) for name in forms)
-        }
-        for character, forms in names.items()
-    }
-
-
 def _relations(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     between = [e for e in edges(ckg) if e.get("source") != e.get("target")]
     return sorted(between, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
@@ -158,9 +134,20 @@ def build_pool(
         return [], [], ""
     rng = random.Random(f"planted-facts:{seed}")
     story = "\n".join(scene["text"] for scene in scenes)
-    names = _characters(ckg) or _proper_nouns(story)
+    nodes = sorted(ckg.get("nodes") or [], key=lambda n: (-int(n.get("mentions", 0)), str(n.get("id"))))
+    names = {str(n["id"]): [str(n["id"]), *map(str, n.get("aliases") or [])] for n in nodes[:MAX_CHARACTERS]}
+    if not names:  # capitalised words used at least twice inside sentences
+        counts = Counter(re.findall(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b", story))
+        names = {word: [word] for word, n in counts.most_common(MAX_CHARACTERS) if n >= 2}
     lines = _story_sentences(scenes, [form for forms in names.values() for form in forms], rng)
-    hard = _swapped(ckg, _presence(names, scenes), rng)[: false // 2]
+    # character -> the scenes naming them; a scene's parts ("S003.2") count as the whole scene
+    presence = {
+        character: {
+            s["id"].split(".")[0] for s in scenes if any(occurs_in(name, s["text"]) for name in forms)
+        }
+        for character, forms in names.items()
+    }
+    hard = _swapped(ckg, presence, rng)[: false // 2]
     easy = _invented(ckg, story, lines, names, rng)[: false - len(hard)]
     mixed: list[tuple[str, str, str]] = [
         *((t, b, "invented") for t, b in easy),

@@ -98,11 +98,17 @@ def _unwrap_lines(text: str) -> str:
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence, covering the text without gaps; hard-wrap line breaks end none."""
-    if not text:
-        return []
-    if len(text) > _SENTENCE_SPLIT_LIMIT:
-        return _word_windows(text, 2000)
-    return list(_segmented(text))
+    if len(text) <= _SENTENCE_SPLIT_LIMIT:
+        return list(_segmented(text)) if text else []
+    spans, start = [], 0  # too long for pysbd: windows of up to 2,000 characters, ending after a space
+    while start < len(text):
+        end = min(len(text), start + 2000)
+        if end < len(text):
+            space = text.rfind(" ", start + 1000, end)
+            end = space + 1 if space > start else end
+        spans.append((start, end))
+        start = end
+    return spans
 
 
 @lru_cache(maxsize=256)
@@ -140,18 +146,6 @@ def sentences(text: str, splitter: str = "pysbd") -> list[str]:
     if splitter != "pysbd":
         raise ValueError(f"Unknown sentence splitter {splitter!r}; use one of {', '.join(SPLITTERS)}.")
     return [s for s in (stripped[a:b].strip() for a, b in sentence_spans(stripped)) if s]
-
-
-def _word_windows(text: str, max_chars: int) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    while start < len(text):
-        end = min(len(text), start + max_chars)
-        if end < len(text):
-            space = text.rfind(" ", start + max_chars // 2, end)
-            end = space + 1 if space > start else end
-        spans.append((start, end))
-        start = end
-    return spans
 
 
 def _longest_fit(text: str, max_tokens: int, count: Counter, before: str = "") -> int:
