@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -120,10 +121,8 @@ def _play_headings(text: str) -> list[_Heading]:
     if len(scenes) < 2:  # a play divided only into acts: each act is a scene
         return [_Heading(start, _titled(f"ACT {num}", rest)) for start, num, rest in acts]
     headings: list[_Heading] = []
-    act_index = -1
     for match in scenes:
-        while act_index + 1 < len(acts) and acts[act_index + 1][0] < match.start():
-            act_index += 1
+        act_index = bisect_left(acts, match.start(), key=lambda act: act[0]) - 1  # the last act before it
         label = _titled(f"SCENE {match.group('num').upper()}", match.group("rest"))
         start = match.start()
         if act_index >= 0:
@@ -146,14 +145,12 @@ def _chapters(text: str) -> list[_Heading]:
 def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
     """Slices from each heading to the next; empty sections (a contents list) join the section after them."""
     merged: list[tuple[int, int, str]] = []
-    pending_start: int | None = None
+    first: int | None = None  # the start of the empty sections waiting for a body
     for (start, title), end in zip(headings, [*(h.start for h in headings[1:]), len(text)], strict=True):
-        body = text[start:end].split("\n", 1)[1] if "\n" in text[start:end] else ""
-        if not body.strip() and end < len(text):
-            pending_start = start if pending_start is None else pending_start
-            continue
-        merged.append((pending_start if pending_start is not None else start, end, title))
-        pending_start = None
+        first = start if first is None else first
+        if text[start:end].partition("\n")[2].strip() or end == len(text):
+            merged.append((first, end, title))
+            first = None
     first_start = merged[0][0]
     opening = text[:first_start]
     if opening.strip() and count_tokens(opening) >= OPENING_MERGE_TOKENS:
