@@ -90,11 +90,6 @@ class NameGraph:
         """The canonical character a written name refers to, or None when it is not a known character."""
         return self.character_of.get(name_key(clean_name(raw))) if isinstance(raw, str) else None
 
-    def aliases_of(self, canonical: str) -> list[str]:
-        """Written forms of a character's variants other than its canonical name."""
-        forms = [self.graph.nodes[key]["display"] for key in self.members.get(canonical, [])]
-        return sorted({form for form in forms if form != canonical}, key=str.casefold)
-
 
 def _add_variant(graph: nx.Graph, name: str, scene_id: str, *, as_name: bool) -> str:
     key = name_key(name)
@@ -297,7 +292,7 @@ def build_ckg(
         nodes = [names.graph.nodes[key] for key in keys]
         ckg.add_node(
             canonical,
-            aliases=names.aliases_of(canonical),
+            aliases=sorted({n["display"] for n in nodes} - {canonical}, key=str.casefold),
             mentions=sum(n["mentions"] + n["alias_mentions"] for n in nodes),
             scenes=sorted(set().union(*(n["scenes"] for n in nodes))),
         )
@@ -348,8 +343,6 @@ def aliases(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
 
 def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
     """Characters a text mentions by any name, in order; longer names win ("Lady Macbeth" is not "Macbeth")."""
-    if not text:
-        return []
     names = tuple((canonical, tuple(others)) for canonical, others in aliases(ckg).items())
     lookup, pattern = _name_finder(names)
     if pattern is None:
@@ -378,8 +371,6 @@ def _name_finder(
 def subgraph_lines(ckg: Mapping[str, Any], text: str, limit: int | None = None) -> list[str]:
     """Lines of the edges touching the characters a text mentions, most supported first."""
     mentioned = set(characters_in(ckg, text))
-    if not mentioned:
-        return []
     touching = [e for e in edges(ckg) if e.get("source") in mentioned or e.get("target") in mentioned]
     touching.sort(
         key=lambda e: (

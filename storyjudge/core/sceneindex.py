@@ -232,7 +232,6 @@ _lexical_lock = threading.Lock()  # one build of an index, not one per searching
 
 @lru_cache(maxsize=16)  # complete indexes never change, so caching is safe
 def _lexical(kind: str, location: str, name: str, store: SceneIndex, expected: bool) -> LexicalIndex:
-    """The BM25 index of a scene index."""
     stored = store.get()
     if expected and not stored:  # never an empty search in place of the evidence
         raise ValueError(

@@ -168,7 +168,6 @@ def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
 
 
 def _fitted(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
-    """The text with its count, or cut at word bounds (else anywhere) into pieces that fit."""
     out: list[tuple[str, int]] = []
     while text and (n := count(text)) > max_tokens:
         lo = max(1, _longest_fit(text, max_tokens, count))
