@@ -20,31 +20,28 @@ from storyjudge.core.tokens import count_tokens
 JSON_JOINER = "\n\n"  # between the scenes of a JSON scene list; their offsets refer to the joined text
 OPENING_MERGE_TOKENS = 256  # shorter text before the first heading (a title, contents) joins the first scene
 
-_HASHES = r"(?:\#{1,6}[ \t]*)?"
-_ROMAN = r"[IVXLCDM]+"
+_START = r"^[ \t]*(?:\#{1,6}[ \t]*)?(?:\*\*)?"  # Markdown hashes and bold may open a heading
 _NUMBER_WORD = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
     r"seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
     r"(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?"
 )
-_NUMBER = rf"(?:{_ROMAN}|\d+|(?i:{_NUMBER_WORD}))"
+_NUMBER = rf"(?:[IVXLCDM]+|\d+|(?i:{_NUMBER_WORD}))"
 
 _SCREENPLAY = re.compile(
     r"^[ \t]*(?:\d+[A-Z]?[ \t.]+)?(?:INT\.?/EXT\.?|EXT\.?/INT\.?|I/E\.?|INT\.|EXT\.)[ \t]+\S[^\n]*$",
     re.MULTILINE,
 )
-_ACT = re.compile(
-    rf"^[ \t]*{_HASHES}(?:\*\*)?(?:ACT|Act)[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,80}}?)"
-    rf"(?:\*\*)?[ \t]*$",
-    re.MULTILINE,
-)
-_SCENE = re.compile(
-    rf"^[ \t]*{_HASHES}(?:\*\*)?(?:SCENE|Scene)[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,120}}?)"
-    rf"(?:\*\*)?[ \t]*$",
-    re.MULTILINE,
+_ACT, _SCENE = (
+    re.compile(
+        rf"{_START}(?:{word}|{word.title()})[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,{rest}}}?)"
+        r"(?:\*\*)?[ \t]*$",
+        re.MULTILINE,
+    )
+    for word, rest in (("ACT", 80), ("SCENE", 120))
 )
 _CHAPTER = re.compile(
-    rf"^[ \t]*{_HASHES}(?:\*\*)?(?P<kind>CHAPTER|Chapter|LETTER|Letter)[ \t]+(?P<num>{_NUMBER})\b"
+    rf"{_START}(?P<kind>CHAPTER|Chapter|LETTER|Letter)[ \t]+(?P<num>{_NUMBER})\b"
     rf"(?:[ \t]*[.:\-\u2013\u2014][ \t]*(?P<rest>[^\n]{{0,100}}?))?(?:\*\*)?[ \t]*$",
     re.MULTILINE,
 )
