@@ -15,6 +15,7 @@ _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORE
 _CLOSE_THINK = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _OPENER = re.compile(r"[{\[]")
+_DEPTH = {"{": 1, "[": 1, "}": -1, "]": -1}
 _SPAN_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"?|[{}\[\]]', re.DOTALL)
 
 
@@ -28,19 +29,6 @@ def strip_thinking(text: str) -> str:
     return re.sub(r"^\s*<think(?:ing)?>", "", text, flags=re.IGNORECASE).strip()
 
 
-def _span_end(text: str, start: int) -> int | None:
-    """End (exclusive) of the bracketed span opening at ``start``, skipping JSON strings; None if it never closes."""
-    depth = 0
-    for token in _SPAN_TOKEN.finditer(text, start):  # a JSON string (maybe unclosed) or a bracket
-        if token.group() in "{[":
-            depth += 1
-        elif token.group() in "}]":
-            depth -= 1
-            if depth == 0:
-                return token.end()
-    return None
-
-
 def _top_level(text: str) -> tuple[list[Any], bool]:
     """The complete outermost JSON values in prose, in order, and whether a bracketed span never closes."""
     decoder = json.JSONDecoder()
@@ -50,11 +38,17 @@ def _top_level(text: str) -> tuple[list[Any], bool]:
         try:
             value, position = decoder.raw_decode(text, match.start())
             values.append(value)
-        except json.JSONDecodeError:
-            end = _span_end(text, match.start())
-            if end is None:
+        except json.JSONDecodeError:  # skip the bracketed span, JSON strings and all
+            depth = 0
+            for token in _SPAN_TOKEN.finditer(
+                text, match.start()
+            ):  # a JSON string (maybe unclosed) or a bracket
+                depth += _DEPTH.get(token.group(), 0)
+                if depth == 0:
+                    position = token.end()
+                    break
+            else:
                 return values, True
-            position = end
     return values, False
 
 

@@ -225,8 +225,7 @@ def _complete(
         record(ctx.run_dir, spec, "hit")
         return TextAnswer(text, finish, True, one_call(spec, 0, 0, cached=True))
 
-    found = cached()
-    if found is not None:
+    if (found := cached()) is not None:
         return found
     flight, leader = _board(_cache_dir(ctx), key)
     while not leader:  # the identical request is in flight: its answer is this one's

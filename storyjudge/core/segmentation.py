@@ -159,7 +159,12 @@ def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
 
 
 def _split_piece(piece: str, offset: int, title: str, chunk_size: int) -> list[Scene]:
-    parts = _balanced_parts(piece, chunk_size)
+    parts, total = [piece], count_tokens(piece)
+    if total > chunk_size:  # as few parts as needed, of similar sizes (no 2,040 + 30 token split)
+        wanted = math.ceil(total / chunk_size)
+        parts = split_by_tokens(piece, min(chunk_size, math.ceil(total / wanted * 1.1)))
+        if len(parts) > wanted:
+            parts = split_by_tokens(piece, chunk_size)
     if len(parts) > 1 and not parts[-1].strip() and count_tokens(parts[-2] + parts[-1]) <= chunk_size:
         parts[-2] += parts.pop()  # trailing blank lines stay with the text before them
     scenes: list[Scene] = []
@@ -171,17 +176,6 @@ def _split_piece(piece: str, offset: int, title: str, chunk_size: int) -> list[S
         )
         cursor += len(part)
     return scenes
-
-
-def _balanced_parts(piece: str, chunk_size: int) -> list[str]:
-    """Split into as few parts as the chunk size needs, of similar sizes (no 2,040 + 30 token split)."""
-    total = count_tokens(piece)
-    if total <= chunk_size:
-        return [piece]
-    wanted = math.ceil(total / chunk_size)
-    even = min(chunk_size, math.ceil(total / wanted * 1.1))
-    parts = split_by_tokens(piece, even)
-    return parts if len(parts) <= wanted else split_by_tokens(piece, chunk_size)
 
 
 def _number_groups(groups: list[list[Scene]]) -> list[Scene]:
