@@ -78,17 +78,17 @@ def _invented(
     lines: list[tuple[str, str]],
     names: Mapping[str, list[str]],
     rng: random.Random,
-) -> list[tuple[str, str]]:
-    """(text, how it was built) of easy false facts: relations first, then story sentences, with a new name."""
+) -> list[tuple[str, str, str]]:
+    """(text, how it was built, kind) of easy false facts: relations, then story sentences, given a new name."""
     taken: set[str] = set()
-    made: list[tuple[str, str]] = []
+    made: list[tuple[str, str, str]] = []
     for edge in _relations(ckg):
         name = invented_name(story, rng, taken)
         if not name:
             break
         text = f"{name} {edge.get('predicate') or edge.get('key')} {edge['target']}."
         built = f'the relation "{edge_line(edge)}" given to "{name}" instead of {edge["source"]}'
-        made.append((text, f"{built}; no word of that name occurs in the story"))
+        made.append((text, f"{built}; no word of that name occurs in the story", "invented"))
     for scene_id, text in lines:
         form = next((n for forms in names.values() for n in forms if occurs_in(n, text)), None)
         if form is None:
@@ -98,16 +98,16 @@ def _invented(
             break
         swapped = re.sub(r"(?<!\w)" + re.escape(form) + r"(?!\w)", name, text, flags=re.IGNORECASE)
         built = f'a sentence of scene {scene_id} with "{form}" replaced by "{name}"'
-        made.append((swapped, f"{built}; no word of that name occurs in the story"))
+        made.append((swapped, f"{built}; no word of that name occurs in the story", "invented"))
     rng.shuffle(made)
     return made
 
 
 def _swapped(
     ckg: Mapping[str, Any], presence: Mapping[str, set[str]], rng: random.Random
-) -> list[tuple[str, str]]:
-    """(text, how it was built) of hard false facts: a relation moved to a character who never meets its partner."""
-    made: list[tuple[str, str]] = []
+) -> list[tuple[str, str, str]]:
+    """(text, how it was built, kind) of hard false facts: a relation moved to one who never meets its partner."""
+    made: list[tuple[str, str, str]] = []
     for edge in _relations(ckg):
         source, target = str(edge["source"]), str(edge["target"])
         predicate = str(edge.get("predicate") or edge.get("key"))
@@ -121,7 +121,9 @@ def _swapped(
             ):
                 if presence.get(kept) and presence[other].isdisjoint(presence[kept]):
                     why = f"no scene names both {other} and {kept}, so the story cannot state it"
-                    made.append((text, f'the relation "{line}" moved from {moved} to {other}; {why}'))
+                    made.append(
+                        (text, f'the relation "{line}" moved from {moved} to {other}; {why}', "swapped")
+                    )
     rng.shuffle(made)
     return made
 
@@ -149,10 +151,7 @@ def build_pool(
     }
     hard = _swapped(ckg, presence, rng)[: false // 2]
     easy = _invented(ckg, story, lines, names, rng)[: false - len(hard)]
-    mixed: list[tuple[str, str, str]] = [
-        *((t, b, "invented") for t, b in easy),
-        *((t, b, "swapped") for t, b in hard),
-    ]
+    mixed = easy + hard
     rng.shuffle(mixed)
     made_false = [
         PlantedFact(id=f"i{iteration}-p{n}", text=text, kind=kind, expected="unsupported", built=built)  # type: ignore[typeddict-item]
