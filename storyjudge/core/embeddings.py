@@ -121,8 +121,6 @@ class MiniLMEmbeddings(WindowedEmbeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-normalised vectors, so cosine and inner product agree."""
-        if not texts:
-            return []
         small = sum(len(text) for text in texts) < SMALL_BATCH_CHARS
         with self._lock, _one_torch_thread() if small else nullcontext():
             if self._forward is None:

@@ -44,8 +44,7 @@ class MemoryIndex:
 
     def size(self) -> int | None:
         """Passages once complete, else None."""
-        with self._lock:
-            return self.total
+        return self.total
 
     def add(self, passages: Sequence[Passage], total: int) -> None:
         """Embed as indexing does (``embed_documents``) and keep the unit vectors."""
