@@ -28,6 +28,7 @@ from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
 from storyjudge.core.models import LOCAL_LOCK, chat_model, check_spec, is_local, resolve_spec
 from storyjudge.core.promptcopy import copied_span, request_data
+from storyjudge.core.retry import CallFailed, ModelError
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, failure, merge_usage, one_call, record
 
@@ -52,17 +53,6 @@ Method = Literal["json_schema", "json_mode", "text"]
 def cut_off(finish_reason: str | None) -> bool:
     """Whether an answer ended at the token limit (or a content filter): never a valid answer, never cached."""
     return finish_reason in ("length", "content_filter")
-
-
-class ModelError(RuntimeError):
-    """A call failed for a reason retrying will not fix: the run ends. Its message never carries an API key."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(retry.redact(message))
-
-
-class CallFailed(ModelError):
-    """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run."""
 
 
 @dataclass
@@ -158,12 +148,10 @@ def _raw_call(
                 raise  # a format to fall back from; a local fault (a full disk under the ledger) is not the model's
             try:
                 policy.wait_after(exc, attempt, messages)
-            except retry.GiveUp as stop:
-                if stop.permanent:
-                    raise ModelError(str(stop)) from None
+            except CallFailed:
                 if isinstance(exc, retry.EmptyAnswer):
                     break  # no time left to ask again: the empty answer is returned, and counted by the caller
-                raise CallFailed(str(stop)) from None
+                raise
     retry.answered(policy.server)
     if not isinstance(message, AIMessage):
         raise ModelError(f"{spec} returned {type(message).__name__}, not a chat message")

@@ -41,12 +41,15 @@ class EmptyAnswer(ValueError):
     """A server answered with no text, or with text cut off at the token limit: retried like a transport fault."""
 
 
-class GiveUp(Exception):
-    """A call is not tried again: ``permanent`` (the request or the setup is wrong), else out of time."""
+class ModelError(RuntimeError):
+    """A call failed for a reason retrying will not fix: the run ends. Its message never carries an API key."""
 
-    def __init__(self, message: str, *, permanent: bool) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(redact(message))
-        self.permanent = permanent
+
+
+class CallFailed(ModelError):
+    """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run."""
 
 
 _KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
@@ -69,14 +72,14 @@ class Policy:
         self.started = time.monotonic()
 
     def wait_after(self, exc: Exception, attempt: int, messages: Sequence[tuple[str, str]]) -> None:
-        """Wait, outside the LLM slot, before attempt ``attempt + 1``; ``GiveUp`` when there is none."""
+        """Wait, outside the LLM slot, before attempt ``attempt + 1``; else ``ModelError`` (``CallFailed``: no time)."""
         verdict = classify(exc)
         if isinstance(exc, openai.APIStatusError):
             answered(self.server)
         budget = self.ctx.retry_budget_s
         gone = verdict == "refused" and refused_for(self.server) >= min(GONE_SECONDS, budget)
         if gone or verdict not in ("retry", "timeout", "refused"):
-            raise GiveUp(refusal(self.spec, self.ctx, verdict, exc, messages), permanent=True)
+            raise ModelError(refusal(self.spec, self.ctx, verdict, exc, messages)) from None
         wait = retry_after(exc)
         if (
             wait is None
@@ -89,7 +92,7 @@ class Policy:
         detail = redact(f"{self.spec}: {type(exc).__name__}: {exc}")
         if spent + wait > budget:
             message = f"{detail} (after {attempt} attempt(s) in {spent:.0f}s; retry_budget_s is {budget:g})"
-            raise GiveUp(message, permanent=False)
+            raise CallFailed(message) from None
         storm.waiting(status_of(exc), f"{detail}; attempt {attempt}, waiting {wait:.1f}s")
         try:
             wait_any((), wait)  # cut short by Ctrl-C
