@@ -182,11 +182,10 @@ def status_of(exc: BaseException) -> str:
 
 def retry_after(exc: BaseException) -> float | None:
     """Seconds a 429/503 answer asks to wait (its Retry-After header), when it says."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    value = headers.get("retry-after") if headers is not None else None
+    headers = getattr(getattr(exc, "response", None), "headers", {})
     try:
-        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
-    except ValueError:
+        return min(max(float(headers["retry-after"]), 0.0), RETRY_AFTER_CAP)
+    except (KeyError, TypeError, ValueError):  # no header, or not a number of seconds
         return None
 
 
