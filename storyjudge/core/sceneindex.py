@@ -63,21 +63,6 @@ def passages_of(
     return passages
 
 
-def _fill(index: SceneIndex, items: Sequence[dict[str, Any]], progress: Progress | None) -> bool:
-    """Fill the index up with the passages it lacks, longest first (little padding); whether it embedded any."""
-    held = {passage["id"] for passage in index.get()}
-    if held and progress:
-        progress(sum(1 for item in items if item["id"] in held))
-    missing = [item for item in items if item["id"] not in held]
-    ordered = sorted(missing, key=lambda item: len(item["text"]), reverse=True)
-    for begin in range(0, max(len(ordered), 1), BATCH):  # none missing: one empty add marks it complete
-        batch = ordered[begin : begin + BATCH]
-        index.add(batch, len(items))
-        if progress and batch:
-            progress(len(batch))
-    return bool(ordered)
-
-
 @cache
 def _tokenizers_version() -> str:
     try:
@@ -117,7 +102,20 @@ def build_index(
         passages = len(items)
     if on_total:
         on_total(passages)
-    built = items is not None and _fill(index, items, progress)
+    built = False
+    if items is not None:  # fill the index up with the passages it lacks, longest first (little padding)
+        held = {passage["id"] for passage in index.get()}
+        if held and progress:
+            progress(sum(1 for item in items if item["id"] in held))
+        missing = sorted(
+            (i for i in items if i["id"] not in held), key=lambda i: len(i["text"]), reverse=True
+        )
+        for begin in range(0, max(len(missing), 1), BATCH):  # none missing: one empty add marks it complete
+            batch = missing[begin : begin + BATCH]
+            index.add(batch, len(items))
+            if progress and batch:
+                progress(len(batch))
+        built = bool(missing)
     ref = IndexRef(
         store=store, location=str(location), embedder=embedder, scenes_collection=name, passages=passages
     )
@@ -217,9 +215,7 @@ class LexicalIndex:
         scores: dict[str, float] = defaultdict(float)
         size = len(self.length)
         for term, repeats in Counter(terms(query)).items():
-            postings = self.postings.get(term)
-            if not postings:
-                continue
+            postings = self.postings.get(term, [])  # none: no passage to score
             idf = math.log(1.0 + (size - len(postings) + 0.5) / (len(postings) + 0.5))
             for pid, tf in postings:
                 norm = k1 * (1.0 - b + b * self.length[pid] / (self.average or 1.0))

@@ -200,12 +200,8 @@ def normalize_scenes(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene
 
 def guess_title(text: str) -> str:
     """A short title: the document's first Markdown heading, else its first short line, else "document"."""
-    head = text[:4000]
-    for line in head.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip(" #*_") or "document"
-    for line in head.splitlines():
-        cleaned = line.strip().strip("#*_;:,.").strip()
-        if cleaned:
-            return cleaned if len(cleaned) <= 80 else "document"
-    return "document"
+    lines = text[:4000].splitlines()
+    heading = next((line[2:].strip(" #*_") for line in lines if line.startswith("# ")), None)
+    first = next(filter(None, (line.strip().strip("#*_;:,.").strip() for line in lines)), "")
+    title = heading if heading is not None else first if len(first) <= 80 else ""
+    return title or "document"
