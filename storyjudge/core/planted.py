@@ -64,11 +64,9 @@ def _story_sentences(
     for scene in order[:MAX_SCENES_READ]:
         for raw in sentences(_MARKUP.sub(" ", scene["text"])):
             text = " ".join(raw.split())
-            if not 6 <= len(text.split()) <= 30 or not text.endswith(".") or re.search(r"[\"“”?!]", text):
-                continue
-            if forms and not any(occurs_in(name, text) for name in forms):
-                continue
-            found.append((scene["id"], text))
+            plain = 6 <= len(text.split()) <= 30 and text.endswith(".") and not re.search(r"[\"“”?!]", text)
+            if plain and (not forms or any(occurs_in(name, text) for name in forms)):
+                found.append((scene["id"], text))
     return found
 
 
@@ -157,15 +155,10 @@ def build_pool(
         PlantedFact(id=f"i{iteration}-p{n}", text=text, kind=kind, expected="unsupported", built=built)  # type: ignore[typeddict-item]
         for n, (text, built, kind) in enumerate(mixed)
     ]
+    verbatim = [(text, f"sentence of scene {scene_id}, verbatim") for scene_id, text in lines[:true]]
     made_true = [
-        PlantedFact(
-            id=f"i{iteration}-t{n}",
-            text=text,
-            kind="verbatim",
-            expected="supported",
-            built=f"sentence of scene {scene_id}, verbatim",
-        )
-        for n, (scene_id, text) in enumerate(lines[:true])
+        PlantedFact(id=f"i{iteration}-t{n}", text=text, kind="verbatim", expected="supported", built=built)
+        for n, (text, built) in enumerate(verbatim)
     ]
     why: list[str] = []
     if len(made_false) < false:

@@ -44,21 +44,11 @@ def passages_of(
             go_on()
         offset = int(scene["start"])
         pieces = split_by_tokens(scene["text"], window_tokens, count)
+        of_scene = {"scene_id": scene["id"], "scene_index": int(scene["index"]), "title": scene["title"]}
         for number, piece in enumerate(pieces, start=1):
             if piece.strip():
-                passages.append(
-                    {
-                        "id": f"{scene['id']}#p{number}",
-                        "text": piece,
-                        "metadata": {
-                            "scene_id": scene["id"],
-                            "scene_index": int(scene["index"]),
-                            "title": scene["title"],
-                            "start": offset,
-                            "end": offset + len(piece),
-                        },
-                    }
-                )
+                metadata = {**of_scene, "start": offset, "end": offset + len(piece)}
+                passages.append({"id": f"{scene['id']}#p{number}", "text": piece, "metadata": metadata})
             offset += len(piece)
     return passages
 
@@ -129,11 +119,10 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
     if k < 1 or not asked:
         return out
     kind, location = where(index)
-    store = scene_index(kind, location, str(index["scenes_collection"]), str(index.get("embedder", "minilm")))
+    name = str(index["scenes_collection"])
+    store = scene_index(kind, location, name, str(index.get("embedder", "minilm")))
     with _lexical_lock:
-        lexical = _lexical(
-            kind, location, str(index["scenes_collection"]), store, bool(index.get("passages"))
-        )
+        lexical = _lexical(kind, location, name, store, bool(index.get("passages")))
     total = len(lexical.scene_of)  # the complete index's passages
     if total == 0:
         return out
