@@ -6,7 +6,6 @@ permanent ones never; a server refusing every connection for ``GONE_SECONDS`` st
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -108,12 +107,9 @@ def classify(exc: BaseException) -> Verdict:
     """What a failed attempt calls for: a retry, or the kind of permanent failure it is."""
     if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
         return "timeout"
-    if isinstance(exc, openai.APIConnectionError | httpx2.ConnectError | ConnectionRefusedError):
-        # a reset mid-answer is a connection error too; only a refused or unresolvable connection is "refused"
-        refused = any(
-            isinstance(cause, httpx2.ConnectError | ConnectionRefusedError) for cause in _causes(exc)
-        )
-        return "refused" if refused else "retry"
+    refused = httpx2.ConnectError | ConnectionRefusedError  # a connection refused or unresolvable
+    if isinstance(exc, openai.APIConnectionError | refused):  # a reset mid-answer too, which is retried
+        return "refused" if any(isinstance(cause, refused) for cause in _causes(exc)) else "retry"
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return "key"
     if isinstance(exc, openai.NotFoundError):
@@ -122,16 +118,9 @@ def classify(exc: BaseException) -> Verdict:
         return "context" if any(word in str(exc).lower() for word in _CONTEXT_WORDS) else "bad_request"
     if isinstance(exc, openai.APIStatusError):
         return "retry" if exc.status_code in _RETRY_STATUS or exc.status_code >= 500 else "fatal"
-    if isinstance(
-        exc,
-        openai.APIResponseValidationError
-        | httpx2.TransportError
-        | json.JSONDecodeError
-        | ConnectionError
-        | ValueError,  # LangChain raises it for a reply without choices (a body cut off, an error object)
-    ):
-        return "retry"
-    return "fatal"
+    # ValueError (JSONDecodeError among them): LangChain raises it for a reply without choices (a cut-off body)
+    retried = openai.APIResponseValidationError | httpx2.TransportError | ConnectionError | ValueError
+    return "retry" if isinstance(exc, retried) else "fatal"
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
