@@ -153,19 +153,13 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
 
 def _link_given_names(graph: nx.Graph) -> None:
     """Join a given name to the one fuller name it starts ("Frodo" -> "Frodo Baggins"); titles never count."""
-    by_first: dict[str, list[list[str]]] = defaultdict(list)
+    by_first: dict[str, list[str]] = defaultdict(list)
     for key in graph.nodes:
-        by_first[key.split()[0]].append(key.split())
+        by_first[key.split()[0]].append(key)
     for short in list(graph.nodes):
-        short_tokens = short.split()
-        if short_tokens[0] in TITLES:
-            continue
-        longer = [
-            " ".join(words)
-            for words in by_first[short_tokens[0]]
-            if len(words) > len(short_tokens) and words[: len(short_tokens)] == short_tokens
-        ]
-        if len(longer) == 1:
+        first = short.split()[0]
+        longer = [key for key in by_first[first] if key.startswith(short + " ")]  # keys are single-spaced
+        if first not in TITLES and len(longer) == 1:
             _link(graph, short, longer[0], "given-name")
 
 
