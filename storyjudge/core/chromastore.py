@@ -162,16 +162,13 @@ class ChromaIndex:
 
     def _collection(self, store: OpenStore, create: bool = False) -> Collection:
         """The collection, opened once per client; created only to be filled (a gone one fails a search)."""
-        opened = store.collections.get(self.name)
-        if opened is None:
-            meta = {"complete": False, "embedder": self.embedder}
-            opened = (
-                collection(store.client, self.name, self.embedder, meta)
-                if create
-                else open_collection(store.client, self.name, self.embedder)
-            )
-            store.collections[self.name] = opened
-        return opened
+        if self.name not in store.collections:
+            client, meta = store.client, {"complete": False, "embedder": self.embedder}
+            if create:
+                store.collections[self.name] = collection(client, self.name, self.embedder, meta)
+            else:
+                store.collections[self.name] = open_collection(client, self.name, self.embedder)
+        return store.collections[self.name]
 
     def _exists(self, store: OpenStore) -> bool:
         listed = store.client.list_collections
