@@ -221,31 +221,6 @@ def is_identity(predicate: object) -> bool:
     return bool(_IDENTITY.match(normalize_predicate(predicate)))
 
 
-def count_triples(
-    extractions: Iterable[Mapping[str, Any]], names: NameGraph
-) -> dict[tuple[str, str, str], set[tuple[str, int]]]:
-    """For each (subject, object, predicate) between characters, the (scene, sample) pairs that state it."""
-    support: dict[tuple[str, str, str], set[tuple[str, int]]] = defaultdict(set)
-    for extraction in extractions:
-        if not extraction.get("ok"):
-            continue
-        where = (str(extraction.get("scene_id", "")), int(extraction.get("sample", 0)))
-        for triple in extraction.get("triples") or []:
-            if not isinstance(triple, Mapping):
-                continue
-            predicate = normalize_predicate(triple.get("predicate"))
-            subject = names.resolve(triple.get("subject"))
-            if not predicate or subject is None or is_identity(predicate):
-                continue
-            raw = triple.get("object")
-            null = str(raw).strip().casefold() in ("", "null", "none", "n/a")  # None too
-            obj = subject if null else names.resolve(raw)
-            if obj is None:
-                continue  # the object is a thing or an unnamed person: not a character edge
-            support[(subject, obj, predicate)].add(where)
-    return support
-
-
 def min_count(samples: int, threshold: float, min_support: int = 0) -> int:
     """Smallest (scene, sample) support a predicate needs: ``min_support``, else ``ceil(threshold x samples)``."""
     return min_support if min_support > 0 else max(1, math.ceil(threshold * samples - _EPSILON))
@@ -269,7 +244,21 @@ def build_ckg(
     }
     latest = list(keyed.values())
     names = build_name_graph(latest, scene_texts)
-    support = count_triples(latest, names)
+    # (subject, object, predicate) between characters -> the (scene, sample) pairs that state it
+    support: dict[tuple[str, str, str], set[tuple[str, int]]] = defaultdict(set)
+    for extraction in (e for e in latest if e.get("ok")):
+        where = (str(extraction.get("scene_id", "")), int(extraction.get("sample", 0)))
+        for triple in (t for t in extraction.get("triples") or [] if isinstance(t, Mapping)):
+            predicate = normalize_predicate(triple.get("predicate"))
+            subject = names.resolve(triple.get("subject"))
+            if not predicate or subject is None or is_identity(predicate):
+                continue
+            raw = triple.get("object")
+            null = str(raw).strip().casefold() in ("", "null", "none", "n/a")  # None too
+            obj = subject if null else names.resolve(raw)
+            if obj is None:
+                continue  # the object is a thing or an unnamed person: not a character edge
+            support[(subject, obj, predicate)].add(where)
     needed = min_count(samples, threshold, min_support)
     ckg = nx.MultiDiGraph(
         samples=samples,

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import openai
 from langchain_core.messages import AIMessage
@@ -73,8 +73,7 @@ class Answer(Generic[T]):
         return self.value is not None
 
 
-@dataclass
-class TextAnswer:
+class TextAnswer(NamedTuple):
     """A text completion with its finish reason and cost."""
 
     text: str
