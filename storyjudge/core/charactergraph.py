@@ -120,13 +120,9 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
         text = scene_texts.get(scene_id)
         return name if is_name(name) and (text is None or occurs_in(name, text)) else ""
 
-    for extraction in extractions:
-        if not extraction.get("ok"):
-            continue
+    for extraction in (e for e in extractions if e.get("ok")):
         scene_id = str(extraction.get("scene_id", ""))
-        for mention in extraction.get("characters") or []:
-            if not isinstance(mention, Mapping):
-                continue
+        for mention in (m for m in extraction.get("characters") or [] if isinstance(m, Mapping)):
             name = grounded(mention.get("name"), scene_id)
             keys = [_add_variant(graph, name, scene_id, as_name=True)] if name else []
             for alias in mention.get("aliases") or []:
@@ -135,9 +131,7 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
                     keys.append(_add_variant(graph, alias_name, scene_id, as_name=not keys))
             for other in keys[1:]:
                 _link(graph, keys[0], other, "alias")
-        for triple in extraction.get("triples") or []:
-            if not isinstance(triple, Mapping):
-                continue
+        for triple in (t for t in extraction.get("triples") or [] if isinstance(t, Mapping)):
             ends = [grounded(triple.get("subject"), scene_id), grounded(triple.get("object"), scene_id)]
             keys = [_add_variant(graph, end, scene_id, as_name=True) for end in ends if end]
             if len(keys) == 2 and keys[0] != keys[1]:
