@@ -241,7 +241,7 @@ def build_ckg(
     # (subject, object, predicate) between characters -> the (scene, sample) pairs that state it
     support: dict[tuple[str, str, str], set[tuple[str, int]]] = defaultdict(set)
     for extraction in (e for e in latest if e.get("ok")):
-        where = (str(extraction.get("scene_id", "")), int(extraction.get("sample", 0)))
+        stated_at = (str(extraction.get("scene_id", "")), int(extraction.get("sample", 0)))
         for triple in (t for t in extraction.get("triples") or [] if isinstance(t, Mapping)):
             predicate = normalize_predicate(triple.get("predicate"))
             subject = names.resolve(triple.get("subject"))
@@ -252,7 +252,7 @@ def build_ckg(
             obj = subject if null else names.resolve(raw)
             if obj is None:
                 continue  # the object is a thing or an unnamed person: not a character edge
-            support[(subject, obj, predicate)].add(where)
+            support[(subject, obj, predicate)].add(stated_at)
     needed = min_count(samples, threshold, min_support)
     ckg = nx.MultiDiGraph(
         samples=samples,

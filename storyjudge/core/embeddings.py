@@ -26,6 +26,10 @@ def _not_for_users(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("`loss_type=")
 
 
+def _quiet_transformers() -> None:
+    logging.getLogger("transformers.modeling_utils").addFilter(_not_for_users)  # once: addFilter dedups
+
+
 class WindowedEmbeddings(Embeddings):
     """Embeddings that also report their input window and count tokens with their own tokenizer."""
 
@@ -113,7 +117,7 @@ class MiniLMEmbeddings(WindowedEmbeddings):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        logging.getLogger("transformers.modeling_utils").addFilter(_not_for_users)  # once: addFilter dedups
+        _quiet_transformers()
         self.model = SentenceTransformer(str(minilm_path()), device="cpu")
         self.window_tokens = min(self.window_tokens, int(self.model.max_seq_length))
         self._lock = threading.Lock()

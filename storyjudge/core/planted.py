@@ -393,8 +393,7 @@ def annotator_check(
         confused = answer.get("confused")
         judged += confused is not None
         flagged += confused is True
-        row = {key: item[key] for key in ("position", "sentence", "built")}
-        row["confused"] = confused
+        row = {key: item[key] for key in ("position", "sentence", "built")} | {"confused": confused}
         rows.append(row | {key: list(answer.get(key) or []) for key in ("types", "questions")})
     missed = (judged - flagged) / judged if judged else None
     passed = missed is None or missed <= max_false_acceptance + _EPSILON

@@ -120,9 +120,10 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
         return out
     kind, location = where(index)
     name = str(index["scenes_collection"])
-    store = scene_index(kind, location, name, str(index.get("embedder", "minilm")))
+    embedder = str(index.get("embedder", "minilm"))
+    store = scene_index(kind, location, name, embedder)
     with _lexical_lock:
-        lexical = _lexical(kind, location, name, store, bool(index.get("passages")))
+        lexical = _lexical(kind, location, name, embedder, bool(index.get("passages")))
     total = len(lexical.scene_of)  # the complete index's passages
     if total == 0:
         return out
@@ -216,8 +217,8 @@ _lexical_lock = threading.Lock()  # one build of an index, not one per searching
 
 
 @lru_cache(maxsize=16)  # complete indexes never change, so caching is safe
-def _lexical(kind: str, location: str, name: str, store: SceneIndex, expected: bool) -> LexicalIndex:
-    stored = store.get()
+def _lexical(kind: str, location: str, name: str, embedder: str, expected: bool) -> LexicalIndex:
+    stored = scene_index(kind, location, name, embedder).get()
     if expected and not stored:  # never an empty search in place of the evidence
         raise ValueError(
             f"The scene index {name} ({location or kind}) is gone from its store; index the document "
