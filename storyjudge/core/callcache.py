@@ -120,8 +120,7 @@ _lock = threading.Lock()
 
 def cache_for(directory: str | Path) -> CallCache:
     """One CallCache per directory per process."""
-    named = _named.get(str(directory))  # every LLM call asks: skip resolving the path (syscalls) each time
-    if named is not None:
+    if (named := _named.get(str(directory))) is not None:  # every LLM call asks: no path resolved (syscalls)
         return named
     key = Path(directory).resolve()
     with _lock:

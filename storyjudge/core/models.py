@@ -123,15 +123,13 @@ def check_spec(spec: str, ctx: Context, *, need_key: bool = True) -> None:
         )
     if provider == "local":
         local_model_path(name)
-        return
-    if provider == "openai":
+    elif provider == "openai":
         if need_key and is_openai(ctx.base_url) and not os.environ.get("OPENAI_API_KEY"):
             raise ConfigError(
                 f"{spec} needs OPENAI_API_KEY: export it, or point --base-url at an OpenAI-compatible server, "
                 "or use --model local:smollm2."
             )
-        return
-    if importlib.util.find_spec(f"langchain_{provider.replace('-', '_')}") is None:
+    elif importlib.util.find_spec(f"langchain_{provider.replace('-', '_')}") is None:
         raise ConfigError(
             f"Unknown model provider {provider!r} in {spec!r}: storyjudge ships 'openai:' (any OpenAI-compatible "
             f"server via --base-url) and 'local:'; for {provider!r} install langchain-{provider}."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from storyjudge.core.records import EvidenceScene, Scene
@@ -21,20 +21,18 @@ def span_text(scene: EvidenceScene | Mapping[str, Any], passages: Mapping[str, s
     return text[int(scene.get("start", 0)) : int(scene.get("end", len(text)))]
 
 
-def _verdicts(iterations: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-    for iteration in iterations:
-        card = iteration.get("factscore") or {}
-        yield from card.get("verdicts") or []
-        yield from (card.get("judge_check") or {}).get("verdicts") or []
-
-
 def record_passages(
     iterations: Iterable[Mapping[str, Any]], scenes: Iterable[Scene] | Iterable[Mapping[str, Any]]
 ) -> dict[str, str]:
     """``result.json``'s ``passages``: the text of every scene a verdict of these rounds cites, by id, in order."""
+    cards = [iteration.get("factscore") or {} for iteration in iterations]
+    verdicts = [
+        *(v for card in cards for v in card.get("verdicts") or []),
+        *(v for card in cards for v in (card.get("judge_check") or {}).get("verdicts") or []),
+    ]
     cited = {
         str(scene["id"])
-        for verdict in _verdicts(iterations)
+        for verdict in verdicts
         for scene in (verdict.get("evidence") or {}).get("scenes") or []
         if "text" not in scene
     }

@@ -50,30 +50,6 @@ def invented_name(text: str, rng: random.Random, taken: set[str]) -> str:
     return ""
 
 
-def _characters(ckg: Mapping[str, Any]) -> dict[str, list[str]]:
-    nodes = sorted(ckg.get("nodes") or [], key=lambda n: (-int(n.get("mentions", 0)), str(n.get("id"))))
-    return {
-        str(node["id"]): [str(node["id"]), *(str(a) for a in node.get("aliases") or [])]
-        for node in nodes[:MAX_CHARACTERS]
-    }
-
-
-def _proper_nouns(story: str) -> dict[str, list[str]]:
-    """Capitalised words used at least twice inside sentences: the names to use when the graph has none."""
-    counts = Counter(re.findall(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b", story))
-    return {word: [word] for word, n in counts.most_common(MAX_CHARACTERS) if n >= 2}
-
-
-def _presence(names: Mapping[str, list[str]], scenes: Sequence[Scene]) -> dict[str, set[str]]:
-    """Character -> the scenes naming them; a scene's parts ("S003.2") count as the whole scene."""
-    return {
-        character: {
-            s["id"].split(".")[0] for s in scenes if any(occurs_in(name, s["text"]) for name in forms)
-        }
-        for character, forms in names.items()
-    }
-
-
 def _relations(ckg: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     between = [e for e in edges(ckg) if e.get("source") != e.get("target")]
     return sorted(between, key=lambda e: (-int(e.get("count", 0)), edge_line(e)))
@@ -88,11 +64,9 @@ def _story_sentences(
     for scene in order[:MAX_SCENES_READ]:
         for raw in sentences(_MARKUP.sub(" ", scene["text"])):
             text = " ".join(raw.split())
-            if not 6 <= len(text.split()) <= 30 or not text.endswith(".") or re.search(r"[\"“”?!]", text):
-                continue
-            if forms and not any(occurs_in(name, text) for name in forms):
-                continue
-            found.append((scene["id"], text))
+            plain = 6 <= len(text.split()) <= 30 and text.endswith(".") and not re.search(r"[\"“”?!]", text)
+            if plain and (not forms or any(occurs_in(name, text) for name in forms)):
+                found.append((scene["id"], text))
     return found
 
 
@@ -102,17 +76,17 @@ def _invented(
     lines: list[tuple[str, str]],
     names: Mapping[str, list[str]],
     rng: random.Random,
-) -> list[tuple[str, str]]:
-    """(text, how it was built) of easy false facts: relations first, then story sentences, with a new name."""
+) -> list[tuple[str, str, str]]:
+    """(text, how it was built, kind) of easy false facts: relations, then story sentences, given a new name."""
     taken: set[str] = set()
-    made: list[tuple[str, str]] = []
+    made: list[tuple[str, str, str]] = []
     for edge in _relations(ckg):
         name = invented_name(story, rng, taken)
         if not name:
             break
         text = f"{name} {edge.get('predicate') or edge.get('key')} {edge['target']}."
         built = f'the relation "{edge_line(edge)}" given to "{name}" instead of {edge["source"]}'
-        made.append((text, f"{built}; no word of that name occurs in the story"))
+        made.append((text, f"{built}; no word of that name occurs in the story", "invented"))
     for scene_id, text in lines:
         form = next((n for forms in names.values() for n in forms if occurs_in(n, text)), None)
         if form is None:
@@ -122,16 +96,16 @@ def _invented(
             break
         swapped = re.sub(r"(?<!\w)" + re.escape(form) + r"(?!\w)", name, text, flags=re.IGNORECASE)
         built = f'a sentence of scene {scene_id} with "{form}" replaced by "{name}"'
-        made.append((swapped, f"{built}; no word of that name occurs in the story"))
+        made.append((swapped, f"{built}; no word of that name occurs in the story", "invented"))
     rng.shuffle(made)
     return made
 
 
 def _swapped(
     ckg: Mapping[str, Any], presence: Mapping[str, set[str]], rng: random.Random
-) -> list[tuple[str, str]]:
-    """(text, how it was built) of hard false facts: a relation moved to a character who never meets its partner."""
-    made: list[tuple[str, str]] = []
+) -> list[tuple[str, str, str]]:
+    """(text, how it was built, kind) of hard false facts: a relation moved to one who never meets its partner."""
+    made: list[tuple[str, str, str]] = []
     for edge in _relations(ckg):
         source, target = str(edge["source"]), str(edge["target"])
         predicate = str(edge.get("predicate") or edge.get("key"))
@@ -145,7 +119,9 @@ def _swapped(
             ):
                 if presence.get(kept) and presence[other].isdisjoint(presence[kept]):
                     why = f"no scene names both {other} and {kept}, so the story cannot state it"
-                    made.append((text, f'the relation "{line}" moved from {moved} to {other}; {why}'))
+                    made.append(
+                        (text, f'the relation "{line}" moved from {moved} to {other}; {why}', "swapped")
+                    )
     rng.shuffle(made)
     return made
 
@@ -158,28 +134,31 @@ def build_pool(
         return [], [], ""
     rng = random.Random(f"planted-facts:{seed}")
     story = "\n".join(scene["text"] for scene in scenes)
-    names = _characters(ckg) or _proper_nouns(story)
+    nodes = sorted(ckg.get("nodes") or [], key=lambda n: (-int(n.get("mentions", 0)), str(n.get("id"))))
+    names = {str(n["id"]): [str(n["id"]), *map(str, n.get("aliases") or [])] for n in nodes[:MAX_CHARACTERS]}
+    if not names:  # capitalised words used at least twice inside sentences
+        counts = Counter(re.findall(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b", story))
+        names = {word: [word] for word, n in counts.most_common(MAX_CHARACTERS) if n >= 2}
     lines = _story_sentences(scenes, [form for forms in names.values() for form in forms], rng)
-    hard = _swapped(ckg, _presence(names, scenes), rng)[: false // 2]
+    # character -> the scenes naming them; a scene's parts ("S003.2") count as the whole scene
+    presence = {
+        character: {
+            s["id"].split(".")[0] for s in scenes if any(occurs_in(name, s["text"]) for name in forms)
+        }
+        for character, forms in names.items()
+    }
+    hard = _swapped(ckg, presence, rng)[: false // 2]
     easy = _invented(ckg, story, lines, names, rng)[: false - len(hard)]
-    mixed: list[tuple[str, str, str]] = [
-        *((t, b, "invented") for t, b in easy),
-        *((t, b, "swapped") for t, b in hard),
-    ]
+    mixed = easy + hard
     rng.shuffle(mixed)
     made_false = [
         PlantedFact(id=f"i{iteration}-p{n}", text=text, kind=kind, expected="unsupported", built=built)  # type: ignore[typeddict-item]
         for n, (text, built, kind) in enumerate(mixed)
     ]
+    verbatim = [(text, f"sentence of scene {scene_id}, verbatim") for scene_id, text in lines[:true]]
     made_true = [
-        PlantedFact(
-            id=f"i{iteration}-t{n}",
-            text=text,
-            kind="verbatim",
-            expected="supported",
-            built=f"sentence of scene {scene_id}, verbatim",
-        )
-        for n, (scene_id, text) in enumerate(lines[:true])
+        PlantedFact(id=f"i{iteration}-t{n}", text=text, kind="verbatim", expected="supported", built=built)
+        for n, (text, built) in enumerate(verbatim)
     ]
     why: list[str] = []
     if len(made_false) < false:
@@ -414,8 +393,7 @@ def annotator_check(
         confused = answer.get("confused")
         judged += confused is not None
         flagged += confused is True
-        row = {key: item[key] for key in ("position", "sentence", "built")}
-        row["confused"] = confused
+        row = {key: item[key] for key in ("position", "sentence", "built")} | {"confused": confused}
         rows.append(row | {key: list(answer.get(key) or []) for key in ("types", "questions")})
     missed = (judged - flagged) / judged if judged else None
     passed = missed is None or missed <= max_false_acceptance + _EPSILON

@@ -6,7 +6,6 @@ permanent ones never; a server refusing every connection for ``GONE_SECONDS`` st
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -41,12 +40,15 @@ class EmptyAnswer(ValueError):
     """A server answered with no text, or with text cut off at the token limit: retried like a transport fault."""
 
 
-class GiveUp(Exception):
-    """A call is not tried again: ``permanent`` (the request or the setup is wrong), else out of time."""
+class ModelError(RuntimeError):
+    """A call failed for a reason retrying will not fix: the run ends. Its message never carries an API key."""
 
-    def __init__(self, message: str, *, permanent: bool) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(redact(message))
-        self.permanent = permanent
+
+
+class CallFailed(ModelError):
+    """One call's transient failures outlasted ``retry_budget_s``: its unit fails (counted), not the run."""
 
 
 _KEY_LIKE = re.compile(r"\b(?:sk|key)-[A-Za-z0-9_\-]{8,}")
@@ -69,22 +71,27 @@ class Policy:
         self.started = time.monotonic()
 
     def wait_after(self, exc: Exception, attempt: int, messages: Sequence[tuple[str, str]]) -> None:
-        """Wait, outside the LLM slot, before attempt ``attempt + 1``; ``GiveUp`` when there is none."""
+        """Wait, outside the LLM slot, before attempt ``attempt + 1``; else ``ModelError`` (``CallFailed``: no time)."""
         verdict = classify(exc)
         if isinstance(exc, openai.APIStatusError):
-            servers.answered(self.server)
+            answered(self.server)
         budget = self.ctx.retry_budget_s
-        gone = verdict == "refused" and servers.refused_for(self.server) >= min(GONE_SECONDS, budget)
+        gone = verdict == "refused" and refused_for(self.server) >= min(GONE_SECONDS, budget)
         if gone or verdict not in ("retry", "timeout", "refused"):
-            raise GiveUp(refusal(self.spec, self.ctx, verdict, exc, messages), permanent=True)
+            raise ModelError(refusal(self.spec, self.ctx, verdict, exc, messages)) from None
         wait = retry_after(exc)
-        if wait is None:  # a timed-out attempt already waited: its retry starts at once
-            wait = 0.0 if verdict == "timeout" else backoff(attempt, verdict)
+        if (
+            wait is None
+        ):  # capped exponential, jittered; a timed-out attempt already waited: it retries at once
+            cap = REFUSED_WAIT if verdict == "refused" else BACKOFF_CAP
+            wait = (
+                0.0 if verdict == "timeout" else min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1)
+            )
         spent = time.monotonic() - self.started
         detail = redact(f"{self.spec}: {type(exc).__name__}: {exc}")
         if spent + wait > budget:
             message = f"{detail} (after {attempt} attempt(s) in {spent:.0f}s; retry_budget_s is {budget:g})"
-            raise GiveUp(message, permanent=False)
+            raise CallFailed(message) from None
         storm.waiting(status_of(exc), f"{detail}; attempt {attempt}, waiting {wait:.1f}s")
         try:
             wait_any((), wait)  # cut short by Ctrl-C
@@ -100,12 +107,9 @@ def classify(exc: BaseException) -> Verdict:
     """What a failed attempt calls for: a retry, or the kind of permanent failure it is."""
     if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
         return "timeout"
-    if isinstance(exc, openai.APIConnectionError | httpx2.ConnectError | ConnectionRefusedError):
-        # a reset mid-answer is a connection error too; only a refused or unresolvable connection is "refused"
-        refused = any(
-            isinstance(cause, httpx2.ConnectError | ConnectionRefusedError) for cause in _causes(exc)
-        )
-        return "refused" if refused else "retry"
+    refused = httpx2.ConnectError | ConnectionRefusedError  # a connection refused or unresolvable
+    if isinstance(exc, openai.APIConnectionError | refused):  # a reset mid-answer too, which is retried
+        return "refused" if any(isinstance(cause, refused) for cause in _causes(exc)) else "retry"
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return "key"
     if isinstance(exc, openai.NotFoundError):
@@ -114,16 +118,9 @@ def classify(exc: BaseException) -> Verdict:
         return "context" if any(word in str(exc).lower() for word in _CONTEXT_WORDS) else "bad_request"
     if isinstance(exc, openai.APIStatusError):
         return "retry" if exc.status_code in _RETRY_STATUS or exc.status_code >= 500 else "fatal"
-    if isinstance(
-        exc,
-        openai.APIResponseValidationError
-        | httpx2.TransportError
-        | json.JSONDecodeError
-        | ConnectionError
-        | ValueError,  # LangChain raises it for a reply without choices (a body cut off, an error object)
-    ):
-        return "retry"
-    return "fatal"
+    # ValueError (JSONDecodeError among them): LangChain raises it for a reply without choices (a cut-off body)
+    retried = openai.APIResponseValidationError | httpx2.TransportError | ConnectionError | ValueError
+    return "retry" if isinstance(exc, retried) else "fatal"
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
@@ -174,44 +171,31 @@ def status_of(exc: BaseException) -> str:
 
 def retry_after(exc: BaseException) -> float | None:
     """Seconds a 429/503 answer asks to wait (its Retry-After header), when it says."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    value = headers.get("retry-after") if headers is not None else None
+    headers = getattr(getattr(exc, "response", None), "headers", {})
     try:
-        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
-    except ValueError:
+        return min(max(float(headers["retry-after"]), 0.0), RETRY_AFTER_CAP)
+    except (KeyError, TypeError, ValueError):  # no header, or not a number of seconds
         return None
 
 
-def backoff(attempt: int, verdict: Verdict = "retry") -> float:
-    """Seconds before retry number ``attempt`` (1, 2, ...): capped exponential, jittered so callers spread out."""
-    cap = REFUSED_WAIT if verdict == "refused" else BACKOFF_CAP
-    return min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+# since when each server has refused every connection: first and latest refusal, cleared by any answer
+_refusing: dict[str, tuple[float, float]] = {}
+_refusing_lock = threading.Lock()
 
 
-class _Servers:
-    """Since when each server has refused every connection (cleared by any answer, an HTTP error included)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._refusing: dict[str, tuple[float, float]] = {}  # server -> first and latest refusal
-
-    def answered(self, server: str) -> None:
-        if server in self._refusing:
-            with self._lock:
-                self._refusing.pop(server, None)
-
-    def refused_for(self, server: str) -> float:
-        """Note a refused connection; seconds of refusals since the last answer (a minute's pause restarts)."""
-        now = time.monotonic()
-        with self._lock:
-            first, last = self._refusing.get(server, (now, now))
-            if now - last > 60:
-                first = now
-            self._refusing[server] = (first, now)
-            return now - first
+def answered(server: str) -> None:
+    """Note that a server answered (an HTTP error too): it is no longer refusing."""
+    with _refusing_lock:
+        _refusing.pop(server, None)
 
 
-servers = _Servers()
+def refused_for(server: str) -> float:
+    """Note a refused connection; seconds of refusals since the last answer (a minute's pause restarts)."""
+    now = time.monotonic()
+    with _refusing_lock:
+        first, last = _refusing.get(server, (now, now))
+        _refusing[server] = (now if now - last > 60 else first, now)
+        return now - _refusing[server][0]
 
 
 class _Storm:

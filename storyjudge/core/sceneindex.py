@@ -11,15 +11,15 @@ import json
 import math
 import re
 import threading
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from storyjudge.core.embeddings import get_embedder
-from storyjudge.core.records import IndexRef, Scene
+from storyjudge.core.records import IndexRef, Passage, Scene
 from storyjudge.core.scenestore import SceneIndex, scene_index, where
 from storyjudge.core.textsplit import split_by_tokens
 
@@ -29,11 +29,6 @@ DENSE_WEIGHT = 0.5  # weight of the scaled dense similarity; BM25 has the rest
 CANDIDATES = 50  # passages each ranking contributes at least
 
 Progress = Callable[[int], None]
-
-
-def passage_tokens(window_tokens: int) -> int:
-    """Passage size for an embedder: at least 128 tokens within its window, about 1/8 of a long one."""
-    return max(16, min(window_tokens - 2, max(128, window_tokens // 8)))
 
 
 def passages_of(
@@ -49,43 +44,16 @@ def passages_of(
             go_on()
         offset = int(scene["start"])
         pieces = split_by_tokens(scene["text"], window_tokens, count)
+        of_scene = {"scene_id": scene["id"], "scene_index": int(scene["index"]), "title": scene["title"]}
         for number, piece in enumerate(pieces, start=1):
             if piece.strip():
-                passages.append(
-                    {
-                        "id": f"{scene['id']}#p{number}",
-                        "text": piece,
-                        "metadata": {
-                            "scene_id": scene["id"],
-                            "scene_index": int(scene["index"]),
-                            "title": scene["title"],
-                            "start": offset,
-                            "end": offset + len(piece),
-                        },
-                    }
-                )
+                metadata = {**of_scene, "start": offset, "end": offset + len(piece)}
+                passages.append({"id": f"{scene['id']}#p{number}", "text": piece, "metadata": metadata})
             offset += len(piece)
     return passages
 
 
-def _fill(index: SceneIndex, items: Sequence[dict[str, Any]], progress: Progress | None) -> bool:
-    """Fill the index up with the passages it lacks, longest first (little padding); whether it embedded any."""
-    held = {passage["id"] for passage in index.get()}
-    if held and progress:
-        progress(sum(1 for item in items if item["id"] in held))
-    missing = [item for item in items if item["id"] not in held]
-    ordered = sorted(missing, key=lambda item: len(item["text"]), reverse=True)
-    for begin in range(0, len(ordered), BATCH):
-        batch = ordered[begin : begin + BATCH]
-        index.add(batch, len(items))
-        if progress:
-            progress(len(batch))
-    if not ordered:
-        index.add([], len(items))  # all there: marked complete
-    return bool(ordered)
-
-
-@lru_cache(maxsize=1)
+@cache
 def _tokenizers_version() -> str:
     try:
         return metadata.version("tokenizers")
@@ -118,11 +86,26 @@ def build_index(
     items: list[dict[str, Any]] | None = None
     if passages is None:  # else an unchanged document: neither split again nor the embedder loaded for it
         model = get_embedder(embedder)  # passages are cut with the embedder's own tokenizer
-        items = passages_of(scenes, passage_tokens(model.window_tokens), model.count_tokens, go_on)
+        # at least 128 tokens within the window, about 1/8 of a long one
+        size = max(16, min(model.window_tokens - 2, max(128, model.window_tokens // 8)))
+        items = passages_of(scenes, size, model.count_tokens, go_on)
         passages = len(items)
     if on_total:
         on_total(passages)
-    built = items is not None and _fill(index, items, progress)
+    built = False
+    if items is not None:  # fill the index up with the passages it lacks, longest first (little padding)
+        held = {passage["id"] for passage in index.get()}
+        if held and progress:
+            progress(sum(1 for item in items if item["id"] in held))
+        missing = sorted(
+            (i for i in items if i["id"] not in held), key=lambda i: len(i["text"]), reverse=True
+        )
+        for begin in range(0, max(len(missing), 1), BATCH):  # none missing: one empty add marks it complete
+            batch = missing[begin : begin + BATCH]
+            index.add(batch, len(items))
+            if progress and batch:
+                progress(len(batch))
+        built = bool(missing)
     ref = IndexRef(
         store=store, location=str(location), embedder=embedder, scenes_collection=name, passages=passages
     )
@@ -136,8 +119,11 @@ def search_scenes_many(index: IndexRef, queries: Sequence[str], k: int) -> list[
     if k < 1 or not asked:
         return out
     kind, location = where(index)
-    store = scene_index(kind, location, str(index["scenes_collection"]), str(index.get("embedder", "minilm")))
-    lexical = _lexical(index, store)
+    name = str(index["scenes_collection"])
+    embedder = str(index.get("embedder", "minilm"))
+    store = scene_index(kind, location, name, embedder)
+    with _lexical_lock:
+        lexical = _lexical(kind, location, name, embedder, bool(index.get("passages")))
     total = len(lexical.scene_of)  # the complete index's passages
     if total == 0:
         return out
@@ -201,12 +187,10 @@ def terms(text: str) -> list[str]:
 class LexicalIndex:
     """BM25 over an index's passages, built once per process from what the store keeps."""
 
-    def __init__(
-        self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
-    ) -> None:
-        self.text_of = dict(zip(ids, texts, strict=True))
-        self.scene_of = {pid: str(meta["scene_id"]) for pid, meta in zip(ids, metadatas, strict=True)}
-        self.title_of = {pid: str(meta.get("title", "")) for pid, meta in zip(ids, metadatas, strict=True)}
+    def __init__(self, stored: Sequence[Passage]) -> None:
+        self.text_of = {p["id"]: p["text"] for p in stored}
+        self.scene_of = {p["id"]: str(p["metadata"]["scene_id"]) for p in stored}
+        self.title_of = {p["id"]: str(p["metadata"].get("title", "")) for p in stored}
         self.postings: dict[str, list[tuple[str, int]]] = defaultdict(list)
         self.length: dict[str, int] = {}
         for pid, text in self.text_of.items():
@@ -221,9 +205,7 @@ class LexicalIndex:
         scores: dict[str, float] = defaultdict(float)
         size = len(self.length)
         for term, repeats in Counter(terms(query)).items():
-            postings = self.postings.get(term)
-            if not postings:
-                continue
+            postings = self.postings.get(term, [])  # none: no passage to score
             idf = math.log(1.0 + (size - len(postings) + 0.5) / (len(postings) + 0.5))
             for pid, tf in postings:
                 norm = k1 * (1.0 - b + b * self.length[pid] / (self.average or 1.0))
@@ -231,27 +213,15 @@ class LexicalIndex:
         return {pid: scores[pid] for pid in sorted(scores, key=lambda pid: (-scores[pid], pid))[:n]}
 
 
-LEXICAL_HELD = 16  # BM25 indexes a process keeps, the most recently used
-_lexical_indexes: OrderedDict[tuple[str, str, str], LexicalIndex] = OrderedDict()
-_lexical_lock = threading.Lock()
+_lexical_lock = threading.Lock()  # one build of an index, not one per searching thread
 
 
-def _lexical(index: Mapping[str, Any], store: SceneIndex) -> LexicalIndex:
-    """The BM25 index of a scene index (complete indexes never change, so caching is safe)."""
-    key = (*where(index), str(index["scenes_collection"]))
-    with _lexical_lock:
-        if key in _lexical_indexes:
-            _lexical_indexes.move_to_end(key)
-        else:
-            while len(_lexical_indexes) >= LEXICAL_HELD:
-                _lexical_indexes.popitem(last=False)
-            stored = store.get()
-            if index.get("passages") and not stored:  # never an empty search in place of the evidence
-                raise ValueError(
-                    f"The scene index {key[2]} ({key[1] or key[0]}) is gone from its store; index the document "
-                    "again (run without --resume, or `storyjudge index`)."
-                )
-            _lexical_indexes[key] = LexicalIndex(
-                [p["id"] for p in stored], [p["text"] for p in stored], [p["metadata"] for p in stored]
-            )
-        return _lexical_indexes[key]
+@lru_cache(maxsize=16)  # complete indexes never change, so caching is safe
+def _lexical(kind: str, location: str, name: str, embedder: str, expected: bool) -> LexicalIndex:
+    stored = scene_index(kind, location, name, embedder).get()
+    if expected and not stored:  # never an empty search in place of the evidence
+        raise ValueError(
+            f"The scene index {name} ({location or kind}) is gone from its store; index the document "
+            "again (run without --resume, or `storyjudge index`)."
+        )
+    return LexicalIndex(stored)

@@ -44,8 +44,7 @@ class MemoryIndex:
 
     def size(self) -> int | None:
         """Passages once complete, else None."""
-        with self._lock:
-            return self.total
+        return self.total
 
     def add(self, passages: Sequence[Passage], total: int) -> None:
         """Embed as indexing does (``embed_documents``) and keep the unit vectors."""
@@ -68,12 +67,9 @@ class MemoryIndex:
         if matrix is None:
             return [[] for _ in queries]
         asked = prepared(self.embedder, queries) or get_embedder(self.embedder).embed_documents(list(queries))
-        similarity = np.stack(_unit(asked)) @ matrix.T
-        out = []
-        for row in similarity:
-            best = sorted(range(len(ids)), key=lambda i: (-float(row[i]), ids[i]))[:n]
-            out.append([(ids[i], float(row[i])) for i in best])
-        return out
+        similarity, names = np.stack(_unit(asked)) @ matrix.T, np.array(ids)
+        # most similar first, ties by id
+        return [[(ids[i], float(row[i])) for i in np.lexsort((names, -row))[:n]] for row in similarity]
 
     def get(self, ids: Sequence[str] | None = None) -> list[Passage]:
         """Kept passages, in the order asked (or added)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -19,31 +20,28 @@ from storyjudge.core.tokens import count_tokens
 JSON_JOINER = "\n\n"  # between the scenes of a JSON scene list; their offsets refer to the joined text
 OPENING_MERGE_TOKENS = 256  # shorter text before the first heading (a title, contents) joins the first scene
 
-_HASHES = r"(?:\#{1,6}[ \t]*)?"
-_ROMAN = r"[IVXLCDM]+"
+_START = r"^[ \t]*(?:\#{1,6}[ \t]*)?(?:\*\*)?"  # Markdown hashes and bold may open a heading
 _NUMBER_WORD = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
     r"seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
     r"(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?"
 )
-_NUMBER = rf"(?:{_ROMAN}|\d+|(?i:{_NUMBER_WORD}))"
+_NUMBER = rf"(?:[IVXLCDM]+|\d+|(?i:{_NUMBER_WORD}))"
 
 _SCREENPLAY = re.compile(
     r"^[ \t]*(?:\d+[A-Z]?[ \t.]+)?(?:INT\.?/EXT\.?|EXT\.?/INT\.?|I/E\.?|INT\.|EXT\.)[ \t]+\S[^\n]*$",
     re.MULTILINE,
 )
-_ACT = re.compile(
-    rf"^[ \t]*{_HASHES}(?:\*\*)?(?:ACT|Act)[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,80}}?)"
-    rf"(?:\*\*)?[ \t]*$",
-    re.MULTILINE,
-)
-_SCENE = re.compile(
-    rf"^[ \t]*{_HASHES}(?:\*\*)?(?:SCENE|Scene)[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,120}}?)"
-    rf"(?:\*\*)?[ \t]*$",
-    re.MULTILINE,
+_ACT, _SCENE = (
+    re.compile(
+        rf"{_START}(?:{word}|{word.title()})[ \t]+(?P<num>{_NUMBER})\b[.:]?[ \t]*(?P<rest>[^\n]{{0,{rest}}}?)"
+        r"(?:\*\*)?[ \t]*$",
+        re.MULTILINE,
+    )
+    for word, rest in (("ACT", 80), ("SCENE", 120))
 )
 _CHAPTER = re.compile(
-    rf"^[ \t]*{_HASHES}(?:\*\*)?(?P<kind>CHAPTER|Chapter|LETTER|Letter)[ \t]+(?P<num>{_NUMBER})\b"
+    rf"{_START}(?P<kind>CHAPTER|Chapter|LETTER|Letter)[ \t]+(?P<num>{_NUMBER})\b"
     rf"(?:[ \t]*[.:\-\u2013\u2014][ \t]*(?P<rest>[^\n]{{0,100}}?))?(?:\*\*)?[ \t]*$",
     re.MULTILINE,
 )
@@ -60,8 +58,11 @@ def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], st
         raise ValueError("chunk_size must be >= 1 token")
     if not text.strip():
         return [], "empty"
-    items = _json_scene_list(text)
-    if items is not None:
+    try:
+        items = json.loads(text) if text.strip().startswith("[") else None
+    except json.JSONDecodeError:
+        items = None
+    if isinstance(items, list):
         return scenes_from_list(items, chunk_size), "json"
     for rule, finder in (
         ("screenplay", _screenplay_headings),
@@ -76,20 +77,18 @@ def segment_document(text: str, chunk_size: int = 2048) -> tuple[list[Scene], st
 
 def scenes_from_list(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene]:
     """Scenes from a list of strings or objects with ``text`` (and optional ``title``); blank ones dropped."""
-    raw: list[tuple[str, str]] = []
+    groups: list[list[Scene]] = []
+    offset = 0
     for position, item in enumerate(items):
         if isinstance(item, str):
-            raw.append(("", item))
+            title, body = "", item
         elif isinstance(item, dict) and isinstance(item.get("text"), str):
-            raw.append((str(item.get("title") or ""), item["text"]))
+            title, body = str(item.get("title") or ""), item["text"]
         else:
             raise ValueError(
                 f"scene {position + 1} of the list is neither a string nor an object with a 'text' string; "
                 'give a JSON list like ["scene text", {"title": "...", "text": "..."}].'
             )
-    groups: list[list[Scene]] = []
-    offset = 0
-    for title, body in raw:
         if body.strip():
             groups.append(_split_piece(body, offset, title, chunk_size))
         offset += len(body) + len(JSON_JOINER)
@@ -101,15 +100,6 @@ def scenes_from_list(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene
 def join_scenes(scenes: Iterable[Scene]) -> str:
     """The document a list of scenes forms (what a JSON scene list's offsets refer to)."""
     return JSON_JOINER.join(scene["text"] for scene in scenes)
-
-
-def _json_scene_list(text: str) -> list[Any] | None:
-    stripped = text.strip()
-    try:
-        value = json.loads(stripped) if stripped.startswith("[") else None
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, list) else None
 
 
 def _screenplay_headings(text: str) -> list[_Heading]:
@@ -128,10 +118,8 @@ def _play_headings(text: str) -> list[_Heading]:
     if len(scenes) < 2:  # a play divided only into acts: each act is a scene
         return [_Heading(start, _titled(f"ACT {num}", rest)) for start, num, rest in acts]
     headings: list[_Heading] = []
-    act_index = -1
     for match in scenes:
-        while act_index + 1 < len(acts) and acts[act_index + 1][0] < match.start():
-            act_index += 1
+        act_index = bisect_left(acts, match.start(), key=lambda act: act[0]) - 1  # the last act before it
         label = _titled(f"SCENE {match.group('num').upper()}", match.group("rest"))
         start = match.start()
         if act_index >= 0:
@@ -154,14 +142,12 @@ def _chapters(text: str) -> list[_Heading]:
 def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
     """Slices from each heading to the next; empty sections (a contents list) join the section after them."""
     merged: list[tuple[int, int, str]] = []
-    pending_start: int | None = None
+    first: int | None = None  # the start of the empty sections waiting for a body
     for (start, title), end in zip(headings, [*(h.start for h in headings[1:]), len(text)], strict=True):
-        body = text[start:end].split("\n", 1)[1] if "\n" in text[start:end] else ""
-        if not body.strip() and end < len(text):
-            pending_start = start if pending_start is None else pending_start
-            continue
-        merged.append((pending_start if pending_start is not None else start, end, title))
-        pending_start = None
+        first = start if first is None else first
+        if text[start:end].partition("\n")[2].strip() or end == len(text):
+            merged.append((first, end, title))
+            first = None
     first_start = merged[0][0]
     opening = text[:first_start]
     if opening.strip() and count_tokens(opening) >= OPENING_MERGE_TOKENS:
@@ -173,7 +159,12 @@ def _cut(text: str, headings: list[_Heading], chunk_size: int) -> list[Scene]:
 
 
 def _split_piece(piece: str, offset: int, title: str, chunk_size: int) -> list[Scene]:
-    parts = _balanced_parts(piece, chunk_size)
+    parts, total = [piece], count_tokens(piece)
+    if total > chunk_size:  # as few parts as needed, of similar sizes (no 2,040 + 30 token split)
+        wanted = math.ceil(total / chunk_size)
+        parts = split_by_tokens(piece, min(chunk_size, math.ceil(total / wanted * 1.1)))
+        if len(parts) > wanted:
+            parts = split_by_tokens(piece, chunk_size)
     if len(parts) > 1 and not parts[-1].strip() and count_tokens(parts[-2] + parts[-1]) <= chunk_size:
         parts[-2] += parts.pop()  # trailing blank lines stay with the text before them
     scenes: list[Scene] = []
@@ -185,17 +176,6 @@ def _split_piece(piece: str, offset: int, title: str, chunk_size: int) -> list[S
         )
         cursor += len(part)
     return scenes
-
-
-def _balanced_parts(piece: str, chunk_size: int) -> list[str]:
-    """Split into as few parts as the chunk size needs, of similar sizes (no 2,040 + 30 token split)."""
-    total = count_tokens(piece)
-    if total <= chunk_size:
-        return [piece]
-    wanted = math.ceil(total / chunk_size)
-    even = min(chunk_size, math.ceil(total / wanted * 1.1))
-    parts = split_by_tokens(piece, even)
-    return parts if len(parts) <= wanted else split_by_tokens(piece, chunk_size)
 
 
 def _number_groups(groups: list[list[Scene]]) -> list[Scene]:
@@ -220,12 +200,8 @@ def normalize_scenes(items: Sequence[Any], chunk_size: int = 2048) -> list[Scene
 
 def guess_title(text: str) -> str:
     """A short title: the document's first Markdown heading, else its first short line, else "document"."""
-    head = text[:4000]
-    for line in head.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip(" #*_") or "document"
-    for line in head.splitlines():
-        cleaned = line.strip().strip("#*_;:,.").strip()
-        if cleaned:
-            return cleaned if len(cleaned) <= 80 else "document"
-    return "document"
+    lines = text[:4000].splitlines()
+    heading = next((line[2:].strip(" #*_") for line in lines if line.startswith("# ")), None)
+    first = next(filter(None, (line.strip().strip("#*_;:,.").strip() for line in lines)), "")
+    title = heading if heading is not None else first if len(first) <= 80 else ""
+    return title or "document"

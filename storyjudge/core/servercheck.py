@@ -15,12 +15,16 @@ from storyjudge.core.models import OPENAI_URL, SERVER_KEY_ENV, api_key, is_local
 TIMEOUT_SECONDS = 2.5
 
 
-def _said(response: httpx2.Response) -> str:
+def _field(response: httpx2.Response, name: str) -> object:
     try:
-        error = response.json().get("error")
-        message = error.get("message") if isinstance(error, dict) else error
+        return response.json().get(name)
     except (ValueError, AttributeError):
-        message = None
+        return None
+
+
+def _said(response: httpx2.Response) -> str:
+    error = _field(response, "error")
+    message = error.get("message") if isinstance(error, dict) else error
     return f"{response.status_code} {str(message or response.reason_phrase)[:200]}"
 
 
@@ -46,7 +50,9 @@ def check_server(ctx: Context, specs: Iterable[str]) -> None:
                     f"The model server at {base} refused the key ({_said(refused)}); set {key_variable} to a "
                     "key it accepts."
                 )
-            served = _listed(listed)
+            data = _field(listed, "data") if listed.status_code == 200 else None
+            items = data if isinstance(data, list) else []
+            served = {str(item["id"]) for item in items if isinstance(item, dict) and "id" in item}
             for name in names:
                 if served and name not in served:
                     probe = client.post(f"{base}/chat/completions", json={"model": name, "messages": []})
@@ -63,13 +69,3 @@ def check_server(ctx: Context, specs: Iterable[str]) -> None:
         ) from None
     except httpx2.HTTPError:  # slow, busy or odd: the run's own calls retry what is transient
         return
-
-
-def _listed(response: httpx2.Response) -> set[str]:
-    try:
-        data = response.json().get("data") if response.status_code == 200 else None
-    except (ValueError, AttributeError):
-        data = None
-    if not isinstance(data, list):
-        return set()
-    return {str(item["id"]) for item in data if isinstance(item, dict) and "id" in item}

@@ -98,11 +98,17 @@ def _unwrap_lines(text: str) -> str:
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence, covering the text without gaps; hard-wrap line breaks end none."""
-    if not text:
-        return []
-    if len(text) > _SENTENCE_SPLIT_LIMIT:
-        return _word_windows(text, 2000)
-    return list(_segmented(text))
+    if len(text) <= _SENTENCE_SPLIT_LIMIT:
+        return list(_segmented(text)) if text else []
+    spans, start = [], 0  # too long for pysbd: windows of up to 2,000 characters, ending after a space
+    while start < len(text):
+        end = min(len(text), start + 2000)
+        if end < len(text):
+            space = text.rfind(" ", start + 1000, end)
+            end = space + 1 if space > start else end
+        spans.append((start, end))
+        start = end
+    return spans
 
 
 @lru_cache(maxsize=256)
@@ -142,33 +148,6 @@ def sentences(text: str, splitter: str = "pysbd") -> list[str]:
     return [s for s in (stripped[a:b].strip() for a, b in sentence_spans(stripped)) if s]
 
 
-def _word_windows(text: str, max_chars: int) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    while start < len(text):
-        end = min(len(text), start + max_chars)
-        if end < len(text):
-            space = text.rfind(" ", start + max_chars // 2, end)
-            end = space + 1 if space > start else end
-        spans.append((start, end))
-        start = end
-    return spans
-
-
-def _hard_split(text: str, max_tokens: int, count: Counter) -> list[str]:
-    out: list[str] = []
-    rest = text
-    while rest:
-        if count(rest) <= max_tokens:
-            out.append(rest)
-            break
-        lo = max(1, _longest_fit(rest, max_tokens, count))
-        cut = rest.rfind(" ", 0, lo)
-        cut = cut + 1 if cut > lo // 2 else lo
-        out.append(rest[:cut])
-        rest = rest[cut:]
-    return out
-
-
 def _longest_fit(text: str, max_tokens: int, count: Counter, before: str = "") -> int:
     """The length of the longest prefix of ``text`` that fits the budget after ``before`` (0: none), by bisection."""
     return bisect.bisect_left(
@@ -189,10 +168,14 @@ def _units(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
 
 
 def _fitted(text: str, max_tokens: int, count: Counter) -> list[tuple[str, int]]:
-    n = count(text)
-    if n <= max_tokens:
-        return [(text, n)]
-    return [(piece, count(piece)) for piece in _hard_split(text, max_tokens, count)]
+    out: list[tuple[str, int]] = []
+    while text and (n := count(text)) > max_tokens:
+        lo = max(1, _longest_fit(text, max_tokens, count))
+        cut = text.rfind(" ", 0, lo)
+        cut = cut + 1 if cut > lo // 2 else lo
+        out.append((text[:cut], count(text[:cut])))
+        text = text[cut:]
+    return [*out, (text, n)] if text else out
 
 
 def split_by_tokens(text: str, max_tokens: int, count: Counter = count_tokens) -> list[str]:
@@ -264,9 +247,9 @@ def split_filled(
         if total := fits(paragraph, n):
             current, used = current + paragraph, total
             continue
-        for sentence, m in (
-            _units(paragraph, max_tokens, count) if n > max_tokens else _sentences_of(paragraph, count)
-        ):
+        spans = [] if n > max_tokens else sentence_spans(paragraph)
+        units = [(paragraph[a:b], count(paragraph[a:b])) for a, b in spans]
+        for sentence, m in units or _units(paragraph, max_tokens, count):
             if total := fits(sentence, m):
                 current, used = current + sentence, total
                 continue
@@ -298,7 +281,3 @@ def _reach_into(current: str, unit: str, needed: int, max_tokens: int, count: Co
     enough = [i for i in words if i >= needed]
     clauses = [i for i in enough if unit[:i].rstrip()[-1:] in _CLAUSE_END]
     return (clauses or enough or words or [0])[-1]
-
-
-def _sentences_of(paragraph: str, count: Counter) -> list[tuple[str, int]]:
-    return [(paragraph[a:b], count(paragraph[a:b])) for a, b in sentence_spans(paragraph)]
