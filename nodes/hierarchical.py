@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextvars
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial, reduce
+from itertools import islice
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -283,10 +284,6 @@ def write_merge(ctx: Context, job: MergeJob) -> tuple[TreeSummary, Written]:
     return merged, written
 
 
-# a call's outcome: its merge (None for a chunk), its summary or error, its writing
-Finished = tuple[MergeJob | None, TreeSummary | BaseException, Written | None]
-
-
 class TreeRun:
     """Runs one tree's calls: chunk summaries up to the run's width at once, each merge once it is decided.
 
@@ -309,46 +306,31 @@ class TreeRun:
         # twice the LLM slots: no slot waits while a chunk reads its answer and decides to regenerate
         width = branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
         self._pool = ThreadPoolExecutor(width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
+        waiting = iter(self.chunks)
         try:
-            self._run(width)
+            while self.final is None:
+                leaves_running = sum(job is None for job in self._running.values())
+                for chunk in islice(waiting, width - leaves_running):
+                    self._start(None, partial(write_leaf, self.ctx, chunk, self.plan["budgets"][0]))
+                for level in self.levels:
+                    job = level.next_merge(self.plan, self.ctx.prompt_dir)
+                    if job is not None:
+                        self._start(job, partial(write_merge, self.ctx, job))
+                for future in wait_any(self._running):
+                    job = self._running.pop(future)
+                    done, written = future.result()  # the first failed call's error is raised here
+                    if job is None:
+                        self._leaf_done(done, written)
+                    else:
+                        self._merge_done(job, done, written)
+                    progress.emit("summarize", advance=1)
+                self._close_levels()
         finally:
             self._pool.shutdown(wait=False)
-
-    def _run(self, width: int) -> None:
-        waiting = deque(self.chunks)
-        budget = self.plan["budgets"][0]
-        running = 0
-        while self.final is None:
-            while waiting and running < width:
-                chunk = waiting.popleft()
-                self._start(None, lambda chunk=chunk: write_leaf(self.ctx, chunk, budget))  # type: ignore[misc]
-                running += 1
-            for level in self.levels:
-                job = level.next_merge(self.plan, self.ctx.prompt_dir)
-                if job is not None:
-                    self._start(job, lambda job=job: write_merge(self.ctx, job))  # type: ignore[misc]
-            for job, outcome, written in self._wait():
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                assert written is not None
-                if job is None:
-                    running -= 1
-                    self._leaf_done(outcome, written)
-                else:
-                    self._merge_done(job, outcome, written)
-                progress.emit("summarize", advance=1)
-            self._close_levels()
 
     def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
         assert self._pool is not None
         self._running[self._pool.submit(contextvars.copy_context().run, call)] = job
-
-    def _wait(self) -> list[Finished]:
-        finished: list[Finished] = []
-        for future in wait_any(self._running):
-            job, error = self._running.pop(future), future.exception()
-            finished.append((job, error, None) if error is not None else (job, *future.result()))
-        return finished
 
     def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:
         self.leaves[leaf["index"]] = (leaf, written)
@@ -393,43 +375,31 @@ class TreeRun:
             progress.emit("summarize", total=written + sum(ahead) + (1 if self.ctx.artifact_removal else 0))
 
     def tree(self) -> list[TreeLevel | TreeStep]:
-        """The tree's record: the chunk summaries, then each merge level, in order."""
-        leaf_budget = self.plan["budgets"][0]
-        tree: list[TreeLevel | TreeStep] = [
-            {
-                "level": 0,
-                "budget": leaf_budget,
-                "word_limit": word_limit(leaf_budget),
-                "chunks": [chunk_info(chunk) for chunk in self.chunks],
-                "summaries": [self.leaves[chunk["index"]][0] for chunk in self.chunks],
-            }
+        """The tree's record: the chunk summaries (with their chunks), then each merge level, in order."""
+        top = self.plan["max_summary_tokens"]
+        levels = [(0, self.plan["budgets"][0], [self.leaves[chunk["index"]][0] for chunk in self.chunks])]
+        levels += [
+            (level.number, level.budget or top, level.outputs) for level in self.levels if level.outputs
         ]
-        for level in self.levels:
-            if level.outputs:
-                budget = level.budget or self.plan["max_summary_tokens"]
-                tree.append(
-                    TreeLevel(
-                        level=level.number,
-                        budget=budget,
-                        word_limit=word_limit(budget),
-                        summaries=level.outputs,
-                    )
-                )
-        return tree
+        tree = [
+            TreeLevel(level=number, budget=budget, word_limit=word_limit(budget), summaries=summaries)
+            for number, budget, summaries in levels
+        ]
+        tree[0]["chunks"] = [chunk_info(chunk) for chunk in self.chunks]
+        return [*tree]
 
     def events_and_usage(self) -> tuple[list[dict[str, Any]], Usage]:
         """Every event and the usage of every call, chunks first, then merges by level and index."""
-        events: list[dict[str, Any]] = []
-        usage: Usage = {}
-        for chunk in self.chunks:
-            written = self.leaves[chunk["index"]][1]
-            events.extend(written.events)
-            usage = merge_usage(usage, written.usage)
-        for job, written in sorted(self.writings, key=lambda item: (item[0].level, item[0].index)):
-            events.extend(job.notes)
-            events.extend(written.events)
-            usage = merge_usage(usage, written.usage)
-        return events, usage
+        leaves: list[tuple[list[dict[str, Any]], Written]] = [
+            ([], self.leaves[chunk["index"]][1]) for chunk in self.chunks
+        ]
+        merges = [
+            (job.notes, written)
+            for job, written in sorted(self.writings, key=lambda w: (w[0].level, w[0].index))
+        ]
+        writings = [*leaves, *merges]
+        events = [item for notes, written in writings for item in (*notes, *written.events)]
+        return events, reduce(merge_usage, (written.usage for _, written in writings), Usage())
 
 
 def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
