@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections import defaultdict
 from functools import partial, reduce
 from typing import Any, Literal
 
@@ -108,16 +109,13 @@ def split_summaries(state: CoherenceState, runtime: Runtime[Context]) -> dict[st
     """
     ctx = context_of(runtime)
     summaries = input_summaries(state)
-    sentences: dict[str, list[str]] = {}
-    split: dict[str, str] = {}
-    for item in summaries:
-        if "sentences" in item:
-            sentences[item["id"]], split[item["id"]] = item["sentences"], GIVEN
-        else:
-            sentences[item["id"]] = split_sentences(item["summary"], ctx.sentence_splitter)
-            split[item["id"]] = ctx.sentence_splitter
-        if ctx.repeated_sentences == "once":
-            sentences[item["id"]] = list(dict.fromkeys(sentences[item["id"]]))
+    split = {item["id"]: GIVEN if "sentences" in item else ctx.sentence_splitter for item in summaries}
+    sentences = {
+        item["id"]: item.get("sentences") or split_sentences(item["summary"], ctx.sentence_splitter)
+        for item in summaries
+    }
+    if ctx.repeated_sentences == "once":
+        sentences = {key: list(dict.fromkeys(found)) for key, found in sentences.items()}
     planted = {
         item["id"]: plant_sentences(
             sentences[item["id"]], count=ctx.planted_sentences, seed=ctx.seed, summary_id=item["id"]
@@ -179,15 +177,6 @@ def route_annotations(state: CoherenceState) -> list[Send] | Literal["score_cohe
     return [Send(node, task) for task in tasks]
 
 
-def read_answer(
-    text: str, finish_reason: str | None, summary: str, sentence: str, prompt_text: str
-) -> ConfusionAnswer:
-    """The annotation in an answer; a cut-off answer, or one copying the prompt or reminder, is unreadable."""
-    if cut_off(finish_reason):
-        return ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish_reason!r})")
-    return parse_confusion(text, prompt=(prompt_text, FORMAT_REMINDER), data=(summary, sentence))
-
-
 def annotate_sentences(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Annotate a group of one summary's sentences, each with its own call (the paper's setting), asked at once."""
     ctx = context_of(runtime)
@@ -232,7 +221,13 @@ def annotate_one(
             answer = ask_text(ctx, ROLE, prompt, asked, max_tokens=max_tokens, sample=attempts)
             attempts += 1
             usage, raw = merge_usage(usage, answer.usage), answer.text
-            parsed = read_answer(raw, answer.finish_reason, summary, sentence, prompt.text)
+            finish = (
+                answer.finish_reason
+            )  # a cut-off answer, or one copying the prompt or reminder, is unreadable
+            if cut_off(finish):
+                parsed = ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish!r})")
+            else:
+                parsed = parse_confusion(raw, prompt=(prompt.text, FORMAT_REMINDER), data=(summary, sentence))
     except CallFailed as exc:  # the server kept failing: this sentence is not scored, the run goes on
         parsed = ConfusionAnswer(None, error=f"no answer from the server: {exc}")
     if parsed.error:
@@ -275,24 +270,22 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
     summary = data_block("summary", task["summary"])
     text = prompt.render(summary=summary, sentences=data_block("sentences", numbered))
     answer = ask_structured(ctx, ROLE, prompt, [("user", text)], BatchedConfusions)
-    listed: dict[int, dict[str, list[str]]] = {}
-    if answer.value is not None:
-        for entry in answer.value.sentences:
-            slot = listed.setdefault(entry.index - 1, {"questions": [], "labels": []})
-            questions = [q.strip() for q in entry.questions if q.strip() and not says_no_confusion(q)]
-            slot["questions"].extend(questions)
-            slot["labels"].extend(entry.types)
+    listed: defaultdict[int, dict[str, list[str]]] = defaultdict(lambda: {"questions": [], "labels": []})
+    for entry in answer.value.sentences if answer.value is not None else []:
+        questions = [q.strip() for q in entry.questions if q.strip() and not says_no_confusion(q)]
+        listed[entry.index - 1]["questions"].extend(questions)
+        listed[entry.index - 1]["labels"].extend(entry.types)
     annotations: list[SentenceAnnotation] = []
     for index, sentence in zip(indices, targets, strict=True):
         if answer.value is None:
             parsed, raw = ConfusionAnswer(None, error=answer.error or "unparseable answer"), answer.text
         else:
-            found = listed.get(index, {"questions": [], "labels": []})
+            raw = json.dumps({"index": index + 1, **listed[index]}) if index in listed else ""
+            found = listed[index]
             types, other = normalise_types(found["labels"])
             parsed = ConfusionAnswer(
                 bool(found["questions"] or types or other), found["questions"], types, other
             )
-            raw = json.dumps({"index": index + 1, **found}) if index in listed else ""
         annotations.append(_annotation(task, index, sentence, parsed, raw, answer.attempts))
     progress.emit("coherence", advance=len(targets))
     return {_channel(task): annotations, "usage": answer.usage}
