@@ -63,11 +63,6 @@ def edit_damage(original: str, edited: str) -> str | None:
     return None
 
 
-def render_removal(summary: str, prompt_dir: str = "") -> str:
-    """The artifact-removal prompt."""
-    return load("remove_artifacts", prompt_dir).render(summary=data_block("summary", summary))
-
-
 def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     """Clean the draft into the final summary (or keep the draft when the edit is unsafe); close timings."""
     started = time.time()
@@ -76,7 +71,8 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     draft = state.get("draft", "").strip()
     summary, events, usage = draft, [], {}
     if ctx.artifact_removal and draft:
-        text = render_removal(draft, ctx.prompt_dir)
+        prompt = load("remove_artifacts", ctx.prompt_dir)
+        text = prompt.render(summary=data_block("summary", draft))
         room = plan["context_window"] - prompt_cost(text)
         max_tokens = min(room, math.ceil(count_tokens(draft) * 1.2) + 64)
         if max_tokens < count_tokens(draft):
@@ -84,7 +80,6 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
                 event("artifact_removal_fallback", reason="the summary leaves no room for its edit")
             )
         else:
-            prompt = load("remove_artifacts", ctx.prompt_dir)
             answer = llm.ask_text(ctx, ROLE, prompt, [("user", text)], max_tokens=max_tokens)
             usage = answer.usage
             edited = clean_output(answer.text)

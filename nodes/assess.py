@@ -22,16 +22,11 @@ def _score(it: Iteration) -> float:
     return -1.0 if value is None else value
 
 
-def is_reliable(it: Iteration) -> bool:
-    """Whether the round's score was judged on enough of its facts to count (see storyjudge.core.coverage)."""
-    return card_reliable(it["factscore"])
-
-
 def best_of(iterations: list[Iteration]) -> Iteration | None:
     """Highest score among accepted rounds whose score is reliable (worse judging must not win), ties to the later."""
     best: Iteration | None = None
     for it in sorted(iterations, key=lambda i: i["iteration"]):
-        if it["accepted"] and is_reliable(it) and (best is None or _score(it) >= _score(best)):
+        if it["accepted"] and card_reliable(it["factscore"]) and (best is None or _score(it) >= _score(best)):
             best = it
     return best
 
@@ -51,7 +46,7 @@ def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
     for n in range(1, len(ordered)):
         previous_best = best_of(ordered[:n])
         gain = _score(ordered[n]) - (_score(previous_best) if previous_best else -1.0)
-        counts = ordered[n]["accepted"] and is_reliable(ordered[n])
+        counts = ordered[n]["accepted"] and card_reliable(ordered[n]["factscore"])
         stale = 0 if (counts and gain >= min_delta) else stale + 1
     return stale
 
@@ -62,7 +57,7 @@ def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
     card = latest["factscore"]
     n = latest["iteration"]
     reached = card["score"] is not None and card["score"] >= ctx.target_score
-    if reached and is_reliable(latest) and latest["accepted"]:
+    if reached and card_reliable(latest["factscore"]) and latest["accepted"]:
         return f"target reached (NFS {card['score']:.3f} >= {ctx.target_score} in round {n})"
     stale = stale_rounds(iterations, ctx.min_delta) if n >= 1 else 0
     if stale >= ctx.patience:
@@ -96,7 +91,7 @@ def what_round_did(iterations: list[Iteration], ctx: Context) -> str:
         ]
         by = " and by the ".join(rejections) or "guard"
         return f"the last refinement (round {n}) was rejected by the {by}"
-    if not is_reliable(latest):
+    if not card_reliable(latest["factscore"]):
         return f"the last refinement's score (round {n}) is {reliability_text(latest['factscore'])}"
     best = best_of([it for it in iterations if it["iteration"] < n])
     if best is None:
@@ -141,7 +136,7 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     if rejection:
         record["accepted"] = False
         record["note"] = "; ".join(note for note in (record["note"], rejection) if note)
-    if not is_reliable(record):
+    if not card_reliable(card):
         reasons = [judge_failure(card)] if judge_failure(card) else []
         if card.get("coverage", 0.0) + 1e-12 < ctx.coverage_floor or not reasons:
             reasons.insert(

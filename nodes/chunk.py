@@ -181,6 +181,4 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
 
 def route_strategy(state: SummarizeWork) -> Literal["summarize_tree", "incremental_step"]:
     """Hierarchical: the tree of chunk summaries and merges; incremental: the first update step."""
-    if state["summary_plan"]["strategy"] == "hierarchical":
-        return "summarize_tree"
-    return "incremental_step"
+    return "summarize_tree" if state["summary_plan"]["strategy"] == "hierarchical" else "incremental_step"

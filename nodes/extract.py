@@ -7,6 +7,7 @@ A scene longer than the extractor's window is read in parts, one branch each.
 from __future__ import annotations
 
 import time
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,11 +56,11 @@ def extraction_tasks(scenes: list[Scene], ctx: Context, run_dir: str = "") -> li
     tasks: list[ExtractTask] = []
     for scene in scenes:
         pieces = split_by_tokens(scene["text"], budget) if scene["text"].strip() else []
-        parts: list[Scene] = []
-        offset = scene["start"]
-        for piece in pieces:
-            parts.append(Scene(**{**scene, "text": piece, "start": offset, "end": offset + len(piece)}))
-            offset += len(piece)
+        starts = accumulate((len(piece) for piece in pieces), initial=scene["start"])
+        parts = [
+            Scene(**{**scene, "text": piece, "start": start, "end": start + len(piece)})
+            for piece, start in zip(pieces, starts, strict=False)
+        ]
         for sample in range(ctx.ckg_samples):
             for number, part in enumerate(parts, start=1):
                 task = ExtractTask(scene=part, sample=sample, run_dir=run_dir)

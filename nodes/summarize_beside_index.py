@@ -26,9 +26,7 @@ def route_after_segment(
     state: RefineState, runtime: Runtime[Context], beside: bool = True
 ) -> list[Literal["index", "summarize"]]:
     """Build the index; summarize beside it when ``summarize_beside_index`` says so."""
-    if summarize_beside_index(state, context_of(runtime), beside):
-        return ["index", "summarize"]
-    return ["index"]
+    return ["index", "summarize"] if summarize_beside_index(state, context_of(runtime), beside) else ["index"]
 
 
 def route_summary(
@@ -37,6 +35,4 @@ def route_summary(
     """After the index: score the caller's summary, or summarize, unless the summarizer already runs beside it."""
     if (state.get("summary") or "").strip():
         return ["factscore"]
-    if summarize_beside_index(state, context_of(runtime), beside):
-        return []
-    return ["summarize"]
+    return [] if summarize_beside_index(state, context_of(runtime), beside) else ["summarize"]
