@@ -47,9 +47,7 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     builder.add_edge("check_planted", "score_nfs")
     builder.add_edge("score_nfs", END)
     return builder.compile(
-        checkpointer=checkpointer,
-        interrupt_before=list(interrupt_before or ()),
-        name="factscore",
+        checkpointer=checkpointer, interrupt_before=list(interrupt_before or ()), name="factscore"
     ).with_config(max_concurrency=BRANCH_THREADS)
 
 

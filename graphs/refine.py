@@ -60,9 +60,7 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     builder.add_edge("refine", "factscore")
     builder.add_edge("finish", END)
     return builder.compile(
-        checkpointer=checkpointer,
-        interrupt_before=list(interrupt_before or ()),
-        name="refine",
+        checkpointer=checkpointer, interrupt_before=list(interrupt_before or ()), name="refine"
     ).with_config(max_concurrency=BRANCH_THREADS)
 
 

@@ -54,34 +54,27 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
     parts: list[tuple[str, int, int, list[str]]] = []  # text, start, end, scene ids
-    group: list[Scene] = []
-    group_text = ""
-
-    def flush() -> None:
-        nonlocal group, group_text
-        if group:
-            parts.append((group_text, group[0]["start"], group[-1]["end"], [s["id"] for s in group]))
-        group, group_text = [], ""
-
+    packing = False  # the last part is whole scenes, and may take the next one
     for scene in scenes:
-        text = scene["text"]
+        text, start, end = scene["text"], scene["start"], scene["end"]
         if not text:
             continue
         if count_tokens(text) > max_tokens:
-            flush()
-            offset = scene["start"]
-            for piece in split_by_tokens(text, max_tokens):
-                parts.append((piece, offset, offset + len(piece), [scene["id"]]))
-                offset += len(piece)
+            pieces = split_by_tokens(text, max_tokens)
+            starts = accumulate((len(piece) for piece in pieces), initial=start)
+            parts += [
+                (piece, at, at + len(piece), [scene["id"]]) for piece, at in zip(pieces, starts, strict=False)
+            ]
+            packing = False
             continue
-        joiner = "" if group and group[-1]["end"] == scene["start"] else SCENE_JOINER
-        candidate = group_text + joiner + text if group else text
-        if group and count_tokens(candidate) > max_tokens:
-            flush()
-            candidate = text
-        group.append(scene)
-        group_text = candidate
-    flush()
+        if packing:
+            group, first, last, ids = parts[-1]
+            joined = group + ("" if last == start else SCENE_JOINER) + text
+            if count_tokens(joined) <= max_tokens:
+                parts[-1] = (joined, first, end, [*ids, scene["id"]])
+                continue
+        parts.append((text, start, end, [scene["id"]]))
+        packing = True
     return [
         SummaryChunk(index=index, text=text, tokens=count_tokens(text), start=start, end=end, scene_ids=ids)
         for index, (text, start, end, ids) in enumerate(parts)
@@ -155,8 +148,9 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
     chunks = _chunks(state, chunk_size, ctx.chunker)
     window = ctx.context_window
     if strategy == "hierarchical":
-        budgets = level_budgets(len(chunks), top, window, merge_overhead(ctx.prompt_dir))
-        calls = len(chunks) + sum(merges_needed(len(chunks), budgets, window, merge_overhead(ctx.prompt_dir)))
+        overhead = merge_overhead(ctx.prompt_dir)
+        budgets = level_budgets(len(chunks), top, window, overhead)
+        calls = len(chunks) + sum(merges_needed(len(chunks), budgets, window, overhead))
     else:
         budgets, calls = [top], len(chunks)
     check_budgets(strategy, chunks, budgets, window, ctx.prompt_dir)

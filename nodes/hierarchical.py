@@ -199,11 +199,6 @@ class MergeLevel:
     closed: bool = False  # done, and the level above was told
     checked: tuple[int, bool] = (0, False)  # the inputs the budget was last looked at with, undecided
 
-    @property
-    def done(self) -> bool:
-        """Every input has arrived and been merged."""
-        return self.complete and not self.busy and self.start >= len(self.inputs)
-
     def _decide_budget(self, plan: SummaryPlan, prompt_dir: str) -> bool:
         if self.budget is not None or self.checked == (len(self.inputs), self.complete):
             return self.budget is not None
@@ -357,8 +352,8 @@ class TreeRun:
 
     def _close_levels(self) -> None:
         for level in self.levels:
-            if level.closed or not level.done:
-                continue
+            if level.closed or level.busy or not level.complete or level.start < len(level.inputs):
+                continue  # open, or inputs still to come or to merge
             level.closed = True
             if len(level.outputs) == 1:
                 self.final = level.outputs[0]

@@ -120,31 +120,29 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     written = write(
         ctx, prompt, render, words=words, max_tokens=allowance, token_limit=None, where={"step": step}
     )
-    events, usage = list(written.events), written.usage
-    text, tokens, compressed = written.text, written.tokens, False
-    if tokens > top:
+    events, usage, text = list(written.events), written.usage, written.text
+    summary = written.as_summary(step, step, [chunk["index"]], step - 1 if step else None, top)
+    if written.tokens > top:
         condensed = compress(ctx, text, words, top, step)
         events.extend(condensed.events)
         usage = merge_usage(usage, condensed.usage)
         done = {"tokens_after": condensed.tokens, "attempts": condensed.attempts, "ok": condensed.valid}
-        events.append(event("compress", step=step, tokens_before=tokens, **done))
-        text, compressed = condensed.text, True
-        if count_tokens(text) > top:  # keeps every later prompt within W, and the final summary within G_n
-            before = count_tokens(text)
+        events.append(event("compress", step=step, tokens_before=written.tokens, **done))
+        text = condensed.text
+        if condensed.tokens > top:  # keeps every later prompt within W, and the final summary within G_n
             text = keep_newest(text, top)
             after = count_tokens(text)
-            clipped = {"tokens": after, "limit": top, "tokens_dropped": before - after, "kept": "newest"}
-            events.append(event("clipped_for_budget", step=step, **clipped))
-    summary = written.as_summary(step, step, [chunk["index"]], step - 1 if step else None, top)
-    if compressed:  # the condensed text, and the compression's calls too
+            clipped = {"tokens": after, "limit": top, "tokens_dropped": condensed.tokens - after}
+            events.append(event("clipped_for_budget", step=step, **clipped, kept="newest"))
+        # the condensed text, and the compression's calls too
         summary.update({"text": text, "tokens": count_tokens(text), "calls": int(totals(usage)["calls"])})
     record = {
         "step": step,
         "chunk": chunk_info(chunk),
         "budget": top,
         "word_limit": words,
-        "draft_tokens": tokens,
-        "compressed": compressed,
+        "draft_tokens": written.tokens,
+        "compressed": written.tokens > top,
     }
     progress.emit("summarize", advance=1)
     return {
