@@ -231,14 +231,9 @@ class MergeLevel:
         if self.end >= len(texts) and not self.complete:
             return None  # the next summary may still fit: wait for it
         end, context, group, notes = close_group(texts, self.start, self.end, self.context, room, where)
+        sources = [item["index"] for item in self.inputs[self.start : end]]
         job = MergeJob(
-            level=self.number,
-            index=len(self.outputs),
-            sources=[item["index"] for item in self.inputs[self.start : end]],
-            context=context,
-            group=group,
-            budget=self.budget,
-            notes=self.notes + notes,
+            self.number, len(self.outputs), sources, context, group, self.budget, self.notes + notes
         )
         self.start, self.context, self.notes, self.busy = end, None, [], True
         return job
@@ -358,8 +353,7 @@ class TreeRun:
             if len(level.outputs) == 1:
                 self.final = level.outputs[0]
                 return
-            above = self.levels[level.number]
-            above.complete = True
+            self.levels[level.number].complete = True
             written = len(self.leaves) + sum(len(lower.outputs) for lower in self.levels[: level.number])
             ahead = merges_needed(
                 len(level.outputs),
