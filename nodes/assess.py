@@ -111,6 +111,7 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     if state.get("metrics"):
         record["metrics"] = state["metrics"]
     previous = [it for it in state.get("iterations") or [] if it["iteration"] != iteration]
+    notes: list[str] = []  # a guard's rejection first, then why the score does not count
     coherence = state.get("coherence") if ctx.coherence_guard else None
     if coherence is not None:
         record["coherence"] = coherence
@@ -120,12 +121,10 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         this_coh = coherence.get("score")
         if best_coh is not None and (this_coh is None or not coherence.get("reliable", True)):
             # the guard could not measure this round: not measured is not coherent
-            record["accepted"] = False
             shown = describe(this_coh, coherence.get("coverage", 0.0), False)
-            record["note"] = f"coherence guard: this round's BooookScore is {shown}; not accepted as best"
+            notes.append(f"coherence guard: this round's BooookScore is {shown}; not accepted as best")
         elif best_coh is not None and this_coh is not None and this_coh < best_coh - ctx.coherence_margin:
-            record["accepted"] = False
-            record["note"] = (
+            notes.append(
                 f"coherence guard: BooookScore {this_coh:.3f} fell more than {ctx.coherence_margin} below the "
                 f"best's {best_coh:.3f}; not accepted as best"
             )
@@ -133,9 +132,8 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     revised = revised_iteration(previous, state.get("refined_from")) if iteration else None
     guard, rejection = guard_round(state["summary"], card, narrative_text(state), revised=revised, ctx=ctx)
     record["guard"] = guard
-    if rejection:
-        record["accepted"] = False
-        record["note"] = "; ".join(note for note in (record["note"], rejection) if note)
+    notes += [rejection] if rejection else []
+    record["accepted"] = not notes
     if not card_reliable(card):
         reasons = [judge_failure(card)] if judge_failure(card) else []
         if card.get("coverage", 0.0) + 1e-12 < ctx.coverage_floor or not reasons:
@@ -145,8 +143,8 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"{card.get('decompose_failures', 0)} sentence(s) not decomposed (coverage "
                 f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%})",
             )
-        unreliable = f"score {UNRELIABLE}: {'; '.join(reasons)}; not eligible as best"
-        record["note"] = f"{record['note']}; {unreliable}" if record["note"] else unreliable
+        notes.append(f"score {UNRELIABLE}: {'; '.join(reasons)}; not eligible as best")
+    record["note"] = "; ".join(notes)
     everything = [*previous, record]
     reason = stop_reason(everything, ctx)
     best = fallback_of(everything)
