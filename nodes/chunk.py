@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.hierarchical import level_budgets, merge_overhead, merges_needed, render_leaf
-from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress, render_update
-from nodes.summary_writer import cost_of_tokens, fits, word_limit
+from nodes.hierarchical import level_budgets, merge_overhead, merges_needed
+from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress
+from nodes.summary_writer import cost_of_tokens, prompt_cost, summary_prompt, word_limit
 from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
 from storyjudge.core.context import ConfigError, Context, context_of
@@ -105,39 +105,34 @@ def _chunks(state: SummarizeWork, chunk_size: int, chunker: str) -> list[Summary
     return chunks
 
 
-def _require(ok: bool, what: str, window: int) -> None:
-    if not ok:
-        raise ConfigError(
-            f"The context window ({window} tokens) is too small for {what}; lower --chunk-size or "
-            "--max-summary-tokens, or raise context_window if the model has a larger one."
-        )
-
-
 def check_budgets(
     strategy: str, chunks: list[SummaryChunk], budgets: list[int], window: int, prompt_dir: str = ""
 ) -> None:
     """Refuse settings under which some prompt plus its output could not fit in the context window."""
-    top = budgets[-1]
+    top, grown = budgets[-1], UPDATE_OUTPUT_FACTOR * budgets[-1]
     biggest = max(chunks, key=lambda chunk: chunk["tokens"])
+    size = biggest["tokens"]
+    needs: dict[str, int] = {}  # what must fit -> the tokens of its prompt and output
     if strategy == "hierarchical":
-        leaf = render_leaf(biggest["text"], word_limit(budgets[0]), prompt_dir)
-        _require(fits(leaf, budgets[0], window), f"a {biggest['tokens']}-token chunk and its summary", window)
+        leaf = summary_prompt("summarize_chunk", prompt_dir, word_limit(budgets[0]), excerpt=biggest["text"])
+        needs[f"a {size}-token chunk and its summary"] = prompt_cost(leaf) + budgets[0]
         if len(chunks) > 1:
-            merge = cost_of_tokens(2 * top + merge_overhead(prompt_dir))
-            _require(merge + top <= window, f"merging two {top}-token summaries", window)
+            needs[f"merging two {top}-token summaries"] = (
+                cost_of_tokens(2 * top + merge_overhead(prompt_dir)) + top
+            )
     else:
-        update = cost_of_tokens(
-            biggest["tokens"] + top + count_tokens(render_update("", "", 9999, prompt_dir))
+        update = count_tokens(summary_prompt("incremental_update", prompt_dir, 9999, excerpt="", summary=""))
+        needs[f"a {size}-token chunk, a {top}-token summary and its update"] = (
+            cost_of_tokens(size + top + update) + top
         )
-        _require(
-            update + top <= window,
-            f"a {biggest['tokens']}-token chunk, a {top}-token summary and its update",
-            window,
-        )
-        squeeze = cost_of_tokens(
-            UPDATE_OUTPUT_FACTOR * top + count_tokens(render_compress("", 9999, prompt_dir))
-        )
-        _require(squeeze + top <= window, f"compressing a {UPDATE_OUTPUT_FACTOR * top}-token summary", window)
+        squeeze = count_tokens(render_compress("", 9999, prompt_dir))
+        needs[f"compressing a {grown}-token summary"] = cost_of_tokens(grown + squeeze) + top
+    for what, tokens in needs.items():
+        if tokens > window:
+            raise ConfigError(
+                f"The context window ({window} tokens) is too small for {what}; lower --chunk-size or "
+                "--max-summary-tokens, or raise context_window if the model has a larger one."
+            )
 
 
 def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from nodes.summary_writer import (
     event,
     fits,
     room_for_prompt,
+    summary_prompt,
     word_limit,
     write,
 )
@@ -47,13 +48,6 @@ from storyjudge.core.usage import Usage, merge_usage
 
 MAX_LEVELS = 64  # a safety stop: every level at least halves the count
 _BLOCK_TOKENS = 12  # a data block's tags and separator per summary, for estimates (real prompts are counted)
-
-
-def render_leaf(chunk_text: str, words: int, prompt_dir: str = "") -> str:
-    """The level-0 prompt for one chunk."""
-    return load("summarize_chunk", prompt_dir).render(
-        excerpt=data_block("excerpt", chunk_text), word_limit=words
-    )
 
 
 def render_merge(context: str, summaries: list[str], words: int, prompt_dir: str = "") -> str:
@@ -245,7 +239,7 @@ def write_leaf(ctx: Context, chunk: SummaryChunk, budget: int) -> tuple[TreeSumm
         written = write(
             ctx,
             load("summarize_chunk", ctx.prompt_dir),
-            lambda words: render_leaf(chunk["text"], words, ctx.prompt_dir),
+            partial(summary_prompt, "summarize_chunk", ctx.prompt_dir, excerpt=chunk["text"]),
             words=word_limit(budget),
             max_tokens=budget,
             token_limit=budget,

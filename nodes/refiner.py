@@ -167,15 +167,14 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         if not _unusable(answer.text, answer.finish_reason):
             break
     revised = prompts.unwrap_data(answer.text)
-    events: list[dict[str, Any]] = []
     problem = _unusable(revised, answer.finish_reason)
-    if problem:
-        revised = summary
-        note = f"{problem} refinement after {attempts} attempt(s); kept summary"
-        events.append({"stage": "refine", "iteration": state.get("iteration", 0) + 1, "event": note})
+    note = f"{problem} refinement after {attempts} attempt(s); kept summary"
+    events = (
+        [{"stage": "refine", "iteration": state.get("iteration", 0) + 1, "event": note}] if problem else []
+    )
     progress.emit("refine", advance=1)
     return {
-        "summary": revised,
+        "summary": summary if problem else revised,
         "iteration": state.get("iteration", 0) + 1,
         "refined_from": base,
         "previous_summary": summary,

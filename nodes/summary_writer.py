@@ -66,6 +66,12 @@ def word_limit(tokens: int) -> int:
     return max(1, round(tokens * WORDS_PER_TOKEN))
 
 
+def summary_prompt(name: str, prompt_dir: str, words: int, /, **data: str) -> str:
+    """The prompt ``name`` asking for ``words`` words, with each of ``data`` as a delimited data block."""
+    blocks = {tag: prompts.data_block(tag, text) for tag, text in data.items()}
+    return prompts.load(name, prompt_dir).render(word_limit=words, **blocks)
+
+
 def ends_sentence(text: str) -> bool:
     """Whether text ends with final punctuation (optionally followed by closing quotes or brackets)."""
     return bool(_FINAL_PUNCTUATION.search(text.rstrip()))

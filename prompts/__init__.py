@@ -46,9 +46,7 @@ class Prompt:
     @property
     def fields(self) -> set[str]:
         """Placeholders the template expects."""
-        if self.positional:
-            return set(self.positional)
-        return set(_PLACEHOLDER.findall(self.text))
+        return set(self.positional or _PLACEHOLDER.findall(self.text))
 
     def render(self, **values: object) -> str:
         """Fill every placeholder; a missing or unexpected value is a programming error, raised at once."""
