@@ -34,11 +34,8 @@ TOKENIZER_MARGIN = 0.8  # share of the window for scene text: the extractor's to
 def extractor_window(ctx: Context) -> int:
     """The extractor's context window in tokens (the embedded model's own when it is smaller)."""
     spec = resolve_spec(ctx, "extractor")
-    if is_local(spec):
-        local = LOCAL_MODELS.get(spec.partition(":")[2])
-        if local is not None:
-            return min(ctx.context_window, local.context_window)
-    return ctx.context_window
+    local = LOCAL_MODELS.get(spec.partition(":")[2]) if is_local(spec) else None
+    return min(ctx.context_window, local.context_window) if local else ctx.context_window
 
 
 def scene_budget(ctx: Context) -> int:

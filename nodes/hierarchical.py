@@ -283,18 +283,17 @@ class TreeRun:
         self.final: TreeSummary | None = None
         self.leaves_done_at: float | None = None
         self._running: dict[Future[tuple[TreeSummary, Written]], MergeJob | None] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        # twice the LLM slots: no slot waits while a chunk reads its answer and decides to regenerate
+        self.width = branch_threads(ctx, local=is_local(resolve_spec(ctx, ROLE)))
+        self._pool = ThreadPoolExecutor(self.width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
 
     def run(self) -> None:
         """Write the whole tree; the first failed call's error is raised (calls in flight end on their own)."""
-        # twice the LLM slots: no slot waits while a chunk reads its answer and decides to regenerate
-        width = branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
-        self._pool = ThreadPoolExecutor(width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
         waiting = iter(self.chunks)
         try:
             while self.final is None:
                 leaves_running = sum(job is None for job in self._running.values())
-                for chunk in islice(waiting, width - leaves_running):
+                for chunk in islice(waiting, self.width - leaves_running):
                     self._start(None, partial(write_leaf, self.ctx, chunk, self.plan["budgets"][0]))
                 for level in self.levels:
                     job = level.next_merge(self.plan, self.ctx.prompt_dir)
@@ -313,7 +312,6 @@ class TreeRun:
             self._pool.shutdown(wait=False)
 
     def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
-        assert self._pool is not None
         self._running[self._pool.submit(contextvars.copy_context().run, call)] = job
 
     def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:
