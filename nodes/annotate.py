@@ -142,27 +142,20 @@ def tasks_for(state: CoherenceState) -> list[CoherenceTask]:
     tasks: list[CoherenceTask] = []
     for item in state["to_score"]:
         sents = state["sentences"][item["id"]]
+        task = partial(CoherenceTask, run=state["run"], summary_id=item["id"])
         for start in range(0, len(sents), size):
-            tasks.append(
-                CoherenceTask(
-                    run=state["run"],
-                    summary_id=item["id"],
-                    summary=item["summary"],
-                    sentence_indices=list(range(start, min(start + size, len(sents)))),
-                    targets=sents[start : start + size],
-                )
+            targets = sents[start : start + size]
+            indices = list(range(start, start + len(targets)))
+            tasks.append(task(summary=item["summary"], sentence_indices=indices, targets=targets))
+        tasks += [
+            task(
+                summary=control["summary"],
+                sentence_indices=[control["position"]],
+                targets=[control["sentence"]],
+                planted=True,
             )
-        for control in (state.get("planted") or {}).get(item["id"], []):
-            tasks.append(
-                CoherenceTask(
-                    run=state["run"],
-                    summary_id=item["id"],
-                    summary=control["summary"],
-                    sentence_indices=[control["position"]],
-                    targets=[control["sentence"]],
-                    planted=True,
-                )
-            )
+            for control in (state.get("planted") or {}).get(item["id"], [])
+        ]
     return tasks
 
 
