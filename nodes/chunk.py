@@ -81,7 +81,7 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
     ]
 
 
-def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
+def _settings(state: SummarizeWork, ctx: Context) -> tuple[Literal["hierarchical", "incremental"], int, int]:
     strategy = state.get("strategy") or ctx.strategy
     chunk_size = state.get("chunk_size") or ctx.chunk_size
     top = state.get("max_summary_tokens") or ctx.max_summary_tokens
@@ -150,12 +150,7 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
         budgets, calls = [top], len(chunks)
     check_budgets(strategy, chunks, budgets, window, ctx.prompt_dir)
     progress.emit("summarize", total=calls + (1 if ctx.artifact_removal else 0))
-    plan = SummaryPlan(
-        strategy=strategy,  # type: ignore[typeddict-item]
-        max_summary_tokens=top,
-        context_window=window,
-        budgets=budgets,
-    )
+    plan = SummaryPlan(strategy=strategy, max_summary_tokens=top, context_window=window, budgets=budgets)
     now = time.time()
     return {
         "chunks": chunks,

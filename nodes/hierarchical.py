@@ -390,8 +390,7 @@ def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str,
     before the slowest chunk.
     """
     ctx = context_of(runtime)
-    plan = state["summary_plan"]
-    run = TreeRun(ctx, plan, state["chunks"])
+    run = TreeRun(ctx, state["summary_plan"], state["chunks"])
     run.run()
     assert run.final is not None
     now = time.time()
