@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 import math
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial, reduce
@@ -161,8 +160,8 @@ def close_group(
 
 
 @dataclass
-class MergeJob:
-    """One merge, decided: its group, its prior context and budget, and the events deciding it raised."""
+class TreeJob:
+    """One call of the tree, decided: a chunk's summary (level 0) or a merge of ``group`` after ``context``."""
 
     level: int
     index: int
@@ -170,7 +169,7 @@ class MergeJob:
     context: str
     group: list[str]
     budget: int
-    notes: list[dict[str, Any]]
+    notes: list[dict[str, Any]] = field(default_factory=list)  # events deciding it raised
 
 
 @dataclass
@@ -209,7 +208,7 @@ class MergeLevel:
     def _texts(self) -> list[str]:
         return [item["text"] for item in self.inputs]
 
-    def next_merge(self, plan: SummaryPlan, prompt_dir: str = "") -> MergeJob | None:
+    def next_merge(self, plan: SummaryPlan, prompt_dir: str = "") -> TreeJob | None:
         """The next merge once the summaries so far decide it, else None (and it waits for more)."""
         if self.busy or self.start >= len(self.inputs) or not self._decide_budget(plan, prompt_dir):
             return None
@@ -226,46 +225,37 @@ class MergeLevel:
             return None  # the next summary may still fit: wait for it
         end, context, group, notes = close_group(texts, self.start, self.end, self.context, room, where)
         sources = [item["index"] for item in self.inputs[self.start : end]]
-        job = MergeJob(
+        job = TreeJob(
             self.number, len(self.outputs), sources, context, group, self.budget, self.notes + notes
         )
         self.start, self.context, self.notes, self.busy = end, None, [], True
         return job
 
 
-def write_leaf(ctx: Context, chunk: SummaryChunk, budget: int) -> tuple[TreeSummary, Written]:
-    """Summarize one chunk within G_0; earlier chunks go first for a slot, as the first merge waits on them."""
-    with priority(-1 - chunk["index"]):
-        written = write(
-            ctx,
-            load("summarize_chunk", ctx.prompt_dir),
-            partial(summary_prompt, "summarize_chunk", ctx.prompt_dir, excerpt=chunk["text"]),
-            words=word_limit(budget),
-            max_tokens=budget,
-            token_limit=budget,
-            where={"level": 0, "index": chunk["index"]},
-        )
-    leaf = written.as_summary(0, chunk["index"], [chunk["index"]], None, budget)
-    return leaf, written
+def write_job(ctx: Context, job: TreeJob) -> tuple[TreeSummary, Written]:
+    """Write one summary of the tree within its budget, with the merge's prior context when it has one.
 
-
-def write_merge(ctx: Context, job: MergeJob) -> tuple[TreeSummary, Written]:
-    """Write one merge, with its prior context when it has one."""
-    name = "merge_context" if job.context else "merge"
-    with priority(1):  # the rest of the tree waits on a merge: it goes before every chunk summary for a slot
+    Merges go first for a slot (the rest of the tree waits on them), then chunks in order (the first merge waits
+    on the earliest).
+    """
+    if job.level == 0:
+        name = "summarize_chunk"
+        render = partial(summary_prompt, name, ctx.prompt_dir, excerpt=job.group[0])
+    else:
+        name = "merge_context" if job.context else "merge"
+        render = partial(render_merge, job.context, job.group, prompt_dir=ctx.prompt_dir)
+    with priority(1 if job.level else -1 - job.index):
         written = write(
             ctx,
             load(name, ctx.prompt_dir),
-            lambda asked: render_merge(job.context, job.group, asked, ctx.prompt_dir),
+            render,
             words=word_limit(job.budget),
             max_tokens=job.budget,
             token_limit=job.budget,
             where={"level": job.level, "index": job.index},
         )
-    merged = written.as_summary(
-        job.level, job.index, job.sources, job.index - 1 if job.context else None, job.budget
-    )
-    return merged, written
+    prior = job.index - 1 if job.context else None
+    return written.as_summary(job.level, job.index, job.sources, prior, job.budget), written
 
 
 class TreeRun:
@@ -276,13 +266,13 @@ class TreeRun:
 
     def __init__(self, ctx: Context, plan: SummaryPlan, chunks: list[SummaryChunk]) -> None:
         self.ctx, self.plan, self.chunks = ctx, plan, chunks
-        self.leaves: dict[int, tuple[TreeSummary, Written]] = {}
-        self.writings: list[tuple[MergeJob, Written]] = []
+        self.leaves: dict[int, TreeSummary] = {}
+        self.writings: list[tuple[TreeJob, Written]] = []
         self.levels: list[MergeLevel] = [MergeLevel(1)] if len(chunks) > 1 else []
         self.fed = 0  # chunk summaries passed on to level 1, in chunk order
         self.final: TreeSummary | None = None
         self.leaves_done_at: float | None = None
-        self._running: dict[Future[tuple[TreeSummary, Written]], MergeJob | None] = {}
+        self._running: dict[Future[tuple[TreeSummary, Written]], TreeJob] = {}
         # twice the LLM slots: no slot waits while a chunk reads its answer and decides to regenerate
         self.width = branch_threads(ctx, local=is_local(resolve_spec(ctx, ROLE)))
         self._pool = ThreadPoolExecutor(self.width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
@@ -292,41 +282,42 @@ class TreeRun:
         waiting = iter(self.chunks)
         try:
             while self.final is None:
-                leaves_running = sum(job is None for job in self._running.values())
+                leaves_running = sum(job.level == 0 for job in self._running.values())
                 for chunk in islice(waiting, self.width - leaves_running):
-                    self._start(None, partial(write_leaf, self.ctx, chunk, self.plan["budgets"][0]))
+                    index = chunk["index"]
+                    self._start(TreeJob(0, index, [index], "", [chunk["text"]], self.plan["budgets"][0]))
                 for level in self.levels:
                     job = level.next_merge(self.plan, self.ctx.prompt_dir)
                     if job is not None:
-                        self._start(job, partial(write_merge, self.ctx, job))
+                        self._start(job)
                 for future in wait_any(self._running):
                     job = self._running.pop(future)
                     done, written = future.result()  # the first failed call's error is raised here
-                    if job is None:
-                        self._leaf_done(done, written)
+                    self.writings.append((job, written))
+                    if job.level == 0:
+                        self._leaf_done(done)
                     else:
-                        self._merge_done(job, done, written)
+                        self._merge_done(job, done)
                     progress.emit("summarize", advance=1)
                 self._close_levels()
         finally:
             self._pool.shutdown(wait=False)
 
-    def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
-        self._running[self._pool.submit(contextvars.copy_context().run, call)] = job
+    def _start(self, job: TreeJob) -> None:
+        self._running[self._pool.submit(contextvars.copy_context().run, write_job, self.ctx, job)] = job
 
-    def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:
-        self.leaves[leaf["index"]] = (leaf, written)
+    def _leaf_done(self, leaf: TreeSummary) -> None:
+        self.leaves[leaf["index"]] = leaf
         if len(self.chunks) == 1:
             self.final = leaf
         while self.levels and self.fed < len(self.chunks) and self.chunks[self.fed]["index"] in self.leaves:
-            self.levels[0].inputs.append(self.leaves[self.chunks[self.fed]["index"]][0])
+            self.levels[0].inputs.append(self.leaves[self.chunks[self.fed]["index"]])
             self.fed += 1
             self.levels[0].complete = self.fed == len(self.chunks)
         if len(self.leaves) == len(self.chunks):
             self.leaves_done_at = time.time()
 
-    def _merge_done(self, job: MergeJob, merged: TreeSummary, written: Written) -> None:
-        self.writings.append((job, written))
+    def _merge_done(self, job: TreeJob, merged: TreeSummary) -> None:
         level = self.levels[job.level - 1]
         level.outputs.append(merged)
         level.busy = False
@@ -358,7 +349,7 @@ class TreeRun:
     def tree(self) -> list[TreeLevel | TreeStep]:
         """The tree's record: the chunk summaries (with their chunks), then each merge level, in order."""
         top = self.plan["max_summary_tokens"]
-        levels = [(0, self.plan["budgets"][0], [self.leaves[chunk["index"]][0] for chunk in self.chunks])]
+        levels = [(0, self.plan["budgets"][0], [self.leaves[chunk["index"]] for chunk in self.chunks])]
         levels += [
             (level.number, level.budget or top, level.outputs) for level in self.levels if level.outputs
         ]
@@ -371,15 +362,8 @@ class TreeRun:
 
     def events_and_usage(self) -> tuple[list[dict[str, Any]], Usage]:
         """Every event and the usage of every call, chunks first, then merges by level and index."""
-        leaves: list[tuple[list[dict[str, Any]], Written]] = [
-            ([], self.leaves[chunk["index"]][1]) for chunk in self.chunks
-        ]
-        merges = [
-            (job.notes, written)
-            for job, written in sorted(self.writings, key=lambda w: (w[0].level, w[0].index))
-        ]
-        writings = [*leaves, *merges]
-        events = [item for notes, written in writings for item in (*notes, *written.events)]
+        writings = sorted(self.writings, key=lambda item: (item[0].level, item[0].index))
+        events = [item for job, written in writings for item in (*job.notes, *written.events)]
         return events, reduce(merge_usage, (written.usage for _, written in writings), Usage())
 
 
