@@ -34,9 +34,7 @@ def best_of(iterations: list[Iteration]) -> Iteration | None:
 def fallback_of(iterations: list[Iteration]) -> Iteration | None:
     """The best round, or the first one (the unrefined summary) when none is reliable and accepted."""
     best = best_of(iterations)
-    if best is not None or not iterations:
-        return best
-    return min(iterations, key=lambda i: i["iteration"])
+    return best if best is not None or not iterations else min(iterations, key=lambda i: i["iteration"])
 
 
 def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:

@@ -141,9 +141,8 @@ def guard_round(
 ) -> tuple[GuardRecord, str]:
     """Measure one round against the Iteration it revised (None for round 0): the record and the rejection note."""
     record = measure_round(summary, card, narrative, revised=revised, ctx=ctx)
-    if not record["reasons"]:
-        return record, ""
-    return record, "refinement guard: " + "; ".join(record["reasons"]) + "; not accepted as best"
+    reasons = record["reasons"]
+    return record, f"refinement guard: {'; '.join(reasons)}; not accepted as best" if reasons else ""
 
 
 def revised_iteration(previous: list[Iteration], refined_from: int | None) -> Iteration | None:

@@ -17,9 +17,8 @@ def summarize_beside_index(state: RefineState, ctx: Context, beside: bool = True
     It waits when a summary was given, when the graph pauses before ``summarize`` (``beside`` false), and when
     the summarizer is in-process, competing with the embedder and the extraction for the cores.
     """
-    if not beside or (state.get("summary") or "").strip():
-        return False
-    return not is_local(resolve_spec(ctx, "summarizer"))
+    given = (state.get("summary") or "").strip()
+    return beside and not given and not is_local(resolve_spec(ctx, "summarizer"))
 
 
 def route_after_segment(

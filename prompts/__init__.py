@@ -65,9 +65,7 @@ def _auto_fields(text: str) -> int | None:
         names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
     except ValueError:
         return None
-    if not names or any(name != "" for name in names):
-        return None
-    return len(names)
+    return len(names) if names and all(name == "" for name in names) else None
 
 
 def _parse(name: str, path: Path) -> Prompt:
