@@ -94,17 +94,6 @@ def _settings(state: SummarizeWork, ctx: Context) -> tuple[Literal["hierarchical
     return strategy, chunk_size, top
 
 
-def _chunks(state: SummarizeWork, chunk_size: int, chunker: str) -> list[SummaryChunk]:
-    document = state.get("document") or ""
-    if state.get("scenes"):
-        chunks = chunk_scenes(state["scenes"], chunk_size)
-    else:
-        chunks = chunk_document(document, chunk_size, chunker) if document.strip() else []
-    if not chunks:
-        raise ValueError("Nothing to summarize: give a non-empty 'document' or a list of 'scenes' with text.")
-    return chunks
-
-
 def check_budgets(
     strategy: str, chunks: list[SummaryChunk], budgets: list[int], window: int, prompt_dir: str = ""
 ) -> None:
@@ -140,7 +129,13 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
     started = time.time()
     ctx = context_of(runtime)
     strategy, chunk_size, top = _settings(state, ctx)
-    chunks = _chunks(state, chunk_size, ctx.chunker)
+    document = state.get("document") or ""
+    if state.get("scenes"):
+        chunks = chunk_scenes(state["scenes"], chunk_size)
+    else:
+        chunks = chunk_document(document, chunk_size, ctx.chunker) if document.strip() else []
+    if not chunks:
+        raise ValueError("Nothing to summarize: give a non-empty 'document' or a list of 'scenes' with text.")
     window = ctx.context_window
     if strategy == "hierarchical":
         overhead = merge_overhead(ctx.prompt_dir)

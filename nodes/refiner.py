@@ -96,13 +96,12 @@ def render_outline(scenes: list[Scene], budget: int) -> str:
     """One line per scene (id, title, opening) within ``budget`` tokens, openings shortened, then scenes thinned."""
     if not scenes or budget <= 0:
         return ""
-    lines: list[str] = []
     for limit in OUTLINE_WORDS:
         lines = [_outline_line(scene, limit) for scene in scenes]
         block = prompts.data_block("outline", "\n".join(lines), scenes=len(scenes))
         if count_tokens(block) <= budget:
             return block
-    keep = len(lines)
+    keep = len(scenes)
     while keep > 1:
         keep = max(1, min(keep - 1, keep * budget // max(count_tokens(block), 1)))
         step = len(lines) / keep

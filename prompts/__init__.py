@@ -167,14 +167,11 @@ def _live_tag(tag: str) -> re.Pattern[str]:
 def _defuse(text: str, tag: str) -> str:
     """The text with every ``<`` (or look-alike) that opens a data tag written as ``&lt;``."""
     live = _live_tag(tag)
-    parts: list[str] = []
-    last = 0
-    for match in _OPENER.finditer(text):
-        after = _normal(text[match.end() : match.end() + 40])
-        if live.match(after):
-            parts += [text[last : match.start()], "&lt;"]
-            last = match.end()
-    return "".join(parts) + text[last:] if parts else text
+
+    def escape(match: re.Match[str]) -> str:
+        return "&lt;" if live.match(_normal(text[match.end() : match.end() + 40])) else match.group()
+
+    return _OPENER.sub(escape, text)
 
 
 def _attribute(value: object, tag: str) -> str:
