@@ -77,10 +77,7 @@ def _opening(scene: Scene, limit: int) -> str:
     """The scene's first sentence after its heading, cut to ``limit`` words ("" when limit is 0)."""
     if limit <= 0:
         return ""
-    head = scene["text"].lstrip()[:1500]
-    title = scene["title"].strip()
-    if title and head.startswith(title):
-        head = head[len(title) :]
+    head = scene["text"].lstrip()[:1500].removeprefix(scene["title"].strip())
     first = next((s for s in sentences(head) if len(s.split()) > 1), "")
     cut = first.split()
     return " ".join(cut[:limit]) + (" ..." if len(cut) > limit else "")
