@@ -193,16 +193,15 @@ class MergeLevel:
     checked: tuple[int, bool] = (0, False)  # the inputs the budget was last looked at with, undecided
 
     def _decide_budget(self, plan: SummaryPlan, prompt_dir: str) -> bool:
-        if self.budget is not None or self.checked == (len(self.inputs), self.complete):
-            return self.budget is not None
-        self.checked = (len(self.inputs), self.complete)
-        top, window = plan["max_summary_tokens"], plan["context_window"]
-        if self.number >= len(plan["budgets"]) - 1:
-            self.budget = top
-        elif not fits(render_merge("", self._texts(), word_limit(top), prompt_dir), top, window):
-            self.budget = plan["budgets"][self.number]  # a prefix overflows one merge: not the last level
-        elif self.complete:
-            self.budget = top  # everything fits one merge: the last level
+        if self.budget is None and self.checked != (len(self.inputs), self.complete):
+            self.checked = (len(self.inputs), self.complete)
+            top, window = plan["max_summary_tokens"], plan["context_window"]
+            if self.number >= len(plan["budgets"]) - 1:
+                self.budget = top
+            elif not fits(render_merge("", self._texts(), word_limit(top), prompt_dir), top, window):
+                self.budget = plan["budgets"][self.number]  # a prefix overflows one merge: not the last level
+            elif self.complete:
+                self.budget = top  # everything fits one merge: the last level
         return self.budget is not None
 
     def _texts(self) -> list[str]:
