@@ -212,10 +212,8 @@ def annotate_one(
             answer = ask_text(ctx, ROLE, prompt, asked, max_tokens=max_tokens, sample=attempts)
             attempts += 1
             usage, raw = merge_usage(usage, answer.usage), answer.text
-            finish = (
-                answer.finish_reason
-            )  # a cut-off answer, or one copying the prompt or reminder, is unreadable
-            if cut_off(finish):
+            # a cut-off answer, or one copying the prompt or reminder, is unreadable
+            if cut_off(finish := answer.finish_reason):
                 parsed = ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish!r})")
             else:
                 parsed = parse_confusion(raw, prompt=(prompt.text, FORMAT_REMINDER), data=(summary, sentence))

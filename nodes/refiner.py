@@ -132,7 +132,8 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     summary, card, base = refine_base(state)
     attempts_before = earlier_attempts(state.get("iterations") or [], base)
     flagged = [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
-    progress.emit("refine", total=1, round=state.get("iteration", 0) + 1)  # the round it writes
+    iteration = state.get("iteration", 0) + 1  # the round it writes
+    progress.emit("refine", total=1, round=iteration)
     n_words = len(words(summary))
     max_tokens = max(ctx.max_output_tokens, int(count_tokens(summary) * 1.5) + 64)
     prompt = prompts.load("refine", ctx.prompt_dir)
@@ -165,13 +166,11 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     revised = prompts.unwrap_data(answer.text)
     problem = _unusable(revised, answer.finish_reason)
     note = f"{problem} refinement after {attempts} attempt(s); kept summary"
-    events = (
-        [{"stage": "refine", "iteration": state.get("iteration", 0) + 1, "event": note}] if problem else []
-    )
+    events = [{"stage": "refine", "iteration": iteration, "event": note}] if problem else []
     progress.emit("refine", advance=1)
     return {
         "summary": summary if problem else revised,
-        "iteration": state.get("iteration", 0) + 1,
+        "iteration": iteration,
         "refined_from": base,
         "previous_summary": summary,
         "events": events,
