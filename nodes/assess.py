@@ -82,11 +82,8 @@ def what_round_did(iterations: list[Iteration], ctx: Context) -> str:
     n = latest["iteration"]
     if not latest["accepted"]:
         # the note names each guard that rejected the round: "coherence guard: ...", "refinement guard: ..."
-        rejections = [
-            part.strip("; ")
-            for part in (latest.get("note") or "").split("; not accepted as best")
-            if "guard:" in part
-        ]
+        notes = (latest.get("note") or "").split("; not accepted as best")
+        rejections = [part.strip("; ") for part in notes if "guard:" in part]
         by = " and by the ".join(rejections) or "guard"
         return f"the last refinement (round {n}) was rejected by the {by}"
     if not card_reliable(latest["factscore"]):

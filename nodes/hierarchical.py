@@ -75,10 +75,10 @@ def merges_needed(n_chunks: int, budgets: list[int], context_window: int, overhe
     """Estimated number of summaries at each merge level (empty when one chunk needs no merging)."""
     counts: list[int] = []
     n = n_chunks
+    top = budgets[-1]
+    room = room_for_prompt(top, context_window) - overhead
     while n > 1 and len(counts) < MAX_LEVELS:
         size = budgets[min(len(counts), len(budgets) - 1)] + _BLOCK_TOKENS
-        top = budgets[-1]
-        room = room_for_prompt(top, context_window) - overhead
         if n * size <= room:  # everything fits in one merge: the last level
             n = 1
         else:
@@ -232,11 +232,7 @@ class MergeLevel:
 
 
 def write_job(ctx: Context, job: TreeJob) -> tuple[TreeSummary, Written]:
-    """Write one summary of the tree within its budget, with the merge's prior context when it has one.
-
-    Merges go first for a slot (the rest of the tree waits on them), then chunks in order (the first merge waits
-    on the earliest).
-    """
+    """Write one summary of the tree within its budget; merges go first for a slot, then chunks in order."""
     if job.level == 0:
         name = "summarize_chunk"
         render = partial(summary_prompt, name, ctx.prompt_dir, excerpt=job.group[0])
