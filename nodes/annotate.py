@@ -115,10 +115,8 @@ def split_summaries(state: CoherenceState, runtime: Runtime[Context]) -> dict[st
     if ctx.repeated_sentences == "once":
         sentences = {key: list(dict.fromkeys(found)) for key, found in sentences.items()}
     planted = {
-        item["id"]: plant_sentences(
-            sentences[item["id"]], count=ctx.planted_sentences, seed=ctx.seed, summary_id=item["id"]
-        )
-        for item in summaries
+        key: plant_sentences(found, count=ctx.planted_sentences, seed=ctx.seed, summary_id=key)
+        for key, found in sentences.items()
     }
     total = sum(len(s) for s in sentences.values()) + sum(len(p) for p in planted.values())
     progress.emit("coherence", total=total)

@@ -239,7 +239,7 @@ def write_job(ctx: Context, job: TreeJob) -> tuple[TreeSummary, Written]:
     else:
         name = "merge_context" if job.context else "merge"
         render = partial(render_merge, job.context, job.group, prompt_dir=ctx.prompt_dir)
-    with priority(1 if job.level else -1 - job.index):
+    with priority(1 if job.level else -1 - job.index):  # the tree waits on merges, the first on early chunks
         written = write(
             ctx,
             load(name, ctx.prompt_dir),
