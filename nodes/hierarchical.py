@@ -117,10 +117,8 @@ class MergeRoom:
 
 def prior_context(prior: str, room: MergeRoom, where: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """The previous merge as context for the next, cut to ``PRIOR_CONTEXT_SHARE`` of the room when longer."""
-    if not prior:
-        return "", []
     limit = max(1, int(PRIOR_CONTEXT_SHARE * room_for_prompt(room.budget, room.context_window)))
-    if count_tokens(prior) <= limit:
+    if not prior or count_tokens(prior) <= limit:
         return prior, []
     context = split_by_tokens(prior, limit)[0]
     return context, [event("prior_context_truncated", **where, tokens=count_tokens(context), limit=limit)]

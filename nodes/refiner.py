@@ -101,8 +101,7 @@ def render_outline(scenes: list[Scene], budget: int) -> str:
     keep = len(scenes)
     while keep > 1:
         keep = max(1, min(keep - 1, keep * budget // max(count_tokens(block), 1)))
-        step = len(lines) / keep
-        picked = [lines[int(i * step)] for i in range(keep)]
+        picked = [lines[i * len(lines) // keep] for i in range(keep)]  # spread evenly
         block = prompts.data_block("outline", "\n".join(picked), scenes=len(scenes), shown=keep)
         if count_tokens(block) <= budget:
             return block

@@ -37,10 +37,8 @@ def expand_query(fact: str, ckg: dict[str, Any]) -> str:
     return fact if not extra else f"{fact} ({'; '.join(extra)})"
 
 
-@lru_cache(maxsize=1024)
-def _tokens(text: str) -> int:
-    """Tokens of a retrieved scene or passage, counted once: a run retrieves the same scenes for many facts."""
-    return count_tokens(text)
+# a retrieved scene or passage's tokens, counted once: a run retrieves the same scenes for many facts
+_tokens = lru_cache(maxsize=1024)(count_tokens)
 
 
 def select_scenes(

@@ -116,8 +116,7 @@ def check_dir(prompt_dir: str | Path = "") -> None:
     if not prompt_dir:
         return
     for path in sorted(Path(prompt_dir).glob("*.txt")):
-        bundled = PROMPT_DIR / path.name
-        if not bundled.is_file():
+        if not (bundled := PROMPT_DIR / path.name).is_file():
             continue
         given, expected = load(path.stem, prompt_dir).fields, _parse(path.stem, bundled).fields
         if given != expected:
@@ -130,10 +129,8 @@ def check_dir(prompt_dir: str | Path = "") -> None:
 @cache
 def load(name: str, prompt_dir: str | Path = "") -> Prompt:
     """The prompt ``<prompt_dir>/<name>.txt`` when that file exists, else the bundled ``prompts/<name>.txt``."""
-    if prompt_dir:
-        override = Path(prompt_dir) / f"{name}.txt"
-        if override.is_file():
-            return _parse(name, override)
+    if prompt_dir and (override := Path(prompt_dir) / f"{name}.txt").is_file():
+        return _parse(name, override)
     path = PROMPT_DIR / f"{name}.txt"
     if not path.is_file():
         raise FileNotFoundError(f"No prompt named {name!r}; known prompts: {known_names(prompt_dir)}")
