@@ -24,11 +24,8 @@ def _score(it: Iteration) -> float:
 
 def best_of(iterations: list[Iteration]) -> Iteration | None:
     """Highest score among accepted rounds whose score is reliable (worse judging must not win), ties to the later."""
-    best: Iteration | None = None
-    for it in sorted(iterations, key=lambda i: i["iteration"]):
-        if it["accepted"] and card_reliable(it["factscore"]) and (best is None or _score(it) >= _score(best)):
-            best = it
-    return best
+    eligible = [it for it in iterations if it["accepted"] and card_reliable(it["factscore"])]
+    return max(eligible, key=lambda it: (_score(it), it["iteration"]), default=None)
 
 
 def fallback_of(iterations: list[Iteration]) -> Iteration | None:
