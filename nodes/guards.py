@@ -147,10 +147,8 @@ def guard_round(
 
 def revised_iteration(previous: list[Iteration], refined_from: int | None) -> Iteration | None:
     """The earlier round this round revised: ``refined_from``, else the latest (None in round 0)."""
-    if not previous:
-        return None
     named = [it for it in previous if it["iteration"] == refined_from]
-    return named[0] if named else max(previous, key=lambda it: it["iteration"])
+    return named[0] if named else max(previous, key=lambda it: it["iteration"], default=None)
 
 
 def _round(value: float | None) -> float | None:
