@@ -93,10 +93,9 @@ class IndexOutput(TypedDict, total=False):
     timings: Annotated[dict[str, float], add_timings]
 
 
-class IndexState(IndexOutput, total=False):
-    """State of the index graph: its output, the document it reads and the extractions it merges."""
+class IndexState(IndexInput, IndexOutput, total=False):
+    """State of the index graph: its input, its output and the extractions it merges."""
 
-    document: str
     extractions: Annotated[list[SceneExtraction], operator.add]
 
 
@@ -137,14 +136,9 @@ class SummarizeOutput(TypedDict, total=False):
     timings: Annotated[dict[str, float], add_timings]
 
 
-class SummarizeState(SummarizeOutput, total=False):
-    """State of the summarize graph."""
+class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
+    """State of the summarize graph: its input, its output and its chunks and draft."""
 
-    document: str
-    scenes: list[Scene]
-    strategy: Literal["hierarchical", "incremental"]
-    chunk_size: int
-    max_summary_tokens: int
     chunks: list[SummaryChunk]
     draft: str
 
@@ -293,9 +287,8 @@ class RefineOutput(TypedDict, total=False):
     timings: Annotated[dict[str, float], add_timings]
 
 
-class RefineState(FactScoreState, SummarizeState, RefineOutput, total=False):
+class RefineState(RefineInput, FactScoreState, SummarizeState, RefineOutput, total=False):
     """State of the refine graph (shares channels with the graphs it composes)."""
 
-    started_at: float
     refined_from: int  # the iteration whose summary the latest refinement revised
     coherence: CoherenceReport

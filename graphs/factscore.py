@@ -46,12 +46,9 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     builder.add_edge("check_sentence", "score_nfs")
     builder.add_edge("check_planted", "score_nfs")
     builder.add_edge("score_nfs", END)
-    compiled = builder.compile(
-        checkpointer=checkpointer,
-        interrupt_before=list(interrupt_before) if interrupt_before else None,
-        name="factscore",
-    )
-    return compiled.with_config(max_concurrency=BRANCH_THREADS)
+    return builder.compile(
+        checkpointer=checkpointer, interrupt_before=list(interrupt_before or ()), name="factscore"
+    ).with_config(max_concurrency=BRANCH_THREADS)
 
 
 graph = build_graph()

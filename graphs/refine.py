@@ -59,12 +59,9 @@ def build_graph(checkpointer: Any = None, interrupt_before: Sequence[str] | None
     builder.add_conditional_edges("assess", route_loop, ["refine", "finish"])
     builder.add_edge("refine", "factscore")
     builder.add_edge("finish", END)
-    compiled = builder.compile(
-        checkpointer=checkpointer,
-        interrupt_before=list(interrupt_before) if interrupt_before else None,
-        name="refine",
-    )
-    return compiled.with_config(max_concurrency=BRANCH_THREADS)
+    return builder.compile(
+        checkpointer=checkpointer, interrupt_before=list(interrupt_before or ()), name="refine"
+    ).with_config(max_concurrency=BRANCH_THREADS)
 
 
 graph = build_graph()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections import defaultdict
 from functools import partial, reduce
 from typing import Any, Literal
 
@@ -81,14 +82,12 @@ def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
     if not isinstance(many, list) or not many:
         raise ValueError("'summaries' must be a non-empty list of {'id': ..., 'summary': ...} objects.")
     out: list[dict[str, Any]] = []
-    seen: set[str] = set()
     for position, item in enumerate(many):
         if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
             raise ValueError(f"summaries[{position}] must be an object with a 'summary' string.")
         summary_id = str(item.get("id", position))
-        if summary_id in seen:
+        if any(earlier["id"] == summary_id for earlier in out):
             raise ValueError(f"Summary id {summary_id!r} appears twice; give every summary its own id.")
-        seen.add(summary_id)
         if not item["summary"].strip():
             raise ValueError(f"Summary {summary_id!r} is empty; remove it or give its text.")
         if not has_words(item["summary"]):
@@ -108,21 +107,16 @@ def split_summaries(state: CoherenceState, runtime: Runtime[Context]) -> dict[st
     """
     ctx = context_of(runtime)
     summaries = input_summaries(state)
-    sentences: dict[str, list[str]] = {}
-    split: dict[str, str] = {}
-    for item in summaries:
-        if "sentences" in item:
-            sentences[item["id"]], split[item["id"]] = item["sentences"], GIVEN
-        else:
-            sentences[item["id"]] = split_sentences(item["summary"], ctx.sentence_splitter)
-            split[item["id"]] = ctx.sentence_splitter
-        if ctx.repeated_sentences == "once":
-            sentences[item["id"]] = list(dict.fromkeys(sentences[item["id"]]))
-    planted = {
-        item["id"]: plant_sentences(
-            sentences[item["id"]], count=ctx.planted_sentences, seed=ctx.seed, summary_id=item["id"]
-        )
+    split = {item["id"]: GIVEN if "sentences" in item else ctx.sentence_splitter for item in summaries}
+    sentences = {
+        item["id"]: item.get("sentences") or split_sentences(item["summary"], ctx.sentence_splitter)
         for item in summaries
+    }
+    if ctx.repeated_sentences == "once":
+        sentences = {key: list(dict.fromkeys(found)) for key, found in sentences.items()}
+    planted = {
+        key: plant_sentences(found, count=ctx.planted_sentences, seed=ctx.seed, summary_id=key)
+        for key, found in sentences.items()
     }
     total = sum(len(s) for s in sentences.values()) + sum(len(p) for p in planted.values())
     progress.emit("coherence", total=total)
@@ -146,27 +140,20 @@ def tasks_for(state: CoherenceState) -> list[CoherenceTask]:
     tasks: list[CoherenceTask] = []
     for item in state["to_score"]:
         sents = state["sentences"][item["id"]]
+        task = partial(CoherenceTask, run=state["run"], summary_id=item["id"])
         for start in range(0, len(sents), size):
-            tasks.append(
-                CoherenceTask(
-                    run=state["run"],
-                    summary_id=item["id"],
-                    summary=item["summary"],
-                    sentence_indices=list(range(start, min(start + size, len(sents)))),
-                    targets=sents[start : start + size],
-                )
+            targets = sents[start : start + size]
+            indices = list(range(start, start + len(targets)))
+            tasks.append(task(summary=item["summary"], sentence_indices=indices, targets=targets))
+        tasks += [
+            task(
+                summary=control["summary"],
+                sentence_indices=[control["position"]],
+                targets=[control["sentence"]],
+                planted=True,
             )
-        for control in (state.get("planted") or {}).get(item["id"], []):
-            tasks.append(
-                CoherenceTask(
-                    run=state["run"],
-                    summary_id=item["id"],
-                    summary=control["summary"],
-                    sentence_indices=[control["position"]],
-                    targets=[control["sentence"]],
-                    planted=True,
-                )
-            )
+            for control in (state.get("planted") or {}).get(item["id"], [])
+        ]
     return tasks
 
 
@@ -177,15 +164,6 @@ def route_annotations(state: CoherenceState) -> list[Send] | Literal["score_cohe
         return "score_coherence"
     node = "annotate_batch" if state.get("mode") == BATCHED else "annotate_sentences"
     return [Send(node, task) for task in tasks]
-
-
-def read_answer(
-    text: str, finish_reason: str | None, summary: str, sentence: str, prompt_text: str
-) -> ConfusionAnswer:
-    """The annotation in an answer; a cut-off answer, or one copying the prompt or reminder, is unreadable."""
-    if cut_off(finish_reason):
-        return ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish_reason!r})")
-    return parse_confusion(text, prompt=(prompt_text, FORMAT_REMINDER), data=(summary, sentence))
 
 
 def annotate_sentences(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -232,7 +210,11 @@ def annotate_one(
             answer = ask_text(ctx, ROLE, prompt, asked, max_tokens=max_tokens, sample=attempts)
             attempts += 1
             usage, raw = merge_usage(usage, answer.usage), answer.text
-            parsed = read_answer(raw, answer.finish_reason, summary, sentence, prompt.text)
+            # a cut-off answer, or one copying the prompt or reminder, is unreadable
+            if cut_off(finish := answer.finish_reason):
+                parsed = ConfusionAnswer(None, error=f"answer cut off (finish_reason {finish!r})")
+            else:
+                parsed = parse_confusion(raw, prompt=(prompt.text, FORMAT_REMINDER), data=(summary, sentence))
     except CallFailed as exc:  # the server kept failing: this sentence is not scored, the run goes on
         parsed = ConfusionAnswer(None, error=f"no answer from the server: {exc}")
     if parsed.error:
@@ -275,24 +257,22 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
     summary = data_block("summary", task["summary"])
     text = prompt.render(summary=summary, sentences=data_block("sentences", numbered))
     answer = ask_structured(ctx, ROLE, prompt, [("user", text)], BatchedConfusions)
-    listed: dict[int, dict[str, list[str]]] = {}
-    if answer.value is not None:
-        for entry in answer.value.sentences:
-            slot = listed.setdefault(entry.index - 1, {"questions": [], "labels": []})
-            questions = [q.strip() for q in entry.questions if q.strip() and not says_no_confusion(q)]
-            slot["questions"].extend(questions)
-            slot["labels"].extend(entry.types)
+    listed: defaultdict[int, dict[str, list[str]]] = defaultdict(lambda: {"questions": [], "labels": []})
+    for entry in answer.value.sentences if answer.value is not None else []:
+        questions = [q.strip() for q in entry.questions if q.strip() and not says_no_confusion(q)]
+        listed[entry.index - 1]["questions"].extend(questions)
+        listed[entry.index - 1]["labels"].extend(entry.types)
     annotations: list[SentenceAnnotation] = []
     for index, sentence in zip(indices, targets, strict=True):
         if answer.value is None:
             parsed, raw = ConfusionAnswer(None, error=answer.error or "unparseable answer"), answer.text
         else:
-            found = listed.get(index, {"questions": [], "labels": []})
+            raw = json.dumps({"index": index + 1, **listed[index]}) if index in listed else ""
+            found = listed[index]
             types, other = normalise_types(found["labels"])
             parsed = ConfusionAnswer(
                 bool(found["questions"] or types or other), found["questions"], types, other
             )
-            raw = json.dumps({"index": index + 1, **found}) if index in listed else ""
         annotations.append(_annotation(task, index, sentence, parsed, raw, answer.attempts))
     progress.emit("coherence", advance=len(targets))
     return {_channel(task): annotations, "usage": answer.usage}

@@ -63,28 +63,22 @@ def edit_damage(original: str, edited: str) -> str | None:
     return None
 
 
-def render_removal(summary: str, prompt_dir: str = "") -> str:
-    """The artifact-removal prompt."""
-    return load("remove_artifacts", prompt_dir).render(summary=data_block("summary", summary))
-
-
 def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
     """Clean the draft into the final summary (or keep the draft when the edit is unsafe); close timings."""
     started = time.time()
     ctx = context_of(runtime)
-    plan = state["summary_plan"]
     draft = state.get("draft", "").strip()
     summary, events, usage = draft, [], {}
     if ctx.artifact_removal and draft:
-        text = render_removal(draft, ctx.prompt_dir)
-        room = plan["context_window"] - prompt_cost(text)
+        prompt = load("remove_artifacts", ctx.prompt_dir)
+        text = prompt.render(summary=data_block("summary", draft))
+        room = state["summary_plan"]["context_window"] - prompt_cost(text)
         max_tokens = min(room, math.ceil(count_tokens(draft) * 1.2) + 64)
         if max_tokens < count_tokens(draft):
             events.append(
                 event("artifact_removal_fallback", reason="the summary leaves no room for its edit")
             )
         else:
-            prompt = load("remove_artifacts", ctx.prompt_dir)
             answer = llm.ask_text(ctx, ROLE, prompt, [("user", text)], max_tokens=max_tokens)
             usage = answer.usage
             edited = clean_output(answer.text)
@@ -98,7 +92,6 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
                 events.append(event("artifact_removal", tokens_before=before, tokens_after=after))
         progress.emit("summarize", advance=1)
     now = time.time()
-    marks = state.get("summary_marks", {})
     return {
         "summary": summary,
         "events": events,
@@ -106,6 +99,6 @@ def remove_artifacts(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
         "summary_marks": {"done": now},
         "timings": {
             "summarize.artifacts": round(now - started, 4),
-            "summarize": round(now - marks.get("start", now), 4),
+            "summarize": round(now - state.get("summary_marks", {}).get("start", now), 4),
         },
     }

@@ -22,26 +22,16 @@ def _score(it: Iteration) -> float:
     return -1.0 if value is None else value
 
 
-def is_reliable(it: Iteration) -> bool:
-    """Whether the round's score was judged on enough of its facts to count (see storyjudge.core.coverage)."""
-    return card_reliable(it["factscore"])
-
-
 def best_of(iterations: list[Iteration]) -> Iteration | None:
     """Highest score among accepted rounds whose score is reliable (worse judging must not win), ties to the later."""
-    best: Iteration | None = None
-    for it in sorted(iterations, key=lambda i: i["iteration"]):
-        if it["accepted"] and is_reliable(it) and (best is None or _score(it) >= _score(best)):
-            best = it
-    return best
+    eligible = [it for it in iterations if it["accepted"] and card_reliable(it["factscore"])]
+    return max(eligible, key=lambda it: (_score(it), it["iteration"]), default=None)
 
 
 def fallback_of(iterations: list[Iteration]) -> Iteration | None:
     """The best round, or the first one (the unrefined summary) when none is reliable and accepted."""
     best = best_of(iterations)
-    if best is not None or not iterations:
-        return best
-    return min(iterations, key=lambda i: i["iteration"])
+    return best if best is not None or not iterations else min(iterations, key=lambda i: i["iteration"])
 
 
 def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
@@ -51,7 +41,7 @@ def stale_rounds(iterations: list[Iteration], min_delta: float) -> int:
     for n in range(1, len(ordered)):
         previous_best = best_of(ordered[:n])
         gain = _score(ordered[n]) - (_score(previous_best) if previous_best else -1.0)
-        counts = ordered[n]["accepted"] and is_reliable(ordered[n])
+        counts = ordered[n]["accepted"] and card_reliable(ordered[n]["factscore"])
         stale = 0 if (counts and gain >= min_delta) else stale + 1
     return stale
 
@@ -62,7 +52,7 @@ def stop_reason(iterations: list[Iteration], ctx: Context) -> str:
     card = latest["factscore"]
     n = latest["iteration"]
     reached = card["score"] is not None and card["score"] >= ctx.target_score
-    if reached and is_reliable(latest) and latest["accepted"]:
+    if reached and card_reliable(latest["factscore"]) and latest["accepted"]:
         return f"target reached (NFS {card['score']:.3f} >= {ctx.target_score} in round {n})"
     stale = stale_rounds(iterations, ctx.min_delta) if n >= 1 else 0
     if stale >= ctx.patience:
@@ -89,14 +79,11 @@ def what_round_did(iterations: list[Iteration], ctx: Context) -> str:
     n = latest["iteration"]
     if not latest["accepted"]:
         # the note names each guard that rejected the round: "coherence guard: ...", "refinement guard: ..."
-        rejections = [
-            part.strip("; ")
-            for part in (latest.get("note") or "").split("; not accepted as best")
-            if "guard:" in part
-        ]
+        notes = (latest.get("note") or "").split("; not accepted as best")
+        rejections = [part.strip("; ") for part in notes if "guard:" in part]
         by = " and by the ".join(rejections) or "guard"
         return f"the last refinement (round {n}) was rejected by the {by}"
-    if not is_reliable(latest):
+    if not card_reliable(latest["factscore"]):
         return f"the last refinement's score (round {n}) is {reliability_text(latest['factscore'])}"
     best = best_of([it for it in iterations if it["iteration"] < n])
     if best is None:
@@ -116,6 +103,7 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     if state.get("metrics"):
         record["metrics"] = state["metrics"]
     previous = [it for it in state.get("iterations") or [] if it["iteration"] != iteration]
+    notes: list[str] = []  # a guard's rejection first, then why the score does not count
     coherence = state.get("coherence") if ctx.coherence_guard else None
     if coherence is not None:
         record["coherence"] = coherence
@@ -125,12 +113,10 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         this_coh = coherence.get("score")
         if best_coh is not None and (this_coh is None or not coherence.get("reliable", True)):
             # the guard could not measure this round: not measured is not coherent
-            record["accepted"] = False
             shown = describe(this_coh, coherence.get("coverage", 0.0), False)
-            record["note"] = f"coherence guard: this round's BooookScore is {shown}; not accepted as best"
+            notes.append(f"coherence guard: this round's BooookScore is {shown}; not accepted as best")
         elif best_coh is not None and this_coh is not None and this_coh < best_coh - ctx.coherence_margin:
-            record["accepted"] = False
-            record["note"] = (
+            notes.append(
                 f"coherence guard: BooookScore {this_coh:.3f} fell more than {ctx.coherence_margin} below the "
                 f"best's {best_coh:.3f}; not accepted as best"
             )
@@ -138,10 +124,9 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     revised = revised_iteration(previous, state.get("refined_from")) if iteration else None
     guard, rejection = guard_round(state["summary"], card, narrative_text(state), revised=revised, ctx=ctx)
     record["guard"] = guard
-    if rejection:
-        record["accepted"] = False
-        record["note"] = "; ".join(note for note in (record["note"], rejection) if note)
-    if not is_reliable(record):
+    notes += [rejection] if rejection else []
+    record["accepted"] = not notes
+    if not card_reliable(card):
         reasons = [judge_failure(card)] if judge_failure(card) else []
         if card.get("coverage", 0.0) + 1e-12 < ctx.coverage_floor or not reasons:
             reasons.insert(
@@ -150,8 +135,8 @@ def assess(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"{card.get('decompose_failures', 0)} sentence(s) not decomposed (coverage "
                 f"{card.get('coverage', 0.0):.0%} < floor {ctx.coverage_floor:.0%})",
             )
-        unreliable = f"score {UNRELIABLE}: {'; '.join(reasons)}; not eligible as best"
-        record["note"] = f"{record['note']}; {unreliable}" if record["note"] else unreliable
+        notes.append(f"score {UNRELIABLE}: {'; '.join(reasons)}; not eligible as best")
+    record["note"] = "; ".join(notes)
     everything = [*previous, record]
     reason = stop_reason(everything, ctx)
     best = fallback_of(everything)

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.hierarchical import level_budgets, merge_overhead, merges_needed, render_leaf
-from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress, render_update
-from nodes.summary_writer import cost_of_tokens, fits, word_limit
+from nodes.hierarchical import level_budgets, merge_overhead, merges_needed
+from nodes.incremental import UPDATE_OUTPUT_FACTOR, render_compress
+from nodes.summary_writer import cost_of_tokens, prompt_cost, summary_prompt, word_limit
 from state import SummarizeWork, SummaryPlan
 from storyjudge.core import progress
 from storyjudge.core.context import ConfigError, Context, context_of
@@ -54,41 +54,34 @@ def chunk_scenes(scenes: Sequence[Scene], max_tokens: int) -> list[SummaryChunk]
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
     parts: list[tuple[str, int, int, list[str]]] = []  # text, start, end, scene ids
-    group: list[Scene] = []
-    group_text = ""
-
-    def flush() -> None:
-        nonlocal group, group_text
-        if group:
-            parts.append((group_text, group[0]["start"], group[-1]["end"], [s["id"] for s in group]))
-        group, group_text = [], ""
-
+    packing = False  # the last part is whole scenes, and may take the next one
     for scene in scenes:
-        text = scene["text"]
+        text, start, end = scene["text"], scene["start"], scene["end"]
         if not text:
             continue
         if count_tokens(text) > max_tokens:
-            flush()
-            offset = scene["start"]
-            for piece in split_by_tokens(text, max_tokens):
-                parts.append((piece, offset, offset + len(piece), [scene["id"]]))
-                offset += len(piece)
+            pieces = split_by_tokens(text, max_tokens)
+            starts = accumulate((len(piece) for piece in pieces), initial=start)
+            parts += [
+                (piece, at, at + len(piece), [scene["id"]]) for piece, at in zip(pieces, starts, strict=False)
+            ]
+            packing = False
             continue
-        joiner = "" if group and group[-1]["end"] == scene["start"] else SCENE_JOINER
-        candidate = group_text + joiner + text if group else text
-        if group and count_tokens(candidate) > max_tokens:
-            flush()
-            candidate = text
-        group.append(scene)
-        group_text = candidate
-    flush()
+        if packing:
+            group, first, last, ids = parts[-1]
+            joined = group + ("" if last == start else SCENE_JOINER) + text
+            if count_tokens(joined) <= max_tokens:
+                parts[-1] = (joined, first, end, [*ids, scene["id"]])
+                continue
+        parts.append((text, start, end, [scene["id"]]))
+        packing = True
     return [
         SummaryChunk(index=index, text=text, tokens=count_tokens(text), start=start, end=end, scene_ids=ids)
         for index, (text, start, end, ids) in enumerate(parts)
     ]
 
 
-def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
+def _settings(state: SummarizeWork, ctx: Context) -> tuple[Literal["hierarchical", "incremental"], int, int]:
     strategy = state.get("strategy") or ctx.strategy
     chunk_size = state.get("chunk_size") or ctx.chunk_size
     top = state.get("max_summary_tokens") or ctx.max_summary_tokens
@@ -101,50 +94,34 @@ def _settings(state: SummarizeWork, ctx: Context) -> tuple[str, int, int]:
     return strategy, chunk_size, top
 
 
-def _chunks(state: SummarizeWork, chunk_size: int, chunker: str) -> list[SummaryChunk]:
-    document = state.get("document") or ""
-    if state.get("scenes"):
-        chunks = chunk_scenes(state["scenes"], chunk_size)
-    else:
-        chunks = chunk_document(document, chunk_size, chunker) if document.strip() else []
-    if not chunks:
-        raise ValueError("Nothing to summarize: give a non-empty 'document' or a list of 'scenes' with text.")
-    return chunks
-
-
-def _require(ok: bool, what: str, window: int) -> None:
-    if not ok:
-        raise ConfigError(
-            f"The context window ({window} tokens) is too small for {what}; lower --chunk-size or "
-            "--max-summary-tokens, or raise context_window if the model has a larger one."
-        )
-
-
 def check_budgets(
     strategy: str, chunks: list[SummaryChunk], budgets: list[int], window: int, prompt_dir: str = ""
 ) -> None:
     """Refuse settings under which some prompt plus its output could not fit in the context window."""
-    top = budgets[-1]
+    top, grown = budgets[-1], UPDATE_OUTPUT_FACTOR * budgets[-1]
     biggest = max(chunks, key=lambda chunk: chunk["tokens"])
+    size = biggest["tokens"]
+    needs: dict[str, int] = {}  # what must fit -> the tokens of its prompt and output
     if strategy == "hierarchical":
-        leaf = render_leaf(biggest["text"], word_limit(budgets[0]), prompt_dir)
-        _require(fits(leaf, budgets[0], window), f"a {biggest['tokens']}-token chunk and its summary", window)
+        leaf = summary_prompt("summarize_chunk", prompt_dir, word_limit(budgets[0]), excerpt=biggest["text"])
+        needs[f"a {size}-token chunk and its summary"] = prompt_cost(leaf) + budgets[0]
         if len(chunks) > 1:
-            merge = cost_of_tokens(2 * top + merge_overhead(prompt_dir))
-            _require(merge + top <= window, f"merging two {top}-token summaries", window)
+            needs[f"merging two {top}-token summaries"] = (
+                cost_of_tokens(2 * top + merge_overhead(prompt_dir)) + top
+            )
     else:
-        update = cost_of_tokens(
-            biggest["tokens"] + top + count_tokens(render_update("", "", 9999, prompt_dir))
+        update = count_tokens(summary_prompt("incremental_update", prompt_dir, 9999, excerpt="", summary=""))
+        needs[f"a {size}-token chunk, a {top}-token summary and its update"] = (
+            cost_of_tokens(size + top + update) + top
         )
-        _require(
-            update + top <= window,
-            f"a {biggest['tokens']}-token chunk, a {top}-token summary and its update",
-            window,
-        )
-        squeeze = cost_of_tokens(
-            UPDATE_OUTPUT_FACTOR * top + count_tokens(render_compress("", 9999, prompt_dir))
-        )
-        _require(squeeze + top <= window, f"compressing a {UPDATE_OUTPUT_FACTOR * top}-token summary", window)
+        squeeze = count_tokens(render_compress("", 9999, prompt_dir))
+        needs[f"compressing a {grown}-token summary"] = cost_of_tokens(grown + squeeze) + top
+    for what, tokens in needs.items():
+        if tokens > window:
+            raise ConfigError(
+                f"The context window ({window} tokens) is too small for {what}; lower --chunk-size or "
+                "--max-summary-tokens, or raise context_window if the model has a larger one."
+            )
 
 
 def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -152,21 +129,23 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
     started = time.time()
     ctx = context_of(runtime)
     strategy, chunk_size, top = _settings(state, ctx)
-    chunks = _chunks(state, chunk_size, ctx.chunker)
+    document = state.get("document") or ""
+    if state.get("scenes"):
+        chunks = chunk_scenes(state["scenes"], chunk_size)
+    else:
+        chunks = chunk_document(document, chunk_size, ctx.chunker) if document.strip() else []
+    if not chunks:
+        raise ValueError("Nothing to summarize: give a non-empty 'document' or a list of 'scenes' with text.")
     window = ctx.context_window
     if strategy == "hierarchical":
-        budgets = level_budgets(len(chunks), top, window, merge_overhead(ctx.prompt_dir))
-        calls = len(chunks) + sum(merges_needed(len(chunks), budgets, window, merge_overhead(ctx.prompt_dir)))
+        overhead = merge_overhead(ctx.prompt_dir)
+        budgets = level_budgets(len(chunks), top, window, overhead)
+        calls = len(chunks) + sum(merges_needed(len(chunks), budgets, window, overhead))
     else:
         budgets, calls = [top], len(chunks)
     check_budgets(strategy, chunks, budgets, window, ctx.prompt_dir)
     progress.emit("summarize", total=calls + (1 if ctx.artifact_removal else 0))
-    plan = SummaryPlan(
-        strategy=strategy,  # type: ignore[typeddict-item]
-        max_summary_tokens=top,
-        context_window=window,
-        budgets=budgets,
-    )
+    plan = SummaryPlan(strategy=strategy, max_summary_tokens=top, context_window=window, budgets=budgets)
     now = time.time()
     return {
         "chunks": chunks,
@@ -181,6 +160,4 @@ def plan_summary(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, A
 
 def route_strategy(state: SummarizeWork) -> Literal["summarize_tree", "incremental_step"]:
     """Hierarchical: the tree of chunk summaries and merges; incremental: the first update step."""
-    if state["summary_plan"]["strategy"] == "hierarchical":
-        return "summarize_tree"
-    return "incremental_step"
+    return "summarize_tree" if state["summary_plan"]["strategy"] == "hierarchical" else "incremental_step"

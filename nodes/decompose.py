@@ -88,8 +88,6 @@ def decompose(ctx: Context, task: SentenceTask) -> tuple[list[Fact], list[Failed
         )
         for n, fact in enumerate(answer.value.facts if answer.value else [])
     ]
-    if answer.ok:
-        return facts, [], answer.usage
     error = answer.error or "unparseable answer"
     failed = FailedSentence(iteration=task["iteration"], sentence_index=task["sentence_index"], error=error)
-    return facts, [failed], answer.usage
+    return facts, [] if answer.ok else [failed], answer.usage

@@ -7,6 +7,7 @@ A scene longer than the extractor's window is read in parts, one branch each.
 from __future__ import annotations
 
 import time
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,11 +34,8 @@ TOKENIZER_MARGIN = 0.8  # share of the window for scene text: the extractor's to
 def extractor_window(ctx: Context) -> int:
     """The extractor's context window in tokens (the embedded model's own when it is smaller)."""
     spec = resolve_spec(ctx, "extractor")
-    if is_local(spec):
-        local = LOCAL_MODELS.get(spec.partition(":")[2])
-        if local is not None:
-            return min(ctx.context_window, local.context_window)
-    return ctx.context_window
+    local = LOCAL_MODELS.get(spec.partition(":")[2]) if is_local(spec) else None
+    return min(ctx.context_window, local.context_window) if local else ctx.context_window
 
 
 def scene_budget(ctx: Context) -> int:
@@ -55,11 +53,11 @@ def extraction_tasks(scenes: list[Scene], ctx: Context, run_dir: str = "") -> li
     tasks: list[ExtractTask] = []
     for scene in scenes:
         pieces = split_by_tokens(scene["text"], budget) if scene["text"].strip() else []
-        parts: list[Scene] = []
-        offset = scene["start"]
-        for piece in pieces:
-            parts.append(Scene(**{**scene, "text": piece, "start": offset, "end": offset + len(piece)}))
-            offset += len(piece)
+        starts = accumulate((len(piece) for piece in pieces), initial=scene["start"])
+        parts = [
+            Scene(**{**scene, "text": piece, "start": start, "end": start + len(piece)})
+            for piece, start in zip(pieces, starts, strict=False)
+        ]
         for sample in range(ctx.ckg_samples):
             for number, part in enumerate(parts, start=1):
                 task = ExtractTask(scene=part, sample=sample, run_dir=run_dir)

@@ -60,39 +60,49 @@ def measure_round(
     card: ScoreCard,
     narrative: str | set[tuple[str, str, str]],
     *,
-    revised_summary: str | None = None,
-    revised_card: ScoreCard | None = None,
-    revises: int | None = None,
+    revised: Iteration | None = None,
     ctx: Context,
 ) -> GuardRecord:
-    """What the guard measures for one round; without a revised summary (round 0) only its own length and copy rate."""
+    """What the guard measures for one round; without the round it revised (round 0) only its length and copy rate."""
     known = source_trigrams(narrative) if isinstance(narrative, str) else narrative
     n_words = len(words(summary))
     rate = copy_rate(summary, known)
-    compared = revised_summary is not None and revised_card is not None
-    before_words = len(words(revised_summary)) if revised_summary is not None else 0
-    before_rate = copy_rate(revised_summary, known) if revised_summary is not None else None
-    before_supported = revised_card["supported"] if revised_card is not None else None
-    most_words = budget_words(revised_summary or "", ctx.max_summary_tokens) if compared else None
     record = GuardRecord(
         words=n_words,
         copy_rate=_round(rate),
-        revises=revises,
-        supported_before=before_supported,
+        revises=None,
+        supported_before=None,
         supported_after=card["supported"],
-        supported_loss_allowed=(
-            allowed_loss(before_supported, ctx.max_supported_loss) if before_supported is not None else None
-        ),
-        words_before=before_words if compared else None,
-        length_ratio=round(n_words / before_words, 4) if compared and before_words else None,
-        min_words=min_words(before_words, ctx.min_length_ratio) if compared else None,
-        max_words=word_budget(before_words, ctx.max_length_ratio, most_words) if compared else None,
-        copy_rate_before=_round(before_rate),
-        copy_increase=_round(rate - before_rate) if rate is not None and before_rate is not None else None,
+        supported_loss_allowed=None,
+        words_before=None,
+        length_ratio=None,
+        min_words=None,
+        max_words=None,
+        copy_rate_before=None,
+        copy_increase=None,
         reasons=[],
     )
-    if compared:
-        record["reasons"] = rejection_reasons(record, ctx)
+    if revised is None:
+        return record
+    before, supported = revised["summary"], revised["factscore"]["supported"]
+    before_words, before_rate = len(words(before)), copy_rate(before, known)
+    most_words = budget_words(before, ctx.max_summary_tokens)
+    record.update(
+        {
+            "revises": revised["iteration"],
+            "supported_before": supported,
+            "supported_loss_allowed": allowed_loss(supported, ctx.max_supported_loss),
+            "words_before": before_words,
+            "length_ratio": round(n_words / before_words, 4) if before_words else None,
+            "min_words": min_words(before_words, ctx.min_length_ratio),
+            "max_words": word_budget(before_words, ctx.max_length_ratio, most_words),
+            "copy_rate_before": _round(before_rate),
+            "copy_increase": _round(rate - before_rate)
+            if rate is not None and before_rate is not None
+            else None,
+        }
+    )
+    record["reasons"] = rejection_reasons(record, ctx)
     return record
 
 
@@ -130,26 +140,15 @@ def guard_round(
     summary: str, card: ScoreCard, narrative: str, *, revised: Iteration | None, ctx: Context
 ) -> tuple[GuardRecord, str]:
     """Measure one round against the Iteration it revised (None for round 0): the record and the rejection note."""
-    record = measure_round(
-        summary,
-        card,
-        narrative,
-        revised_summary=revised["summary"] if revised else None,
-        revised_card=revised["factscore"] if revised else None,
-        revises=revised["iteration"] if revised else None,
-        ctx=ctx,
-    )
-    if not record["reasons"]:
-        return record, ""
-    return record, "refinement guard: " + "; ".join(record["reasons"]) + "; not accepted as best"
+    record = measure_round(summary, card, narrative, revised=revised, ctx=ctx)
+    reasons = record["reasons"]
+    return record, f"refinement guard: {'; '.join(reasons)}; not accepted as best" if reasons else ""
 
 
 def revised_iteration(previous: list[Iteration], refined_from: int | None) -> Iteration | None:
     """The earlier round this round revised: ``refined_from``, else the latest (None in round 0)."""
-    if not previous:
-        return None
     named = [it for it in previous if it["iteration"] == refined_from]
-    return named[0] if named else max(previous, key=lambda it: it["iteration"])
+    return named[0] if named else max(previous, key=lambda it: it["iteration"], default=None)
 
 
 def _round(value: float | None) -> float | None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextvars
 import math
 import time
-from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial, reduce
+from itertools import islice
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -30,6 +30,7 @@ from nodes.summary_writer import (
     event,
     fits,
     room_for_prompt,
+    summary_prompt,
     word_limit,
     write,
 )
@@ -46,13 +47,6 @@ from storyjudge.core.usage import Usage, merge_usage
 
 MAX_LEVELS = 64  # a safety stop: every level at least halves the count
 _BLOCK_TOKENS = 12  # a data block's tags and separator per summary, for estimates (real prompts are counted)
-
-
-def render_leaf(chunk_text: str, words: int, prompt_dir: str = "") -> str:
-    """The level-0 prompt for one chunk."""
-    return load("summarize_chunk", prompt_dir).render(
-        excerpt=data_block("excerpt", chunk_text), word_limit=words
-    )
 
 
 def render_merge(context: str, summaries: list[str], words: int, prompt_dir: str = "") -> str:
@@ -81,10 +75,10 @@ def merges_needed(n_chunks: int, budgets: list[int], context_window: int, overhe
     """Estimated number of summaries at each merge level (empty when one chunk needs no merging)."""
     counts: list[int] = []
     n = n_chunks
+    top = budgets[-1]
+    room = room_for_prompt(top, context_window) - overhead
     while n > 1 and len(counts) < MAX_LEVELS:
         size = budgets[min(len(counts), len(budgets) - 1)] + _BLOCK_TOKENS
-        top = budgets[-1]
-        room = room_for_prompt(top, context_window) - overhead
         if n * size <= room:  # everything fits in one merge: the last level
             n = 1
         else:
@@ -123,10 +117,8 @@ class MergeRoom:
 
 def prior_context(prior: str, room: MergeRoom, where: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """The previous merge as context for the next, cut to ``PRIOR_CONTEXT_SHARE`` of the room when longer."""
-    if not prior:
-        return "", []
     limit = max(1, int(PRIOR_CONTEXT_SHARE * room_for_prompt(room.budget, room.context_window)))
-    if count_tokens(prior) <= limit:
+    if not prior or count_tokens(prior) <= limit:
         return prior, []
     context = split_by_tokens(prior, limit)[0]
     return context, [event("prior_context_truncated", **where, tokens=count_tokens(context), limit=limit)]
@@ -166,8 +158,8 @@ def close_group(
 
 
 @dataclass
-class MergeJob:
-    """One merge, decided: its group, its prior context and budget, and the events deciding it raised."""
+class TreeJob:
+    """One call of the tree, decided: a chunk's summary (level 0) or a merge of ``group`` after ``context``."""
 
     level: int
     index: int
@@ -175,7 +167,7 @@ class MergeJob:
     context: str
     group: list[str]
     budget: int
-    notes: list[dict[str, Any]]
+    notes: list[dict[str, Any]] = field(default_factory=list)  # events deciding it raised
 
 
 @dataclass
@@ -198,28 +190,22 @@ class MergeLevel:
     closed: bool = False  # done, and the level above was told
     checked: tuple[int, bool] = (0, False)  # the inputs the budget was last looked at with, undecided
 
-    @property
-    def done(self) -> bool:
-        """Every input has arrived and been merged."""
-        return self.complete and not self.busy and self.start >= len(self.inputs)
-
     def _decide_budget(self, plan: SummaryPlan, prompt_dir: str) -> bool:
-        if self.budget is not None or self.checked == (len(self.inputs), self.complete):
-            return self.budget is not None
-        self.checked = (len(self.inputs), self.complete)
-        top, window = plan["max_summary_tokens"], plan["context_window"]
-        if self.number >= len(plan["budgets"]) - 1:
-            self.budget = top
-        elif not fits(render_merge("", self._texts(), word_limit(top), prompt_dir), top, window):
-            self.budget = plan["budgets"][self.number]  # a prefix overflows one merge: not the last level
-        elif self.complete:
-            self.budget = top  # everything fits one merge: the last level
+        if self.budget is None and self.checked != (len(self.inputs), self.complete):
+            self.checked = (len(self.inputs), self.complete)
+            top, window = plan["max_summary_tokens"], plan["context_window"]
+            if self.number >= len(plan["budgets"]) - 1:
+                self.budget = top
+            elif not fits(render_merge("", self._texts(), word_limit(top), prompt_dir), top, window):
+                self.budget = plan["budgets"][self.number]  # a prefix overflows one merge: not the last level
+            elif self.complete:
+                self.budget = top  # everything fits one merge: the last level
         return self.budget is not None
 
     def _texts(self) -> list[str]:
         return [item["text"] for item in self.inputs]
 
-    def next_merge(self, plan: SummaryPlan, prompt_dir: str = "") -> MergeJob | None:
+    def next_merge(self, plan: SummaryPlan, prompt_dir: str = "") -> TreeJob | None:
         """The next merge once the summaries so far decide it, else None (and it waits for more)."""
         if self.busy or self.start >= len(self.inputs) or not self._decide_budget(plan, prompt_dir):
             return None
@@ -235,56 +221,34 @@ class MergeLevel:
         if self.end >= len(texts) and not self.complete:
             return None  # the next summary may still fit: wait for it
         end, context, group, notes = close_group(texts, self.start, self.end, self.context, room, where)
-        job = MergeJob(
-            level=self.number,
-            index=len(self.outputs),
-            sources=[item["index"] for item in self.inputs[self.start : end]],
-            context=context,
-            group=group,
-            budget=self.budget,
-            notes=self.notes + notes,
+        sources = [item["index"] for item in self.inputs[self.start : end]]
+        job = TreeJob(
+            self.number, len(self.outputs), sources, context, group, self.budget, self.notes + notes
         )
         self.start, self.context, self.notes, self.busy = end, None, [], True
         return job
 
 
-def write_leaf(ctx: Context, chunk: SummaryChunk, budget: int) -> tuple[TreeSummary, Written]:
-    """Summarize one chunk within G_0; earlier chunks go first for a slot, as the first merge waits on them."""
-    with priority(-1 - chunk["index"]):
-        written = write(
-            ctx,
-            load("summarize_chunk", ctx.prompt_dir),
-            lambda words: render_leaf(chunk["text"], words, ctx.prompt_dir),
-            words=word_limit(budget),
-            max_tokens=budget,
-            token_limit=budget,
-            where={"level": 0, "index": chunk["index"]},
-        )
-    leaf = written.as_summary(0, chunk["index"], [chunk["index"]], None, budget)
-    return leaf, written
-
-
-def write_merge(ctx: Context, job: MergeJob) -> tuple[TreeSummary, Written]:
-    """Write one merge, with its prior context when it has one."""
-    name = "merge_context" if job.context else "merge"
-    with priority(1):  # the rest of the tree waits on a merge: it goes before every chunk summary for a slot
+def write_job(ctx: Context, job: TreeJob) -> tuple[TreeSummary, Written]:
+    """Write one summary of the tree within its budget; merges go first for a slot, then chunks in order."""
+    if job.level == 0:
+        name = "summarize_chunk"
+        render = partial(summary_prompt, name, ctx.prompt_dir, excerpt=job.group[0])
+    else:
+        name = "merge_context" if job.context else "merge"
+        render = partial(render_merge, job.context, job.group, prompt_dir=ctx.prompt_dir)
+    with priority(1 if job.level else -1 - job.index):  # the tree waits on merges, the first on early chunks
         written = write(
             ctx,
             load(name, ctx.prompt_dir),
-            lambda asked: render_merge(job.context, job.group, asked, ctx.prompt_dir),
+            render,
             words=word_limit(job.budget),
             max_tokens=job.budget,
             token_limit=job.budget,
             where={"level": job.level, "index": job.index},
         )
-    merged = written.as_summary(
-        job.level, job.index, job.sources, job.index - 1 if job.context else None, job.budget
-    )
-    return merged, written
-
-
-# a call's outcome: its merge (None for a chunk), its summary or error, its writing
-Finished = tuple[MergeJob | None, TreeSummary | BaseException, Written | None]
+    prior = job.index - 1 if job.context else None
+    return written.as_summary(job.level, job.index, job.sources, prior, job.budget), written
 
 
 class TreeRun:
@@ -295,74 +259,58 @@ class TreeRun:
 
     def __init__(self, ctx: Context, plan: SummaryPlan, chunks: list[SummaryChunk]) -> None:
         self.ctx, self.plan, self.chunks = ctx, plan, chunks
-        self.leaves: dict[int, tuple[TreeSummary, Written]] = {}
-        self.writings: list[tuple[MergeJob, Written]] = []
+        self.leaves: dict[int, TreeSummary] = {}
+        self.writings: list[tuple[TreeJob, Written]] = []
         self.levels: list[MergeLevel] = [MergeLevel(1)] if len(chunks) > 1 else []
         self.fed = 0  # chunk summaries passed on to level 1, in chunk order
         self.final: TreeSummary | None = None
         self.leaves_done_at: float | None = None
-        self._running: dict[Future[tuple[TreeSummary, Written]], MergeJob | None] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._running: dict[Future[tuple[TreeSummary, Written]], TreeJob] = {}
+        # twice the LLM slots: no slot waits while a chunk reads its answer and decides to regenerate
+        self.width = branch_threads(ctx, local=is_local(resolve_spec(ctx, ROLE)))
+        self._pool = ThreadPoolExecutor(self.width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
 
     def run(self) -> None:
         """Write the whole tree; the first failed call's error is raised (calls in flight end on their own)."""
-        # twice the LLM slots: no slot waits while a chunk reads its answer and decides to regenerate
-        width = branch_threads(self.ctx, local=is_local(resolve_spec(self.ctx, ROLE)))
-        self._pool = ThreadPoolExecutor(width + MAX_LEVELS, thread_name_prefix="storyjudge-tree")
+        waiting = iter(self.chunks)
         try:
-            self._run(width)
+            while self.final is None:
+                leaves_running = sum(job.level == 0 for job in self._running.values())
+                for chunk in islice(waiting, self.width - leaves_running):
+                    index = chunk["index"]
+                    self._start(TreeJob(0, index, [index], "", [chunk["text"]], self.plan["budgets"][0]))
+                for level in self.levels:
+                    job = level.next_merge(self.plan, self.ctx.prompt_dir)
+                    if job is not None:
+                        self._start(job)
+                for future in wait_any(self._running):
+                    job = self._running.pop(future)
+                    done, written = future.result()  # the first failed call's error is raised here
+                    self.writings.append((job, written))
+                    if job.level == 0:
+                        self._leaf_done(done)
+                    else:
+                        self._merge_done(job, done)
+                    progress.emit("summarize", advance=1)
+                self._close_levels()
         finally:
             self._pool.shutdown(wait=False)
 
-    def _run(self, width: int) -> None:
-        waiting = deque(self.chunks)
-        budget = self.plan["budgets"][0]
-        running = 0
-        while self.final is None:
-            while waiting and running < width:
-                chunk = waiting.popleft()
-                self._start(None, lambda chunk=chunk: write_leaf(self.ctx, chunk, budget))  # type: ignore[misc]
-                running += 1
-            for level in self.levels:
-                job = level.next_merge(self.plan, self.ctx.prompt_dir)
-                if job is not None:
-                    self._start(job, lambda job=job: write_merge(self.ctx, job))  # type: ignore[misc]
-            for job, outcome, written in self._wait():
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                assert written is not None
-                if job is None:
-                    running -= 1
-                    self._leaf_done(outcome, written)
-                else:
-                    self._merge_done(job, outcome, written)
-                progress.emit("summarize", advance=1)
-            self._close_levels()
+    def _start(self, job: TreeJob) -> None:
+        self._running[self._pool.submit(contextvars.copy_context().run, write_job, self.ctx, job)] = job
 
-    def _start(self, job: MergeJob | None, call: Callable[[], tuple[TreeSummary, Written]]) -> None:
-        assert self._pool is not None
-        self._running[self._pool.submit(contextvars.copy_context().run, call)] = job
-
-    def _wait(self) -> list[Finished]:
-        finished: list[Finished] = []
-        for future in wait_any(self._running):
-            job, error = self._running.pop(future), future.exception()
-            finished.append((job, error, None) if error is not None else (job, *future.result()))
-        return finished
-
-    def _leaf_done(self, leaf: TreeSummary, written: Written) -> None:
-        self.leaves[leaf["index"]] = (leaf, written)
+    def _leaf_done(self, leaf: TreeSummary) -> None:
+        self.leaves[leaf["index"]] = leaf
         if len(self.chunks) == 1:
             self.final = leaf
         while self.levels and self.fed < len(self.chunks) and self.chunks[self.fed]["index"] in self.leaves:
-            self.levels[0].inputs.append(self.leaves[self.chunks[self.fed]["index"]][0])
+            self.levels[0].inputs.append(self.leaves[self.chunks[self.fed]["index"]])
             self.fed += 1
             self.levels[0].complete = self.fed == len(self.chunks)
         if len(self.leaves) == len(self.chunks):
             self.leaves_done_at = time.time()
 
-    def _merge_done(self, job: MergeJob, merged: TreeSummary, written: Written) -> None:
-        self.writings.append((job, written))
+    def _merge_done(self, job: TreeJob, merged: TreeSummary) -> None:
         level = self.levels[job.level - 1]
         level.outputs.append(merged)
         level.busy = False
@@ -375,14 +323,13 @@ class TreeRun:
 
     def _close_levels(self) -> None:
         for level in self.levels:
-            if level.closed or not level.done:
-                continue
+            if level.closed or level.busy or not level.complete or level.start < len(level.inputs):
+                continue  # open, or inputs still to come or to merge
             level.closed = True
             if len(level.outputs) == 1:
                 self.final = level.outputs[0]
                 return
-            above = self.levels[level.number]
-            above.complete = True
+            self.levels[level.number].complete = True
             written = len(self.leaves) + sum(len(lower.outputs) for lower in self.levels[: level.number])
             ahead = merges_needed(
                 len(level.outputs),
@@ -393,43 +340,24 @@ class TreeRun:
             progress.emit("summarize", total=written + sum(ahead) + (1 if self.ctx.artifact_removal else 0))
 
     def tree(self) -> list[TreeLevel | TreeStep]:
-        """The tree's record: the chunk summaries, then each merge level, in order."""
-        leaf_budget = self.plan["budgets"][0]
-        tree: list[TreeLevel | TreeStep] = [
-            {
-                "level": 0,
-                "budget": leaf_budget,
-                "word_limit": word_limit(leaf_budget),
-                "chunks": [chunk_info(chunk) for chunk in self.chunks],
-                "summaries": [self.leaves[chunk["index"]][0] for chunk in self.chunks],
-            }
+        """The tree's record: the chunk summaries (with their chunks), then each merge level, in order."""
+        top = self.plan["max_summary_tokens"]
+        levels = [(0, self.plan["budgets"][0], [self.leaves[chunk["index"]] for chunk in self.chunks])]
+        levels += [
+            (level.number, level.budget or top, level.outputs) for level in self.levels if level.outputs
         ]
-        for level in self.levels:
-            if level.outputs:
-                budget = level.budget or self.plan["max_summary_tokens"]
-                tree.append(
-                    TreeLevel(
-                        level=level.number,
-                        budget=budget,
-                        word_limit=word_limit(budget),
-                        summaries=level.outputs,
-                    )
-                )
-        return tree
+        tree = [
+            TreeLevel(level=number, budget=budget, word_limit=word_limit(budget), summaries=summaries)
+            for number, budget, summaries in levels
+        ]
+        tree[0]["chunks"] = [chunk_info(chunk) for chunk in self.chunks]
+        return [*tree]
 
     def events_and_usage(self) -> tuple[list[dict[str, Any]], Usage]:
         """Every event and the usage of every call, chunks first, then merges by level and index."""
-        events: list[dict[str, Any]] = []
-        usage: Usage = {}
-        for chunk in self.chunks:
-            written = self.leaves[chunk["index"]][1]
-            events.extend(written.events)
-            usage = merge_usage(usage, written.usage)
-        for job, written in sorted(self.writings, key=lambda item: (item[0].level, item[0].index)):
-            events.extend(job.notes)
-            events.extend(written.events)
-            usage = merge_usage(usage, written.usage)
-        return events, usage
+        writings = sorted(self.writings, key=lambda item: (item[0].level, item[0].index))
+        events = [item for job, written in writings for item in (*job.notes, *written.events)]
+        return events, reduce(merge_usage, (written.usage for _, written in writings), Usage())
 
 
 def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -439,8 +367,7 @@ def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str,
     before the slowest chunk.
     """
     ctx = context_of(runtime)
-    plan = state["summary_plan"]
-    run = TreeRun(ctx, plan, state["chunks"])
+    run = TreeRun(ctx, state["summary_plan"], state["chunks"])
     run.run()
     assert run.final is not None
     now = time.time()

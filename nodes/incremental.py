@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable
 from functools import cache, partial
 from typing import Any, Literal
 
@@ -21,6 +20,7 @@ from nodes.summary_writer import (
     chunk_info,
     event,
     prompt_cost,
+    summary_prompt,
     word_limit,
     write,
 )
@@ -63,20 +63,6 @@ def keep_newest(text: str, limit: int) -> str:
     return tail.strip()
 
 
-def render_init(chunk_text: str, words: int, prompt_dir: str = "") -> str:
-    """The prompt for the first chunk."""
-    return load("incremental_init", prompt_dir).render(
-        excerpt=data_block("excerpt", chunk_text), word_limit=words
-    )
-
-
-def render_update(chunk_text: str, summary: str, words: int, prompt_dir: str = "") -> str:
-    """The prompt that updates the running summary with the next chunk."""
-    return load("incremental_update", prompt_dir).render(
-        excerpt=data_block("excerpt", chunk_text), summary=data_block("summary", summary), word_limit=words
-    )
-
-
 def render_compress(summary: str, words: int, prompt_dir: str = "") -> str:
     """The compression prompt (the seed's A.2.1)."""
     return load("compress", prompt_dir).render(
@@ -107,44 +93,41 @@ def incremental_step(state: SummarizeWork, runtime: Runtime[Context]) -> dict[st
     chunk = state["chunks"][step]
     window, top = plan["context_window"], plan["max_summary_tokens"]
     words = step_words(step, len(state["chunks"]), top)
-    build: Callable[[int], str]
     if step == 0:
-        prompt = load("incremental_init", ctx.prompt_dir)
-        build = partial(render_init, chunk["text"], prompt_dir=ctx.prompt_dir)
+        name, data = "incremental_init", {"excerpt": chunk["text"]}
     else:
-        prompt = load("incremental_update", ctx.prompt_dir)
-        build = partial(render_update, chunk["text"], state.get("draft", ""), prompt_dir=ctx.prompt_dir)
-    render = cache(build)  # the allowance below and the first attempt use the same prompt
+        name, data = "incremental_update", {"excerpt": chunk["text"], "summary": state.get("draft", "")}
+    prompt = load(name, ctx.prompt_dir)
+    # the allowance below and the first attempt use the same prompt
+    render = cache(partial(summary_prompt, name, ctx.prompt_dir, **data))
 
     allowance = max(1, min(UPDATE_OUTPUT_FACTOR * top, window - prompt_cost(render(words))))
     written = write(
         ctx, prompt, render, words=words, max_tokens=allowance, token_limit=None, where={"step": step}
     )
-    events, usage = list(written.events), written.usage
-    text, tokens, compressed = written.text, written.tokens, False
-    if tokens > top:
+    events, usage, text = list(written.events), written.usage, written.text
+    summary = written.as_summary(step, step, [chunk["index"]], step - 1 if step else None, top)
+    if written.tokens > top:
         condensed = compress(ctx, text, words, top, step)
         events.extend(condensed.events)
         usage = merge_usage(usage, condensed.usage)
         done = {"tokens_after": condensed.tokens, "attempts": condensed.attempts, "ok": condensed.valid}
-        events.append(event("compress", step=step, tokens_before=tokens, **done))
-        text, compressed = condensed.text, True
-        if count_tokens(text) > top:  # keeps every later prompt within W, and the final summary within G_n
-            before = count_tokens(text)
+        events.append(event("compress", step=step, tokens_before=written.tokens, **done))
+        text = condensed.text
+        if condensed.tokens > top:  # keeps every later prompt within W, and the final summary within G_n
             text = keep_newest(text, top)
             after = count_tokens(text)
-            clipped = {"tokens": after, "limit": top, "tokens_dropped": before - after, "kept": "newest"}
-            events.append(event("clipped_for_budget", step=step, **clipped))
-    summary = written.as_summary(step, step, [chunk["index"]], step - 1 if step else None, top)
-    if compressed:  # the condensed text, and the compression's calls too
+            clipped = {"tokens": after, "limit": top, "tokens_dropped": condensed.tokens - after}
+            events.append(event("clipped_for_budget", step=step, **clipped, kept="newest"))
+        # the condensed text, and the compression's calls too
         summary.update({"text": text, "tokens": count_tokens(text), "calls": int(totals(usage)["calls"])})
     record = {
         "step": step,
         "chunk": chunk_info(chunk),
         "budget": top,
         "word_limit": words,
-        "draft_tokens": tokens,
-        "compressed": compressed,
+        "draft_tokens": written.tokens,
+        "compressed": written.tokens > top,
     }
     progress.emit("summarize", advance=1)
     return {

@@ -15,17 +15,8 @@ from langgraph.runtime import Runtime
 from nodes.check import judge_all
 from nodes.retrieve import gather_evidence
 from state import PlantTask
-from storyjudge.core import storyref
+from storyjudge.core import planted, storyref
 from storyjudge.core.context import Context, context_of
-from storyjudge.core.planted import (
-    MAX_FALSE,
-    TRUE_SHARE,
-    build_pool,
-    decide,
-    false_outcomes,
-    judge_check,
-    rule,
-)
 from storyjudge.core.records import Fact, PlantedVerdict
 from storyjudge.core.usage import Usage, merge_usage, totals
 
@@ -35,21 +26,23 @@ def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     iteration = task["iteration"]
     scenes, ckg = storyref.scenes_of(task["story"]), storyref.ckg_of(task["story"])
-    most = min(ctx.planted_facts, MAX_FALSE)
-    false_pool, true_pool, why = build_pool(
-        scenes, ckg, false=most, true=math.ceil(most * TRUE_SHARE), seed=ctx.seed, iteration=iteration
+    most = min(ctx.planted_facts, planted.MAX_FALSE)
+    false_pool, true_pool, why = planted.build_pool(
+        scenes, ckg, false=most, true=math.ceil(most * planted.TRUE_SHARE), seed=ctx.seed, iteration=iteration
     )
     usage: Usage = {}
     verdicts: list[PlantedVerdict] = []
     planted_false = planted_true = 0
     while (
-        decision := decide(false_outcomes(verdicts), most, final=planted_false >= len(false_pool))
+        decision := planted.decide(
+            planted.false_outcomes(verdicts), most, final=planted_false >= len(false_pool)
+        )
     ) is None:
-        judged = len(false_outcomes(verdicts))
-        look = next(n for n, _, _ in rule(most) if n > judged)
+        judged = len(planted.false_outcomes(verdicts))
+        look = next(n for n, _, _ in planted.rule(most) if n > judged)
         batch = [
             *false_pool[planted_false : planted_false + look - judged],
-            *true_pool[planted_true : math.ceil(look * TRUE_SHARE)],
+            *true_pool[planted_true : math.ceil(look * planted.TRUE_SHARE)],
         ]
         planted_false += sum(p["expected"] == "unsupported" for p in batch)
         planted_true += sum(p["expected"] == "supported" for p in batch)
@@ -58,7 +51,7 @@ def check_planted(task: PlantTask, runtime: Runtime[Context]) -> dict[str, Any]:
         for (verdict, cost), made in zip(judge_all(ctx, facts, evidence, scenes), batch, strict=True):
             usage = merge_usage(usage, cost)
             verdicts.append(PlantedVerdict(**verdict, planted=made))
-    check = judge_check(
+    check = planted.judge_check(
         verdicts, decision, max_false=most, built=len(false_pool), why=why, usage=totals(usage)
     )
     return {"planted_checks": [{"iteration": iteration, "check": check}], "usage": usage}

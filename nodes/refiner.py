@@ -77,10 +77,7 @@ def _opening(scene: Scene, limit: int) -> str:
     """The scene's first sentence after its heading, cut to ``limit`` words ("" when limit is 0)."""
     if limit <= 0:
         return ""
-    head = scene["text"].lstrip()[:1500]
-    title = scene["title"].strip()
-    if title and head.startswith(title):
-        head = head[len(title) :]
+    head = scene["text"].lstrip()[:1500].removeprefix(scene["title"].strip())
     first = next((s for s in sentences(head) if len(s.split()) > 1), "")
     cut = first.split()
     return " ".join(cut[:limit]) + (" ..." if len(cut) > limit else "")
@@ -96,17 +93,15 @@ def render_outline(scenes: list[Scene], budget: int) -> str:
     """One line per scene (id, title, opening) within ``budget`` tokens, openings shortened, then scenes thinned."""
     if not scenes or budget <= 0:
         return ""
-    lines: list[str] = []
     for limit in OUTLINE_WORDS:
         lines = [_outline_line(scene, limit) for scene in scenes]
         block = prompts.data_block("outline", "\n".join(lines), scenes=len(scenes))
         if count_tokens(block) <= budget:
             return block
-    keep = len(lines)
+    keep = len(scenes)
     while keep > 1:
         keep = max(1, min(keep - 1, keep * budget // max(count_tokens(block), 1)))
-        step = len(lines) / keep
-        picked = [lines[int(i * step)] for i in range(keep)]
+        picked = [lines[i * len(lines) // keep] for i in range(keep)]  # spread evenly
         block = prompts.data_block("outline", "\n".join(picked), scenes=len(scenes), shown=keep)
         if count_tokens(block) <= budget:
             return block
@@ -136,7 +131,8 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
     summary, card, base = refine_base(state)
     attempts_before = earlier_attempts(state.get("iterations") or [], base)
     flagged = [v for v in (card["verdicts"] if card else []) if v["status"] == "unsupported"]
-    progress.emit("refine", total=1, round=state.get("iteration", 0) + 1)  # the round it writes
+    iteration = state.get("iteration", 0) + 1  # the round it writes
+    progress.emit("refine", total=1, round=iteration)
     n_words = len(words(summary))
     max_tokens = max(ctx.max_output_tokens, int(count_tokens(summary) * 1.5) + 64)
     prompt = prompts.load("refine", ctx.prompt_dir)
@@ -167,16 +163,13 @@ def refine(state: RefineState, runtime: Runtime[Context]) -> dict[str, Any]:
         if not _unusable(answer.text, answer.finish_reason):
             break
     revised = prompts.unwrap_data(answer.text)
-    events: list[dict[str, Any]] = []
     problem = _unusable(revised, answer.finish_reason)
-    if problem:
-        revised = summary
-        note = f"{problem} refinement after {attempts} attempt(s); kept summary"
-        events.append({"stage": "refine", "iteration": state.get("iteration", 0) + 1, "event": note})
+    note = f"{problem} refinement after {attempts} attempt(s); kept summary"
+    events = [{"stage": "refine", "iteration": iteration, "event": note}] if problem else []
     progress.emit("refine", advance=1)
     return {
-        "summary": revised,
-        "iteration": state.get("iteration", 0) + 1,
+        "summary": summary if problem else revised,
+        "iteration": iteration,
         "refined_from": base,
         "previous_summary": summary,
         "events": events,

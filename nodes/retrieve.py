@@ -7,6 +7,7 @@ only their best-matching passage, and the evidence says so.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -36,13 +37,13 @@ def expand_query(fact: str, ckg: dict[str, Any]) -> str:
     return fact if not extra else f"{fact} ({'; '.join(extra)})"
 
 
-@lru_cache(maxsize=1024)
-def _tokens(text: str) -> int:
-    """Tokens of a retrieved scene or passage, counted once: a run retrieves the same scenes for many facts."""
-    return count_tokens(text)
+# a retrieved scene or passage's tokens, counted once: a run retrieves the same scenes for many facts
+_tokens = lru_cache(maxsize=1024)(count_tokens)
 
 
-def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: int) -> list[EvidenceScene]:
+def select_scenes(
+    hits: Iterable[dict[str, Any]], scenes: dict[str, Scene], budget: int
+) -> list[EvidenceScene]:
     """Whole scenes in rank order while they fit, then best passages, as spans of the run's scenes; never cut."""
     chosen: list[EvidenceScene] = []
     left = budget
@@ -68,17 +69,12 @@ def select_scenes(hits: list[dict[str, Any]], scenes: dict[str, Scene], budget: 
     return chosen
 
 
-def _searches(index: IndexRef, queries: list[str], k: int) -> dict[str, list[dict[str, Any]]]:
-    """Scene hits for each query, in one call; remembered, as a refinement round asks again for kept sentences."""
-    hits = _remembered_searches(json.dumps(index, sort_keys=True), tuple(queries), k)
-    return {query: list(found) for query, found in zip(queries, hits, strict=True)}
-
-
 @lru_cache(maxsize=4096)
 def _remembered_searches(
     index_json: str, queries: tuple[str, ...], k: int
 ) -> tuple[tuple[dict[str, Any], ...], ...]:
-    # collections are named by a hash of their scenes and embedder: one index reference, the same hits
+    # remembered, as a refinement round asks again for kept sentences; collections are named by a hash of
+    # their scenes and embedder: one index reference, the same hits
     from storyjudge.core.sceneindex import search_scenes_many
 
     return tuple(tuple(hits) for hits in search_scenes_many(json.loads(index_json), list(queries), k))
@@ -92,18 +88,20 @@ def gather_evidence(
 
     by_id = {scene["id"]: scene for scene in scenes}
     queries = {fact["id"]: expand_query(fact["text"], ckg) for fact in facts}
-    if index and queries:  # one forward pass for the branch's queries instead of one per search
+    hits_of: dict[str, tuple[dict[str, Any], ...]] = {}
+    if index and queries:  # one forward pass for the branch's queries, searched in one call
         from storyjudge.core.queryvectors import prepare_queries
 
         prepare_queries(str(index.get("embedder", "minilm")), list(queries.values()))
-    hits_of = _searches(index, list(queries.values()), ctx.retrieval_k) if index else {}
-    evidence: dict[str, Evidence] = {}
-    for fact in facts:
-        query = queries[fact["id"]]
-        hits = hits_of.get(query, [])
-        evidence[fact["id"]] = Evidence(
+        found = _remembered_searches(
+            json.dumps(index, sort_keys=True), tuple(queries.values()), ctx.retrieval_k
+        )
+        hits_of = dict(zip(queries.values(), found, strict=True))
+    return {
+        fact_id: Evidence(
             query=query,
-            scenes=select_scenes(hits, by_id, evidence_budget(ctx)),
+            scenes=select_scenes(hits_of.get(query, ()), by_id, evidence_budget(ctx)),
             ckg_lines=subgraph_lines(ckg, query, limit=CKG_LINES_PER_FACT) if ckg else [],
         )
-    return evidence
+        for fact_id, query in queries.items()
+    }

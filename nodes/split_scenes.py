@@ -29,8 +29,7 @@ def segment(state: IndexState, runtime: Runtime[Context]) -> dict[str, Any]:
     document = state.get("document") or ""
     if document.strip():
         found, rule = _segmented(document, ctx.chunk_size)
-        scenes = [Scene(**scene) for scene in found]
-        source = document
+        scenes, source = [Scene(**scene) for scene in found], document
     elif state.get("scenes"):
         scenes, rule = normalize_scenes(list(state["scenes"]), ctx.chunk_size), "scenes"
         source = join_scenes(scenes)

@@ -17,18 +17,15 @@ def summarize_beside_index(state: RefineState, ctx: Context, beside: bool = True
     It waits when a summary was given, when the graph pauses before ``summarize`` (``beside`` false), and when
     the summarizer is in-process, competing with the embedder and the extraction for the cores.
     """
-    if not beside or (state.get("summary") or "").strip():
-        return False
-    return not is_local(resolve_spec(ctx, "summarizer"))
+    given = (state.get("summary") or "").strip()
+    return beside and not given and not is_local(resolve_spec(ctx, "summarizer"))
 
 
 def route_after_segment(
     state: RefineState, runtime: Runtime[Context], beside: bool = True
 ) -> list[Literal["index", "summarize"]]:
     """Build the index; summarize beside it when ``summarize_beside_index`` says so."""
-    if summarize_beside_index(state, context_of(runtime), beside):
-        return ["index", "summarize"]
-    return ["index"]
+    return ["index", "summarize"] if summarize_beside_index(state, context_of(runtime), beside) else ["index"]
 
 
 def route_summary(
@@ -37,6 +34,4 @@ def route_summary(
     """After the index: score the caller's summary, or summarize, unless the summarizer already runs beside it."""
     if (state.get("summary") or "").strip():
         return ["factscore"]
-    if summarize_beside_index(state, context_of(runtime), beside):
-        return []
-    return ["summarize"]
+    return [] if summarize_beside_index(state, context_of(runtime), beside) else ["summarize"]

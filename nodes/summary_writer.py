@@ -66,6 +66,12 @@ def word_limit(tokens: int) -> int:
     return max(1, round(tokens * WORDS_PER_TOKEN))
 
 
+def summary_prompt(name: str, prompt_dir: str, words: int, /, **data: str) -> str:
+    """The prompt ``name`` asking for ``words`` words, with each of ``data`` as a delimited data block."""
+    blocks = {tag: prompts.data_block(tag, text) for tag, text in data.items()}
+    return prompts.load(name, prompt_dir).render(word_limit=words, **blocks)
+
+
 def ends_sentence(text: str) -> bool:
     """Whether text ends with final punctuation (optionally followed by closing quotes or brackets)."""
     return bool(_FINAL_PUNCTUATION.search(text.rstrip()))
@@ -158,10 +164,9 @@ def write(
     Returns the first usable answer, else the best attempt (a cut-off one without its dangling sentence), with
     an event for each regeneration and for the attempt kept.
     """
-    attempts: list[tuple[tuple[int, int, int], str, int, int]] = []
+    attempts: list[tuple[tuple[int, int, int], str, int, str]] = []  # rank, text, words asked, problem
     usage: Usage = {}
     events: list[dict[str, Any]] = []
-    reasons: list[str] = []
     first_temperature = ctx.summarizer_temperature if temperature is None else temperature
     for attempt in range(MAX_REGENERATIONS + 1):
         asked = max(1, round(words * (1 - WORD_LIMIT_SHRINK * attempt)))
@@ -181,17 +186,13 @@ def write(
             events.append(
                 event("regenerate", **where, attempt=attempt + 1, **said, finish_reason=answer.finish_reason)
             )
-        reasons.append(problem)
         over = max(0, tokens - token_limit) if token_limit is not None else 0
-        rank = (int(problem == "empty"), int(problem == "cut_off"), over)
-        attempts.append((rank, text, tokens, asked))
-    rank, text, tokens, asked = min(attempts, key=lambda a: a[0])
-    trimmed = False
-    if rank[1] and not rank[0]:
-        shorter = trim_to_last_sentence(text)
-        trimmed = shorter != text
-        text, tokens = shorter, count_tokens(shorter)
-    kept = {"reasons": reasons, "tokens": tokens, "limit": token_limit, "trimmed": trimmed}
+        attempts.append(((int(problem == "empty"), int(problem == "cut_off"), over), text, asked, problem))
+    (empty, cut, _), best, asked, _ = min(attempts, key=lambda a: a[0])
+    text = trim_to_last_sentence(best) if cut and not empty else best
+    tokens = count_tokens(text)
+    reasons = [problem for *_, problem in attempts]
+    kept = {"reasons": reasons, "tokens": tokens, "limit": token_limit, "trimmed": text != best}
     events.append(event("kept_best", **where, attempts=len(attempts), **kept))
     return Written(text, tokens, len(attempts), False, asked, usage, events)
 

@@ -46,9 +46,7 @@ class Prompt:
     @property
     def fields(self) -> set[str]:
         """Placeholders the template expects."""
-        if self.positional:
-            return set(self.positional)
-        return set(_PLACEHOLDER.findall(self.text))
+        return set(self.positional or _PLACEHOLDER.findall(self.text))
 
     def render(self, **values: object) -> str:
         """Fill every placeholder; a missing or unexpected value is a programming error, raised at once."""
@@ -67,9 +65,7 @@ def _auto_fields(text: str) -> int | None:
         names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
     except ValueError:
         return None
-    if not names or any(name != "" for name in names):
-        return None
-    return len(names)
+    return len(names) if names and all(name == "" for name in names) else None
 
 
 def _parse(name: str, path: Path) -> Prompt:
@@ -120,8 +116,7 @@ def check_dir(prompt_dir: str | Path = "") -> None:
     if not prompt_dir:
         return
     for path in sorted(Path(prompt_dir).glob("*.txt")):
-        bundled = PROMPT_DIR / path.name
-        if not bundled.is_file():
+        if not (bundled := PROMPT_DIR / path.name).is_file():
             continue
         given, expected = load(path.stem, prompt_dir).fields, _parse(path.stem, bundled).fields
         if given != expected:
@@ -134,10 +129,8 @@ def check_dir(prompt_dir: str | Path = "") -> None:
 @cache
 def load(name: str, prompt_dir: str | Path = "") -> Prompt:
     """The prompt ``<prompt_dir>/<name>.txt`` when that file exists, else the bundled ``prompts/<name>.txt``."""
-    if prompt_dir:
-        override = Path(prompt_dir) / f"{name}.txt"
-        if override.is_file():
-            return _parse(name, override)
+    if prompt_dir and (override := Path(prompt_dir) / f"{name}.txt").is_file():
+        return _parse(name, override)
     path = PROMPT_DIR / f"{name}.txt"
     if not path.is_file():
         raise FileNotFoundError(f"No prompt named {name!r}; known prompts: {known_names(prompt_dir)}")
@@ -171,14 +164,11 @@ def _live_tag(tag: str) -> re.Pattern[str]:
 def _defuse(text: str, tag: str) -> str:
     """The text with every ``<`` (or look-alike) that opens a data tag written as ``&lt;``."""
     live = _live_tag(tag)
-    parts: list[str] = []
-    last = 0
-    for match in _OPENER.finditer(text):
-        after = _normal(text[match.end() : match.end() + 40])
-        if live.match(after):
-            parts += [text[last : match.start()], "&lt;"]
-            last = match.end()
-    return "".join(parts) + text[last:] if parts else text
+
+    def escape(match: re.Match[str]) -> str:
+        return "&lt;" if live.match(_normal(text[match.end() : match.end() + 40])) else match.group()
+
+    return _OPENER.sub(escape, text)
 
 
 def _attribute(value: object, tag: str) -> str:

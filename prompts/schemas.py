@@ -40,7 +40,7 @@ class AtomicFacts(BaseModel):
     """Decomposer answer for one summary sentence (``facts`` required; an empty list is an answer)."""
 
     facts: list[str] = Field(
-        description="Self-contained atomic claims; names instead of pronouns; one claim each.",
+        description="Self-contained atomic claims; names instead of pronouns; one claim each."
     )
 
 
