@@ -179,6 +179,8 @@ def test_refine_with_a_lenient_judge_never_reports_a_target_reached(
     assert not record["stop_reason"].startswith("target reached") and record["best_reliable"] is False
     assert "target reached" not in result.output
     assert "the judge accepted 8 of 8 planted false facts" in result.output
+    said = " ".join(result.output.split())  # the terminal's wrapping undone
+    assert said.count("planted false facts (invented names") == 1, "the judge's note is said once"
     assert "1.000" not in result.output.split("Stopped:")[0].split("round 0: NFS")[1].split("\n")[0]
     card = record["iterations"][0]["factscore"]
     assert len(card["judge_check"]["verdicts"]) == 12, "the planted facts are recorded in the run"

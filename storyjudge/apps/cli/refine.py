@@ -155,8 +155,11 @@ def _interval(ci: list[float] | None, over: Any) -> str:
     return f" [95% CI {ci[0]:.3f}, {ci[1]:.3f} over {over}]" if ci else ""
 
 
-def _judge_line(iteration: int, card: dict[str, Any]) -> str:
-    """The judge's record on the round's planted facts, in words ("" when nothing was planted)."""
+def _judge_line(iteration: int, card: dict[str, Any], said: str = "") -> str:
+    """The judge's record on the round's planted facts, in words ("" when nothing was planted).
+
+    What the round's note already ``said`` of the check is not said again.
+    """
     check = card.get("judge_check")
     if not check:
         return ""
@@ -164,15 +167,17 @@ def _judge_line(iteration: int, card: dict[str, Any]) -> str:
     consequence = "" if verdict == "passed" else f"; {verdict}"
     ci = check.get("false_acceptance_ci95")
     false = (
-        f"; false facts accepted {check['false_acceptance']:.0%} [95% CI {ci[0]:.0%}, {ci[1]:.0%} over "
+        f"false facts accepted {check['false_acceptance']:.0%} [95% CI {ci[0]:.0%}, {ci[1]:.0%} over "
         f"{check['easy']['judged'] + check['hard']['judged']} planted false facts]"
         if ci and check.get("false_acceptance") is not None
         else ""
     )
+    parts = [] if check["note"] in said else [check["note"]]
+    told = "; ".join([*parts, false] if false else parts) or check["note"]
     rule = (check.get("rule") or {}).get("text") or (
         f"at most {check.get('max_false_acceptance', 0):.0%} may be accepted"
     )
-    return f"Judge check, round {iteration}: {check['note']}{false} ({rule}){consequence}"
+    return f"Judge check, round {iteration}: {told} ({rule}){consequence}"
 
 
 def _write_refine(run: Run) -> None:
@@ -192,7 +197,7 @@ def _write_refine(run: Run) -> None:
             nfs = describe_card(it["factscore"])
             console.print(Panel(it["summary"], title=f"round {it['iteration']}: NFS {nfs}", expand=False))
     console.print(_score_table(iterations, final.get("best_iteration")))
-    judge_lines = (_judge_line(it["iteration"], it["factscore"]) for it in iterations)
+    judge_lines = (_judge_line(it["iteration"], it["factscore"], it.get("note") or "") for it in iterations)
     for line in [*_round_notes(iterations), *filter(None, judge_lines)]:
         say(line, soft_wrap=False)  # wrapped to the terminal
     usage = totals(run_usage(str(rd.root), final.get("usage")))  # every attempt, resumed parts included
