@@ -221,6 +221,11 @@ def run_file(path: str | Path) -> Path:
     return path if path.name == "result.json" or path.is_file() else path / "result.json"
 
 
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """An older record in today's shape: version 0 (no ``schema_version``) only lacks optional fields."""
+    return {**data, "schema_version": SCHEMA_VERSION} if data.get("schema_version", 0) == 0 else data
+
+
 def load_run(path: str | Path) -> Run:
     """The run record at ``path`` (a run folder or its result.json), validated and read from older shapes.
 
@@ -243,8 +248,8 @@ def load_run(path: str | Path) -> Run:
         raise RunRecordError(
             f"{file} was written by a newer storyjudge (record version {version}); upgrade storyjudge to read it."
         )
-    try:  # version 0 (no ``schema_version``) only lacks optional fields
-        return Run.model_validate({**data, "schema_version": SCHEMA_VERSION} if version == 0 else data)
+    try:
+        return Run.model_validate(migrate(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(the record)"
