@@ -58,8 +58,30 @@ class Metric(Protocol):
         ...
 
 
-BUILT_IN = ("factscore", "coherence")
-"""The cards every round has, from their own graphs: not metrics a user adds."""
+class NarrativeFactScore:
+    """The paper's factuality score: the card the factscore graph made for the round."""
+
+    name: str = "factscore"
+    needs: tuple[str, ...] = ("factscore",)
+
+    def card(self, view: RoundView) -> Mapping[str, Any]:
+        """The round's NarrativeFactScore card."""
+        return view.factscore or {"score": None}
+
+
+class BooookScore:
+    """Coherence: the card the coherence graph made for the round (when it scored one)."""
+
+    name: str = "coherence"
+    needs: tuple[str, ...] = ("coherence",)
+
+    def card(self, view: RoundView) -> Mapping[str, Any]:
+        """The round's BooookScore card."""
+        return view.coherence or {"score": None}
+
+
+BUILT_IN: dict[str, Metric] = {m.name: m for m in (NarrativeFactScore(), BooookScore())}
+"""The cards every round has, from their own graphs: loadable by name like any metric, never added twice."""
 
 
 class MetricSpecError(ValueError):
@@ -74,8 +96,10 @@ def headline(card: Mapping[str, Any]) -> str:
 
 
 def load_metric(spec: str) -> Metric:
-    """The metric a spec names: ``PATH.py:ClassName`` or an installed entry point's name."""
+    """The metric a spec names: a built-in's name, ``PATH.py:ClassName`` or an installed entry point's name."""
     spec = spec.strip()
+    if spec in BUILT_IN:
+        return BUILT_IN[spec]
     file, sep, cls = spec.rpartition(":")
     if sep and file.endswith(".py"):
         path = Path(file).expanduser().resolve()

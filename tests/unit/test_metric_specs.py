@@ -83,3 +83,14 @@ def test_an_installed_metric_is_named_by_its_entry_point(monkeypatch: pytest.Mon
     assert round_cards(["words"], RoundView(summary="two words"))["words"]["score"] == 2.0
     with pytest.raises(ConfigError, match="installed: words"):
         Context(metrics=["sentences"])
+
+
+def test_the_two_scores_of_the_papers_are_metrics_named_like_any_other() -> None:
+    card = {"score": 0.75, "coverage": 1.0, "reliable": True}
+    view = RoundView(summary="S.", factscore=card, coherence={"score": 0.5})
+    cards = round_cards(["factscore", "coherence"], view)
+    assert cards["factscore"]["score"] == 0.75 and cards["coherence"]["score"] == 0.5
+    assert cards["factscore"]["headline"] == headline(card)
+    assert round_cards(["coherence"], RoundView(summary="S."))["coherence"]["score"] is None
+    with pytest.raises(ConfigError, match="built in"):
+        Context(metrics=["factscore"])  # scored on every round already: never added twice
