@@ -80,13 +80,11 @@ class Policy:
         if gone or verdict not in ("retry", "timeout", "refused"):
             raise ModelError(refusal(self.spec, self.ctx, verdict, exc, messages)) from None
         wait = retry_after(exc)
-        if (
-            wait is None
-        ):  # capped exponential, jittered; a timed-out attempt already waited: it retries at once
+        if wait is None and verdict == "timeout":  # a timed-out attempt already waited: it retries at once
+            wait = 0.0
+        elif wait is None:  # capped exponential back-off, jittered so that callers spread out
             cap = REFUSED_WAIT if verdict == "refused" else BACKOFF_CAP
-            wait = (
-                0.0 if verdict == "timeout" else min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1)
-            )
+            wait = min(cap, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1)
         spent = time.monotonic() - self.started
         detail = redact(f"{self.spec}: {type(exc).__name__}: {exc}")
         if spent + wait > budget:
