@@ -16,6 +16,7 @@ _CLOSE_THINK = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _OPENER = re.compile(r"[{\[]")
 _DEPTH = {"{": 1, "[": 1, "}": -1, "]": -1}
+# a JSON string (maybe unclosed) or a bracket
 _SPAN_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"?|[{}\[\]]', re.DOTALL)
 
 
@@ -38,11 +39,9 @@ def _top_level(text: str) -> tuple[list[Any], bool]:
         try:
             value, position = decoder.raw_decode(text, match.start())
             values.append(value)
-        except json.JSONDecodeError:  # skip the bracketed span, JSON strings and all
+        except json.JSONDecodeError:  # skip the bracketed span whole (nothing nested is decoded on its own)
             depth = 0
-            for token in _SPAN_TOKEN.finditer(
-                text, match.start()
-            ):  # a JSON string (maybe unclosed) or a bracket
+            for token in _SPAN_TOKEN.finditer(text, match.start()):
                 depth += _DEPTH.get(token.group(), 0)
                 if depth == 0:
                     position = token.end()
@@ -52,18 +51,21 @@ def _top_level(text: str) -> tuple[list[Any], bool]:
     return values, False
 
 
+def _candidates(text: str) -> tuple[list[Any], bool]:
+    """Whole-answer candidates: the text itself, else the one fenced block, else the outermost values."""
+    blocks = _FENCE.findall(text)
+    for whole in [text, blocks[0].strip()] if len(blocks) == 1 else [text]:
+        with suppress(json.JSONDecodeError):
+            return [json.loads(whole)], False
+    return _top_level(text)
+
+
 def parse_json_as(text: str, schema: type[T]) -> T:
     """The whole JSON answer in ``text`` valid for ``schema`` (a bare list fills a one-list schema); two is none."""
     cleaned = strip_thinking(text)
     if not cleaned:
         raise ParseFailure("empty answer")
-    blocks = _FENCE.findall(cleaned)
-    for whole in [cleaned, blocks[0].strip()] if len(blocks) == 1 else [cleaned]:
-        with suppress(json.JSONDecodeError):
-            candidates, unclosed = [json.loads(whole)], False
-            break
-    else:
-        candidates, unclosed = _top_level(cleaned)
+    candidates, unclosed = _candidates(cleaned)
     errors: list[str] = []
     valid: list[T] = []
     # a bare list answer fills a schema whose only field is a list
