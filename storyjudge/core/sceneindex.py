@@ -100,11 +100,13 @@ def build_index(
         missing = sorted(
             (i for i in items if i["id"] not in held), key=lambda i: len(i["text"]), reverse=True
         )
-        for begin in range(0, max(len(missing), 1), BATCH):  # none missing: one empty add marks it complete
+        for begin in range(0, len(missing), BATCH):
             batch = missing[begin : begin + BATCH]
             index.add(batch, len(items))
-            if progress and batch:
+            if progress:
                 progress(len(batch))
+        if not missing:
+            index.add([], len(items))  # all there: marked complete
         built = bool(missing)
     ref = IndexRef(
         store=store, location=str(location), embedder=embedder, scenes_collection=name, passages=passages
