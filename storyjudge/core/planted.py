@@ -2,6 +2,8 @@
 
 Invented (a relation given to an unused name) and swapped (a relation moved to a character who never meets its
 partner) facts are false, verbatim story sentences true; the share of false ones accepted decides if a score counts.
+Their verdicts never enter a score. A relation moved to one who shares a scene with its partner is only probably
+false: never planted. Seeded by the run's seed alone, so every round of a run plants the same items.
 """
 
 from __future__ import annotations
