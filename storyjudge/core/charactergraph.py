@@ -1,4 +1,13 @@
-"""The Character Knowledge Graph (NarrativeFactScore stage 1): alias merging, edge selection, lookup."""
+"""The Character Knowledge Graph (NarrativeFactScore stage 1): alias merging, edge selection, lookup.
+
+1. Name graph: name variants joined by the extractor's aliases and a given name that prefixes exactly one fuller
+   name; titles never stripped ("Lady Macbeth" is not "Macbeth"). A component joining two names that one triple
+   uses as distinct subject and object is cut (minimum weighted cut): one bad alias cannot fuse two people.
+2. Edges: a predicate is kept when enough (scene, sample) extractions state it (``min_count``). The name graph
+   never depends on the threshold, so a higher threshold always gives a subgraph of a lower one's.
+
+Names count only where the scene text contains them (whole word, any case): no invented names, no pronouns.
+"""
 
 from __future__ import annotations
 
@@ -109,7 +118,7 @@ def _link(graph: nx.Graph, a: str, b: str, reason: str) -> None:
 
 
 def build_name_graph(extractions: Iterable[Mapping[str, Any]], scene_texts: Mapping[str, str]) -> NameGraph:
-    """Merge name variants into characters (see the module docstring)."""
+    """Merge name variants into characters (the name graph of the module docstring)."""
     import networkx as nx
 
     graph = nx.Graph()
