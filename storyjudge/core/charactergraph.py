@@ -69,7 +69,8 @@ def is_name(name: str) -> bool:
     """Whether a cleaned string can be a character's name (a capitalised proper noun, not a pronoun)."""
     if len(name.split()) > _MAX_NAME_WORDS or name.casefold() in PRONOUNS | SCHEMA_WORDS:
         return False
-    return 2 <= len(name) <= 60 and next((ch for ch in name if ch.isalpha()), "a").isupper()
+    letters = [ch for ch in name if ch.isalpha()]
+    return 2 <= len(name) <= 60 and bool(letters) and letters[0].isupper()  # its first letter a capital
 
 
 def _name_pattern(name: str) -> str:
