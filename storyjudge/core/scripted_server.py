@@ -8,7 +8,6 @@ is logged (``requests``, ``log``).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import random
 import socket
@@ -58,8 +57,12 @@ class FaultPlan:
             occurrence = self._seen.get(digest, 0)
             self._seen[digest] = occurrence + 1
         roll = random.Random(f"{self.seed}:{digest}:{occurrence}").random()
-        edges = itertools.accumulate(self.rates.get(kind, 0.0) for kind in FAULT_KINDS)
-        return next((kind for kind, edge in zip(FAULT_KINDS, edges, strict=True) if roll < edge), None)
+        edge = 0.0
+        for kind in FAULT_KINDS:  # each kind owns the next stretch of [0, 1) as wide as its rate
+            edge += self.rates.get(kind, 0.0)
+            if roll < edge:
+                return kind
+        return None
 
 
 def mixed(rate: float) -> dict[str, float]:
