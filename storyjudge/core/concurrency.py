@@ -1,7 +1,9 @@
 """How many things run at once: graph branch threads, LLM slots (``llm_slots``, by ``priority``), cancellation.
 
-Threads live as long as their work; ``cancel()`` makes calls raise ``Cancelled``, a ``BaseException`` so that no
-``except Exception`` counts a cancelled call as failed.
+Threads live as long as their work: no process-wide pool, whose idle workers would never end in a process that
+runs one run after another (the UI, the tests); the LLM slots bound the calls in flight. ``cancel()`` makes calls
+raise ``Cancelled``, a ``BaseException`` so that no ``except Exception`` counts a cancelled call as failed
+(LangGraph keeps the completed tasks' writes and ``--resume`` redoes only the rest).
 """
 
 from __future__ import annotations
