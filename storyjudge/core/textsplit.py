@@ -74,8 +74,11 @@ def _punkt() -> object:
 
 def paragraphs(text: str) -> list[str]:
     """Paragraphs, each keeping the blank lines that follow it (lossless)."""
-    ends = [*(match.end() for match in _PARAGRAPH_END.finditer(text)), len(text)]
-    return [text[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True) if b > a]
+    pieces, start = [], 0
+    for match in _PARAGRAPH_END.finditer(text):
+        pieces.append(text[start : match.end()])
+        start = match.end()
+    return [piece for piece in [*pieces, text[start:]] if piece]
 
 
 def _unwrap_lines(text: str) -> str:
@@ -120,8 +123,10 @@ def _segmented(text: str) -> tuple[tuple[int, int], ...]:
         if end > cursor:
             spans.append((cursor, end))
             cursor = end
-    if cursor < len(text):  # the last span takes the rest (or is all of it)
-        spans[-1:] = [(spans[-1][0] if spans else 0, len(text))]
+    if cursor < len(text) and spans:  # the last span takes the rest
+        spans[-1] = (spans[-1][0], len(text))
+    elif cursor < len(text):
+        spans.append((0, len(text)))
     return tuple(spans)
 
 
