@@ -40,7 +40,7 @@ class WindowedEmbeddings(Embeddings):
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` as this embedder's tokenizer counts them (quietly: scenes exceed the window)."""
-        with self._lock:
+        with self._lock:  # the fast tokenizer is not reentrant: "Already borrowed" from a second thread
             return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_query(self, text: str) -> list[float]:
