@@ -183,8 +183,9 @@ _refusing_lock = threading.Lock()
 
 def answered(server: str) -> None:
     """Note that a server answered (an HTTP error too): it is no longer refusing."""
-    with _refusing_lock:
-        _refusing.pop(server, None)
+    if server in _refusing:  # every answered call asks: no lock taken while nothing is refusing
+        with _refusing_lock:
+            _refusing.pop(server, None)
 
 
 def refused_for(server: str) -> float:
