@@ -16,7 +16,6 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -215,13 +214,11 @@ class RunDir:
         whose ``settings`` differ from that kind's last run (but for ``allow_change``).
         """
         changes = tuple(allow_change)
-        check = partial(
-            self.check, doc_hash, resume=resume, kind=kind, settings=settings, allow_change=changes
-        )
-        if check() is None:
+        if self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=changes) is None:
             self.root.mkdir(parents=True, exist_ok=True)
         self.lock()  # then the meta as the previous holder left it, checked again
-        existing = check() or {"document_hash": doc_hash, "source": source}
+        existing = self.check(doc_hash, resume=resume, kind=kind, settings=settings, allow_change=changes)
+        existing = existing or {"document_hash": doc_hash, "source": source}
         if settings is not None:
             by_kind = kind_settings(existing)  # before this run's settings replace the last run's
             existing["settings"] = dict(settings)
