@@ -1,6 +1,9 @@
 """The heavy modules a run uses, imported once, on one thread, before the run's branches start.
 
-Two threads importing numpy at once can get a partially initialized module; loads pause the garbage collector.
+Two threads importing numpy at once can get a partially initialized module (its imports go in a circle), so a
+graph's first node, which runs alone before any fan-out, calls ``load_before_branches``; the lock makes concurrent
+runs of one process take turns. Loads pause the garbage collector: the hundreds of thousands of objects they leave
+live as long as the process, and CPython would walk them all each time the heap grows by a quarter.
 """
 
 from __future__ import annotations
