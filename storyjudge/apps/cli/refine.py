@@ -172,8 +172,10 @@ def _judge_line(iteration: int, card: dict[str, Any], said: str = "") -> str:
         if ci and check.get("false_acceptance") is not None
         else ""
     )
-    parts = [] if check["note"] in said else [check["note"]]
-    told = "; ".join([*parts, false] if false else parts) or check["note"]
+    if false and check["note"] in said:  # only the figures are new; with none, the note is kept
+        told = false
+    else:
+        told = "; ".join(filter(None, (check["note"], false)))
     rule = (check.get("rule") or {}).get("text") or (
         f"at most {check.get('max_false_acceptance', 0):.0%} may be accepted"
     )
