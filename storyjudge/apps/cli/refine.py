@@ -191,8 +191,8 @@ def _write_refine(run: Run) -> None:
     _restore_own_record(rd)
     summary = final.get("summary", "")
     record = load_run(rd.result).record()
-    given = "summary" in run.job.graph_input
-    report = _keep(rd, "refine", summary, {**record, "summary_source": "given" if given else "generated"})
+    source = "given" if "summary" in run.job.graph_input else "generated"
+    report = _write_and_keep(rd, "refine", summary, {**record, "summary_source": source})
     iterations = sorted(final.get("iterations") or [], key=lambda i: i["iteration"])
     if run.job.extra.get("verbose"):
         for it in iterations:
@@ -269,7 +269,7 @@ def _restore_own_record(rd: RunDir) -> None:
         rd.write_json(rd.result, json.loads(own.read_text(encoding="utf-8")))
 
 
-def _keep(rd: RunDir, kind: str, summary: str, record: dict[str, Any]) -> bool:
+def _write_and_keep(rd: RunDir, kind: str, summary: str, record: dict[str, Any]) -> bool:
     """Write the summary and report.html and keep the run in ``runs/<thread>/``; whether the report was written."""
     rd.summary.write_text(summary.rstrip("\n") + "\n", encoding="utf-8")
     report = _write_report(rd)
@@ -308,7 +308,7 @@ def _write_score(run: Run) -> None:
     )
     result["wall_seconds"] = round(run.seconds, 2)
     write_result(rd.root, result)
-    report = _keep(rd, "score", summary_text, {**result, "summary_source": "given"})
+    report = _write_and_keep(rd, "score", summary_text, {**result, "summary_source": "given"})
     rows = (  # the model's words: text, never markup
         (
             escape(verdict["fact"]["text"]),
