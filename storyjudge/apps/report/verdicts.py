@@ -59,8 +59,11 @@ class Passage:
 def sentence_status(verdicts: list[dict[str, Any]]) -> str:
     """How a sentence is marked: any unsupported fact wins, then any unjudged one."""
     statuses = {v.get("status") for v in verdicts}
-    marked = [status for status in ("unsupported", "unjudged") if status in statuses]
-    return marked[0] if marked else "supported" if verdicts else "nofacts"
+    if "unsupported" in statuses:
+        return "unsupported"
+    if "unjudged" in statuses:
+        return "unjudged"
+    return "supported" if verdicts else "nofacts"
 
 
 def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
