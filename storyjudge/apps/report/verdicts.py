@@ -88,8 +88,12 @@ def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
     for view in views:
         found = summary.find(view.text, cursor)
         if found < 0:
-            spaced = [(Piece(" "), Piece(other.text, other)) for other in views]
-            return [piece for pair in spaced for piece in pair][1:]
+            joined: list[Piece] = []  # the sentences joined by spaces
+            for n, other in enumerate(views):
+                if n:
+                    joined.append(Piece(" "))
+                joined.append(Piece(other.text, other))
+            return joined
         if found > cursor:
             pieces.append(Piece(summary[cursor:found]))
         pieces.append(Piece(view.text, view))
