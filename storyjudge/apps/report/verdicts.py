@@ -78,11 +78,10 @@ def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
     by_sentence: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for verdict in (card or {}).get("verdicts") or []:
         by_sentence[int(verdict["fact"]["sentence_index"])].append(verdict)
-    views = [
-        SentenceView(int(entry["index"]), str(entry["sentence"]), sentence_status(facts), facts)
-        for entry in per_sentence
-        for facts in [by_sentence[int(entry["index"])]]
-    ]
+    views = []
+    for entry in per_sentence:
+        facts = by_sentence[int(entry["index"])]
+        views.append(SentenceView(int(entry["index"]), str(entry["sentence"]), sentence_status(facts), facts))
     pieces: list[Piece] = []
     cursor = 0
     for view in views:
