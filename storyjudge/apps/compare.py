@@ -70,7 +70,14 @@ def summary_view(summary: Summary) -> dict[str, Any]:
     models = (record.get("context") or {}).get("resolved_models") or {}
     prompts = record.get("prompts") or {}
     corrections = int(card.get("corrections") or 0)
-    own = uncorrected(card)  # the judge's own verdicts, shown beside the ones a person corrected
+    judges = None
+    if corrections:  # the judge's own score beside the one a person corrected
+        own = uncorrected(card)
+        judges = {
+            "score": own.get("score"),
+            "ci95": ratio_interval(*sentence_counts(own)),
+            "reliable": card_reliable(own),
+        }
     return {
         "label": summary.ref.label,
         "path": str(summary.ref.path),
@@ -87,16 +94,12 @@ def summary_view(summary: Summary) -> dict[str, Any]:
             "over": over(len(judged), "sentence"),
             "sentences": len(judged),
             "judged": int(sum(judged)),
-            **{f"corrected{part}": card.get(f"score_corrected{part}") for part in ("", "_ci95", "_note")},
+            "corrected": card.get("score_corrected"),
+            "corrected_ci95": card.get("score_corrected_ci95"),
+            "corrected_note": card.get("score_corrected_note"),
         },
         "corrections": corrections,
-        "nfs_without_corrections": None
-        if not corrections
-        else {
-            "score": own.get("score"),
-            "ci95": ratio_interval(*sentence_counts(own)),
-            "reliable": card_reliable(own),
-        },
+        "nfs_without_corrections": judges,
         **{key: card.get(key) for key in ("facts", "supported", "unsupported", "unjudged", "coverage")},
         "reliable": card_reliable(card),
         "reliability": reliability_text(card),

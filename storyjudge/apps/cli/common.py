@@ -139,9 +139,8 @@ def print_models(ctx: Context, roles: tuple[str, ...] | None = None) -> None:
         _, spec, note = rows[0]
         say(f"Models: {spec} for every role ({note})", soft_wrap=False)
     else:
-        escaped = (
-            (role, escape(spec), escape(note)) for role, spec, note in rows
-        )  # a spec or URL may hold "[...]"
+        # a spec or URL may hold "[...]"
+        escaped = ((role, escape(spec), escape(note)) for role, spec, note in rows)
         console.print(text_table("Models", ("role", "model", "note"), escaped))
     if any(is_local(spec) for _, spec, _ in describe_models(ctx)):
         console.print(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial, reduce
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -250,7 +250,9 @@ def _run(config: Any, *, dry_run: bool, print_agreement: bool, executor: str, sc
     if print_agreement:
         for cell_id, report in result["agreements"].items():
             _print_agreement(cell_id, report)
-    merged: Usage = reduce(merge_usage, (row.get("usage") for row in outcome.rows), {})  # per model spec
+    merged: Usage = {}  # per model spec: a cost is known or not per model
+    for row in outcome.rows:
+        merged = merge_usage(merged, row.get("usage"))
     usage = totals(merged)
     failed = sum(1 for r in outcome.rows if r.get("status") != "ok")
     out.print(

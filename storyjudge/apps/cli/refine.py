@@ -172,8 +172,10 @@ def _judge_line(iteration: int, card: dict[str, Any], said: str = "") -> str:
         if ci and check.get("false_acceptance") is not None
         else ""
     )
-    parts = [] if check["note"] in said else [check["note"]]
-    told = "; ".join([*parts, false] if false else parts) or check["note"]
+    if false and check["note"] in said:  # only the figures are new; with none, the note is kept
+        told = false
+    else:
+        told = "; ".join(filter(None, (check["note"], false)))
     rule = (check.get("rule") or {}).get("text") or (
         f"at most {check.get('max_false_acceptance', 0):.0%} may be accepted"
     )
@@ -189,8 +191,8 @@ def _write_refine(run: Run) -> None:
     _restore_own_record(rd)
     summary = final.get("summary", "")
     record = load_run(rd.result).record()
-    given = "summary" in run.job.graph_input
-    report = _keep(rd, "refine", summary, {**record, "summary_source": "given" if given else "generated"})
+    source = "given" if "summary" in run.job.graph_input else "generated"
+    report = _write_and_keep(rd, "refine", summary, {**record, "summary_source": source})
     iterations = sorted(final.get("iterations") or [], key=lambda i: i["iteration"])
     if run.job.extra.get("verbose"):
         for it in iterations:
@@ -267,7 +269,7 @@ def _restore_own_record(rd: RunDir) -> None:
         rd.write_json(rd.result, json.loads(own.read_text(encoding="utf-8")))
 
 
-def _keep(rd: RunDir, kind: str, summary: str, record: dict[str, Any]) -> bool:
+def _write_and_keep(rd: RunDir, kind: str, summary: str, record: dict[str, Any]) -> bool:
     """Write the summary and report.html and keep the run in ``runs/<thread>/``; whether the report was written."""
     rd.summary.write_text(summary.rstrip("\n") + "\n", encoding="utf-8")
     report = _write_report(rd)
@@ -306,7 +308,7 @@ def _write_score(run: Run) -> None:
     )
     result["wall_seconds"] = round(run.seconds, 2)
     write_result(rd.root, result)
-    report = _keep(rd, "score", summary_text, {**result, "summary_source": "given"})
+    report = _write_and_keep(rd, "score", summary_text, {**result, "summary_source": "given"})
     rows = (  # the model's words: text, never markup
         (
             escape(verdict["fact"]["text"]),

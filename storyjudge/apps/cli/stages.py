@@ -93,7 +93,11 @@ class StageTracker:
 
     @staticmethod
     def _new_round(stage: Stage, namespace: tuple[str, ...], total: int | None, advance: int) -> bool:
-        """Another call of the stage's subgraph, or a finished stage sized again at most at its count (not growing)."""
+        """Another call of the stage's subgraph, or a finished stage sized again at most at its count.
+
+        One sized again at most at its count is the same work once more (one refine call per round); one sized
+        past it is growing, not restarting (the summarizer adds a level).
+        """
         if namespace != stage.namespace:
             return True
         return stage.finished and total is not None and not advance and total <= stage.done

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
-import numpy as np
 
 GRAPH_SEED = 7
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
@@ -105,13 +104,15 @@ def _layout(simple: nx.Graph, width: float, height: float, margin: float) -> dic
     if count == 1:
         return {next(iter(simple.nodes)): (width / 2, height / 2)}
     raw = nx.spring_layout(simple, seed=GRAPH_SEED, k=1.8 / math.sqrt(count), iterations=200)
-    points = np.array(list(raw.values()), dtype=float)
-    low, span = points.min(axis=0), np.ptp(points, axis=0)
-    scaled = margin + (points - low) / np.where(span > 0, span, 1.0) * (
-        width - 2 * margin,
-        height - 2 * margin,
-    )
-    return {node: (float(x), float(y)) for node, (x, y) in zip(raw, scaled, strict=True)}
+    xs, ys = [float(p[0]) for p in raw.values()], [float(p[1]) for p in raw.values()]
+    span_x, span_y = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    return {
+        node: (
+            margin + (float(p[0]) - min(xs)) / span_x * (width - 2 * margin),
+            margin + (float(p[1]) - min(ys)) / span_y * (height - 2 * margin),
+        )
+        for node, p in raw.items()
+    }
 
 
 def _colors(simple: nx.Graph) -> dict[str, str]:

@@ -66,13 +66,16 @@ def round_views(
 ) -> list[IterationView]:
     """Every round's view, each with its change from the last scored round before it.
 
-    Summaries start open, taken in ``order``, while the words shown stay within ``OPEN_WORDS``.
+    Summaries start open, taken in ``order``, while the words shown stay within ``OPEN_WORDS``: one long
+    summary starts folded, so the page stays a few screens long until a section is opened.
     """
     sizes = {int(it.get("iteration", 0)): len(words(str(it.get("summary", "")))) for it in iterations}
     shown: set[int] = set()
+    total = 0  # words of the summaries shown open so far
     for number in order:
-        if number in sizes and sum(sizes[n] for n in shown) + sizes[number] <= OPEN_WORDS:
+        if number in sizes and total + sizes[number] <= OPEN_WORDS:
             shown.add(number)
+            total += sizes[number]
     views: list[IterationView] = []
     previous: float | None = None
     for iteration in iterations:

@@ -59,8 +59,11 @@ class Passage:
 def sentence_status(verdicts: list[dict[str, Any]]) -> str:
     """How a sentence is marked: any unsupported fact wins, then any unjudged one."""
     statuses = {v.get("status") for v in verdicts}
-    marked = [status for status in ("unsupported", "unjudged") if status in statuses]
-    return marked[0] if marked else "supported" if verdicts else "nofacts"
+    if "unsupported" in statuses:
+        return "unsupported"
+    if "unjudged" in statuses:
+        return "unjudged"
+    return "supported" if verdicts else "nofacts"
 
 
 def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
@@ -75,18 +78,21 @@ def summary_pieces(summary: str, card: dict[str, Any] | None) -> list[Piece]:
     by_sentence: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for verdict in (card or {}).get("verdicts") or []:
         by_sentence[int(verdict["fact"]["sentence_index"])].append(verdict)
-    views = [
-        SentenceView(int(entry["index"]), str(entry["sentence"]), sentence_status(facts), facts)
-        for entry in per_sentence
-        for facts in [by_sentence[int(entry["index"])]]
-    ]
+    views = []
+    for entry in per_sentence:
+        facts = by_sentence[int(entry["index"])]
+        views.append(SentenceView(int(entry["index"]), str(entry["sentence"]), sentence_status(facts), facts))
     pieces: list[Piece] = []
     cursor = 0
     for view in views:
         found = summary.find(view.text, cursor)
         if found < 0:
-            spaced = [(Piece(" "), Piece(other.text, other)) for other in views]
-            return [piece for pair in spaced for piece in pair][1:]
+            joined: list[Piece] = []  # the sentences joined by spaces
+            for n, other in enumerate(views):
+                if n:
+                    joined.append(Piece(" "))
+                joined.append(Piece(other.text, other))
+            return joined
         if found > cursor:
             pieces.append(Piece(summary[cursor:found]))
         pieces.append(Piece(view.text, view))

@@ -225,10 +225,7 @@ def run_step(session: RunSession, step: str, on_progress: ProgressFn, given_summ
         start: Any = None
         if thread and step == "refine":
             start = graph.get_state(_thread_config(thread, ctx))
-        elif thread and step in (
-            "summary",
-            "score",
-        ):  # the newest checkpoint before the step, none scored yet
+        elif thread and step in ("summary", "score"):  # the newest checkpoint before the step, none scored
             node = "summarize" if step == "summary" else "factscore"
             history = graph.get_state_history(_thread_config(thread, ctx))
             start = next((s for s in history if s.next == (node,) and not s.values.get("iterations")), None)
