@@ -372,6 +372,8 @@ class Experiment:
         self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
     ) -> None:
         metrics = self.config.metrics
+        if not item.summary:  # e.g. SQuALITY in a score cell: fail before any graph spends
+            raise ValueError(f"item {item.id} has no summary to score")
         if "factscore" in metrics:
             out = self._factscore(cell, item, ctx, row)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))
