@@ -141,6 +141,12 @@ def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int)
     return result
 
 
+SENTENCE_RULES = {  # by the score a sentence-level table is of
+    "factscore": "a sentence is unfaithful if any of its atomic facts is unsupported",
+    "coherence": "a sentence is confusing if the annotator raised any confusion about it",
+}
+
+
 def _sentence_level(
     rows: Sequence[Mapping[str, Any]], labels: str, scores: str, predicted: str, resamples: int, seed: int
 ) -> dict[str, Any]:
@@ -163,12 +169,11 @@ def _sentence_level(
             gold.append(label == 0)
             groups.append(str(r["item"]["id"]))
     section: dict[str, Any] = {
-        "rule": "a sentence is confusing if the annotator raised any confusion about it",
+        "rule": SENTENCE_RULES[scores],
         "abstained_sentences": abstained,
         "table": classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed),
     }
     if scores == "factscore":
-        section["rule"] = "a sentence is unfaithful if any of its atomic facts is unsupported"
         section["summaries_without_usable_sentence_labels"] = len(rows) - len(used)
         split = sum(int(r["factscore"].get("split_differently") or 0) for r in used)
         section["graph_sentences_split_differently"] = split
