@@ -26,15 +26,16 @@ def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> d
     """Map the graph's sentences onto the labelled ones by character overlap (graph indices per labelled one).
 
     The graph sees the labelled sentences joined by one space; each graph sentence is searched in order. One
-    overlapping two labelled sentences maps to both and counts in ``split_differently``.
+    overlapping two labelled sentences maps to both and counts in ``split_differently``. No graph sentences (a
+    card without ``per_sentence``) map to none: every labelled sentence then abstains.
     """
-    text, spans, cursor = " ".join(dataset_sentences), [], 0
+    text, spans, start = " ".join(dataset_sentences), [], 0
     for sentence in dataset_sentences:
-        spans.append((cursor, cursor + len(sentence)))
-        cursor += len(sentence) + 1
+        spans.append((start, start + len(sentence)))
+        start += len(sentence) + 1
     mapping: list[list[int]] = [[] for _ in dataset_sentences]
     unplaced: list[int] = []
-    split_differently = cursor = 0
+    split_differently = cursor = 0  # cursor: where the last graph sentence placed ends
     for g, piece in enumerate(sentence.strip() for sentence in graph_sentences):
         at = text.find(piece, cursor)
         if at < 0:
@@ -43,7 +44,7 @@ def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> d
             unplaced.append(g)
             continue
         cursor = at + len(piece)
-        hits = [d for d, (a, b) in enumerate(spans) if min(b, cursor) - max(a, at) > 0]
+        hits = [d for d, (a, b) in enumerate(spans) if min(b, cursor) - max(a, at) > 0]  # overlapping ones
         for d in hits:
             mapping[d].append(g)
         if len(hits) > 1:
