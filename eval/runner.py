@@ -55,7 +55,10 @@ def invoke_graph(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[s
 
 
 class Budget:
-    """LLM calls and dollars spent so far (earlier runs included); says when a limit is reached."""
+    """LLM calls and dollars spent so far (earlier runs included); says when a limit is reached.
+
+    Unlocked: only the driver (``Experiment.run``) counts and asks, whichever executor runs the items.
+    """
 
     def __init__(self, limits: Mapping[str, float]) -> None:
         self.limits = dict(limits)
