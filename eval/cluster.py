@@ -152,5 +152,7 @@ def run_on_worker(
     install_budget(config.out_dir, *budget)
     key = (str(config.out_dir), config.name)
     with _worker_lock:
-        experiment = _experiments.setdefault(key, Experiment(config))
+        if key not in _experiments:  # built once per worker process, not once per task
+            _experiments[key] = Experiment(config)
+        experiment = _experiments[key]
     return experiment.attempt(cell, item, own_cache=True)

@@ -150,7 +150,8 @@ def estimate_range(
 
     Low: the first round, a short summary, few facts, short answers. High: every round up to
     ``max_iterations`` at the length budget, every verdict anew, full evidence, every summary regenerated.
-    ``metrics``: what an experiment scores besides NarrativeFactScore.
+    ``metrics``: what is scored; NarrativeFactScore too when none is or the task refines, BooookScore with
+    ``coherence_guard``.
     """
     from nodes.extract import extraction_tasks
     from storyjudge.core.segmentation import segment_document

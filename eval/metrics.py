@@ -121,12 +121,16 @@ class _TokenEmbedder:
             return np.asarray(vectors / np.maximum(norms, 1e-12))
 
 
-_embedders_lock = threading.Lock()  # one model per (path, layer), however many items ask at once
+_embedders: dict[tuple[str, int | None], _TokenEmbedder] = {}
+_embedders_lock = threading.Lock()
 
 
-@cache
 def _embedder(path: str, layer: int | None) -> _TokenEmbedder:
-    return _TokenEmbedder(Path(path), layer)
+    """One model per (path, layer), however many items ask at once."""
+    with _embedders_lock:
+        if (path, layer) not in _embedders:
+            _embedders[(path, layer)] = _TokenEmbedder(Path(path), layer)
+        return _embedders[(path, layer)]
 
 
 def _greedy_match(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, float, float]:
@@ -149,8 +153,7 @@ def bertscore(
     if not status["available"]:
         return status
     layer = int(os.environ[BERTSCORE_LAYER_ENV]) if os.environ.get(BERTSCORE_LAYER_ENV) else None
-    with _embedders_lock:
-        embedder = _embedder(status["model"], layer)
+    embedder = _embedder(status["model"], layer)
     per_item = []
     for prediction, refs in zip(predictions, references, strict=True):
         candidate = embedder.embed(prediction)

@@ -55,7 +55,10 @@ def invoke_graph(name: str, graph_input: dict[str, Any], ctx: Context) -> dict[s
 
 
 class Budget:
-    """LLM calls and dollars spent so far (earlier runs included); says when a limit is reached."""
+    """LLM calls and dollars spent so far (earlier runs included); says when a limit is reached.
+
+    Unlocked: only the driver (``Experiment.run``) counts and asks, whichever executor runs the items.
+    """
 
     def __init__(self, limits: Mapping[str, float]) -> None:
         self.limits = dict(limits)
@@ -372,6 +375,8 @@ class Experiment:
         self, cell: Cell, item: EvalItem, ctx: Context, row: dict[str, Any], record: dict[str, Any]
     ) -> None:
         metrics = self.config.metrics
+        if not item.summary:  # e.g. SQuALITY in a score cell: fail before any graph spends
+            raise ValueError(f"item {item.id} has no summary to score")
         if "factscore" in metrics:
             out = self._factscore(cell, item, ctx, row)
             row["usage"] = merge_usage(row["usage"], out.get("usage"))

@@ -26,15 +26,16 @@ def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> d
     """Map the graph's sentences onto the labelled ones by character overlap (graph indices per labelled one).
 
     The graph sees the labelled sentences joined by one space; each graph sentence is searched in order. One
-    overlapping two labelled sentences maps to both and counts in ``split_differently``.
+    overlapping two labelled sentences maps to both and counts in ``split_differently``. No graph sentences (a
+    card without ``per_sentence``) map to none: every labelled sentence then abstains.
     """
-    text, spans, cursor = " ".join(dataset_sentences), [], 0
+    text, spans, start = " ".join(dataset_sentences), [], 0
     for sentence in dataset_sentences:
-        spans.append((cursor, cursor + len(sentence)))
-        cursor += len(sentence) + 1
+        spans.append((start, start + len(sentence)))
+        start += len(sentence) + 1
     mapping: list[list[int]] = [[] for _ in dataset_sentences]
     unplaced: list[int] = []
-    split_differently = cursor = 0
+    split_differently = cursor = 0  # cursor: where the last graph sentence placed ends
     for g, piece in enumerate(sentence.strip() for sentence in graph_sentences):
         at = text.find(piece, cursor)
         if at < 0:
@@ -43,7 +44,7 @@ def align(dataset_sentences: Sequence[str], graph_sentences: Sequence[str]) -> d
             unplaced.append(g)
             continue
         cursor = at + len(piece)
-        hits = [d for d, (a, b) in enumerate(spans) if min(b, cursor) - max(a, at) > 0]
+        hits = [d for d, (a, b) in enumerate(spans) if min(b, cursor) - max(a, at) > 0]  # overlapping ones
         for d in hits:
             mapping[d].append(g)
         if len(hits) > 1:
@@ -141,6 +142,12 @@ def _summary_level(rows: Sequence[Mapping[str, Any]], resamples: int, seed: int)
     return result
 
 
+SENTENCE_RULES = {  # by the score a sentence-level table is of
+    "factscore": "a sentence is unfaithful if any of its atomic facts is unsupported",
+    "coherence": "a sentence is confusing if the annotator raised any confusion about it",
+}
+
+
 def _sentence_level(
     rows: Sequence[Mapping[str, Any]], labels: str, scores: str, predicted: str, resamples: int, seed: int
 ) -> dict[str, Any]:
@@ -163,12 +170,11 @@ def _sentence_level(
             gold.append(label == 0)
             groups.append(str(r["item"]["id"]))
     section: dict[str, Any] = {
-        "rule": "a sentence is confusing if the annotator raised any confusion about it",
+        "rule": SENTENCE_RULES[scores],
         "abstained_sentences": abstained,
         "table": classification_table(pred, gold, groups=groups, resamples=resamples, seed=seed),
     }
     if scores == "factscore":
-        section["rule"] = "a sentence is unfaithful if any of its atomic facts is unsupported"
         section["summaries_without_usable_sentence_labels"] = len(rows) - len(used)
         split = sum(int(r["factscore"].get("split_differently") or 0) for r in used)
         section["graph_sentences_split_differently"] = split

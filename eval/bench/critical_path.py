@@ -6,7 +6,8 @@ Cache hits never reach the server and are not counted. The log is cut, in arriva
 - **the summarizer beside the extraction** (``SceneTriples`` needs only the scenes): the summarizer's
   ``w = sum ceil(m_i / C)`` waves leave free slots to it: ``max(w, ceil((n + sum m_i) / C))``;
 - **pipelined segments** of decompositions and verdicts, each verdict waiting only for its own sentence's
-  decomposition: an out-forest, scheduled exactly by Hu's algorithm on the reversed forest;
+  decomposition: an out-forest, scheduled exactly by Hu's algorithm (optimal for in-forests) on the reversed
+  forest, whose schedule read backwards is one of the original of the same length;
 - **the first round beside the extraction**: its decompositions may share the extraction's waves, its
   verdicts need the whole CKG; ``first_round_waves`` tries each wave in which the extraction could end.
 """
