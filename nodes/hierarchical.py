@@ -366,7 +366,8 @@ def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str,
     """Summarize every chunk and merge the summaries level by level, each call sent once its inputs exist.
 
     One node, not ``Send`` branches: a LangGraph step waits for all its branches, so no merge could start
-    before the slowest chunk.
+    before the slowest chunk. A run stopped midway still redoes no call on resume: each answer is in the LLM
+    cache as soon as it arrives.
     """
     ctx = context_of(runtime)
     run = TreeRun(ctx, state["summary_plan"], state["chunks"])
