@@ -267,8 +267,8 @@ def annotate_batch(task: CoherenceTask, runtime: Runtime[Context]) -> dict[str, 
         if answer.value is None:
             parsed, raw = ConfusionAnswer(None, error=answer.error or "unparseable answer"), answer.text
         else:
-            raw = json.dumps({"index": index + 1, **listed[index]}) if index in listed else ""
-            found = listed[index]
+            found = listed.get(index, {"questions": [], "labels": []})  # adds no entry
+            raw = json.dumps({"index": index + 1, **found}) if index in listed else ""
             types, other = normalise_types(found["labels"])
             parsed = ConfusionAnswer(
                 bool(found["questions"] or types or other), found["questions"], types, other

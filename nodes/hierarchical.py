@@ -341,17 +341,19 @@ class TreeRun:
 
     def tree(self) -> list[TreeLevel | TreeStep]:
         """The tree's record: the chunk summaries (with their chunks), then each merge level, in order."""
-        top = self.plan["max_summary_tokens"]
-        levels = [(0, self.plan["budgets"][0], [self.leaves[chunk["index"]] for chunk in self.chunks])]
-        levels += [
-            (level.number, level.budget or top, level.outputs) for level in self.levels if level.outputs
+        budget = self.plan["budgets"][0]
+        chunks, leaves = [chunk_info(c) for c in self.chunks], [self.leaves[c["index"]] for c in self.chunks]
+        tree: list[TreeLevel | TreeStep] = [
+            TreeLevel(level=0, budget=budget, word_limit=word_limit(budget), chunks=chunks, summaries=leaves)
         ]
-        tree = [
-            TreeLevel(level=number, budget=budget, word_limit=word_limit(budget), summaries=summaries)
-            for number, budget, summaries in levels
-        ]
-        tree[0]["chunks"] = [chunk_info(chunk) for chunk in self.chunks]
-        return [*tree]
+        for level in self.levels:
+            if level.outputs:
+                budget = level.budget or self.plan["max_summary_tokens"]
+                words = word_limit(budget)
+                tree.append(
+                    TreeLevel(level=level.number, budget=budget, word_limit=words, summaries=level.outputs)
+                )
+        return tree
 
     def events_and_usage(self) -> tuple[list[dict[str, Any]], Usage]:
         """Every event and the usage of every call, chunks first, then merges by level and index."""
@@ -364,7 +366,8 @@ def summarize_tree(state: SummarizeWork, runtime: Runtime[Context]) -> dict[str,
     """Summarize every chunk and merge the summaries level by level, each call sent once its inputs exist.
 
     One node, not ``Send`` branches: a LangGraph step waits for all its branches, so no merge could start
-    before the slowest chunk.
+    before the slowest chunk. A run stopped midway still redoes no call on resume: each answer is in the LLM
+    cache as soon as it arrives.
     """
     ctx = context_of(runtime)
     run = TreeRun(ctx, state["summary_plan"], state["chunks"])
