@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -12,6 +11,7 @@ import jinja2
 from markupsafe import Markup
 
 from storyjudge.core.coverage import UNRELIABLE, check_verdict, describe
+from storyjudge.core.rundir import write_atomic
 from storyjudge.core.usage import cost_text, price_known
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -61,8 +61,6 @@ def fragment(macro: str, *args: Any) -> str:
 
 
 def write_page(path: Path, html: str) -> Path:
-    """Write a page atomically, through a temporary file of its own (two writers never share one)."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
+    """Write a page atomically (``core.rundir.write_atomic``): a reader never sees half a page."""
+    write_atomic(path, html.encode("utf-8"))
     return path
