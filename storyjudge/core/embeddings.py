@@ -27,7 +27,13 @@ def _not_for_users(record: logging.LogRecord) -> bool:
 
 
 def _quiet_transformers() -> None:
+    """Keep notes for library developers out of a run's output; call before importing the embedding libraries.
+
+    peft (imported by sentence-transformers and FlagEmbedding) warns at import that transformers 4 is deprecated;
+    FlagEmbedding needs transformers 4, so the user can do nothing about it.
+    """
     logging.getLogger("transformers.modeling_utils").addFilter(_not_for_users)  # once: addFilter dedups
+    warnings.filterwarnings("ignore", "Support for Transformers", FutureWarning, "peft")
 
 
 class WindowedEmbeddings(Embeddings):
@@ -115,9 +121,9 @@ class MiniLMEmbeddings(WindowedEmbeddings):
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        _quiet_transformers()
         from sentence_transformers import SentenceTransformer
 
-        _quiet_transformers()
         self.model = SentenceTransformer(str(minilm_path()), device="cpu")
         self.window_tokens = min(self.window_tokens, int(self.model.max_seq_length))
         self._lock = threading.Lock()
@@ -174,6 +180,7 @@ class BGEM3Embeddings(WindowedEmbeddings):
 
     def __init__(self, location: str) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        _quiet_transformers()
         try:  # imported lazily: heavy, and tied to transformers' version
             from FlagEmbedding import BGEM3FlagModel
         except Exception as exc:  # noqa: BLE001 - any import failure means the backend is unusable
