@@ -82,12 +82,14 @@ def input_summaries(state: CoherenceState) -> list[dict[str, Any]]:
     if not isinstance(many, list) or not many:
         raise ValueError("'summaries' must be a non-empty list of {'id': ..., 'summary': ...} objects.")
     out: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for position, item in enumerate(many):
         if not isinstance(item, dict) or not isinstance(item.get("summary"), str):
             raise ValueError(f"summaries[{position}] must be an object with a 'summary' string.")
         summary_id = str(item.get("id", position))
-        if any(earlier["id"] == summary_id for earlier in out):
+        if summary_id in seen:
             raise ValueError(f"Summary id {summary_id!r} appears twice; give every summary its own id.")
+        seen.add(summary_id)
         if not item["summary"].strip():
             raise ValueError(f"Summary {summary_id!r} is empty; remove it or give its text.")
         if not has_words(item["summary"]):
